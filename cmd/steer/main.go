@@ -1,0 +1,228 @@
+// Command steer is a GeoDNS authoritative nameserver and traffic-steering
+// engine.
+//
+//	steer serve [--config FILE]   run the server (the embedded demo without --config)
+//	steer check --config FILE     validate a configuration and everything it names
+//	steer version                 print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `steer: a GeoDNS authoritative nameserver
+
+usage:
+  steer serve [--config FILE] [--log-format text|json] [--log-level LEVEL]
+  steer check --config FILE
+  steer version
+
+Without --config, serve runs the embedded demo configuration
+(zone example.com on 127.0.0.1:5353 and [::1]:5353).
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "steer", versionString())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "steer: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		v += " " + bi.GoVersion
+	}
+	return v
+}
+
+// loadConfig reads path, or the embedded demo when path is empty.
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.LoadDemo()
+	}
+	return config.Load(path)
+}
+
+// load reads the configuration and everything it names into a snapshot.
+func load(path string) (*snapshot.Snapshot, diag.Problems, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snapshot.Build(cfg)
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file to check")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "steer check: --config FILE is required")
+		return 2
+	}
+	snap, warns, err := load(*path)
+	for _, w := range warns {
+		fmt.Fprintln(stderr, w.File+lineSuffix(w.Line)+": warning: "+w.Msg)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, snap.Summary())
+	return 0
+}
+
+func lineSuffix(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(":%d", n)
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither text nor json", format)
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (default: the embedded demo)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*logFormat, *logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "steer serve:", err)
+		return 2
+	}
+	source := *path
+	if source == "" {
+		source = "embedded demo"
+	}
+
+	snap, warns, err := load(*path)
+	logWarnings(log, warns)
+	if err != nil {
+		logProblems(log, "configuration rejected", err)
+		return 1
+	}
+	srv := dnsserver.New(snap, log)
+	if err := srv.Start(); err != nil {
+		log.Error("cannot listen", "err", err)
+		return 1
+	}
+	log.Info("serving", "config", source, "version", version, "data", snap.Summary())
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			reload(log, srv, *path, source)
+			continue
+		}
+		log.Info("shutting down", "signal", sig.String())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := srv.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			log.Warn("shutdown did not finish in time", "err", err)
+		}
+		log.Info("stopped")
+		return 0
+	}
+	return 0
+}
+
+// reload re-reads the configuration and swaps it in only when all of it is
+// valid; otherwise the old one keeps serving.
+func reload(log *slog.Logger, srv *dnsserver.Server, path, source string) {
+	start := time.Now()
+	snap, warns, err := load(path)
+	logWarnings(log, warns)
+	if err != nil {
+		logProblems(log, "reload rejected; still serving the previous configuration", err)
+		return
+	}
+	if err := srv.Apply(snap); err != nil {
+		log.Error("reload rejected; still serving the previous configuration", "err", err)
+		return
+	}
+	log.Info("reloaded", "config", source, "data", snap.Summary(), "took", time.Since(start).Round(time.Microsecond))
+}
+
+func logWarnings(log *slog.Logger, warns diag.Problems) {
+	for _, w := range warns {
+		log.Warn(w.String())
+	}
+}
+
+func logProblems(log *slog.Logger, msg string, err error) {
+	var ps diag.Problems
+	if errors.As(err, &ps) {
+		for _, p := range ps {
+			log.Error(msg, "problem", p.String())
+		}
+		return
+	}
+	log.Error(msg, "err", strings.TrimSpace(err.Error()))
+}

@@ -1,0 +1,11 @@
+module github.com/steer-dns/steer
+
+go 1.26.8
+
+require (
+	github.com/miekg/dns v1.1.73
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/net v0.57.0
+)
+
+require golang.org/x/sys v0.47.0 // indirect

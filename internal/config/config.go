@@ -1,0 +1,279 @@
+// Package config owns steer's configuration file: its YAML schema, strict
+// decoding (unknown keys are errors), defaults, and the checks that need
+// nothing but the file itself. Every problem is reported as file:line.
+//
+// Loading the zone files and other data a configuration names is the job of
+// package load; this package only says what the operator wrote.
+package config
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/diag"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is a decoded steer configuration file.
+type Config struct {
+	// Listen holds host:port addresses; each gets a UDP and a TCP listener.
+	Listen []string `yaml:"listen"`
+	// Identity is answered to CHAOS TXT id.server. and hostname.bind. and
+	// returned in NSID. Empty means those queries are refused.
+	Identity string `yaml:"identity"`
+	// VersionBind is answered to CHAOS TXT version.bind.; "hide" refuses it.
+	VersionBind string `yaml:"version_bind"`
+	TCP         TCP    `yaml:"tcp"`
+	Zones       []Zone `yaml:"zones"`
+
+	// File is the configuration's path as given (for messages).
+	File string `yaml:"-"`
+	// FS, when non-nil, is where File and every path it names are read
+	// from (the embedded demo). When nil, paths are on the local disk.
+	FS fs.FS `yaml:"-"`
+	// Lines maps dotted key paths (e.g. "listen[1]") to their line in File.
+	Lines map[string]int `yaml:"-"`
+}
+
+// TCP holds the TCP transport's limits.
+type TCP struct {
+	// MaxConnections is the number of TCP connections open at once; beyond
+	// it new connections are closed at once.
+	MaxConnections int `yaml:"max_connections"`
+	// IdleTimeout closes a connection that sends no complete query for this long.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+}
+
+// Zone names a zone served from an RFC 1035 master file.
+type Zone struct {
+	Origin string `yaml:"origin"`
+	File   string `yaml:"file"`
+	// Line is where this entry starts in the configuration file.
+	Line int `yaml:"-"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("10s").
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a duration must be a string such as 10s", n.Line)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: invalid duration %q (use Go syntax such as 500ms, 10s, 5m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Defaults applied to keys the file leaves out.
+const (
+	DefaultMaxTCPConnections = 1000
+	DefaultTCPIdleTimeout    = 10 * time.Second
+	// VersionHidden as version_bind refuses version.bind queries.
+	VersionHidden = "hide"
+)
+
+// DefaultListen is used when the file has no listen key.
+var DefaultListen = []string{"127.0.0.1:5353", "[::1]:5353"}
+
+//go:embed demo
+var demoFS embed.FS
+
+// DemoPath is the path of the embedded demo configuration inside DemoFS.
+const DemoPath = "demo/steer.yaml"
+
+// DemoFS returns the embedded demo configuration and its zone files.
+func DemoFS() fs.FS { return demoFS }
+
+// Load reads and checks the configuration at path on the local disk.
+func Load(path string) (*Config, error) {
+	return LoadFS(nil, path)
+}
+
+// LoadDemo reads the embedded demo configuration.
+func LoadDemo() (*Config, error) {
+	return LoadFS(demoFS, DemoPath)
+}
+
+// LoadFS reads and checks the configuration at p, from fsys when it is
+// non-nil and from the local disk otherwise. The error, when not nil, is
+// diag.Problems.
+func LoadFS(fsys fs.FS, p string) (*Config, error) {
+	data, err := ReadFile(fsys, p)
+	if err != nil {
+		return nil, diag.Problems{{File: p, Msg: err.Error()}}
+	}
+	return Parse(fsys, p, data)
+}
+
+// ReadFile reads p from fsys, or from the local disk when fsys is nil.
+func ReadFile(fsys fs.FS, p string) ([]byte, error) {
+	if fsys == nil {
+		return os.ReadFile(p)
+	}
+	return fs.ReadFile(fsys, p)
+}
+
+// Resolve returns p relative to the directory of the configuration file,
+// unless p is absolute.
+func (c *Config) Resolve(p string) string {
+	if c.FS != nil {
+		if path.IsAbs(p) {
+			return strings.TrimPrefix(path.Clean(p), "/")
+		}
+		return path.Join(path.Dir(c.File), p)
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.File), p)
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// Parse decodes data (the contents of file) strictly and checks it.
+func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
+	var probs diag.Problems
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			probs.Add(file, 0, "the file is empty")
+		} else {
+			addYAMLError(&probs, file, err)
+		}
+		return nil, probs.Err()
+	}
+	c := &Config{File: file, FS: fsys, Lines: map[string]int{}}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		probs.Add(file, root.Line, "the top level must be a mapping of keys such as listen and zones")
+		return nil, probs.Err()
+	}
+	checkKeys(root, "", c, &probs, file, c.Lines)
+	if err := root.Decode(c); err != nil {
+		addYAMLError(&probs, file, err)
+	}
+	if len(probs) > 0 {
+		return nil, probs.Err()
+	}
+	c.applyDefaults()
+	c.check(&probs)
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func addYAMLError(probs *diag.Problems, file string, err error) {
+	var te *yaml.TypeError
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	for _, m := range msgs {
+		if sm := yamlLine.FindStringSubmatch(m); sm != nil {
+			n, _ := strconv.Atoi(sm[1])
+			probs.Add(file, n, "%s", sm[2])
+		} else {
+			probs.Add(file, 0, "%s", strings.TrimPrefix(m, "yaml: "))
+		}
+	}
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == nil {
+		c.Listen = DefaultListen
+	}
+	if c.TCP.MaxConnections == 0 {
+		c.TCP.MaxConnections = DefaultMaxTCPConnections
+	}
+	if c.TCP.IdleTimeout == 0 {
+		c.TCP.IdleTimeout = Duration(DefaultTCPIdleTimeout)
+	}
+	if c.VersionBind == "" {
+		c.VersionBind = VersionHidden
+	}
+}
+
+func (c *Config) line(key string) int { return c.Lines[key] }
+
+func (c *Config) check(probs *diag.Problems) {
+	f := c.File
+	if len(c.Listen) == 0 {
+		probs.Add(f, c.line("listen"), "listen: at least one address is needed")
+	}
+	seen := map[string]bool{}
+	for i, l := range c.Listen {
+		ln := c.line(fmt.Sprintf("listen[%d]", i))
+		host, port, err := net.SplitHostPort(l)
+		if err != nil {
+			probs.Add(f, ln, "listen: %q is not host:port (write IPv6 as [::1]:53)", l)
+			continue
+		}
+		if _, err := netip.ParseAddr(host); err != nil && host != "" && host != "localhost" {
+			probs.Add(f, ln, "listen: %q: %q is not an IP address", l, host)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			probs.Add(f, ln, "listen: %q: bad port %q", l, port)
+		}
+		if seen[l] {
+			probs.Add(f, ln, "listen: %q is listed twice", l)
+		}
+		seen[l] = true
+	}
+	if len(c.Identity) > 255 {
+		probs.Add(f, c.line("identity"), "identity: longer than 255 bytes")
+	}
+	if len(c.VersionBind) > 255 {
+		probs.Add(f, c.line("version_bind"), "version_bind: longer than 255 bytes")
+	}
+	if c.TCP.MaxConnections < 0 {
+		probs.Add(f, c.line("tcp.max_connections"), "tcp.max_connections: must be positive")
+	}
+	if c.TCP.IdleTimeout < 0 {
+		probs.Add(f, c.line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
+	}
+	origins := map[string]int{}
+	for i := range c.Zones {
+		z := &c.Zones[i]
+		z.Line = c.line(fmt.Sprintf("zones[%d]", i))
+		if z.Origin == "" {
+			probs.Add(f, z.Line, "zones: an entry has no origin")
+			continue
+		}
+		if _, ok := dns.IsDomainName(z.Origin); !ok {
+			probs.Add(f, c.line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %q is not a domain name", z.Origin)
+			continue
+		}
+		canon := dns.CanonicalName(z.Origin)
+		if first, dup := origins[canon]; dup {
+			probs.Add(f, c.line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %s is already served (line %d)", canon, first)
+			continue
+		}
+		origins[canon] = c.line(fmt.Sprintf("zones[%d].origin", i))
+		if z.File == "" {
+			probs.Add(f, z.Line, "zones: %s has no file", canon)
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package dnsserver
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/zone"
+)
+
+// Transport says how a query arrived; it decides the response size limit.
+type Transport uint8
+
+// The transports a query can arrive on.
+const (
+	UDP Transport = iota
+	TCP
+)
+
+func (t Transport) String() string {
+	if t == TCP {
+		return "tcp"
+	}
+	return "udp"
+}
+
+// Sizes from RFC 6891 and the DNS Flag Day 2020 recommendation.
+const (
+	// AdvertisedUDPSize is the UDP payload size steer advertises and the most
+	// it sends over UDP, a size that avoids IP fragmentation.
+	AdvertisedUDPSize = 1232
+	// MinUDPSize is the floor for a client's advertised size (RFC 6891 §6.2.5).
+	MinUDPSize = 512
+	maxTCPSize = dns.MaxMsgSize
+)
+
+const headerLen = 12
+
+// Handler turns one query packet into one response packet. It reads the
+// current snapshot through an atomic pointer: a reload swaps the pointer and
+// queries in flight finish on the snapshot they started with.
+type Handler struct {
+	snap atomic.Pointer[snapshot.Snapshot]
+}
+
+// NewHandler returns a Handler serving snap.
+func NewHandler(snap *snapshot.Snapshot) *Handler {
+	h := &Handler{}
+	h.snap.Store(snap)
+	return h
+}
+
+// Swap installs a new snapshot for every query that starts after it.
+func (h *Handler) Swap(snap *snapshot.Snapshot) { h.snap.Store(snap) }
+
+// Snapshot returns the snapshot queries are answered from now.
+func (h *Handler) Snapshot() *snapshot.Snapshot { return h.snap.Load() }
+
+// query is what the handler needs from a parsed request.
+type query struct {
+	id      uint16
+	opcode  int
+	rd, cd  bool
+	qname   string
+	qtype   uint16
+	qclass  uint16
+	opt     *dns.OPT
+	optBad  bool // an OPT that breaks RFC 6891 (second OPT, wrong owner or section)
+	hasQ    bool // the question was parsed
+	qdcount uint16
+}
+
+// Handle answers req, received over t, writing the response into buf when
+// it is large enough. It returns nil when the packet must be dropped: it is
+// shorter than a header or is itself a response.
+func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
+	if len(req) < headerLen {
+		return nil
+	}
+	if req[2]&0x80 != 0 { // QR: a response, never answer it (loops, reflection)
+		return nil
+	}
+	var q query
+	q.id = binary.BigEndian.Uint16(req[0:])
+	q.opcode = int(req[2]>>3) & 0xF
+	q.rd = req[2]&0x01 != 0
+	q.cd = req[3]&0x10 != 0
+	q.qdcount = binary.BigEndian.Uint16(req[4:])
+
+	if q.opcode != dns.OpcodeQuery {
+		// RFC 1035 §4.1.1: NOTIMP, echoing only the ID and opcode.
+		return headerOnly(buf, q.id, q.opcode, dns.RcodeNotImplemented)
+	}
+	if err := parse(req, &q); err != nil || q.optBad {
+		return h.formErr(&q, buf)
+	}
+	if q.qdcount != 1 {
+		return h.formErr(&q, buf)
+	}
+
+	snap := h.snap.Load()
+	resp := new(dns.Msg)
+	resp.Id = q.id
+	resp.Response = true
+	resp.Opcode = q.opcode
+	resp.RecursionDesired = q.rd
+	resp.CheckingDisabled = q.cd
+	resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}
+	resp.Compress = true
+
+	var opt *dns.OPT
+	limit := maxTCPSize
+	if q.opt != nil {
+		opt = responseOPT(q.opt)
+		if q.opt.Version() != 0 {
+			// RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak.
+			opt.SetExtendedRcode(dns.RcodeBadVers)
+			resp.Rcode = dns.RcodeBadVers & 0xF
+			resp.Extra = []dns.RR{opt}
+			return pack(resp, buf, limit)
+		}
+		h.options(snap, q.opt, opt, t)
+	}
+	if t == UDP {
+		limit = MinUDPSize
+		if q.opt != nil {
+			limit = int(max(MinUDPSize, min(q.opt.UDPSize(), AdvertisedUDPSize)))
+		}
+	}
+
+	switch q.qclass {
+	case dns.ClassINET:
+		switch q.qtype {
+		case dns.TypeAXFR, dns.TypeIXFR:
+			resp.Rcode = dns.RcodeRefused // zone transfers are not offered yet
+		case dns.TypeOPT:
+			resp.Rcode = dns.RcodeFormatError
+		case dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
+			resp.Rcode = dns.RcodeNotImplemented
+		default:
+			var a zone.Answer
+			snap.Zones.LookupInto(&a, q.qname, q.qtype)
+			resp.Rcode = a.Rcode
+			resp.Authoritative = a.Authoritative
+			resp.Answer, resp.Ns, resp.Extra = a.Answer, a.Ns, a.Extra
+		}
+	case dns.ClassCHAOS:
+		chaos(snap, &q, resp)
+	default:
+		resp.Rcode = dns.RcodeRefused
+	}
+	if opt != nil {
+		if resp.Rcode > 0xF {
+			opt.SetExtendedRcode(uint16(resp.Rcode))
+			resp.Rcode &= 0xF
+		}
+		resp.Extra = append(resp.Extra, opt)
+	}
+	return fit(resp, buf, limit, opt)
+}
+
+// parse reads the header counts, the question and the OPT record of req
+// using miekg/dns's record decoder, and rejects what RFC 1035 and RFC 6891
+// call malformed, including bytes after the last record.
+func parse(req []byte, q *query) error {
+	an := binary.BigEndian.Uint16(req[6:])
+	ns := binary.BigEndian.Uint16(req[8:])
+	ar := binary.BigEndian.Uint16(req[10:])
+	off := headerLen
+	if q.qdcount >= 1 {
+		name, off1, err := dns.UnpackDomainName(req, off)
+		if err != nil {
+			return err
+		}
+		if off1+4 > len(req) {
+			return dns.ErrBuf
+		}
+		q.qname = name
+		q.qtype = binary.BigEndian.Uint16(req[off1:])
+		q.qclass = binary.BigEndian.Uint16(req[off1+2:])
+		q.hasQ = true
+		off = off1 + 4
+		for i := 1; i < int(q.qdcount); i++ {
+			_, off1, err := dns.UnpackDomainName(req, off)
+			if err != nil || off1+4 > len(req) {
+				return dns.ErrBuf
+			}
+			off = off1 + 4
+		}
+	}
+	total := int(an) + int(ns) + int(ar)
+	for i := 0; i < total; i++ {
+		rr, off1, err := dns.UnpackRR(req, off)
+		if err != nil {
+			return err
+		}
+		off = off1
+		if rr == nil {
+			return dns.ErrRdata
+		}
+		if o, ok := rr.(*dns.OPT); ok {
+			if i < int(an)+int(ns) || o.Hdr.Name != "." || q.opt != nil {
+				q.optBad = true
+			}
+			if q.opt == nil {
+				q.opt = o
+			}
+		}
+	}
+	if off != len(req) {
+		return errTrailing
+	}
+	return nil
+}
+
+// responseOPT starts the response's OPT: our UDP size, version 0, the DO
+// bit echoed (RFC 3225) and no other flag (unknown flags are not echoed).
+func responseOPT(req *dns.OPT) *dns.OPT {
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o.SetUDPSize(AdvertisedUDPSize)
+	if req.Do() {
+		o.SetDo()
+	}
+	return o
+}
+
+// options answers the EDNS options steer understands; others are ignored.
+func (h *Handler) options(snap *snapshot.Snapshot, req, resp *dns.OPT, t Transport) {
+	for _, o := range req.Option {
+		switch o.(type) {
+		case *dns.EDNS0_NSID:
+			if snap.Identity != "" {
+				resp.Option = append(resp.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: hex.EncodeToString([]byte(snap.Identity))})
+			}
+		case *dns.EDNS0_TCP_KEEPALIVE:
+			// RFC 7828: over TCP, tell the client how long we keep the connection.
+			if t == TCP {
+				resp.Option = append(resp.Option, &dns.EDNS0_TCP_KEEPALIVE{
+					Code:    dns.EDNS0TCPKEEPALIVE,
+					Timeout: uint16(min(snap.TCPIdleTimeout.Milliseconds()/100, 0xFFFF)),
+				})
+			}
+		}
+	}
+}
+
+// chaos answers the CHAOS-class server identification queries.
+func chaos(snap *snapshot.Snapshot, q *query, resp *dns.Msg) {
+	var text string
+	switch strings.ToLower(q.qname) {
+	case "id.server.", "hostname.bind.":
+		text = snap.Identity
+	case "version.bind.", "version.server.":
+		text = snap.Version
+	}
+	if text == "" || (q.qtype != dns.TypeTXT && q.qtype != dns.TypeANY) {
+		resp.Rcode = dns.RcodeRefused
+		return
+	}
+	resp.Authoritative = true
+	resp.Answer = []dns.RR{&dns.TXT{
+		Hdr: dns.RR_Header{Name: q.qname, Rrtype: dns.TypeTXT, Class: dns.ClassCHAOS, Ttl: 0},
+		Txt: []string{text},
+	}}
+}
+
+// formErr answers a malformed query with FORMERR, echoing the question when
+// it could be read.
+func (h *Handler) formErr(q *query, buf []byte) []byte {
+	resp := new(dns.Msg)
+	resp.Id = q.id
+	resp.Response = true
+	resp.Opcode = q.opcode
+	resp.RecursionDesired = q.rd
+	resp.Rcode = dns.RcodeFormatError
+	if q.hasQ && q.qdcount == 1 {
+		resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}
+	}
+	if q.opt != nil && !q.optBad {
+		resp.Extra = []dns.RR{responseOPT(q.opt)}
+	}
+	out := pack(resp, buf, maxTCPSize)
+	if out == nil {
+		return headerOnly(buf, q.id, q.opcode, dns.RcodeFormatError)
+	}
+	return out
+}
+
+// headerOnly builds a 12-byte response with only ID, QR, opcode and rcode.
+func headerOnly(buf []byte, id uint16, opcode, rcode int) []byte {
+	if cap(buf) < headerLen {
+		buf = make([]byte, headerLen)
+	}
+	b := buf[:headerLen]
+	clear(b)
+	binary.BigEndian.PutUint16(b[0:], id)
+	b[2] = 0x80 | byte(opcode&0xF)<<3
+	b[3] = byte(rcode & 0xF)
+	return b
+}
+
+func pack(m *dns.Msg, buf []byte, limit int) []byte {
+	out, err := m.PackBuffer(buf[:cap(buf)])
+	if err != nil || len(out) > limit {
+		return nil
+	}
+	return out
+}
+
+// fit packs resp within limit bytes. When it does not fit it first leaves
+// out the optional additional records, then sends TC=1 with empty sections
+// so the client retries over TCP: RRsets are never cut in half (RFC 2181
+// §9), and a referral whose glue does not fit is truncated (RFC 9471).
+func fit(resp *dns.Msg, buf []byte, limit int, opt *dns.OPT) []byte {
+	out, err := resp.PackBuffer(buf[:cap(buf)])
+	if err == nil && len(out) <= limit {
+		return out
+	}
+	var keep []dns.RR
+	if opt != nil {
+		keep = []dns.RR{opt}
+	}
+	glue := len(resp.Answer) == 0 && len(resp.Ns) > 0 && len(resp.Extra) > len(keep)
+	if len(resp.Extra) > len(keep) && !glue {
+		resp.Extra = keep
+		if out, err = resp.PackBuffer(buf[:cap(buf)]); err == nil && len(out) <= limit {
+			return out
+		}
+	}
+	resp.Truncated = true
+	resp.Answer, resp.Ns, resp.Extra = nil, nil, keep
+	out, err = resp.PackBuffer(buf[:cap(buf)])
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+var errTrailing = errors.New("dnsserver: bytes after the last record")

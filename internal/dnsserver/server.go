@@ -1,0 +1,358 @@
+// Package dnsserver owns steer's transports: the UDP and TCP listeners on
+// every configured address, RFC 7766 TCP handling (framing, pipelining, idle
+// timeout, a connection limit), and the Handler that turns one query packet
+// into one response from the current snapshot.
+//
+// The query path reads an immutable snapshot through an atomic pointer;
+// Apply swaps in a new one (and rebinds listeners whose addresses changed)
+// without stopping queries.
+package dnsserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/steer-dns/steer/internal/snapshot"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// Server serves DNS over UDP and TCP on the addresses its snapshot lists.
+type Server struct {
+	handler *Handler
+	log     *slog.Logger
+
+	mu        sync.Mutex // guards lns and conns; never taken per query
+	lns       map[string]*listener
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+	tcpActive atomic.Int64
+	closing   atomic.Bool
+}
+
+type listener struct {
+	addr string // as configured
+	udp  *net.UDPConn
+	tcp  *net.TCPListener
+}
+
+// New returns a server for snap; Start binds its listeners.
+func New(snap *snapshot.Snapshot, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		handler: NewHandler(snap),
+		log:     log,
+		lns:     map[string]*listener{},
+		conns:   map[net.Conn]struct{}{},
+	}
+}
+
+// Handler returns the server's query handler.
+func (s *Server) Handler() *Handler { return s.handler }
+
+// Start binds every listen address of the current snapshot and serves.
+func (s *Server) Start() error { return s.Apply(s.handler.Snapshot()) }
+
+// Apply makes snap current. Listen addresses new in snap are bound first; if
+// any cannot be bound, nothing changes and the error says why. Then the
+// snapshot is swapped in and listeners for addresses no longer listed close.
+func (s *Server) Apply(snap *snapshot.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return errors.New("dnsserver: shutting down")
+	}
+	want := map[string]bool{}
+	var added []*listener
+	for _, a := range snap.Listen {
+		want[a] = true
+		if s.lns[a] != nil {
+			continue
+		}
+		ln, err := bind(a)
+		if err != nil {
+			for _, l := range added {
+				l.close()
+			}
+			return err
+		}
+		added = append(added, ln)
+	}
+	s.handler.Swap(snap)
+	for _, ln := range added {
+		s.lns[ln.addr] = ln
+		s.serve(ln)
+		s.log.Info("listening", "udp", ln.udp.LocalAddr().String(), "tcp", ln.tcp.Addr().String())
+	}
+	for a, ln := range s.lns {
+		if !want[a] {
+			ln.close()
+			delete(s.lns, a)
+			s.log.Info("stopped listening", "addr", a)
+		}
+	}
+	return nil
+}
+
+// Addrs returns the bound address (with the real port) of every listener.
+func (s *Server) Addrs() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.AddrPort
+	for _, ln := range s.lns {
+		out = append(out, ln.tcp.Addr().(*net.TCPAddr).AddrPort())
+	}
+	return out
+}
+
+// bind opens UDP and TCP on addr. With port 0 the TCP port is chosen first
+// and UDP takes the same one, so both transports share a port.
+func bind(addr string) (*listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 20 {
+		tl, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
+		}
+		uaddr := addr
+		if port == "0" {
+			uaddr = net.JoinHostPort(host, fmt.Sprint(tl.Addr().(*net.TCPAddr).Port))
+		}
+		uc, err := net.ListenPacket("udp", uaddr)
+		if err != nil {
+			tl.Close()
+			lastErr = fmt.Errorf("listen udp %s: %w", uaddr, err)
+			if port == "0" {
+				continue // that port was taken for UDP; try another
+			}
+			return nil, lastErr
+		}
+		return &listener{addr: addr, udp: uc.(*net.UDPConn), tcp: tl.(*net.TCPListener)}, nil
+	}
+	return nil, lastErr
+}
+
+func (ln *listener) close() {
+	ln.udp.Close()
+	ln.tcp.Close()
+}
+
+func (s *Server) serve(ln *listener) {
+	readers := max(1, runtime.GOMAXPROCS(0))
+	la := ln.udp.LocalAddr().(*net.UDPAddr)
+	for range readers {
+		s.wg.Add(1)
+		if la.IP.IsUnspecified() {
+			go s.serveUDPWildcard(ln.udp, la.IP.To4() != nil)
+		} else {
+			go s.serveUDP(ln.udp)
+		}
+	}
+	s.wg.Add(1)
+	go s.acceptTCP(ln.tcp)
+}
+
+// serveUDP answers packets on a socket bound to one address.
+func (s *Server) serveUDP(c *net.UDPConn) {
+	defer s.wg.Done()
+	in := make([]byte, 65535)
+	out := make([]byte, 0, 65535)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(in)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		resp := s.handler.Handle(in[:n], UDP, out)
+		if resp == nil {
+			continue
+		}
+		if _, err := c.WriteToUDPAddrPort(resp, from); err != nil {
+			s.log.Debug("udp write", "to", from.String(), "err", err)
+		}
+	}
+}
+
+// serveUDPWildcard answers packets on a socket bound to 0.0.0.0 or ::,
+// replying from the address each query was sent to (IP_PKTINFO), as a
+// multi-homed or anycast host must.
+func (s *Server) serveUDPWildcard(c *net.UDPConn, v4 bool) {
+	defer s.wg.Done()
+	in := make([]byte, 65535)
+	out := make([]byte, 0, 65535)
+	if v4 {
+		p := ipv4.NewPacketConn(c)
+		if err := p.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err != nil {
+			s.log.Warn("IP_PKTINFO unavailable; replies use the default source address", "err", err)
+		}
+		for {
+			n, cm, from, err := p.ReadFrom(in)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			resp := s.handler.Handle(in[:n], UDP, out)
+			if resp == nil {
+				continue
+			}
+			var wcm *ipv4.ControlMessage
+			if cm != nil {
+				wcm = &ipv4.ControlMessage{Src: cm.Dst, IfIndex: cm.IfIndex}
+			}
+			p.WriteTo(resp, wcm, from)
+		}
+	}
+	p := ipv6.NewPacketConn(c)
+	if err := p.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true); err != nil {
+		s.log.Warn("IPV6_RECVPKTINFO unavailable; replies use the default source address", "err", err)
+	}
+	for {
+		n, cm, from, err := p.ReadFrom(in)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		resp := s.handler.Handle(in[:n], UDP, out)
+		if resp == nil {
+			continue
+		}
+		var wcm *ipv6.ControlMessage
+		if cm != nil {
+			wcm = &ipv6.ControlMessage{Src: cm.Dst, IfIndex: cm.IfIndex}
+		}
+		p.WriteTo(resp, wcm, from)
+	}
+}
+
+func (s *Server) acceptTCP(l *net.TCPListener) {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := l.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait, do not spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("tcp accept", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		snap := s.handler.Snapshot()
+		if s.tcpActive.Load() >= int64(snap.TCPMaxConnections) || s.closing.Load() {
+			s.log.Debug("tcp connection limit reached; closing new connection", "from", c.RemoteAddr().String(), "limit", snap.TCPMaxConnections)
+			c.SetLinger(0)
+			c.Close()
+			continue
+		}
+		s.tcpActive.Add(1)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serveTCP(c, snap.TCPIdleTimeout)
+	}
+}
+
+// serveTCP answers length-prefixed queries on one connection in order
+// (RFC 7766 §6.2.1: pipelined queries are all answered) until the client
+// closes it, stays idle past idle, or sends something that is not DNS.
+func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+		s.tcpActive.Add(-1)
+		s.wg.Done()
+	}()
+	r := bufio.NewReaderSize(c, 4096)
+	var prefix [2]byte
+	msg := make([]byte, 0, 512)
+	out := make([]byte, 0, 4096)
+	for !s.closing.Load() {
+		c.SetReadDeadline(time.Now().Add(idle))
+		if _, err := io.ReadFull(r, prefix[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint16(prefix[:]))
+		if n < headerLen {
+			return
+		}
+		if cap(msg) < n {
+			msg = make([]byte, n)
+		}
+		msg = msg[:n]
+		if _, err := io.ReadFull(r, msg); err != nil {
+			return
+		}
+		resp := s.handler.Handle(msg, TCP, out[:0])
+		if resp == nil {
+			return
+		}
+		if cap(resp) > cap(out) {
+			out = resp[:0] // keep the larger buffer for the next answer
+		}
+		binary.BigEndian.PutUint16(prefix[:], uint16(len(resp)))
+		c.SetWriteDeadline(time.Now().Add(idle))
+		bufs := net.Buffers{prefix[:], resp}
+		if _, err := bufs.WriteTo(c); err != nil {
+			return
+		}
+	}
+}
+
+// Shutdown stops accepting queries, lets the ones in flight finish, and
+// returns when every goroutine has ended or ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.mu.Lock()
+	for a, ln := range s.lns {
+		ln.close()
+		delete(s.lns, a)
+	}
+	// Wake connections blocked reading the next query; one mid-answer
+	// finishes its write first.
+	for c := range s.conns {
+		c.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}

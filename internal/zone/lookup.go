@@ -1,0 +1,285 @@
+package zone
+
+import (
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Set is an immutable collection of zones served together. Lookups pick the
+// most specific zone for a name and follow CNAME and DNAME chains across
+// the zones of the set.
+type Set struct {
+	zones map[string]*Zone
+	list  []*Zone
+}
+
+// NewSet indexes zones. Origins must be distinct (config checks that).
+func NewSet(zones []*Zone) *Set {
+	s := &Set{zones: make(map[string]*Zone, len(zones)), list: zones}
+	for _, z := range zones {
+		s.zones[z.Origin] = z
+	}
+	return s
+}
+
+// Zones returns the zones of the set in configuration order.
+func (s *Set) Zones() []*Zone { return s.list }
+
+// Find returns the most specific zone that contains name (canonical form),
+// or nil when name is in no served zone.
+func (s *Set) Find(name string) *Zone {
+	if s == nil || len(s.zones) == 0 {
+		return nil
+	}
+	for off, end := 0, false; !end; off, end = dns.NextLabel(name, off) {
+		if z := s.zones[name[off:]]; z != nil {
+			return z
+		}
+	}
+	return s.zones["."]
+}
+
+// Answer is the outcome of a lookup: an rcode, the AA flag, and the three
+// sections. The RRs are shared with the zone and must not be modified.
+type Answer struct {
+	Rcode         int
+	Authoritative bool
+	Answer        []dns.RR
+	Ns            []dns.RR
+	Extra         []dns.RR
+	// Zone is the zone that answered the query name, nil when refused.
+	Zone *Zone
+	// Referral is true when the answer delegates to another server.
+	Referral bool
+}
+
+// maxChain bounds how many CNAME/DNAME steps a lookup follows.
+const maxChain = 12
+
+// Lookup answers qname (any case) and qtype from the set. Names in no served
+// zone get REFUSED. CNAME and DNAME chains are followed while they stay in
+// served zones; a loop or an over-long chain stops with what was found.
+func (s *Set) Lookup(qname string, qtype uint16) Answer {
+	var a Answer
+	s.LookupInto(&a, qname, qtype)
+	return a
+}
+
+// LookupInto is Lookup that reuses a's slices.
+func (s *Set) LookupInto(a *Answer, qname string, qtype uint16) {
+	*a = Answer{Answer: a.Answer[:0], Ns: a.Ns[:0], Extra: a.Extra[:0]}
+	name := canonical(qname)
+	z := s.Find(name)
+	if qtype == dns.TypeDS && z != nil && name == z.Origin {
+		// DS lives on the parent side of a cut (RFC 4035 §3.1.4.1).
+		if off, end := dns.NextLabel(name, 0); !end {
+			if pz := s.Find(name[off:]); pz != nil {
+				z = pz
+			}
+		}
+	}
+	if z == nil {
+		a.Rcode = dns.RcodeRefused
+		return
+	}
+	a.Zone = z
+	a.Authoritative = true
+	var visited [maxChain]string
+	for step := 0; step < maxChain; step++ {
+		visited[step] = name
+		next := z.lookup(a, name, qtype)
+		if next == "" {
+			break
+		}
+		for _, v := range visited[:step+1] {
+			if v == next {
+				next = "" // CNAME loop: stop here, as BIND does
+				break
+			}
+		}
+		if next == "" {
+			break
+		}
+		nz := s.Find(next)
+		if nz == nil {
+			break // out of our zones: the resolver follows it
+		}
+		name, z = next, nz
+	}
+	s.additional(a)
+}
+
+// canonical lower-cases name without allocating when it already is.
+func canonical(name string) string {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 'A' && c <= 'Z' {
+			return dns.CanonicalName(name)
+		}
+	}
+	return dns.Fqdn(name)
+}
+
+// lookup answers name (canonical, inside z) into a. It returns the next name
+// to follow when the answer ends in a CNAME or a DNAME-synthesized CNAME.
+func (z *Zone) lookup(a *Answer, name string, qtype uint16) string {
+	cur := z.apex
+	if name != z.Origin {
+		idx := dns.Split(name)
+		below := len(idx) - dns.CountLabel(z.Origin) // labels below the apex
+		for i := below - 1; i >= 0; i-- {
+			if cur != z.apex && cur.cut {
+				z.referral(a, cur)
+				return ""
+			}
+			if cur.dname != nil {
+				return z.synthesizeDNAME(a, cur, name)
+			}
+			n := z.nodes[name[idx[i]:]]
+			if n == nil {
+				return z.wildcard(a, cur, name, qtype)
+			}
+			cur = n
+		}
+	}
+	if cur != z.apex && cur.cut && qtype != dns.TypeDS {
+		z.referral(a, cur)
+		return ""
+	}
+	return z.answerAt(a, cur, name, qtype, false)
+}
+
+// answerAt answers from node n, whose owner is name. synthesized means n is
+// a wildcard and its records are rewritten to name.
+func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesized bool) string {
+	add := func(rrs []dns.RR) {
+		for _, rr := range rrs {
+			if synthesized {
+				rr = dns.Copy(rr)
+				rr.Header().Name = name
+			}
+			a.Answer = append(a.Answer, rr)
+		}
+	}
+	if qtype == dns.TypeANY {
+		// RFC 8482: answer ANY with one RRset rather than all of them.
+		if len(n.rrsets) == 0 {
+			z.negative(a, dns.RcodeSuccess)
+			return ""
+		}
+		add(n.rrsets[0].rrs)
+		return ""
+	}
+	if rrs := n.get(qtype); rrs != nil {
+		add(rrs)
+		return ""
+	}
+	if n.cname != nil && qtype != dns.TypeCNAME {
+		add(n.cname.rrs)
+		return dns.CanonicalName(n.cname.rrs[0].(*dns.CNAME).Target)
+	}
+	z.negative(a, dns.RcodeSuccess)
+	return ""
+}
+
+// negative makes a NODATA (rcode NOERROR) or NXDOMAIN answer: the SOA with
+// the negative-caching TTL goes in the authority section (RFC 2308).
+func (z *Zone) negative(a *Answer, rcode int) {
+	a.Rcode = rcode
+	a.Ns = append(a.Ns[:0], z.NegSOA)
+}
+
+// wildcard handles a name that does not exist below the closest encloser ce
+// (RFC 4592 §3.3.1): the source of synthesis is *.ce, if it exists.
+func (z *Zone) wildcard(a *Answer, ce *node, name string, qtype uint16) string {
+	w := z.nodes["*."+ce.name]
+	if w == nil || w.occluded {
+		z.negative(a, dns.RcodeNameError)
+		return ""
+	}
+	return z.answerAt(a, w, name, qtype, true)
+}
+
+// referral delegates to the NS set at cut, with in-zone glue (RFC 1034 §4.3.2 step 3b).
+func (z *Zone) referral(a *Answer, cut *node) {
+	if len(a.Answer) == 0 {
+		a.Authoritative = false
+	}
+	a.Referral = true
+	ns := cut.get(dns.TypeNS)
+	a.Ns = append(a.Ns, ns...)
+	for _, rr := range ns {
+		target := dns.CanonicalName(rr.(*dns.NS).Ns)
+		if !dns.IsSubDomain(z.Origin, target) {
+			continue
+		}
+		if n := z.nodes[target]; n != nil {
+			a.Extra = append(a.Extra, n.get(dns.TypeA)...)
+			a.Extra = append(a.Extra, n.get(dns.TypeAAAA)...)
+		}
+	}
+}
+
+// synthesizeDNAME rewrites name, which lies below the DNAME at d, and
+// returns the new name to follow (RFC 6672 §3.3).
+func (z *Zone) synthesizeDNAME(a *Answer, d *node, name string) string {
+	dn := d.dname.rrs[0].(*dns.DNAME)
+	a.Answer = append(a.Answer, dn)
+	target := dns.CanonicalName(dn.Target)
+	prefix := name[:len(name)-len(d.name)]
+	var next string
+	if target == "." {
+		next = prefix
+	} else {
+		next = prefix + target
+	}
+	if len(next) > 254 { // the wire form would exceed 255 octets
+		a.Rcode = dns.RcodeYXDomain
+		return ""
+	}
+	a.Answer = append(a.Answer, &dns.CNAME{
+		Hdr:    dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: dn.Hdr.Ttl},
+		Target: next,
+	})
+	return next
+}
+
+// additional adds the addresses of NS, MX and SRV targets found in served
+// zones to the additional section (RFC 1034 §4.3.2 step 6).
+func (s *Set) additional(a *Answer) {
+	for _, rr := range a.Answer {
+		var target string
+		switch rr := rr.(type) {
+		case *dns.NS:
+			target = rr.Ns
+		case *dns.MX:
+			target = rr.Mx
+		case *dns.SRV:
+			target = rr.Target
+		default:
+			continue
+		}
+		s.addAddresses(a, dns.CanonicalName(target))
+	}
+}
+
+func (s *Set) addAddresses(a *Answer, target string) {
+	if target == "." {
+		return
+	}
+	for _, rr := range a.Extra {
+		if strings.EqualFold(rr.Header().Name, target) {
+			return // already there
+		}
+	}
+	z := s.Find(target)
+	if z == nil {
+		return
+	}
+	n := z.nodes[target]
+	if n == nil || n.occluded {
+		return
+	}
+	a.Extra = append(a.Extra, n.get(dns.TypeA)...)
+	a.Extra = append(a.Extra, n.get(dns.TypeAAAA)...)
+}

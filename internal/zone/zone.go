@@ -1,0 +1,299 @@
+// Package zone owns authoritative zone data: reading RFC 1035 master files,
+// checking them (every problem as file:line), and answering a query from an
+// immutable, indexed zone by the rules of RFC 1034 §4.3.2, RFC 2308
+// (negative answers), RFC 4592 (wildcards) and RFC 6672 (DNAME).
+//
+// A Zone never changes after Load returns; a reload builds a new one.
+package zone
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/diag"
+)
+
+// Zone is one loaded, checked and indexed zone.
+type Zone struct {
+	// Origin is the zone apex in canonical (lower case, absolute) form.
+	Origin string
+	// File is the master file it was read from.
+	File string
+	// SOA is the apex SOA record.
+	SOA *dns.SOA
+	// NegSOA is the SOA put in the authority section of negative answers:
+	// its TTL is min(SOA TTL, SOA MINIMUM) (RFC 2308 §3).
+	NegSOA *dns.SOA
+	// Records is the number of resource records loaded.
+	Records int
+
+	nodes map[string]*node
+	apex  *node
+}
+
+// node holds the RRsets owned by one name. A node with no RRsets is an
+// empty non-terminal: it exists, so its names answer NODATA, not NXDOMAIN.
+type node struct {
+	name   string
+	rrsets []rrset // sorted by type
+	cut    bool    // NS below the apex: a delegation point
+	dname  *rrset
+	cname  *rrset
+	// below is set on names at or under a delegation point or a DNAME other
+	// than the cut itself: data there is glue or occluded, never answered.
+	occluded bool
+}
+
+type rrset struct {
+	rtype uint16
+	rrs   []dns.RR
+	pos   Pos
+}
+
+func (n *node) get(t uint16) []dns.RR {
+	for i := range n.rrsets {
+		if n.rrsets[i].rtype == t {
+			return n.rrsets[i].rrs
+		}
+	}
+	return nil
+}
+
+// Load reads the master file file (from fsys, or the local disk when fsys is
+// nil) as the zone origin, checks it and indexes it. Errors and warnings come
+// back as diag.Problems; the zone is nil when there are errors.
+func Load(fsys fs.FS, origin, file string) (z *Zone, errs, warns diag.Problems) {
+	data, err := readFile(fsys, file)
+	if err != nil {
+		errs.Add(file, 0, "%v", err)
+		return nil, errs, nil
+	}
+	return Parse(fsys, origin, file, data)
+}
+
+var parseErrRe = regexp.MustCompile(`^(?:(.*): )?dns: (.*) at line: (\d+):(\d+)$`)
+
+// Parse is Load with the file's contents already read.
+func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns diag.Problems) {
+	origin = dns.CanonicalName(origin)
+	positions := recordPositions(fsys, file, data, 0)
+	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
+	zp.SetIncludeAllowed(true)
+	if fsys != nil {
+		zp.SetIncludeFS(fsys)
+	}
+	z = &Zone{Origin: origin, File: file, nodes: map[string]*node{}}
+	type entry struct {
+		rr  dns.RR
+		pos Pos
+	}
+	var entries []entry
+	i := 0
+	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+		p := Pos{File: file}
+		if i < len(positions) {
+			p = positions[i]
+		}
+		i++
+		entries = append(entries, entry{rr, p})
+	}
+	if err := zp.Err(); err != nil {
+		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
+			f := m[1]
+			if f == "" {
+				f = file
+			}
+			n, _ := strconv.Atoi(m[3])
+			errs.Add(f, n, "%s", m[2])
+		} else {
+			errs.Add(file, 0, "%v", err)
+		}
+		return nil, errs, warns
+	}
+
+	// Group records into RRsets per owner, checking each as it comes.
+	type key struct {
+		name  string
+		rtype uint16
+	}
+	sets := map[key]*rrset{}
+	var order []key
+	for _, e := range entries {
+		h := e.rr.Header()
+		owner := dns.CanonicalName(h.Name)
+		h.Name = owner
+		if !dns.IsSubDomain(origin, owner) {
+			errs.Add(e.pos.File, e.pos.Line, "%s is outside the zone %s", owner, origin)
+			continue
+		}
+		if h.Class != dns.ClassINET {
+			errs.Add(e.pos.File, e.pos.Line, "%s: class %s is not served (only IN)", owner, dns.ClassToString[h.Class])
+			continue
+		}
+		switch h.Rrtype {
+		case dns.TypeSOA:
+			if owner != origin {
+				errs.Add(e.pos.File, e.pos.Line, "SOA record for %s is not at the zone apex %s", owner, origin)
+				continue
+			}
+		case dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY:
+			errs.Add(e.pos.File, e.pos.Line, "%s records cannot be served from a zone", dns.TypeToString[h.Rrtype])
+			continue
+		}
+		k := key{owner, h.Rrtype}
+		s := sets[k]
+		if s == nil {
+			s = &rrset{rtype: h.Rrtype, pos: e.pos}
+			sets[k] = s
+			order = append(order, k)
+		}
+		dup := false
+		for _, old := range s.rrs {
+			if dns.IsDuplicate(old, e.rr) {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			warns.Add(e.pos.File, e.pos.Line, "duplicate record ignored: %s", e.rr.String())
+			continue
+		}
+		s.rrs = append(s.rrs, e.rr)
+		z.Records++
+	}
+
+	for _, k := range order {
+		s := sets[k]
+		// RFC 2181 §5.2: one TTL per RRset; use the smallest.
+		minTTL := s.rrs[0].Header().Ttl
+		for _, rr := range s.rrs[1:] {
+			if rr.Header().Ttl != minTTL {
+				if rr.Header().Ttl < minTTL {
+					minTTL = rr.Header().Ttl
+				}
+				warns.Add(s.pos.File, s.pos.Line, "%s %s: records have different TTLs; all get %d (RFC 2181 §5.2)",
+					k.name, dns.TypeToString[k.rtype], minTTL)
+			}
+		}
+		for _, rr := range s.rrs {
+			rr.Header().Ttl = minTTL
+		}
+		if (k.rtype == dns.TypeCNAME || k.rtype == dns.TypeDNAME || k.rtype == dns.TypeSOA) && len(s.rrs) > 1 {
+			errs.Add(s.pos.File, s.pos.Line, "%s has %d %s records; only one is allowed", k.name, len(s.rrs), dns.TypeToString[k.rtype])
+		}
+		n := z.ensure(k.name)
+		n.rrsets = append(n.rrsets, *s)
+	}
+
+	z.apex = z.nodes[origin]
+	if z.apex == nil || z.apex.get(dns.TypeSOA) == nil {
+		errs.Add(file, 0, "zone %s has no SOA record at its apex", origin)
+	} else {
+		z.SOA = z.apex.get(dns.TypeSOA)[0].(*dns.SOA)
+		neg := dns.Copy(z.SOA).(*dns.SOA)
+		neg.Hdr.Ttl = min(z.SOA.Hdr.Ttl, z.SOA.Minttl)
+		z.NegSOA = neg
+	}
+	if z.apex == nil || z.apex.get(dns.TypeNS) == nil {
+		errs.Add(file, 0, "zone %s has no NS records at its apex", origin)
+	}
+
+	// Per-node checks and flags.
+	names := make([]string, 0, len(z.nodes))
+	for name := range z.nodes {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return dns.CountLabel(names[i]) < dns.CountLabel(names[j]) })
+	for _, name := range names {
+		n := z.nodes[name]
+		sort.Slice(n.rrsets, func(i, j int) bool { return n.rrsets[i].rtype < n.rrsets[j].rtype })
+		for i := range n.rrsets {
+			s := &n.rrsets[i]
+			switch s.rtype {
+			case dns.TypeCNAME:
+				n.cname = s
+			case dns.TypeDNAME:
+				n.dname = s
+			case dns.TypeNS:
+				if name != origin {
+					n.cut = true
+				}
+			}
+		}
+		if n.cname != nil {
+			for _, s := range n.rrsets {
+				if s.rtype != dns.TypeCNAME && s.rtype != dns.TypeRRSIG && s.rtype != dns.TypeNSEC {
+					errs.Add(n.cname.pos.File, n.cname.pos.Line, "%s has a CNAME and other data (%s at line %d); a CNAME must stand alone (RFC 1034 §3.6.2)",
+						name, dns.TypeToString[s.rtype], s.pos.Line)
+					break
+				}
+			}
+		}
+		if n.dname != nil && n.cut {
+			errs.Add(n.dname.pos.File, n.dname.pos.Line, "%s has both a DNAME and a delegation (NS)", name)
+		}
+		// Anything below a delegation point or a DNAME is occluded.
+		for p := parent(name, origin); p != ""; p = parent(p, origin) {
+			pn := z.nodes[p]
+			if pn == nil || (!pn.cut && pn.dname == nil) {
+				continue
+			}
+			n.occluded = true
+			for _, s := range n.rrsets {
+				if pn.cut && (s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA) {
+					continue // glue
+				}
+				what := "delegation"
+				if !pn.cut {
+					what = "DNAME"
+				}
+				warns.Add(s.pos.File, s.pos.Line, "%s %s is below the %s at %s and will never be answered",
+					name, dns.TypeToString[s.rtype], what, p)
+			}
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs, warns
+	}
+	return z, nil, warns
+}
+
+// ensure returns the node for name, creating it and every missing ancestor up
+// to the origin as empty non-terminals.
+func (z *Zone) ensure(name string) *node {
+	if n := z.nodes[name]; n != nil {
+		return n
+	}
+	n := &node{name: name}
+	z.nodes[name] = n
+	if p := parent(name, z.Origin); p != "" {
+		z.ensure(p)
+	}
+	return n
+}
+
+// parent returns the name one label up from name, or "" at or above origin.
+func parent(name, origin string) string {
+	if name == origin || len(name) <= len(origin) {
+		return ""
+	}
+	off, end := dns.NextLabel(name, 0)
+	if end {
+		return ""
+	}
+	return name[off:]
+}
+
+// Serial returns the zone's SOA serial.
+func (z *Zone) Serial() uint32 { return z.SOA.Serial }
+
+// String describes the zone for logs.
+func (z *Zone) String() string {
+	return fmt.Sprintf("%s (serial %d, %d records, from %s)", z.Origin, z.SOA.Serial, z.Records, z.File)
+}
