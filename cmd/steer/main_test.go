@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
+)
+
+var steerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "steer-bin")
+	if err != nil {
+		panic(err)
+	}
+	steerBin = filepath.Join(dir, "steer")
+	build := exec.Command("go", "build", "-race", "-o", steerBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		// -race needs cgo; fall back to a plain build.
+		build = exec.Command("go", "build", "-o", steerBin, ".")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			panic(err)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a port free for both UDP and TCP on 127.0.0.1.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+func zoneText(serial int, txt string) string {
+	return fmt.Sprintf(`$ORIGIN example.com.
+$TTL 300
+@    SOA ns1 hostmaster %d 7200 3600 1209600 60
+     NS  ns1
+ns1  A   192.0.2.53
+gen  TXT %q
+www  A   192.0.2.80
+`, serial, txt)
+}
+
+// writeAtomic replaces path the way an operator's deploy tool should: a
+// reader sees the old file or the new one, never half of one.
+func writeAtomic(t *testing.T, path, body string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// process is a running steer binary.
+type process struct {
+	cmd  *exec.Cmd
+	addr string
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan error
+}
+
+func (p *process) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+func startSteer(t *testing.T, config string) *process {
+	t.Helper()
+	p := &process{done: make(chan error, 1)}
+	p.cmd = exec.Command(steerBin, "serve", "--config", config)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			p.mu.Lock()
+			p.logs.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if !once && strings.Contains(sc.Text(), "msg=serving") {
+				once = true
+				close(ready)
+			}
+		}
+		p.done <- p.cmd.Wait()
+	}()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatalf("steer did not start:\n%s", p.log())
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+	})
+	return p
+}
+
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("steer exited with %v after SIGTERM; want 0\n%s", err, p.log())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("steer did not exit after SIGTERM\n%s", p.log())
+	}
+}
+
+func query(addr, name string, qtype uint16) (*dns.Msg, error) {
+	c := &dns.Client{Timeout: 2 * time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	r, _, err := c.Exchange(m, addr)
+	return r, err
+}
+
+// TestReloadUnderLoad sends queries from several clients for a bounded time
+// while the zone file changes and SIGHUP arrives again and again: no query
+// may fail or get an answer that was never in any version of the zone, and
+// the last version must be what is served at the end. Then a broken zone is
+// rejected and the last good data keeps serving.
+func TestReloadUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	zonePath := filepath.Join(dir, "example.com.zone")
+	writeAtomic(t, zonePath, zoneText(1, "gen-1"))
+	cfg := filepath.Join(dir, "steer.yaml")
+	writeAtomic(t, cfg, fmt.Sprintf("listen: [%q]\nidentity: reload-test\nzones:\n  - origin: example.com\n    file: example.com.zone\n", addr))
+	p := startSteer(t, cfg)
+
+	var (
+		stop     atomic.Bool
+		answered atomic.Int64
+		failed   atomic.Int64
+		maxGen   atomic.Int64
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		errs     []string
+	)
+	fail := func(s string) {
+		failed.Add(1)
+		errMu.Lock()
+		if len(errs) < 10 {
+			errs = append(errs, s)
+		}
+		errMu.Unlock()
+	}
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &dns.Client{Timeout: 2 * time.Second}
+			for !stop.Load() {
+				m := new(dns.Msg)
+				m.SetQuestion("gen.example.com.", dns.TypeTXT)
+				r, _, err := c.Exchange(m, addr)
+				if err != nil {
+					fail(err.Error())
+					continue
+				}
+				if r.Rcode != dns.RcodeSuccess || !r.Authoritative || len(r.Answer) != 1 {
+					fail(r.String())
+					continue
+				}
+				var gen int64
+				txt := r.Answer[0].(*dns.TXT).Txt[0]
+				if _, err := fmt.Sscanf(txt, "gen-%d", &gen); err != nil {
+					fail("unexpected TXT " + txt)
+					continue
+				}
+				for {
+					old := maxGen.Load()
+					if gen <= old || maxGen.CompareAndSwap(old, gen) {
+						break
+					}
+				}
+				answered.Add(1)
+			}
+		}()
+	}
+
+	deadline := time.Now().Add(4 * time.Second)
+	gen := 1
+	for time.Now().Before(deadline) {
+		gen++
+		writeAtomic(t, zonePath, zoneText(gen, fmt.Sprintf("gen-%d", gen)))
+		p.cmd.Process.Signal(syscall.SIGHUP)
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Let the last reload land, then stop the clients.
+	waitFor(t, 5*time.Second, func() bool {
+		r, err := query(addr, "gen.example.com.", dns.TypeTXT)
+		return err == nil && len(r.Answer) == 1 && r.Answer[0].(*dns.TXT).Txt[0] == fmt.Sprintf("gen-%d", gen)
+	})
+	stop.Store(true)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d queries failed during reloads; first: %v", failed.Load(), failed.Load()+answered.Load(), errs)
+	}
+	if answered.Load() < 100 {
+		t.Fatalf("only %d queries answered; the load loop did not run", answered.Load())
+	}
+	if maxGen.Load() < 3 {
+		t.Fatalf("clients never saw new data (max generation %d of %d)", maxGen.Load(), gen)
+	}
+	t.Logf("%d queries answered across %d reloads, none failed", answered.Load(), gen-1)
+
+	// A broken zone: the reload is rejected and the old data keeps serving.
+	writeAtomic(t, zonePath, zoneText(gen+1, "broken")+"bad  IN  A  not-an-address\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log(), "reload rejected") })
+	if !strings.Contains(p.log(), "example.com.zone:8") {
+		t.Errorf("rejection does not name the file and line:\n%s", p.log())
+	}
+	r, err := query(addr, "gen.example.com.", dns.TypeTXT)
+	if err != nil || len(r.Answer) != 1 || r.Answer[0].(*dns.TXT).Txt[0] != fmt.Sprintf("gen-%d", gen) {
+		t.Fatalf("after a rejected reload: %v %v; want the previous data gen-%d", r, err, gen)
+	}
+	p.stop(t)
+}
+
+func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("condition not met within %v", limit)
+}
+
+// TestServeDemoAndShutdown runs the embedded demo config the README's first
+// command runs (on its fixed port when free) and checks the documented
+// answer, then that SIGTERM exits 0.
+func TestServeDemo(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:5353"} {
+		if l, err := net.ListenPacket("udp", a); err != nil {
+			t.Skipf("%s is busy; the demo config needs it", a)
+		} else {
+			l.Close()
+		}
+	}
+	p := &process{done: make(chan error, 1)}
+	p.cmd = exec.Command(steerBin, "serve", "--log-format", "json")
+	var out bytes.Buffer
+	p.cmd.Stderr = &out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	var r *dns.Msg
+	waitFor(t, 10*time.Second, func() bool {
+		var err error
+		r, err = query("127.0.0.1:5353", "shop.example.com.", dns.TypeA)
+		return err == nil
+	})
+	if r.Rcode != dns.RcodeSuccess || !r.Authoritative || len(r.Answer) == 0 {
+		t.Fatalf("demo answer: %v", r)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	if !strings.Contains(out.String(), `"msg":"serving"`) {
+		t.Errorf("--log-format json did not log JSON:\n%s", out.String())
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	dnstest.WriteFiles(t, dir, map[string]string{
+		"good.yaml": "zones:\n  - origin: example.com\n    file: ok.zone\n",
+		"ok.zone":   zoneText(1, "x"),
+		"bad.yaml": `listen: ["127.0.0.1:5353"]
+zones:
+  - origin: example.com
+    file: broken.zone
+  - origin: example.org
+    file: missing.zone
+tcp: { max_connectons: 5 }
+`,
+		"broken.zone": "$ORIGIN example.com.\n$TTL 60\n@ SOA ns1 h 1 2 3 4 5\n  NS ns1\nwww CNAME x\nwww A 192.0.2.1\n",
+	})
+	run := func(args ...string) (int, string, string) {
+		cmd := exec.Command(steerBin, args...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, o.String(), e.String()
+	}
+	code, out, errOut := run("check", "--config", filepath.Join(dir, "good.yaml"))
+	if code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("check good: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = run("check", "--config", filepath.Join(dir, "bad.yaml"))
+	if code == 0 {
+		t.Fatalf("check bad: exit 0\n%s", errOut)
+	}
+	// The unknown key is reported; zone problems need a valid config first.
+	if want := filepath.Join(dir, "bad.yaml") + `:7: unknown key "max_connectons"`; !strings.Contains(errOut, want) {
+		t.Errorf("missing %q in:\n%s", want, errOut)
+	}
+	// Fix the config: now every zone problem is reported with file:line.
+	dnstest.WriteFiles(t, dir, map[string]string{"bad.yaml": `zones:
+  - origin: example.com
+    file: broken.zone
+  - origin: example.org
+    file: missing.zone
+`})
+	code, _, errOut = run("check", "--config", filepath.Join(dir, "bad.yaml"))
+	for _, want := range []string{
+		filepath.Join(dir, "broken.zone") + ":5: www.example.com. has a CNAME and other data",
+		filepath.Join(dir, "bad.yaml") + ":4: zone example.org",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("missing %q in:\n%s", want, errOut)
+		}
+	}
+	if code == 0 {
+		t.Error("exit 0 for an invalid config")
+	}
+	code, out, _ = run("version")
+	if code != 0 || !strings.HasPrefix(out, "steer ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+	if code, _, _ = run("frobnicate"); code != 2 {
+		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}

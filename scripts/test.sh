@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs steer's whole test suite on a fresh Debian machine with Go:
+# installs the real DNS clients the tests talk to, then vets, tests with the
+# race detector, runs each fuzz target for a bounded time and every
+# benchmark once (so they keep compiling and running).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(knot-dnsutils bind9-dnsutils)
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	echo "== installing ${missing[*]}"
+	SUDO=""
+	[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+export STEER_REQUIRE_TOOLS=1 # a missing client fails tests instead of skipping them
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "not gofmt-clean:"; echo "$unformatted"; exit 1
+fi
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+go test -race -count=1 -timeout 15m -v ./... >"$log" 2>&1 || status=$?
+# Show package results and failures, not every passing test's chatter.
+grep -E '^(ok|FAIL|panic:|--- FAIL|\s+--- FAIL|\s+\S+_test\.go:[0-9]+:)' "$log" || true
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
+if [ "$status" -ne 0 ]; then
+	echo "go test failed (exit $status); full log follows"
+	cat "$log"
+	echo "tests: $passed passed, $failed failed, $skipped skipped"
+	exit "$status"
+fi
+
+FUZZTIME=${FUZZTIME:-30s}
+echo "== fuzz ($FUZZTIME each)"
+go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "$FUZZTIME" ./internal/dnsserver/
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s ./internal/zone/
+
+echo "== benchmarks (one short run each)"
+go test -run '^$' -bench . -benchtime 2000x ./... | grep -E '^(Benchmark|ok|FAIL)'
+echo "tests: $passed passed, $failed failed, $skipped skipped"
