@@ -8,4 +8,7 @@ require (
 	golang.org/x/net v0.57.0
 )
 
-require golang.org/x/sys v0.47.0 // indirect
+require (
+	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

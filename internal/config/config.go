@@ -39,6 +39,12 @@ type Config struct {
 	VersionBind string `yaml:"version_bind"`
 	TCP         TCP    `yaml:"tcp"`
 	Zones       []Zone `yaml:"zones"`
+	// Geo lists the geolocation databases steering consults.
+	Geo Geo `yaml:"geo"`
+	// ECS configures EDNS Client Subnet (RFC 7871) handling.
+	ECS ECS `yaml:"ecs"`
+	// Records are the steered names.
+	Records []Record `yaml:"records"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -71,12 +77,14 @@ type Duration time.Duration
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	// A *yaml.TypeError lets the decoder go on and report every problem;
+	// any other error would stop it at this one.
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a duration must be a string such as 10s", n.Line)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: a duration must be a string such as 10s", n.Line)}}
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q (use Go syntax such as 500ms, 10s, 5m)", n.Line, n.Value)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid duration %q (use Go syntax such as 500ms, 10s, 5m)", n.Line, n.Value)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -203,13 +211,29 @@ func addYAMLError(probs *diag.Problems, file string, err error) {
 
 func (c *Config) applyDefaults() {
 	if c.Listen == nil {
-		c.Listen = DefaultListen
+		c.Listen = append([]string(nil), DefaultListen...) // not shared with other configs
 	}
 	if c.TCP.MaxConnections == 0 {
 		c.TCP.MaxConnections = DefaultMaxTCPConnections
 	}
 	if c.TCP.IdleTimeout == 0 {
 		c.TCP.IdleTimeout = Duration(DefaultTCPIdleTimeout)
+	}
+	if c.ECS.Enabled == nil {
+		t := true
+		c.ECS.Enabled = &t
+	}
+	if c.ECS.MaxSourceV4 == 0 {
+		c.ECS.MaxSourceV4 = DefaultMaxSourceV4
+	}
+	if c.ECS.MaxSourceV6 == 0 {
+		c.ECS.MaxSourceV6 = DefaultMaxSourceV6
+	}
+	if c.Geo.Databases == nil {
+		c.Geo.Databases = []string{"embedded"}
+	}
+	for i := range c.Records {
+		c.Records[i].Line = c.line(fmt.Sprintf("records[%d]", i))
 	}
 	if c.VersionBind == "" {
 		c.VersionBind = VersionHidden
@@ -253,6 +277,15 @@ func (c *Config) check(probs *diag.Problems) {
 	}
 	if c.TCP.IdleTimeout < 0 {
 		probs.Add(f, c.line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
+	}
+	if c.ECS.MaxSourceV4 < 0 || c.ECS.MaxSourceV4 > 32 {
+		probs.Add(f, c.line("ecs.max_source_v4"), "ecs.max_source_v4: %d is not between 1 and 32", c.ECS.MaxSourceV4)
+	}
+	if c.ECS.MaxSourceV6 < 0 || c.ECS.MaxSourceV6 > 128 {
+		probs.Add(f, c.line("ecs.max_source_v6"), "ecs.max_source_v6: %d is not between 1 and 128", c.ECS.MaxSourceV6)
+	}
+	if len(c.Geo.Databases) == 0 {
+		probs.Add(f, c.line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}
 	origins := map[string]int{}
 	for i := range c.Zones {

@@ -4,10 +4,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/ecs"
+	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -69,15 +72,23 @@ type query struct {
 	qtype   uint16
 	qclass  uint16
 	opt     *dns.OPT
-	optBad  bool // an OPT that breaks RFC 6891 (second OPT, wrong owner or section)
-	hasQ    bool // the question was parsed
+	optBad  bool   // an OPT that breaks RFC 6891 (second OPT, wrong owner or section)
+	ecs     []byte // the raw data of an EDNS Client Subnet option, if any
+	hasQ    bool   // the question was parsed
 	qdcount uint16
 }
 
-// Handle answers req, received over t, writing the response into buf when
-// it is large enough. It returns nil when the packet must be dropped: it is
-// shorter than a header or is itself a response.
+// Handle answers req, received over t from an unknown address; see
+// HandleFrom.
 func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
+	return h.HandleFrom(req, t, netip.Addr{}, buf)
+}
+
+// HandleFrom answers req, received over t from the address from, writing
+// the response into buf when it is large enough. It returns nil when the
+// packet must be dropped: it is shorter than a header or is itself a
+// response.
+func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
 	if len(req) < headerLen {
 		return nil
 	}
@@ -118,12 +129,23 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 		opt = responseOPT(q.opt)
 		if q.opt.Version() != 0 {
 			// RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak.
-			opt.SetExtendedRcode(dns.RcodeBadVers)
-			resp.Rcode = dns.RcodeBadVers & 0xF
+			// The full 12-bit rcode stays in resp.Rcode: PackBuffer splits it
+			// into the header and the OPT (and would reset an OPT's extended
+			// rcode to the upper bits of resp.Rcode if it were only 0..15).
+			resp.Rcode = dns.RcodeBadVers
 			resp.Extra = []dns.RR{opt}
 			return pack(resp, buf, limit)
 		}
 		h.options(snap, q.opt, opt, t)
+	}
+	var subnet ecs.Subnet
+	hasECS := false
+	if q.ecs != nil && snap.ECS {
+		var err error
+		if subnet, err = ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6); err != nil {
+			return h.formErr(&q, buf)
+		}
+		hasECS = true
 	}
 	if t == UDP {
 		limit = MinUDPSize
@@ -132,6 +154,7 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 		}
 	}
 
+	scope := -1
 	switch q.qclass {
 	case dns.ClassINET:
 		switch q.qtype {
@@ -143,7 +166,14 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 			resp.Rcode = dns.RcodeNotImplemented
 		default:
 			var a zone.Answer
-			snap.Zones.LookupInto(&a, q.qname, q.qtype)
+			if snap.Policies != nil {
+				st := policy.Steerer{Table: snap.Policies, Query: policy.Query{Resolver: from.Unmap()}}
+				st.Query.Client, st.Query.ClientBits = ecs.Client(&subnet, hasECS, from)
+				snap.Zones.LookupSteered(&a, q.qname, q.qtype, &st)
+			} else {
+				snap.Zones.LookupInto(&a, q.qname, q.qtype)
+			}
+			scope = a.Scope
 			resp.Rcode = a.Rcode
 			resp.Authoritative = a.Authoritative
 			resp.Answer, resp.Ns, resp.Extra = a.Answer, a.Ns, a.Extra
@@ -153,11 +183,13 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 	default:
 		resp.Rcode = dns.RcodeRefused
 	}
+	if hasECS {
+		// RFC 7871 §7.2.1: echo the option with the scope of the answer.
+		opt.Option = append(opt.Option, subnet.Option(subnet.Scope(scope)))
+	}
 	if opt != nil {
-		if resp.Rcode > 0xF {
-			opt.SetExtendedRcode(uint16(resp.Rcode))
-			resp.Rcode &= 0xF
-		}
+		// An extended rcode (> 15) stays whole in resp.Rcode: PackBuffer
+		// writes its upper bits into the OPT.
 		resp.Extra = append(resp.Extra, opt)
 	}
 	return fit(resp, buf, limit, opt)
@@ -194,6 +226,13 @@ func parse(req []byte, q *query) error {
 	}
 	total := int(an) + int(ns) + int(ar)
 	for i := 0; i < total; i++ {
+		if off >= len(req) {
+			// UnpackRR returns an empty record and no error at the end of
+			// the message, so counts above the records sent would pass
+			// (and ANCOUNT 65535 would cost 65535 allocations).
+			return dns.ErrBuf
+		}
+		off0 := off
 		rr, off1, err := dns.UnpackRR(req, off)
 		if err != nil {
 			return err
@@ -208,6 +247,9 @@ func parse(req []byte, q *query) error {
 			}
 			if q.opt == nil {
 				q.opt = o
+				if req[off0] == 0 { // root owner: RDATA starts after the 10-byte fixed part
+					q.ecs = findOption(req[off0+11:off], dns.EDNS0SUBNET)
+				}
 			}
 		}
 	}
@@ -338,6 +380,23 @@ func fit(resp *dns.Msg, buf []byte, limit int, opt *dns.OPT) []byte {
 		return nil
 	}
 	return out
+}
+
+// findOption returns the data of the first option with code in raw OPT
+// RDATA, or nil.
+func findOption(rdata []byte, code uint16) []byte {
+	for len(rdata) >= 4 {
+		c := binary.BigEndian.Uint16(rdata)
+		n := int(binary.BigEndian.Uint16(rdata[2:]))
+		if 4+n > len(rdata) {
+			return nil
+		}
+		if c == code {
+			return rdata[4 : 4+n : 4+n]
+		}
+		rdata = rdata[4+n:]
+	}
+	return nil
 }
 
 var errTrailing = errors.New("dnsserver: bytes after the last record")

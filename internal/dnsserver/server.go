@@ -182,7 +182,7 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 			}
 			continue
 		}
-		resp := s.handler.Handle(in[:n], UDP, out)
+		resp := s.handler.HandleFrom(in[:n], UDP, from.Addr(), out)
 		if resp == nil {
 			continue
 		}
@@ -212,7 +212,7 @@ func (s *Server) serveUDPWildcard(c *net.UDPConn, v4 bool) {
 				}
 				continue
 			}
-			resp := s.handler.Handle(in[:n], UDP, out)
+			resp := s.handler.HandleFrom(in[:n], UDP, addrOf(from), out)
 			if resp == nil {
 				continue
 			}
@@ -235,7 +235,7 @@ func (s *Server) serveUDPWildcard(c *net.UDPConn, v4 bool) {
 			}
 			continue
 		}
-		resp := s.handler.Handle(in[:n], UDP, out)
+		resp := s.handler.HandleFrom(in[:n], UDP, addrOf(from), out)
 		if resp == nil {
 			continue
 		}
@@ -291,6 +291,7 @@ func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
 		s.tcpActive.Add(-1)
 		s.wg.Done()
 	}()
+	from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
 	r := bufio.NewReaderSize(c, 4096)
 	var prefix [2]byte
 	msg := make([]byte, 0, 512)
@@ -311,7 +312,7 @@ func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
 		if _, err := io.ReadFull(r, msg); err != nil {
 			return
 		}
-		resp := s.handler.Handle(msg, TCP, out[:0])
+		resp := s.handler.HandleFrom(msg, TCP, from, out[:0])
 		if resp == nil {
 			return
 		}
@@ -355,4 +356,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return ctx.Err()
 	}
+}
+
+// addrOf returns the IP of a UDP source address.
+func addrOf(a net.Addr) netip.Addr {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort().Addr()
+	}
+	return netip.Addr{}
 }

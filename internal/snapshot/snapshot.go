@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/zone"
 )
 
@@ -30,6 +33,16 @@ type Snapshot struct {
 	TCPIdleTimeout    time.Duration
 	// Loaded is when the snapshot was built.
 	Loaded time.Time
+
+	// Geo is the loaded geo databases (nil when no record is steered).
+	Geo *geo.Set
+	// Policies holds the compiled steered records.
+	Policies *policy.Table
+	// ECS: whether EDNS Client Subnet is honoured, and the longest source
+	// prefixes used (longer ones are truncated).
+	ECS         bool
+	MaxSourceV4 int
+	MaxSourceV6 int
 }
 
 // Build loads every zone cfg names and assembles a Snapshot. Problems in any
@@ -54,12 +67,60 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 		}
 		zones = append(zones, z)
 	}
+	set := zone.NewSet(zones)
+	var geoSet *geo.Set
+	var table *policy.Table
+	if len(cfg.Records) > 0 && len(errs) == 0 {
+		geoSet = &geo.Set{}
+		for i, name := range cfg.Geo.Databases {
+			path := name
+			if name != geo.EmbeddedName {
+				path = cfg.Resolve(name)
+			}
+			d, err := geo.Open(path)
+			if err != nil {
+				errs.Add(cfg.File, cfg.Line(fmt.Sprintf("geo.databases[%d]", i)), "geo database %s: %v", name, err)
+				continue
+			}
+			geoSet.DBs = append(geoSet.DBs, d)
+		}
+		if len(errs) == 0 {
+			var pwarns diag.Problems
+			var err error
+			table, pwarns, err = policy.Build(cfg, geoSet)
+			warns = append(warns, pwarns...)
+			if err != nil {
+				errs = append(errs, err.(diag.Problems)...)
+			}
+		}
+		if table != nil {
+			for _, r := range table.Records {
+				z := set.Find(r.Name)
+				if z == nil {
+					errs.Add(cfg.File, r.Line, "record %s is in no served zone (a steered name needs a zone for its SOA and NS)", r.Name)
+					continue
+				}
+				rtype := r.Type
+				if rtype != dns.TypeCNAME {
+					rtype = dns.TypeA
+				}
+				if err := z.MarkSteered(r.Name, rtype); err != nil {
+					errs.Add(cfg.File, r.Line, "record %s: %v", r.Name, err)
+				}
+			}
+		}
+	}
 	if err := errs.Err(); err != nil {
 		return nil, warns, err
 	}
 	s := &Snapshot{
+		Geo:         geoSet,
+		Policies:    table,
+		ECS:         *cfg.ECS.Enabled,
+		MaxSourceV4: cfg.ECS.MaxSourceV4,
+		MaxSourceV6: cfg.ECS.MaxSourceV6,
 		Config:            cfg,
-		Zones:             zone.NewSet(zones),
+		Zones:             set,
 		Identity:          cfg.Identity,
 		Listen:            cfg.Listen,
 		TCPMaxConnections: cfg.TCP.MaxConnections,
@@ -78,5 +139,9 @@ func (s *Snapshot) Summary() string {
 	for _, z := range s.Zones.Zones() {
 		records += z.Records
 	}
-	return fmt.Sprintf("%d zones, %d records", len(s.Zones.Zones()), records)
+	out := fmt.Sprintf("%d zones, %d records", len(s.Zones.Zones()), records)
+	if s.Policies != nil {
+		out += fmt.Sprintf(", %d steered records compiled in %v against %s", len(s.Policies.Records), s.Policies.CompileTime.Round(time.Millisecond), s.Geo.Summary())
+	}
+	return out
 }

@@ -52,6 +52,23 @@ type Answer struct {
 	Zone *Zone
 	// Referral is true when the answer delegates to another server.
 	Referral bool
+	// Scope is the ECS scope of a steered answer: the widest client prefix
+	// over which its steering decision holds; -1 when no steered record
+	// took part.
+	Scope int
+	// Steered names the steered records that answered, in chain order.
+	Steered []string
+
+	steer Steering
+}
+
+// Steering answers the names a zone marks as steered (see MarkSteered):
+// their records are chosen per query rather than read from the zone.
+type Steering interface {
+	// Steer appends the answer for the steered name (canonical) and qtype
+	// to a. It returns handled false when the record has no data of that
+	// type, so the zone answers NODATA, and next, a CNAME target to follow.
+	Steer(a *Answer, name string, qtype uint16) (next string, handled bool)
 }
 
 // maxChain bounds how many CNAME/DNAME steps a lookup follows.
@@ -68,13 +85,23 @@ func (s *Set) Lookup(qname string, qtype uint16) Answer {
 
 // LookupInto is Lookup that reuses a's slices.
 func (s *Set) LookupInto(a *Answer, qname string, qtype uint16) {
-	*a = Answer{Answer: a.Answer[:0], Ns: a.Ns[:0], Extra: a.Extra[:0]}
+	s.LookupSteered(a, qname, qtype, nil)
+}
+
+// LookupSteered is LookupInto with steered names answered by st.
+func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) {
+	*a = Answer{Answer: a.Answer[:0], Ns: a.Ns[:0], Extra: a.Extra[:0], Steered: a.Steered[:0], Scope: -1, steer: st}
 	name := canonical(qname)
 	z := s.Find(name)
 	if qtype == dns.TypeDS && z != nil && name == z.Origin {
 		// DS lives on the parent side of a cut (RFC 4035 §3.1.4.1).
-		if off, end := dns.NextLabel(name, 0); !end {
-			if pz := s.Find(name[off:]); pz != nil {
+		if name != "." {
+			off, _ := dns.NextLabel(name, 0)
+			parent := name[off:]
+			if parent == "" { // name is a TLD: its parent is the root
+				parent = "."
+			}
+			if pz := s.Find(parent); pz != nil {
 				z = pz
 			}
 		}
@@ -161,6 +188,20 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 			a.Answer = append(a.Answer, rr)
 		}
 	}
+	if n.steered && a.steer != nil && !synthesized {
+		q := qtype
+		if q == dns.TypeANY {
+			q = dns.TypeA // RFC 8482: one RRset; the steered one
+		}
+		if next, ok := a.steer.Steer(a, n.name, q); ok {
+			a.Steered = append(a.Steered, n.name)
+			return next
+		}
+		if len(n.rrsets) == 0 || qtype == dns.TypeANY {
+			z.negative(a, dns.RcodeSuccess)
+			return ""
+		}
+	}
 	if qtype == dns.TypeANY {
 		// RFC 8482: answer ANY with one RRset rather than all of them.
 		if len(n.rrsets) == 0 {
@@ -192,7 +233,11 @@ func (z *Zone) negative(a *Answer, rcode int) {
 // wildcard handles a name that does not exist below the closest encloser ce
 // (RFC 4592 §3.3.1): the source of synthesis is *.ce, if it exists.
 func (z *Zone) wildcard(a *Answer, ce *node, name string, qtype uint16) string {
-	w := z.nodes["*."+ce.name]
+	wname := "*." + ce.name
+	if ce.name == "." {
+		wname = "*."
+	}
+	w := z.nodes[wname]
 	if w == nil || w.occluded {
 		z.negative(a, dns.RcodeNameError)
 		return ""

@@ -44,6 +44,9 @@ type node struct {
 	cut    bool    // NS below the apex: a delegation point
 	dname  *rrset
 	cname  *rrset
+	// steered is set on names whose address (or CNAME) records are
+	// chosen per query by a Steering.
+	steered bool
 	// below is set on names at or under a delegation point or a DNAME other
 	// than the cut itself: data there is glue or occluded, never answered.
 	occluded bool
@@ -170,15 +173,16 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 	for _, k := range order {
 		s := sets[k]
 		// RFC 2181 §5.2: one TTL per RRset; use the smallest.
-		minTTL := s.rrs[0].Header().Ttl
+		minTTL, differ := s.rrs[0].Header().Ttl, false
 		for _, rr := range s.rrs[1:] {
 			if rr.Header().Ttl != minTTL {
-				if rr.Header().Ttl < minTTL {
-					minTTL = rr.Header().Ttl
-				}
-				warns.Add(s.pos.File, s.pos.Line, "%s %s: records have different TTLs; all get %d (RFC 2181 §5.2)",
-					k.name, dns.TypeToString[k.rtype], minTTL)
+				differ = true
+				minTTL = min(minTTL, rr.Header().Ttl)
 			}
+		}
+		if differ {
+			warns.Add(s.pos.File, s.pos.Line, "%s %s: records have different TTLs; all get %d (RFC 2181 §5.2)",
+				k.name, dns.TypeToString[k.rtype], minTTL)
 		}
 		for _, rr := range s.rrs {
 			rr.Header().Ttl = minTTL
@@ -262,6 +266,40 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 		return nil, errs, warns
 	}
 	return z, nil, warns
+}
+
+// MarkSteered makes name (canonical, inside the zone) a steered name: its
+// records of type rtype (A, which covers A and AAAA, or CNAME) come from a
+// Steering at query time. It must be called before the zone is published,
+// and fails when the zone's own data at name would conflict.
+func (z *Zone) MarkSteered(name string, rtype uint16) error {
+	if !dns.IsSubDomain(z.Origin, name) {
+		return fmt.Errorf("%s is not in zone %s", name, z.Origin)
+	}
+	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
+		if pn := z.nodes[p]; pn != nil && (pn.cut || pn.dname != nil) {
+			return fmt.Errorf("%s is below the delegation or DNAME at %s, so it cannot be answered", name, p)
+		}
+	}
+	if n := z.nodes[name]; n != nil {
+		if n.cut {
+			return fmt.Errorf("%s is a delegation point in %s", name, z.File)
+		}
+		for _, s := range n.rrsets {
+			conflict := s.rtype == dns.TypeCNAME || s.rtype == dns.TypeDNAME
+			switch rtype {
+			case dns.TypeCNAME:
+				conflict = true // a CNAME stands alone
+			default:
+				conflict = conflict || s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA
+			}
+			if conflict {
+				return fmt.Errorf("%s already has %s records at %s:%d; a steered name's records come from its pools", name, dns.TypeToString[s.rtype], s.pos.File, s.pos.Line)
+			}
+		}
+	}
+	z.ensure(name).steered = true
+	return nil
 }
 
 // ensure returns the node for name, creating it and every missing ancestor up

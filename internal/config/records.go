@@ -1,0 +1,181 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults for ECS privacy truncation (RFC 7871 §11.1 recommends /24 and /56).
+const (
+	DefaultMaxSourceV4 = 24
+	DefaultMaxSourceV6 = 56
+	// DefaultSteeredTTL is the TTL of a steered record that sets none.
+	DefaultSteeredTTL = 60
+)
+
+// Geo lists the geolocation databases, consulted in order: "embedded" or
+// paths to mmdb files (relative to the configuration file).
+type Geo struct {
+	Databases []string `yaml:"databases"`
+}
+
+// ECS configures EDNS Client Subnet.
+type ECS struct {
+	// Enabled honours and echoes ECS; when false the option is ignored and
+	// steering uses the resolver's address. Default true.
+	Enabled *bool `yaml:"enabled"`
+	// MaxSourceV4/V6 truncate longer client subnets before use (privacy).
+	MaxSourceV4 int `yaml:"max_source_v4"`
+	MaxSourceV6 int `yaml:"max_source_v6"`
+}
+
+// Record is one steered name.
+type Record struct {
+	Name string `yaml:"name"`
+	// Type is A, AAAA or CNAME. A and AAAA records answer both address
+	// types from their pools' addresses.
+	Type string `yaml:"type"`
+	TTL  *int   `yaml:"ttl"`
+	// Pools are the sites, by name.
+	Pools map[string]Pool `yaml:"pools"`
+	// Rules are tried in order; the first that matches (and, with
+	// on_unhealthy: next_rule, has a usable pool) decides.
+	Rules       []Rule `yaml:"rules"`
+	OnUnhealthy string `yaml:"on_unhealthy"`
+	WhenAllDown string `yaml:"when_all_down"`
+
+	Line int `yaml:"-"`
+}
+
+// Pool is one site: its addresses (or CNAME target) and where it is.
+type Pool struct {
+	Address   string    `yaml:"address"`
+	Addresses []string  `yaml:"addresses"`
+	Target    string    `yaml:"target"`
+	Location  *Location `yaml:"location"`
+	// Bias shifts geoproximity, Route 53 style: -99..99.
+	Bias int `yaml:"bias"`
+	// Enabled false removes the pool from answers as if it were down.
+	Enabled *bool `yaml:"enabled"`
+}
+
+// Location is a latitude and longitude in degrees.
+type Location struct {
+	Lat float64 `yaml:"lat"`
+	Lon float64 `yaml:"lon"`
+}
+
+// Rule is a match and the action taken when it matches, or, with Default
+// set, the rule that matches everything.
+type Rule struct {
+	Match   *Match  `yaml:"match"`
+	Default *Action `yaml:"default"`
+	Action  `yaml:",inline"`
+}
+
+// Action says which pools answer.
+type Action struct {
+	Pool       string       `yaml:"pool"`
+	Split      []SplitEntry `yaml:"split"`
+	Sticky     string       `yaml:"sticky"`
+	Multivalue int          `yaml:"multivalue"`
+	Pools      []string     `yaml:"pools"`
+	Failover   []string     `yaml:"failover"`
+	By         string       `yaml:"by"`
+	Fallback   []string     `yaml:"fallback"`
+}
+
+// SplitEntry is one weighted pool of a split.
+type SplitEntry struct {
+	Pool   string `yaml:"pool"`
+	Weight int    `yaml:"weight"`
+}
+
+// Match selects clients. Keys are ANDed; values inside a key are ORed.
+type Match struct {
+	Country     StringList `yaml:"country"`
+	Continent   StringList `yaml:"continent"`
+	Subdivision StringList `yaml:"subdivision"`
+	ASN         ASNList    `yaml:"asn"`
+	CIDR        StringList `yaml:"cidr"`
+	// Source is "client" (default: the ECS subnet, else the resolver) or
+	// "resolver" (the packet's source address).
+	Source string `yaml:"source"`
+	// Not negates a nested match.
+	Not *Match `yaml:"not"`
+}
+
+// StringList is a YAML scalar or a sequence of scalars.
+type StringList []string
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = StringList{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		out := make(StringList, 0, len(n.Content))
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: expected a string", c.Line)
+			}
+			out = append(out, c.Value)
+		}
+		*l = out
+		return nil
+	}
+	return fmt.Errorf("line %d: expected a string or a list of strings", n.Line)
+}
+
+// ASNList is a YAML scalar or sequence of AS numbers (64496 or "AS64496").
+type ASNList []uint32
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *ASNList) UnmarshalYAML(n *yaml.Node) error {
+	var items []*yaml.Node
+	switch n.Kind {
+	case yaml.ScalarNode:
+		items = []*yaml.Node{n}
+	case yaml.SequenceNode:
+		items = n.Content
+	default:
+		return fmt.Errorf("line %d: expected an AS number or a list of them", n.Line)
+	}
+	out := make(ASNList, 0, len(items))
+	for _, c := range items {
+		v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToUpper(c.Value), "AS"), 10, 32)
+		if err != nil || c.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %q is not an AS number", c.Line, c.Value)
+		}
+		out = append(out, uint32(v))
+	}
+	*l = out
+	return nil
+}
+
+// PoolNames returns the record's pool names in the order they are written.
+func (c *Config) PoolNames(recordIndex int) []string {
+	r := c.Records[recordIndex]
+	names := make([]string, 0, len(r.Pools))
+	for n := range r.Pools {
+		names = append(names, n)
+	}
+	prefix := fmt.Sprintf("records[%d].pools.", recordIndex)
+	sort.Slice(names, func(i, j int) bool {
+		li, lj := c.Lines[prefix+names[i]], c.Lines[prefix+names[j]]
+		if li != lj {
+			return li < lj
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// Line returns the line of a dotted key path such as "records[0].rules[2]",
+// or 0 when unknown.
+func (c *Config) Line(path string) int { return c.Lines[path] }

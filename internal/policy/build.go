@@ -1,0 +1,570 @@
+package policy
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/geo"
+)
+
+// Table is the compiled steered records of a configuration, by name.
+type Table struct {
+	Records []*Record
+	byName  map[string]*Record
+	// CompileTime is how long compiling every record took.
+	CompileTime time.Duration
+}
+
+// Get returns the record named name (canonical), or nil.
+func (t *Table) Get(name string) *Record {
+	if t == nil {
+		return nil
+	}
+	return t.byName[name]
+}
+
+// MaxSteeredTTL is the TTL above which check warns: a long TTL keeps
+// clients on a site long after it fails.
+const MaxSteeredTTL = 300
+
+var subdivisionRe = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
+
+// Build compiles every record of cfg against g. Every problem is reported
+// with the configuration file and line; warnings do not stop the build.
+func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
+	t := &Table{byName: map[string]*Record{}}
+	var errs, warns diag.Problems
+	start := time.Now()
+	hasASN := false
+	for _, d := range g.DBs {
+		if d.Layout == geo.LayoutASN || d.Layout == geo.LayoutIPinfo {
+			hasASN = true
+		}
+	}
+	for i := range cfg.Records {
+		b := &builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN}
+		r := b.record()
+		if r == nil {
+			continue
+		}
+		if prev := t.byName[r.Name]; prev != nil {
+			errs.Add(cfg.File, r.Line, "record %s is already defined at line %d", r.Name, prev.Line)
+			continue
+		}
+		if err := r.compile(g); err != nil {
+			errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
+			continue
+		}
+		b.shadowed(r)
+		t.Records = append(t.Records, r)
+		t.byName[r.Name] = r
+	}
+	t.CompileTime = time.Since(start)
+	return t, warns, errs.Err()
+}
+
+type builder struct {
+	cfg         *config.Config
+	idx         int
+	errs, warns *diag.Problems
+	hasASN      bool
+	r           *Record
+	poolIdx     map[string]int
+}
+
+func (b *builder) path(s string) string { return fmt.Sprintf("records[%d]%s", b.idx, s) }
+
+func (b *builder) line(s string) int {
+	if l := b.cfg.Line(b.path(s)); l != 0 {
+		return l
+	}
+	return b.cfg.Records[b.idx].Line
+}
+
+func (b *builder) errf(at string, format string, args ...any) {
+	b.errs.Add(b.cfg.File, b.line(at), format, args...)
+}
+
+func (b *builder) warnf(at string, format string, args ...any) {
+	b.warns.Add(b.cfg.File, b.line(at), format, args...)
+}
+
+func (b *builder) record() *Record {
+	rc := b.cfg.Records[b.idx]
+	nerr := len(*b.errs)
+	if rc.Name == "" {
+		b.errf("", "record has no name")
+		return nil
+	}
+	if _, ok := dns.IsDomainName(rc.Name); !ok {
+		b.errf(".name", "record name %q is not a domain name", rc.Name)
+		return nil
+	}
+	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true}
+	b.r = r
+	switch strings.ToUpper(rc.Type) {
+	case "A", "AAAA", "":
+		r.Type = dns.TypeA
+	case "CNAME":
+		r.Type = dns.TypeCNAME
+	default:
+		b.errf(".type", "record %s: type %q is not A, AAAA or CNAME", r.Name, rc.Type)
+	}
+	if rc.TTL != nil {
+		if *rc.TTL < 0 || *rc.TTL > 1<<31-1 {
+			b.errf(".ttl", "record %s: ttl %d is out of range", r.Name, *rc.TTL)
+		} else {
+			r.TTL = uint32(*rc.TTL)
+		}
+		if *rc.TTL > MaxSteeredTTL {
+			b.warnf(".ttl", "record %s: ttl %d is over %d: clients stay on a failed site that long", r.Name, *rc.TTL, MaxSteeredTTL)
+		}
+	}
+	b.pools(rc)
+	if len(r.Pools) == 0 {
+		b.errf("", "record %s has no pools", r.Name)
+		return nil
+	}
+	switch rc.OnUnhealthy {
+	case "", "next_rule":
+	case "when_all_down":
+		r.NextRule = false
+	default:
+		b.errf(".on_unhealthy", "record %s: on_unhealthy %q is not next_rule or when_all_down", r.Name, rc.OnUnhealthy)
+	}
+	b.whenAllDown(rc)
+	b.rules(rc)
+	if len(*b.errs) > nerr {
+		return nil
+	}
+	return r
+}
+
+func (b *builder) pools(rc config.Record) {
+	r := b.r
+	b.poolIdx = map[string]int{}
+	names := b.cfg.PoolNames(b.idx)
+	if len(names) > MaxPools {
+		b.errf(".pools", "record %s has %d pools; at most %d are supported", r.Name, len(names), MaxPools)
+		return
+	}
+	for _, name := range names {
+		pc := rc.Pools[name]
+		at := ".pools." + name
+		p := &Pool{Name: name, Index: len(r.Pools), Bias: pc.Bias, Line: b.line(at)}
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		p.hash = h.Sum64()
+		addrs := pc.Addresses
+		if pc.Address != "" {
+			addrs = append([]string{pc.Address}, addrs...)
+		}
+		if r.Type == dns.TypeCNAME {
+			if pc.Target == "" {
+				b.errf(at, "record %s: pool %s needs a target (a CNAME record's pools hold names)", r.Name, name)
+			} else if _, ok := dns.IsDomainName(pc.Target); !ok {
+				b.errf(at, "record %s: pool %s: target %q is not a domain name", r.Name, name, pc.Target)
+			} else {
+				p.Target = dns.Fqdn(pc.Target)
+			}
+			if len(addrs) > 0 {
+				b.errf(at, "record %s: pool %s: a CNAME record's pools have a target, not addresses", r.Name, name)
+			}
+		} else {
+			if len(addrs) == 0 {
+				b.errf(at, "record %s: pool %s has no address", r.Name, name)
+			}
+			if pc.Target != "" {
+				b.errf(at, "record %s: pool %s: target is only for CNAME records", r.Name, name)
+			}
+			for _, s := range addrs {
+				a, err := netip.ParseAddr(s)
+				if err != nil || a.Zone() != "" {
+					b.errf(at, "record %s: pool %s: %q is not an IP address", r.Name, name, s)
+					continue
+				}
+				a = a.Unmap()
+				if a.Is4() {
+					p.V4 = append(p.V4, a)
+				} else {
+					p.V6 = append(p.V6, a)
+				}
+			}
+		}
+		if pc.Location != nil {
+			if pc.Location.Lat < -90 || pc.Location.Lat > 90 || pc.Location.Lon < -180 || pc.Location.Lon > 180 {
+				b.errf(at+".location", "record %s: pool %s: location %v,%v is not a latitude and longitude", r.Name, name, pc.Location.Lat, pc.Location.Lon)
+			}
+			p.Lat, p.Lon, p.HasLoc = pc.Location.Lat, pc.Location.Lon, true
+		}
+		if pc.Bias < -99 || pc.Bias > 99 {
+			b.errf(at+".bias", "record %s: pool %s: bias %d is not between -99 and 99", r.Name, name, pc.Bias)
+		}
+		bit := uint64(1) << p.Index
+		r.allPools |= bit
+		if pc.Enabled == nil || *pc.Enabled {
+			r.Enabled |= bit
+		}
+		hdr := func(t uint16) dns.RR_Header {
+			return dns.RR_Header{Name: r.Name, Rrtype: t, Class: dns.ClassINET, Ttl: r.TTL}
+		}
+		for _, a := range p.V4 {
+			p.A = append(p.A, &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
+		}
+		for _, a := range p.V6 {
+			p.AAAA = append(p.AAAA, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.AsSlice()})
+		}
+		if p.Target != "" {
+			p.CNAME = []dns.RR{&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: p.Target}}
+		}
+		if len(p.V4) > 0 {
+			r.hasV4 |= bit
+		}
+		if len(p.V6) > 0 {
+			r.hasV6 |= bit
+		}
+		b.poolIdx[name] = p.Index
+		r.Pools = append(r.Pools, p)
+	}
+}
+
+func (b *builder) whenAllDown(rc config.Record) {
+	r := b.r
+	f := strings.Fields(rc.WhenAllDown)
+	if len(f) == 0 {
+		return
+	}
+	switch f[0] {
+	case "answer_all":
+		r.WhenAllDown = AnswerAll
+	case "nodata":
+		r.WhenAllDown = NoData
+	case "servfail":
+		r.WhenAllDown = ServFail
+	case "fallback_pool":
+		r.WhenAllDown = FallbackPool
+		if len(f) != 2 {
+			b.errf(".when_all_down", "record %s: when_all_down: fallback_pool needs a pool name", r.Name)
+			return
+		}
+		p, ok := b.poolIdx[f[1]]
+		if !ok {
+			b.errf(".when_all_down", "record %s: when_all_down: unknown pool %q", r.Name, f[1])
+		}
+		r.FallbackPool = p
+		return
+	default:
+		b.errf(".when_all_down", "record %s: when_all_down %q is not answer_all, fallback_pool NAME, nodata or servfail", r.Name, rc.WhenAllDown)
+		return
+	}
+	if len(f) != 1 {
+		b.errf(".when_all_down", "record %s: when_all_down %q takes no argument", r.Name, f[0])
+	}
+}
+
+func (b *builder) rules(rc config.Record) {
+	r := b.r
+	if len(rc.Rules) > MaxRules {
+		b.errf(".rules", "record %s has %d rules; at most %d are supported", r.Name, len(rc.Rules), MaxRules)
+		return
+	}
+	hasDefault := false
+	for i, rcr := range rc.Rules {
+		at := fmt.Sprintf(".rules[%d]", i)
+		rule := &Rule{Index: i, Line: b.line(at)}
+		act := rcr.Action
+		switch {
+		case rcr.Default != nil:
+			if rcr.Match != nil {
+				b.errf(at, "record %s: rule %d has both match and default", r.Name, i+1)
+			}
+			if !isZeroAction(rcr.Action) {
+				b.errf(at, "record %s: put the default rule's action inside default:", r.Name)
+			}
+			if hasDefault {
+				b.errf(at, "record %s: a second default rule", r.Name)
+			}
+			if i != len(rc.Rules)-1 {
+				b.errf(at, "record %s: the default rule must be the last rule (rules after it never match)", r.Name)
+			}
+			hasDefault = true
+			rule.Default = true
+			act = *rcr.Default
+			r.defaultBit = 1 << i
+		case rcr.Match != nil:
+			rule.Match = b.match(rcr.Match, at+".match")
+			if rule.Match != nil {
+				if rule.Match.Resolver {
+					r.resolverRules |= 1 << i
+				} else {
+					r.clientRules |= 1 << i
+				}
+			}
+		default:
+			b.errf(at, "record %s: rule %d has neither match nor default", r.Name, i+1)
+		}
+		rule.Action = b.action(act, at+map[bool]string{true: ".default", false: ""}[rule.Default], rule.Default)
+		if rule.Action.Kind == ActProximity {
+			rule.Action.Proximity = len(r.proximity)
+			r.proximity = append(r.proximity, &rule.Action)
+		}
+		r.Rules = append(r.Rules, rule)
+	}
+	if !hasDefault {
+		b.errf(".rules", "record %s has no default rule: clients no rule matches would get no answer at all; end the rules with - default: { pool: NAME } or - default: { by: geoproximity, fallback: [...] }", r.Name)
+	}
+}
+
+func isZeroAction(a config.Action) bool {
+	return a.Pool == "" && a.Split == nil && a.Sticky == "" && a.Multivalue == 0 &&
+		a.Pools == nil && a.Failover == nil && a.By == "" && a.Fallback == nil
+}
+
+func (b *builder) pool(name, at string) (int, bool) {
+	p, ok := b.poolIdx[name]
+	if !ok {
+		b.errf(at, "record %s: unknown pool %q (pools: %s)", b.r.Name, name, strings.Join(b.cfg.PoolNames(b.idx), ", "))
+	}
+	return p, ok
+}
+
+func (b *builder) poolList(names []string, at string) []int {
+	var out []int
+	for _, n := range names {
+		if p, ok := b.pool(n, at); ok {
+			if slices.Contains(out, p) {
+				b.errf(at, "record %s: pool %s is listed twice", b.r.Name, n)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
+	r := b.r
+	var a Action
+	kinds := 0
+	if ac.Pool != "" {
+		kinds++
+		a.Kind = ActPool
+		if p, ok := b.pool(ac.Pool, at+".pool"); ok {
+			a.Pools = []int{p}
+		}
+	}
+	if ac.Split != nil {
+		kinds++
+		a.Kind = ActSplit
+		var total int
+		for _, s := range ac.Split {
+			if s.Weight < 0 {
+				b.errf(at+".split", "record %s: split weight %d for %s is negative", r.Name, s.Weight, s.Pool)
+				continue
+			}
+			if p, ok := b.pool(s.Pool, at+".split"); ok {
+				a.Pools = append(a.Pools, p)
+				a.Weights = append(a.Weights, uint32(s.Weight))
+				total += s.Weight
+			}
+		}
+		if total == 0 && len(ac.Split) > 0 {
+			b.errf(at+".split", "record %s: every split weight is zero", r.Name)
+		}
+		if len(ac.Split) == 0 {
+			b.errf(at+".split", "record %s: split lists no pools", r.Name)
+		}
+		switch ac.Sticky {
+		case "":
+		case "client_subnet":
+			a.Sticky = true
+		default:
+			b.errf(at+".sticky", "record %s: sticky %q is not client_subnet", r.Name, ac.Sticky)
+		}
+	} else if ac.Sticky != "" {
+		b.errf(at+".sticky", "record %s: sticky only applies to split", r.Name)
+	}
+	if ac.Multivalue != 0 {
+		kinds++
+		a.Kind = ActMultivalue
+		a.Limit = ac.Multivalue
+		if ac.Multivalue < 1 {
+			b.errf(at+".multivalue", "record %s: multivalue %d must be at least 1", r.Name, ac.Multivalue)
+		}
+		if ac.Pools != nil {
+			a.Pools = b.poolList(ac.Pools, at+".pools")
+		} else {
+			for _, p := range r.Pools {
+				a.Pools = append(a.Pools, p.Index)
+			}
+		}
+	} else if ac.Pools != nil {
+		b.errf(at+".pools", "record %s: pools: only applies to multivalue", r.Name)
+	}
+	if ac.Failover != nil {
+		kinds++
+		a.Kind = ActFailover
+		a.Pools = b.poolList(ac.Failover, at+".failover")
+		if len(a.Pools) == 0 {
+			b.errf(at+".failover", "record %s: failover lists no pools", r.Name)
+		}
+	}
+	if ac.By != "" {
+		kinds++
+		a.Pools = b.poolList(ac.Fallback, at+".fallback")
+		switch ac.By {
+		case "geoproximity":
+			a.Kind = ActProximity
+			if ac.Fallback != nil {
+				a.Candidates = a.Pools
+			} else {
+				for _, p := range r.Pools {
+					a.Candidates = append(a.Candidates, p.Index)
+				}
+			}
+			located := 0
+			for _, p := range a.Candidates {
+				if r.Pools[p].HasLoc {
+					located++
+				}
+			}
+			if located == 0 {
+				b.errf(at+".by", "record %s: geoproximity needs pools with a location", r.Name)
+			}
+			for _, p := range a.Candidates {
+				if !r.Pools[p].HasLoc {
+					b.warnf(at+".by", "record %s: pool %s has no location: geoproximity ranks it last", r.Name, r.Pools[p].Name)
+				}
+			}
+		case "first":
+			a.Kind = ActFirst
+			if len(a.Pools) == 0 {
+				b.errf(at+".fallback", "record %s: by: first needs a fallback list", r.Name)
+			}
+		case "latency":
+			b.errf(at+".by", "record %s: by: latency needs a latency map, which this version does not have yet; use geoproximity", r.Name)
+		default:
+			b.errf(at+".by", "record %s: by %q is not geoproximity or first", r.Name, ac.By)
+		}
+	} else if ac.Fallback != nil {
+		b.errf(at+".fallback", "record %s: fallback goes with by: geoproximity or by: first", r.Name)
+	}
+	switch {
+	case kinds == 0:
+		b.errf(at, "record %s: the rule has no action (pool, split, multivalue, failover or by)", r.Name)
+	case kinds > 1:
+		b.errf(at, "record %s: a rule takes one action of pool, split, multivalue, failover or by", r.Name)
+	}
+	for _, p := range a.Pools {
+		a.mask |= 1 << p
+	}
+	if a.Kind == ActProximity {
+		for _, p := range a.Candidates {
+			a.mask |= 1 << p
+		}
+	}
+	return a
+}
+
+func (b *builder) match(mc *config.Match, at string) *Match {
+	r := b.r
+	m := &Match{}
+	for _, c := range mc.Country {
+		c = strings.ToUpper(c)
+		if _, ok := geo.LookupCountry(c); !ok {
+			b.errf(at+".country", "record %s: unknown country code %q (ISO 3166-1 alpha-2, such as IN or DE)", r.Name, c)
+		}
+		m.Countries = append(m.Countries, c)
+	}
+	for _, c := range mc.Continent {
+		c = strings.ToUpper(c)
+		if !geo.IsContinent(c) {
+			b.errf(at+".continent", "record %s: unknown continent code %q (AF AN AS EU NA OC SA)", r.Name, c)
+		}
+		m.Continents = append(m.Continents, c)
+	}
+	for _, s := range mc.Subdivision {
+		s = strings.ToUpper(s)
+		if !subdivisionRe.MatchString(s) {
+			b.errf(at+".subdivision", "record %s: subdivision %q is not an ISO 3166-2 code such as IN-MH or US-VA", r.Name, s)
+		} else if _, ok := geo.LookupCountry(s[:2]); !ok {
+			b.errf(at+".subdivision", "record %s: subdivision %q: unknown country %q", r.Name, s, s[:2])
+		}
+		m.Subdivisions = append(m.Subdivisions, s)
+	}
+	m.ASNs = append(m.ASNs, mc.ASN...)
+	if len(m.ASNs) > 0 && !b.hasASN {
+		b.errf(at+".asn", "record %s: asn matches need an ASN database in geo.databases (GeoLite2-ASN or IPinfo Lite)", r.Name)
+	}
+	for _, s := range mc.CIDR {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			b.errf(at+".cidr", "record %s: %q is not a CIDR prefix", r.Name, s)
+			continue
+		}
+		if p.Masked() != p {
+			b.errf(at+".cidr", "record %s: %s has host bits set (did you mean %s?)", r.Name, s, p.Masked())
+			continue
+		}
+		if p.Addr().Is4In6() {
+			b.errf(at+".cidr", "record %s: write IPv4 prefix %s as plain IPv4", r.Name, s)
+			continue
+		}
+		m.CIDRs = append(m.CIDRs, p)
+	}
+	switch mc.Source {
+	case "", "client":
+	case "resolver":
+		m.Resolver = true
+	default:
+		b.errf(at+".source", "record %s: source %q is not client or resolver", r.Name, mc.Source)
+	}
+	if mc.Not != nil {
+		m.Not = b.match(mc.Not, at+".not")
+		if mc.Not.Source != "" {
+			b.errf(at+".not.source", "record %s: put source: on the outer match", r.Name)
+		}
+	}
+	if !m.usesLocation() && len(m.CIDRs) == 0 && m.Not == nil {
+		b.errf(at, "record %s: the match has no keys (country, continent, subdivision, asn, cidr, not)", r.Name)
+	}
+	return m
+}
+
+// shadowed warns about rules that can never be the first match: for every
+// client where they match, an earlier rule does too.
+func (b *builder) shadowed(r *Record) {
+	var first uint64
+	var seen uint64
+	for _, o := range r.outcomes {
+		m := o.mask & r.clientRules
+		seen |= m
+		if m != 0 {
+			first |= m & -m
+		}
+	}
+	for _, m := range r.masks {
+		seen |= m & r.resolverRules
+	}
+	for _, rule := range r.Rules {
+		if rule.Default || rule.Match.Resolver {
+			continue
+		}
+		bit := uint64(1) << rule.Index
+		at := fmt.Sprintf(".rules[%d]", rule.Index)
+		switch {
+		case seen&bit == 0:
+			b.warnf(at, "record %s: rule %d matches no address in the loaded geo databases", r.Name, rule.Index+1)
+		case first&bit == 0:
+			b.warnf(at, "record %s: rule %d can never match first: an earlier rule matches every client it does (it still serves when the earlier rule's pools are down)", r.Name, rule.Index+1)
+		}
+	}
+}

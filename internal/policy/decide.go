@@ -1,0 +1,237 @@
+package policy
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/miekg/dns"
+)
+
+// Query is the input of a decision.
+type Query struct {
+	// Client is the address steering looks at: the ECS subnet's address
+	// (already truncated to its source prefix) or the resolver's address.
+	Client netip.Addr
+	// ClientBits is the client's prefix length: the ECS source prefix, or
+	// the full address length when there was no ECS.
+	ClientBits int
+	// Resolver is the packet's source address.
+	Resolver netip.Addr
+	// Qtype is A, AAAA or, for CNAME records, anything.
+	Qtype uint16
+	// Up has a bit set for each usable pool (enabled and healthy).
+	Up uint64
+}
+
+// Decision is the outcome of a query.
+type Decision struct {
+	// Pools has a bit set for each pool whose records answer.
+	Pools uint64
+	// Limit caps the number of addresses (multivalue); 0 means all.
+	Limit int
+	// Rule is the index of the deciding rule; -1 when none (NoData).
+	Rule int
+	// Scope is the widest prefix length around the client over which the
+	// decision is the same, for the ECS SCOPE PREFIX-LENGTH.
+	Scope int
+	// AllDown is set when no pool was usable and WhenAllDown decided.
+	AllDown bool
+	// NoData: the record has nothing of this type (or when_all_down: nodata).
+	NoData bool
+	// ServFail: when_all_down: servfail.
+	ServFail bool
+}
+
+// family returns the pools that can answer qtype.
+func (r *Record) family(qtype uint16) uint64 {
+	switch {
+	case r.Type == dns.TypeCNAME:
+		return r.allPools
+	case qtype == dns.TypeA:
+		return r.hasV4
+	case qtype == dns.TypeAAAA:
+		return r.hasV6
+	}
+	return 0
+}
+
+// Decide chooses the pools that answer q. It reads only immutable data and
+// does not allocate.
+func (r *Record) Decide(q *Query) Decision {
+	fam := r.family(q.Qtype)
+	if fam == 0 {
+		// Nothing of this type anywhere: the answer does not depend on
+		// the client.
+		return Decision{Rule: -1, NoData: true}
+	}
+	t := &r.v4
+	addr := q.Client.Unmap()
+	if addr.Is6() {
+		t = &r.v6
+	}
+	oi, depth := t.lookup(addr)
+	o := &r.outcomes[oi]
+	mask := o.mask&r.clientRules | r.defaultBit
+	if r.resolverRules != 0 && q.Resolver.IsValid() {
+		rt := &r.r4
+		ra := q.Resolver.Unmap()
+		if ra.Is6() {
+			rt = &r.r6
+		}
+		mi, _ := rt.lookup(ra)
+		mask |= r.masks[mi] & r.resolverRules
+	}
+	d := Decision{Rule: -1, Scope: depth}
+	avail := q.Up & fam
+	first := -1
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if first < 0 {
+			first = i
+		}
+		rule := r.Rules[i]
+		pools, limit, sticky := r.choose(&rule.Action, o, avail, q)
+		if pools != 0 {
+			d.Pools, d.Limit, d.Rule = pools, limit, i
+			if sticky > d.Scope {
+				d.Scope = sticky
+			}
+			return d
+		}
+		if !r.NextRule {
+			break
+		}
+	}
+	d.AllDown = true
+	d.Rule = first
+	switch r.WhenAllDown {
+	case AnswerAll:
+		d.Pools = r.Rules[first].Action.mask & fam
+		if d.Pools == 0 {
+			d.Pools = fam
+		}
+	case FallbackPool:
+		d.Pools = 1 << r.FallbackPool & fam
+	case ServFail:
+		d.ServFail = true
+	}
+	if d.Pools == 0 && !d.ServFail {
+		d.NoData = true
+	}
+	return d
+}
+
+// choose applies action a given the usable pools avail. It returns the
+// chosen pools (0 when none is usable), a multivalue limit, and the prefix
+// length a sticky split hashed on (0 otherwise).
+func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, int, int) {
+	switch a.Kind {
+	case ActPool:
+		return a.mask & avail, 0, 0
+	case ActMultivalue:
+		return a.mask & avail, a.Limit, 0
+	case ActFailover, ActFirst:
+		for _, p := range a.Pools {
+			if avail&(1<<p) != 0 {
+				return 1 << p, 0, 0
+			}
+		}
+		return 0, 0, 0
+	case ActProximity:
+		if o.ranks != nil {
+			for _, p := range o.ranks[a.Proximity] {
+				if avail&(1<<p) != 0 {
+					return 1 << p, 0, 0
+				}
+			}
+		}
+		for _, p := range a.Pools {
+			if avail&(1<<p) != 0 {
+				return 1 << p, 0, 0
+			}
+		}
+		return 0, 0, 0
+	case ActSplit:
+		if a.mask&avail == 0 {
+			return 0, 0, 0
+		}
+		if a.Sticky {
+			p, bits := r.sticky(a, avail, q)
+			return 1 << p, 0, bits
+		}
+		var total uint64
+		for i, p := range a.Pools {
+			if avail&(1<<p) != 0 {
+				total += uint64(a.Weights[i])
+			}
+		}
+		if total == 0 {
+			return 0, 0, 0
+		}
+		x := rand.Uint64N(total)
+		for i, p := range a.Pools {
+			if avail&(1<<p) == 0 {
+				continue
+			}
+			if w := uint64(a.Weights[i]); x < w {
+				return 1 << p, 0, 0
+			} else {
+				x -= w
+			}
+		}
+	}
+	return 0, 0, 0
+}
+
+// mix is splitmix64's finaliser: a fixed, well-spread 64-bit hash step, so
+// every steer node and every restart maps a subnet to the same pool.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// sticky picks a split pool for the client's subnet by weighted rendezvous
+// hashing: a subnet keeps its pool while weights stay put, and when a pool
+// goes down only the subnets it had move. It returns the pool and the
+// prefix length hashed (the client's source prefix).
+func (r *Record) sticky(a *Action, avail uint64, q *Query) (int, int) {
+	addr := q.Client.Unmap()
+	bitsLen := q.ClientBits
+	if addr.Is4() && bitsLen > 32 {
+		bitsLen -= 96
+	}
+	if bitsLen > addr.BitLen() || bitsLen < 0 {
+		bitsLen = addr.BitLen()
+	}
+	pfx, _ := addr.Prefix(bitsLen)
+	b16 := pfx.Addr().As16()
+	best, bestScore := -1, math.Inf(-1)
+	for i, p := range a.Pools {
+		if avail&(1<<p) == 0 || a.Weights[i] == 0 {
+			continue
+		}
+		h := mix(mix(binary.BigEndian.Uint64(b16[:8])^r.Pools[p].hash) ^ binary.BigEndian.Uint64(b16[8:]))
+		// u in (0,1]; score = -w / ln(u) (weighted rendezvous hashing).
+		u := (float64(h>>11) + 1) / (1 << 53)
+		score := -float64(a.Weights[i]) / math.Log(u)
+		if u == 1 {
+			score = math.Inf(1)
+		}
+		if score > bestScore {
+			best, bestScore = p, score
+		}
+	}
+	if best < 0 { // all remaining weights are zero: first usable
+		for _, p := range a.Pools {
+			if avail&(1<<p) != 0 {
+				return p, bitsLen
+			}
+		}
+	}
+	return best, bitsLen
+}

@@ -1,0 +1,373 @@
+// Package policy owns traffic steering: a steered record's pools and rules,
+// their compilation against the loaded geo databases into a partition of
+// the IPv4 and IPv6 address space, and the per-query decision.
+//
+// Compiling walks the address space once, splitting it wherever a
+// database's network or a rule's CIDR changes, evaluates the rules once per
+// piece, and merges neighbouring pieces with the same outcome. A query is
+// then one trie walk that yields both the rules that match the client and
+// the widest prefix over which that is true, which becomes the ECS scope.
+// Health (pool usability) is applied per query on top of the partition, so
+// a health change never recompiles it.
+package policy
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/geo"
+)
+
+// Record is a compiled steered record. It never changes once compiled.
+type Record struct {
+	// Name is the owner in canonical form.
+	Name string
+	// Type is dns.TypeA (answering A and AAAA) or dns.TypeCNAME.
+	Type  uint16
+	TTL   uint32
+	Pools []*Pool
+	Rules []*Rule
+	// NextRule: when the matched rule has no usable pool, try the next
+	// matching rule (on_unhealthy: next_rule). Otherwise go straight to
+	// WhenAllDown.
+	NextRule    bool
+	WhenAllDown AllDown
+	// FallbackPool is the pool of when_all_down: fallback_pool.
+	FallbackPool int
+	// Enabled has a bit set for each pool not disabled in the config.
+	Enabled uint64
+	// Line is where the record starts in the configuration file.
+	Line int
+
+	v4, v6        trie
+	r4, r6        trie // by resolver address, when a rule has source: resolver
+	outcomes      []outcome
+	masks         []uint64 // resolver trie leaves
+	clientRules   uint64
+	resolverRules uint64
+	defaultBit    uint64
+	hasV4, hasV6  uint64 // pools with addresses of each family
+	allPools      uint64
+	proximity     []*Action // actions that rank pools by distance
+	// Stats describe the compiled partition.
+	Stats Stats
+}
+
+// Stats describe a compiled partition.
+type Stats struct {
+	Leaves4, Leaves6 int
+	Nodes4, Nodes6   int
+	Outcomes         int
+	Bytes            int
+}
+
+// AllDown is what a record answers when no pool is usable.
+type AllDown uint8
+
+// The when_all_down behaviours.
+const (
+	// AnswerAll answers with every pool of the matched rule (fail open).
+	AnswerAll AllDown = iota
+	// FallbackPool answers with Record.FallbackPool.
+	FallbackPool
+	// NoData answers NOERROR with no records.
+	NoData
+	// ServFail answers SERVFAIL.
+	ServFail
+)
+
+func (a AllDown) String() string {
+	return [...]string{"answer_all", "fallback_pool", "nodata", "servfail"}[a]
+}
+
+// Pool is one site.
+type Pool struct {
+	Name   string
+	Index  int
+	V4, V6 []netip.Addr
+	Target string // CNAME records
+	Lat    float64
+	Lon    float64
+	HasLoc bool
+	Bias   int
+	// A, AAAA and CNAME are the pool's answer records, built once.
+	A, AAAA, CNAME []dns.RR
+	Line           int
+	hash           uint64 // of Name, for sticky splits
+}
+
+// ActionKind says how an action picks pools.
+type ActionKind uint8
+
+// The kinds of action.
+const (
+	ActPool ActionKind = iota
+	ActSplit
+	ActMultivalue
+	ActFailover
+	ActProximity
+	ActFirst
+)
+
+func (k ActionKind) String() string {
+	return [...]string{"pool", "split", "multivalue", "failover", "geoproximity", "first"}[k]
+}
+
+// Action picks pools.
+type Action struct {
+	Kind ActionKind
+	// Pools are the candidates in order: the pool; the split's pools; the
+	// multivalue pools; the failover list; the fallback list.
+	Pools   []int
+	Weights []uint32 // split
+	Sticky  bool     // split hashed on the client subnet
+	Limit   int      // multivalue: at most this many addresses
+	// Proximity is the index of this action's ranking in an outcome.
+	Proximity int
+	// Candidates are the pools geoproximity ranks.
+	Candidates []int
+	mask       uint64
+}
+
+// Rule is a compiled rule.
+type Rule struct {
+	Index   int
+	Line    int
+	Default bool
+	Match   *Match // nil for the default
+	Action  Action
+}
+
+// outcome is what the partition knows about one piece of address space.
+type outcome struct {
+	mask  uint64    // client rules that match
+	ranks [][]uint8 // per proximity action: candidate pools nearest first; nil without a location
+}
+
+// MaxPools and MaxRules bound a record (masks are 64 bits).
+const (
+	MaxPools = 64
+	MaxRules = 64
+)
+
+// compile builds the partitions of r against g.
+func (r *Record) compile(g *geo.Set) error {
+	c := &compiler{r: r, geo: g, index: map[string]uint32{}}
+	for _, rule := range r.Rules {
+		if rule.Match != nil {
+			c.cidrs = rule.Match.cidrs(c.cidrs)
+		}
+	}
+	var err error
+	if r.v4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false); err != nil {
+		return err
+	}
+	if r.v6, err = c.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), false); err != nil {
+		return err
+	}
+	if r.resolverRules != 0 {
+		c.masks = map[uint64]uint32{}
+		if r.r4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), true); err != nil {
+			return err
+		}
+		if r.r6, err = c.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), true); err != nil {
+			return err
+		}
+	}
+	n4, b4 := r.v4.size()
+	n6, b6 := r.v6.size()
+	_, rb4 := r.r4.size()
+	_, rb6 := r.r6.size()
+	r.Stats = Stats{Nodes4: n4, Nodes6: n6, Leaves4: n4 + 1, Leaves6: n6 + 1, Outcomes: len(r.outcomes), Bytes: b4 + b6 + rb4 + rb6}
+	return nil
+}
+
+type compiler struct {
+	r     *Record
+	geo   *geo.Set
+	cidrs []netip.Prefix
+	index map[string]uint32 // outcome key -> index
+	masks map[uint64]uint32 // resolver mask -> index
+	b     trieBuilder
+	key   []byte
+}
+
+// unrouted reports IPv6 space that holds no real clients once IPv4-mapped
+// addresses are unmapped, or that databases alias to IPv4 (6to4, Teredo):
+// it is compiled as one leaf with no geo data instead of a second copy of
+// the IPv4 tree.
+func unrouted(p netip.Prefix) bool {
+	for _, u := range unroutedV6 {
+		if u.Bits() <= p.Bits() && u.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+var unroutedV6 = []netip.Prefix{
+	netip.MustParsePrefix("::/80"),        // IPv4-compatible and IPv4-mapped
+	netip.MustParsePrefix("2001::/32"),    // Teredo
+	netip.MustParsePrefix("2002::/16"),    // 6to4
+	netip.MustParsePrefix("64:ff9b::/96"), // NAT64
+}
+
+func (c *compiler) build(root netip.Prefix, resolver bool) (trie, error) {
+	c.b = trieBuilder{}
+	ref, err := c.node(root, resolver)
+	if err != nil {
+		return trie{}, err
+	}
+	return c.b.finish(ref, root.Addr().BitLen()), nil
+}
+
+func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
+	var info geo.Info
+	uniform := 0
+	if p.Addr().Is4() || !unrouted(p) {
+		var err error
+		info, uniform, err = c.geo.LookupInfo(p.Addr())
+		if err != nil {
+			return 0, err
+		}
+	}
+	for _, cidr := range c.cidrs {
+		if cidr.Addr().BitLen() == p.Addr().BitLen() && cidr.Bits() > p.Bits() && p.Contains(cidr.Addr()) {
+			uniform = max(uniform, p.Bits()+1)
+		}
+	}
+	if uniform <= p.Bits() || p.Bits() == p.Addr().BitLen() {
+		if resolver {
+			return c.b.leaf(c.resolverLeaf(&info, p)), nil
+		}
+		return c.b.leaf(c.outcomeOf(&info, p)), nil
+	}
+	lo, hi := halves(p)
+	a, err := c.node(lo, resolver)
+	if err != nil {
+		return 0, err
+	}
+	b, err := c.node(hi, resolver)
+	if err != nil {
+		return 0, err
+	}
+	return c.b.node(a, b), nil
+}
+
+// halves splits p into its two children.
+func halves(p netip.Prefix) (netip.Prefix, netip.Prefix) {
+	bits := p.Bits() + 1
+	lo := netip.PrefixFrom(p.Addr(), bits)
+	b := p.Addr().AsSlice()
+	i := p.Bits()
+	b[i/8] |= 0x80 >> (i % 8)
+	hiAddr, _ := netip.AddrFromSlice(b)
+	return lo, netip.PrefixFrom(hiAddr, bits)
+}
+
+// evalMask returns the rules whose match holds for info at p, among the
+// rules that look at the client (resolver false) or the resolver.
+func (r *Record) evalMask(info *geo.Info, p netip.Prefix, resolver bool) uint64 {
+	var mask uint64
+	for _, rule := range r.Rules {
+		if rule.Default || rule.Match.Resolver != resolver {
+			continue
+		}
+		if rule.Match.matches(info, p, nil) {
+			mask |= 1 << rule.Index
+		}
+	}
+	return mask
+}
+
+func (c *compiler) resolverLeaf(info *geo.Info, p netip.Prefix) uint32 {
+	m := c.r.evalMask(info, p, true)
+	if i, ok := c.masks[m]; ok {
+		return i
+	}
+	i := uint32(len(c.r.masks))
+	c.r.masks = append(c.r.masks, m)
+	c.masks[m] = i
+	return i
+}
+
+func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
+	o := outcome{mask: c.r.evalMask(info, p, false)}
+	if len(c.r.proximity) > 0 && info.HasLocation {
+		o.ranks = make([][]uint8, len(c.r.proximity))
+		for i, a := range c.r.proximity {
+			o.ranks[i] = c.r.rank(a, info.Lat, info.Lon)
+		}
+	}
+	key := c.key[:0]
+	for i := range 8 {
+		key = append(key, byte(o.mask>>(8*i)))
+	}
+	for _, rk := range o.ranks {
+		key = append(key, 0xFF)
+		key = append(key, rk...)
+	}
+	c.key = key
+	if i, ok := c.index[string(key)]; ok {
+		return i
+	}
+	i := uint32(len(c.r.outcomes))
+	c.r.outcomes = append(c.r.outcomes, o)
+	c.index[string(key)] = i
+	return i
+}
+
+// rank orders a's candidate pools by biased great-circle distance from
+// (lat, lon), nearest first; ties keep the configured order.
+func (r *Record) rank(a *Action, lat, lon float64) []uint8 {
+	type cand struct {
+		pool int
+		d    float64
+	}
+	cs := make([]cand, 0, len(a.Candidates))
+	for _, p := range a.Candidates {
+		pool := r.Pools[p]
+		d := math.Inf(1)
+		if pool.HasLoc {
+			d = Distance(lat, lon, pool.Lat, pool.Lon) * (1 - float64(pool.Bias)/100)
+		}
+		cs = append(cs, cand{p, d})
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
+	out := make([]uint8, len(cs))
+	for i, c := range cs {
+		out[i] = uint8(c.pool)
+	}
+	return out
+}
+
+// Distance is the great-circle distance in kilometres between two points
+// given in degrees (haversine, mean Earth radius).
+func Distance(lat1, lon1, lat2, lon2 float64) float64 {
+	const earthRadiusKm = 6371.0088
+	rad := math.Pi / 180
+	dLat := (lat2 - lat1) * rad
+	dLon := (lon2 - lon1) * rad
+	a := math.Sin(dLat/2)*math.Sin(dLat/2) +
+		math.Cos(lat1*rad)*math.Cos(lat2*rad)*math.Sin(dLon/2)*math.Sin(dLon/2)
+	return 2 * earthRadiusKm * math.Asin(math.Min(1, math.Sqrt(a)))
+}
+
+// describePools names the pools in mask.
+func (r *Record) describePools(mask uint64) string {
+	var names []string
+	for _, p := range r.Pools {
+		if mask&(1<<p.Index) != 0 {
+			names = append(names, p.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func (r *Record) String() string {
+	return fmt.Sprintf("%s %s (%d pools, %d rules)", r.Name, dns.TypeToString[r.Type], len(r.Pools), len(r.Rules))
+}
