@@ -3,16 +3,20 @@
 //
 //	steer serve [--config FILE]   run the server (the embedded demo without --config)
 //	steer check --config FILE     validate a configuration and everything it names
+//	steer explain --config FILE NAME [--type A] [--ecs PREFIX] [--from IP] [--json]
+//	                              say why a client gets the answer it gets
 //	steer version                 print the version
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -20,9 +24,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -38,6 +44,7 @@ const usage = `steer: a GeoDNS authoritative nameserver
 usage:
   steer serve [--config FILE] [--log-format text|json] [--log-level LEVEL]
   steer check --config FILE
+  steer explain [--config FILE] NAME [--type A] [--ecs PREFIX] [--from IP] [--json]
   steer version
 
 Without --config, serve runs the embedded demo configuration
@@ -54,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "explain":
+		return explainCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "steer", versionString())
 		return 0
@@ -225,4 +234,69 @@ func logProblems(log *slog.Logger, msg string, err error) {
 		return
 	}
 	log.Error(msg, "err", strings.TrimSpace(err.Error()))
+}
+
+func explainCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (default: the embedded demo)")
+	qtype := fs.String("type", "A", "query type")
+	ecsFlag := fs.String("ecs", "", "client subnet to send, e.g. 49.36.0.0/24 (default: none)")
+	from := fs.String("from", "127.0.0.1", "resolver address the query comes from")
+	asJSON := fs.Bool("json", false, "print JSON")
+	// Accept the name before or after the flags.
+	var name string
+	rest := args
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	}
+	if name == "" {
+		fmt.Fprintln(stderr, "steer explain: a NAME to explain is required")
+		return 2
+	}
+	t, ok := dns.StringToType[strings.ToUpper(*qtype)]
+	if !ok {
+		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *qtype)
+		return 2
+	}
+	req := explain.Request{Name: name, Qtype: t}
+	var err error
+	if req.From, err = netip.ParseAddr(*from); err != nil {
+		fmt.Fprintf(stderr, "steer explain: --from %q is not an IP address\n", *from)
+		return 2
+	}
+	if *ecsFlag != "" {
+		if req.ECS, err = netip.ParsePrefix(*ecsFlag); err != nil {
+			if a, err2 := netip.ParseAddr(*ecsFlag); err2 == nil {
+				req.ECS = netip.PrefixFrom(a, a.BitLen())
+			} else {
+				fmt.Fprintf(stderr, "steer explain: --ecs %q is not a prefix such as 49.36.0.0/24\n", *ecsFlag)
+				return 2
+			}
+		}
+	}
+	snap, _, err := load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	rep, err := explain.Run(dnsserver.NewHandler(snap), req)
+	if err != nil {
+		fmt.Fprintln(stderr, "steer explain:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+		return 0
+	}
+	fmt.Fprint(stdout, rep.Text())
+	return 0
 }

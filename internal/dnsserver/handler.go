@@ -89,6 +89,20 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 // packet must be dropped: it is shorter than a header or is itself a
 // response.
 func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+	return h.handle(req, t, from, buf, nil)
+}
+
+// Trace receives every steering decision a query makes, with the snapshot
+// it was made on (for explain).
+type Trace func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.Decision)
+
+// Explain answers req exactly as HandleFrom does over UDP, calling trace
+// for each steering decision.
+func (h *Handler) Explain(req []byte, from netip.Addr, trace Trace) []byte {
+	return h.handle(req, UDP, from, make([]byte, 0, maxTCPSize), trace)
+}
+
+func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, trace Trace) []byte {
 	if len(req) < headerLen {
 		return nil
 	}
@@ -169,6 +183,9 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 			if snap.Policies != nil {
 				st := policy.Steerer{Table: snap.Policies, Query: policy.Query{Resolver: from.Unmap()}}
 				st.Query.Client, st.Query.ClientBits = ecs.Client(&subnet, hasECS, from)
+				if trace != nil {
+					st.Trace = func(r *policy.Record, q *policy.Query, d *policy.Decision) { trace(snap, r, q, d) }
+				}
 				snap.Zones.LookupSteered(&a, q.qname, q.qtype, &st)
 			} else {
 				snap.Zones.LookupInto(&a, q.qname, q.qtype)

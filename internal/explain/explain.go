@@ -1,0 +1,306 @@
+// Package explain answers "why did this address get this answer?": it runs
+// a query through the server's own handler (the very code that answers on
+// the wire) with a trace attached, and reports the input used, what the geo
+// databases say, each rule in order with why it matched or not, the pools
+// and their state, the answer, its TTL and the ECS scope.
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// Request is what to explain.
+type Request struct {
+	Name  string
+	Qtype uint16
+	// ECS is the client subnet to send (invalid: none).
+	ECS netip.Prefix
+	// From is the resolver address the query comes from.
+	From netip.Addr
+}
+
+// Report is the explanation.
+type Report struct {
+	Query     string   `json:"query"`
+	Input     Input    `json:"input"`
+	Steer     []Step   `json:"steering,omitempty"`
+	Rcode     string   `json:"rcode"`
+	Answer    []string `json:"answer"`
+	Authority []string `json:"authority,omitempty"`
+	TTL       *uint32  `json:"ttl,omitempty"`
+	// Scope is the ECS SCOPE PREFIX-LENGTH of the response (nil without ECS).
+	Scope *int     `json:"ecs_scope,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Input says which address steering looked at.
+type Input struct {
+	ECS       string `json:"ecs,omitempty"`
+	Resolver  string `json:"resolver"`
+	Used      string `json:"used"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// Step is one steered record's decision.
+type Step struct {
+	Record   string             `json:"record"`
+	Client   string             `json:"client"`
+	Geo      GeoInfo            `json:"geo"`
+	Rules    []policy.RuleTrace `json:"rules"`
+	Pools    []PoolState        `json:"pools"`
+	Ranking  []string           `json:"geoproximity,omitempty"`
+	Decision string             `json:"decision"`
+	Chosen   []string           `json:"chosen"`
+	Scope    int                `json:"partition_scope"`
+}
+
+// GeoInfo is what the databases said about the client.
+type GeoInfo struct {
+	Country     string   `json:"country,omitempty"`
+	Continent   string   `json:"continent,omitempty"`
+	Subdivision string   `json:"subdivision,omitempty"`
+	ASN         uint32   `json:"asn,omitempty"`
+	Location    string   `json:"location,omitempty"`
+	Networks    []string `json:"networks"`
+}
+
+// PoolState is one pool as the decision saw it.
+type PoolState struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	State     string   `json:"state"`
+}
+
+// Run explains req against the handler's current snapshot.
+func Run(h *dnsserver.Handler, req Request) (*Report, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(req.Name), req.Qtype)
+	m.RecursionDesired = false
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o.SetUDPSize(dnsserver.AdvertisedUDPSize)
+	in := Input{Resolver: req.From.String()}
+	if req.ECS.IsValid() {
+		p := req.ECS.Masked()
+		fam := uint16(1)
+		if p.Addr().Is6() {
+			fam = 2
+		}
+		o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: fam, SourceNetmask: uint8(p.Bits()), Address: p.Addr().AsSlice()})
+		in.ECS = p.String()
+	}
+	m.Extra = append(m.Extra, o)
+	wire, err := m.Pack()
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Query: fmt.Sprintf("%s %s", dns.Fqdn(req.Name), dns.TypeToString[req.Qtype])}
+	out := h.Explain(wire, req.From, func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.Decision) {
+		rep.Steer = append(rep.Steer, step(snap, r, q, d))
+		used := netip.PrefixFrom(q.Client, q.ClientBits)
+		in.Used = used.String()
+		if req.ECS.IsValid() && q.ClientBits < req.ECS.Bits() {
+			in.Truncated = true
+		}
+	})
+	if in.Used == "" {
+		if req.ECS.IsValid() && req.ECS.Bits() > 0 {
+			in.Used = req.ECS.Masked().String() + " (no steered record took part)"
+		} else {
+			in.Used = req.From.String() + " (no steered record took part)"
+		}
+	}
+	rep.Input = in
+	if out == nil {
+		return nil, fmt.Errorf("the server dropped the query")
+	}
+	resp := new(dns.Msg)
+	if err := resp.Unpack(out); err != nil {
+		return nil, fmt.Errorf("unpacking the answer: %w", err)
+	}
+	rep.Rcode = dns.RcodeToString[resp.Rcode]
+	for _, rr := range resp.Answer {
+		rep.Answer = append(rep.Answer, rr.String())
+		if rep.TTL == nil {
+			ttl := rr.Header().Ttl
+			rep.TTL = &ttl
+		}
+	}
+	for _, rr := range resp.Ns {
+		rep.Authority = append(rep.Authority, rr.String())
+	}
+	if opt := resp.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if s, ok := o.(*dns.EDNS0_SUBNET); ok {
+				scope := int(s.SourceScope)
+				rep.Scope = &scope
+			}
+		}
+	}
+	if resp.Truncated {
+		rep.Notes = append(rep.Notes, "the answer does not fit in a UDP response: it would be sent with TC=1 and served over TCP")
+	}
+	return rep, nil
+}
+
+func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.Decision) Step {
+	s := Step{Record: r.Name + " " + dns.TypeToString[r.Type], Scope: d.Scope}
+	client := netip.PrefixFrom(q.Client, q.ClientBits)
+	s.Client = client.String()
+	info, _, err := snap.Geo.Lookup(q.Client)
+	if err == nil {
+		s.Geo = geoInfo(snap.Geo, &info)
+	}
+	var rinfo geo.Info
+	var rp netip.Prefix
+	if q.Resolver.IsValid() {
+		rinfo, _, _ = snap.Geo.Lookup(q.Resolver)
+		rp = netip.PrefixFrom(q.Resolver, q.Resolver.BitLen())
+	}
+	s.Rules = r.ExplainRules(&info, client, &rinfo, rp)
+	for _, p := range r.Pools {
+		ps := PoolState{Name: p.Name, State: "up"}
+		for _, a := range p.V4 {
+			ps.Addresses = append(ps.Addresses, a.String())
+		}
+		for _, a := range p.V6 {
+			ps.Addresses = append(ps.Addresses, a.String())
+		}
+		if p.Target != "" {
+			ps.Addresses = append(ps.Addresses, p.Target)
+		}
+		bit := uint64(1) << p.Index
+		switch {
+		case r.Enabled&bit == 0:
+			ps.State = "disabled (enabled: false)"
+		case q.Up&bit == 0:
+			ps.State = "down"
+		}
+		s.Pools = append(s.Pools, ps)
+	}
+	s.Chosen = r.PoolNames(d.Pools)
+	switch {
+	case d.ServFail:
+		s.Decision = "no usable pool: when_all_down servfail answers SERVFAIL"
+	case d.NoData && d.Rule < 0:
+		s.Decision = "no pool has records of this type: NODATA"
+	case d.NoData:
+		s.Decision = fmt.Sprintf("no usable pool after rule %d: when_all_down %s answers NODATA", d.Rule+1, r.WhenAllDown)
+	case d.AllDown:
+		s.Decision = fmt.Sprintf("no usable pool in any matching rule: when_all_down %s answers with %s (fail open)", r.WhenAllDown, strings.Join(s.Chosen, ", "))
+	default:
+		rule := r.Rules[d.Rule]
+		s.Decision = fmt.Sprintf("rule %d (line %d) decides: %s -> %s", d.Rule+1, rule.Line, r.DescribeAction(&rule.Action), strings.Join(s.Chosen, ", "))
+		if rule.Action.Kind == policy.ActProximity {
+			if info.HasLocation {
+				s.Ranking = r.Ranking(d.Rule, info.Lat, info.Lon)
+			} else {
+				s.Ranking = []string{"client location unknown: fallback order"}
+			}
+		}
+	}
+	return s
+}
+
+func geoInfo(g *geo.Set, info *geo.Info) GeoInfo {
+	gi := GeoInfo{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision, ASN: info.ASN}
+	if info.HasLocation {
+		gi.Location = fmt.Sprintf("%.4f,%.4f", info.Lat, info.Lon)
+		if info.LocationIsCentroid {
+			gi.Location += " (country centroid)"
+		}
+	}
+	for i, n := range info.Networks {
+		name := g.DBs[i].Name
+		if n.IsValid() {
+			gi.Networks = append(gi.Networks, fmt.Sprintf("%s in %s", n, name))
+		} else {
+			gi.Networks = append(gi.Networks, "not found in "+name)
+		}
+	}
+	return gi
+}
+
+// Text renders the report for a terminal.
+func (r *Report) Text() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("query:    %s", r.Query)
+	if r.Input.ECS != "" {
+		p("ecs:      %s%s", r.Input.ECS, map[bool]string{true: " (truncated by ecs.max_source)", false: ""}[r.Input.Truncated])
+	} else {
+		p("ecs:      none")
+	}
+	p("resolver: %s", r.Input.Resolver)
+	p("input:    %s", r.Input.Used)
+	for _, s := range r.Steer {
+		p("")
+		p("steered record %s, client %s", s.Record, s.Client)
+		g := s.Geo
+		p("  geo: country=%s continent=%s subdivision=%s asn=%s location=%s", dash(g.Country), dash(g.Continent), dash(g.Subdivision), asn(g.ASN), dash(g.Location))
+		for _, n := range g.Networks {
+			p("       %s", n)
+		}
+		for _, rt := range s.Rules {
+			mark := "no "
+			if rt.Matched {
+				mark = "yes"
+			}
+			what := "match"
+			if rt.Default {
+				what = "default"
+			}
+			p("  rule %d (line %d, %s on %s): %s -> %s", rt.Rule, rt.Line, what, rt.Source, mark, rt.Action)
+			for _, w := range rt.Why {
+				p("      %s", w)
+			}
+		}
+		p("  pools:")
+		for _, ps := range s.Pools {
+			p("    %-16s %-28s %s", ps.Name, strings.Join(ps.Addresses, " "), ps.State)
+		}
+		if len(s.Ranking) > 0 {
+			p("  geoproximity: %s", strings.Join(s.Ranking, "; "))
+		}
+		p("  decision: %s", s.Decision)
+	}
+	p("")
+	p("rcode:    %s", r.Rcode)
+	for _, a := range r.Answer {
+		p("answer:   %s", a)
+	}
+	for _, a := range r.Authority {
+		p("authority: %s", a)
+	}
+	if r.TTL != nil {
+		p("ttl:      %d", *r.TTL)
+	}
+	if r.Scope != nil {
+		p("ecs scope: /%d", *r.Scope)
+	}
+	for _, n := range r.Notes {
+		p("note:     %s", n)
+	}
+	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func asn(n uint32) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("AS%d", n)
+}

@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/steer-dns/steer/internal/geo"
+)
+
+// RuleTrace says whether one rule matched a client, and why.
+type RuleTrace struct {
+	Rule    int      `json:"rule"` // 1-based, as operators count
+	Line    int      `json:"line"`
+	Default bool     `json:"default,omitempty"`
+	Source  string   `json:"source"` // client or resolver
+	Matched bool     `json:"matched"`
+	Why     []string `json:"why"`
+	Action  string   `json:"action"`
+}
+
+// ExplainRules evaluates every rule of r for a client (info at network
+// client) and a resolver (rinfo at resolver), saying why each matched or
+// not. It uses the same match code the compiler used to build the
+// partition the server walks.
+func (r *Record) ExplainRules(info *geo.Info, client netip.Prefix, rinfo *geo.Info, resolver netip.Prefix) []RuleTrace {
+	out := make([]RuleTrace, 0, len(r.Rules))
+	for _, rule := range r.Rules {
+		t := RuleTrace{Rule: rule.Index + 1, Line: rule.Line, Default: rule.Default, Source: "client", Action: r.DescribeAction(&rule.Action)}
+		switch {
+		case rule.Default:
+			t.Matched = true
+			t.Why = []string{"the default rule matches every client"}
+		case rule.Match.Resolver:
+			t.Source = "resolver"
+			if resolver.IsValid() {
+				t.Matched = rule.Match.matches(rinfo, resolver, &t.Why)
+			} else {
+				t.Why = []string{"no resolver address"}
+			}
+		default:
+			t.Matched = rule.Match.matches(info, client, &t.Why)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// DescribeAction renders an action as the configuration wrote it.
+func (r *Record) DescribeAction(a *Action) string {
+	names := func(ps []int) string {
+		s := make([]string, len(ps))
+		for i, p := range ps {
+			s[i] = r.Pools[p].Name
+		}
+		return strings.Join(s, ", ")
+	}
+	switch a.Kind {
+	case ActPool:
+		return "pool " + names(a.Pools)
+	case ActSplit:
+		parts := make([]string, len(a.Pools))
+		for i, p := range a.Pools {
+			parts[i] = fmt.Sprintf("%s %d", r.Pools[p].Name, a.Weights[i])
+		}
+		s := "split " + strings.Join(parts, ", ")
+		if a.Sticky {
+			s += " (sticky by client subnet)"
+		}
+		return s
+	case ActMultivalue:
+		return fmt.Sprintf("multivalue %d of %s", a.Limit, names(a.Pools))
+	case ActFailover:
+		return "failover " + names(a.Pools)
+	case ActProximity:
+		return "geoproximity over " + names(a.Candidates) + " (fallback " + names(a.Pools) + ")"
+	case ActFirst:
+		return "first of " + names(a.Pools)
+	}
+	return a.Kind.String()
+}
+
+// PoolNames names the pools in mask, in configuration order.
+func (r *Record) PoolNames(mask uint64) []string {
+	var out []string
+	for _, p := range r.Pools {
+		if mask&(1<<p.Index) != 0 {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Ranking returns geoproximity's order for the rule with index rule at a
+// client located at (lat, lon), with each pool's biased distance in km.
+func (r *Record) Ranking(rule int, lat, lon float64) []string {
+	a := &r.Rules[rule].Action
+	if a.Kind != ActProximity {
+		return nil
+	}
+	var out []string
+	for _, p := range r.rank(a, lat, lon) {
+		pool := r.Pools[p]
+		if pool.HasLoc {
+			d := Distance(lat, lon, pool.Lat, pool.Lon)
+			out = append(out, fmt.Sprintf("%s %.0f km (biased %.0f)", pool.Name, d, d*(1-float64(pool.Bias)/100)))
+		} else {
+			out = append(out, pool.Name+" (no location)")
+		}
+	}
+	return out
+}
