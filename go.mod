@@ -9,6 +9,8 @@ require (
 )
 
 require (
+	github.com/maxmind/mmdbwriter v1.2.0 // indirect
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
+	go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

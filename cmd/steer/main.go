@@ -156,6 +156,7 @@ func serve(args []string, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration file (default: the embedded demo)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	watchInterval := fs.Duration("watch-interval", 5*time.Second, "how often geo database files are checked for changes")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -182,9 +183,29 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log.Info("serving", "config", source, "version", version, "data", snap.Summary())
 
+	// Geo databases are reloaded when their files change; config and zone
+	// files on SIGHUP (a half-written zone must never go live).
+	ctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	geoChanged := make(chan struct{}, 1)
+	go watchFiles(ctx, *watchInterval, func() []string { return srv.Handler().Snapshot().GeoFiles }, func() {
+		select {
+		case geoChanged <- struct{}{}:
+		default:
+		}
+	})
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
-	for sig := range sigs {
+	for {
+		var sig os.Signal
+		select {
+		case <-geoChanged:
+			log.Info("a geo database file changed; reloading")
+			reload(log, srv, *path, source)
+			continue
+		case sig = <-sigs:
+		}
 		if sig == syscall.SIGHUP {
 			reload(log, srv, *path, source)
 			continue
@@ -199,7 +220,6 @@ func serve(args []string, stderr io.Writer) int {
 		log.Info("stopped")
 		return 0
 	}
-	return 0
 }
 
 // reload re-reads the configuration and swaps it in only when all of it is

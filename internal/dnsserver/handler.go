@@ -117,7 +117,18 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 	q.qdcount = binary.BigEndian.Uint16(req[4:])
 
 	if q.opcode != dns.OpcodeQuery {
-		// RFC 1035 §4.1.1: NOTIMP, echoing only the ID and opcode.
+		// RFC 1035 §4.1.1: NOTIMP, echoing the ID and opcode; with an OPT
+		// when the request had a well-formed one (RFC 6891 §7).
+		if parse(req, &q) == nil && q.opt != nil && !q.optBad && q.qdcount <= 1 {
+			resp := &dns.Msg{MsgHdr: dns.MsgHdr{Id: q.id, Response: true, Opcode: q.opcode, Rcode: dns.RcodeNotImplemented}}
+			if q.hasQ {
+				resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}
+			}
+			resp.Extra = []dns.RR{responseOPT(q.opt)}
+			if out := pack(resp, buf, MinUDPSize); out != nil {
+				return out
+			}
+		}
 		return headerOnly(buf, q.id, q.opcode, dns.RcodeNotImplemented)
 	}
 	if err := parse(req, &q); err != nil || q.optBad {
@@ -335,6 +346,7 @@ func (h *Handler) formErr(q *query, buf []byte) []byte {
 	resp.Response = true
 	resp.Opcode = q.opcode
 	resp.RecursionDesired = q.rd
+	resp.CheckingDisabled = q.cd
 	resp.Rcode = dns.RcodeFormatError
 	if q.hasQ && q.qdcount == 1 {
 		resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}

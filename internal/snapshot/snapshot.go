@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/steer-dns/steer/internal/config"
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/policy"
@@ -43,6 +43,8 @@ type Snapshot struct {
 	ECS         bool
 	MaxSourceV4 int
 	MaxSourceV6 int
+	// GeoFiles are the geo database files on disk, watched for changes.
+	GeoFiles []string
 }
 
 // Build loads every zone cfg names and assembles a Snapshot. Problems in any
@@ -69,6 +71,7 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 	}
 	set := zone.NewSet(zones)
 	var geoSet *geo.Set
+	var geoFiles []string
 	var table *policy.Table
 	if len(cfg.Records) > 0 && len(errs) == 0 {
 		geoSet = &geo.Set{}
@@ -83,6 +86,9 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 				continue
 			}
 			geoSet.DBs = append(geoSet.DBs, d)
+			if name != geo.EmbeddedName {
+				geoFiles = append(geoFiles, path)
+			}
 		}
 		if len(errs) == 0 {
 			var pwarns diag.Problems
@@ -114,11 +120,12 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 		return nil, warns, err
 	}
 	s := &Snapshot{
-		Geo:         geoSet,
-		Policies:    table,
-		ECS:         *cfg.ECS.Enabled,
-		MaxSourceV4: cfg.ECS.MaxSourceV4,
-		MaxSourceV6: cfg.ECS.MaxSourceV6,
+		Geo:               geoSet,
+		GeoFiles:          geoFiles,
+		Policies:          table,
+		ECS:               *cfg.ECS.Enabled,
+		MaxSourceV4:       cfg.ECS.MaxSourceV4,
+		MaxSourceV6:       cfg.ECS.MaxSourceV6,
 		Config:            cfg,
 		Zones:             set,
 		Identity:          cfg.Identity,

@@ -1,0 +1,607 @@
+package dnsserver_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// testIdentity is the identity the test servers answer id.server and NSID with.
+const testIdentity = "steer-test"
+
+// srvOpts varies the test configuration; the zero value is the default.
+type srvOpts struct {
+	noIdentity bool          // no identity: id.server and NSID are refused
+	version    string        // version_bind; "" means hide
+	maxConns   int           // tcp.max_connections; 0 means 100
+	idle       time.Duration // tcp.idle_timeout; 0 means 5s
+}
+
+// testFiles returns the configuration and zone for o, as dnstest.Start takes them.
+func testFiles(tb testing.TB, o srvOpts) map[string]string {
+	tb.Helper()
+	zone, err := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	identity := testIdentity
+	if o.noIdentity {
+		identity = ""
+	}
+	version := o.version
+	if version == "" {
+		version = "hide"
+	}
+	maxConns := o.maxConns
+	if maxConns == 0 {
+		maxConns = 100
+	}
+	idle := o.idle
+	if idle == 0 {
+		idle = 5 * time.Second
+	}
+	yaml := fmt.Sprintf(`listen: ["127.0.0.1:0"]
+identity: %q
+version_bind: %q
+tcp: { max_connections: %d, idle_timeout: %s }
+zones:
+  - origin: example.com
+    file: example.com.zone
+`, identity, version, maxConns, idle)
+	return map[string]string{"steer.yaml": yaml, "example.com.zone": string(zone)}
+}
+
+// startServer serves the test zone on free loopback ports until the test ends.
+func startServer(tb testing.TB, o srvOpts) *dnstest.Server {
+	tb.Helper()
+	return dnstest.Start(tb, testFiles(tb, o))
+}
+
+// newTestHandler builds a Handler for the test zone without any socket.
+func newTestHandler(tb testing.TB, o srvOpts) *dnsserver.Handler {
+	tb.Helper()
+	dir := tb.TempDir()
+	dnstest.WriteFiles(tb, dir, testFiles(tb, o))
+	cfg, err := config.Load(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snap, _, err := snapshot.Build(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dnsserver.NewHandler(snap)
+}
+
+type target struct {
+	name string // "v4" or "v6"
+	addr netip.AddrPort
+}
+
+// targets lists the server's loopback addresses: IPv4, and IPv6 when the
+// machine has ::1.
+func targets(s *dnstest.Server) []target {
+	ts := []target{{"v4", s.V4}}
+	if s.V6.IsValid() {
+		ts = append(ts, target{"v6", s.V6})
+	}
+	return ts
+}
+
+// ioTimeout bounds every socket operation of the tests.
+const ioTimeout = 3 * time.Second
+
+// exchangeRaw sends pkt to addr over network ("udp" or "tcp", framed) and
+// returns the first response.
+func exchangeRaw(network string, addr netip.AddrPort, pkt []byte) ([]byte, error) {
+	c, err := net.DialTimeout(network, addr.String(), ioTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(ioTimeout))
+	if network == "udp" {
+		if _, err := c.Write(pkt); err != nil {
+			return nil, err
+		}
+		buf := make([]byte, 65535)
+		n, err := c.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+	if _, err := c.Write(frame(pkt)); err != nil {
+		return nil, err
+	}
+	return readFrame(c)
+}
+
+// mustExchangeRaw is exchangeRaw that fails the test on error.
+func mustExchangeRaw(t testing.TB, network string, addr netip.AddrPort, pkt []byte) []byte {
+	t.Helper()
+	resp, err := exchangeRaw(network, addr, pkt)
+	if err != nil {
+		t.Fatalf("%s %s: %v", network, addr, err)
+	}
+	return resp
+}
+
+// exchangeMsg packs m, sends it with exchangeRaw and unpacks the answer,
+// returning the wire form too.
+func exchangeMsg(t testing.TB, network string, addr netip.AddrPort, m *dns.Msg) (*dns.Msg, []byte) {
+	t.Helper()
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := mustExchangeRaw(t, network, addr, pkt)
+	r := new(dns.Msg)
+	if err := r.Unpack(wire); err != nil {
+		t.Fatalf("unpack response: %v", err)
+	}
+	return r, wire
+}
+
+// expectNoUDPResponse asserts that nothing answers pkt within wait.
+func expectNoUDPResponse(t testing.TB, addr netip.AddrPort, pkt []byte, wait time.Duration) {
+	t.Helper()
+	c, err := net.Dial("udp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(pkt); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, 65535)
+	if n, err := c.Read(buf); err == nil {
+		t.Fatalf("got a %d-byte response, want none", n)
+	}
+}
+
+func frame(pkt []byte) []byte {
+	out := make([]byte, 2+len(pkt))
+	binary.BigEndian.PutUint16(out, uint16(len(pkt)))
+	copy(out[2:], pkt)
+	return out
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	var l [2]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, binary.BigEndian.Uint16(l[:]))
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// query builds a query with RD clear, as an authoritative client sends.
+func query(name string, qtype uint16) *dns.Msg {
+	return dnstest.Query(name, qtype)
+}
+
+// ednsQuery is query with an OPT record advertising size.
+func ednsQuery(name string, qtype uint16, size uint16) *dns.Msg {
+	m := query(name, qtype)
+	m.SetEdns0(size, false)
+	return m
+}
+
+// rrs parses presentation-format records into their canonical String form.
+func rrs(t testing.TB, lines ...string) []string {
+	t.Helper()
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		rr, err := dns.NewRR(l)
+		if err != nil || rr == nil {
+			t.Fatalf("bad expected record %q: %v", l, err)
+		}
+		out = append(out, rr.String())
+	}
+	return out
+}
+
+func rrStrings(section []dns.RR) []string {
+	var out []string
+	for _, rr := range section {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			continue
+		}
+		out = append(out, rr.String())
+	}
+	return out
+}
+
+// want describes a response completely.
+type want struct {
+	rcode  int // full (extended) rcode
+	aa, tc bool
+	// question is the expected question section; nil means exactly what was
+	// sent (name case included).
+	question []dns.Question
+	answer   []string // in order
+	ns       []string // any order
+	extra    []string // any order, OPT excluded
+	// ednsResp, when set, is the expected response OPT; when nil the
+	// response must carry an OPT exactly when the query did.
+	noOPT bool
+	opt   *wantOPT
+}
+
+// wantOPT describes the response's OPT record beyond what every one has
+// (UDP size 1232, version 0, no flag but DO).
+type wantOPT struct {
+	do   bool
+	nsid string // the identity, when NSID is expected
+	// keepalive is the expected edns-tcp-keepalive timeout, in 100 ms units.
+	keepalive uint16
+	hasKA     bool
+}
+
+// checkResponse compares r, the answer to q, with w, including every header
+// flag an authoritative server's answer fixes.
+func checkResponse(t testing.TB, q, r *dns.Msg, w want) {
+	t.Helper()
+	if r.Id != q.Id {
+		t.Errorf("id = %d, want %d", r.Id, q.Id)
+	}
+	if !r.Response {
+		t.Errorf("QR clear")
+	}
+	if r.Opcode != q.Opcode {
+		t.Errorf("opcode = %d, want %d", r.Opcode, q.Opcode)
+	}
+	if r.Rcode != w.rcode {
+		t.Errorf("rcode = %s, want %s", rcodeName(r.Rcode), rcodeName(w.rcode))
+	}
+	if r.Authoritative != w.aa {
+		t.Errorf("AA = %v, want %v", r.Authoritative, w.aa)
+	}
+	if r.Truncated != w.tc {
+		t.Errorf("TC = %v, want %v", r.Truncated, w.tc)
+	}
+	if r.RecursionDesired != q.RecursionDesired {
+		t.Errorf("RD = %v, want it copied (%v)", r.RecursionDesired, q.RecursionDesired)
+	}
+	if r.RecursionAvailable {
+		t.Errorf("RA set by an authoritative-only server")
+	}
+	if r.Zero {
+		t.Errorf("Z set")
+	}
+	if r.AuthenticatedData {
+		t.Errorf("AD set without DNSSEC")
+	}
+	if r.CheckingDisabled != q.CheckingDisabled {
+		t.Errorf("CD = %v, want it copied (%v)", r.CheckingDisabled, q.CheckingDisabled)
+	}
+	wq := w.question
+	if wq == nil {
+		wq = q.Question
+	}
+	if !slices.Equal(r.Question, wq) {
+		t.Errorf("question = %v, want %v", r.Question, wq)
+	}
+	if got := rrStrings(r.Answer); !slices.Equal(got, w.answer) {
+		t.Errorf("answer:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(w.answer, "\n"))
+	}
+	if got := rrStrings(r.Ns); !sameSet(got, w.ns) {
+		t.Errorf("authority:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(w.ns, "\n"))
+	}
+	if got := rrStrings(r.Extra); !sameSet(got, w.extra) {
+		t.Errorf("additional:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(w.extra, "\n"))
+	}
+	for _, sec := range [][]dns.RR{r.Answer, r.Ns} {
+		for _, rr := range sec {
+			if rr.Header().Rrtype == dns.TypeOPT {
+				t.Errorf("OPT outside the additional section")
+			}
+		}
+	}
+	checkOPT(t, q, r, w)
+}
+
+func checkOPT(t testing.TB, q, r *dns.Msg, w want) {
+	t.Helper()
+	n := 0
+	for _, rr := range r.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			n++
+		}
+	}
+	ro := r.IsEdns0()
+	expectOPT := q.IsEdns0() != nil && !w.noOPT
+	switch {
+	case n > 1:
+		t.Errorf("%d OPT records", n)
+		return
+	case !expectOPT && ro != nil:
+		t.Errorf("response has an OPT; want none")
+		return
+	case expectOPT && ro == nil:
+		t.Errorf("response has no OPT")
+		return
+	case ro == nil:
+		return
+	}
+	if ro.Hdr.Name != "." {
+		t.Errorf("OPT owner %q", ro.Hdr.Name)
+	}
+	if ro.UDPSize() != dnsserver.AdvertisedUDPSize {
+		t.Errorf("OPT UDP size = %d, want %d", ro.UDPSize(), dnsserver.AdvertisedUDPSize)
+	}
+	if ro.Version() != 0 {
+		t.Errorf("OPT version = %d, want 0", ro.Version())
+	}
+	wo := w.opt
+	if wo == nil {
+		wo = &wantOPT{do: q.IsEdns0().Do()}
+	}
+	if ro.Do() != wo.do {
+		t.Errorf("DO = %v, want %v", ro.Do(), wo.do)
+	}
+	if flags := ro.Hdr.Ttl & 0x7FFF; flags != 0 {
+		t.Errorf("EDNS flags other than DO set: %#04x", flags)
+	}
+	var wantOpts []string
+	if wo.nsid != "" {
+		wantOpts = append(wantOpts, fmt.Sprintf("nsid=%x", wo.nsid))
+	}
+	if wo.hasKA {
+		wantOpts = append(wantOpts, fmt.Sprintf("keepalive=%d", wo.keepalive))
+	}
+	var got []string
+	for _, o := range ro.Option {
+		switch o := o.(type) {
+		case *dns.EDNS0_NSID:
+			got = append(got, "nsid="+o.Nsid)
+		case *dns.EDNS0_TCP_KEEPALIVE:
+			got = append(got, fmt.Sprintf("keepalive=%d", o.Timeout))
+		default:
+			got = append(got, fmt.Sprintf("option%d=%s", o.Option(), o.String()))
+		}
+	}
+	if !slices.Equal(got, wantOpts) {
+		t.Errorf("OPT options = %v, want %v", got, wantOpts)
+	}
+}
+
+// rcodeName names rc; miekg/dns calls 16 BADSIG, which a query's rcode never is.
+func rcodeName(rc int) string {
+	if rc == dns.RcodeBadVers {
+		return "BADVERS"
+	}
+	if n, ok := dns.RcodeToString[rc]; ok {
+		return n
+	}
+	return fmt.Sprintf("RCODE%d", rc)
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// parseKdig turns kdig's default text output back into a dns.Msg: the
+// header (status and flags lines), the EDNS pseudosection, the question and
+// the three record sections. It fails on any line it does not understand,
+// so an unexpected EDNS option or section is noticed.
+func parseKdig(t testing.TB, out string) *dns.Msg {
+	t.Helper()
+	m := new(dns.Msg)
+	section := ""
+	var opt *dns.OPT
+	var counts [4]int
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			continue
+		case strings.HasPrefix(line, ";; ->>HEADER<<-"):
+			// ;; ->>HEADER<<- opcode: QUERY; status: NOERROR; id: 26844
+			f := kdigFields(line[len(";; ->>HEADER<<-"):])
+			op, ok := dns.StringToOpcode[f["opcode"]]
+			if !ok {
+				t.Fatalf("kdig: opcode %q", f["opcode"])
+			}
+			m.Opcode = op
+			rc, ok := dns.StringToRcode[f["status"]]
+			if f["status"] == "BADVERS" { // miekg/dns names 16 BADSIG
+				rc, ok = dns.RcodeBadVers, true
+			}
+			if !ok {
+				t.Fatalf("kdig: status %q", f["status"])
+			}
+			m.Rcode = rc
+			id, err := strconv.Atoi(f["id"])
+			if err != nil {
+				t.Fatalf("kdig: id %q", f["id"])
+			}
+			m.Id = uint16(id)
+		case strings.HasPrefix(line, ";; Flags:"):
+			// ;; Flags: qr aa rd; QUERY: 1; ANSWER: 1; AUTHORITY: 0; ADDITIONAL: 0
+			flags, rest, _ := strings.Cut(line[len(";; Flags:"):], ";")
+			for _, fl := range strings.Fields(flags) {
+				switch fl {
+				case "qr":
+					m.Response = true
+				case "aa":
+					m.Authoritative = true
+				case "tc":
+					m.Truncated = true
+				case "rd":
+					m.RecursionDesired = true
+				case "ra":
+					m.RecursionAvailable = true
+				case "z":
+					m.Zero = true
+				case "ad":
+					m.AuthenticatedData = true
+				case "cd":
+					m.CheckingDisabled = true
+				default:
+					t.Fatalf("kdig: flag %q", fl)
+				}
+			}
+			f := kdigFields(rest)
+			for i, k := range []string{"QUERY", "ANSWER", "AUTHORITY", "ADDITIONAL"} {
+				n, err := strconv.Atoi(f[k])
+				if err != nil {
+					t.Fatalf("kdig: %s count %q", k, f[k])
+				}
+				counts[i] = n
+			}
+		case line == ";; EDNS PSEUDOSECTION:":
+			section = "edns"
+			opt = &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		case line == ";; QUESTION SECTION:":
+			section = "question"
+		case line == ";; ANSWER SECTION:":
+			section = "answer"
+		case line == ";; AUTHORITY SECTION:":
+			section = "authority"
+		case line == ";; ADDITIONAL SECTION:":
+			section = "additional"
+		case strings.HasPrefix(line, ";; Received "), strings.HasPrefix(line, ";; Time "), strings.HasPrefix(line, ";; From "):
+			section = ""
+		case section == "edns":
+			parseKdigEDNS(t, line, opt)
+		case section == "question":
+			// ;; example.com.        		IN	SOA
+			f := strings.Fields(strings.TrimPrefix(line, ";;"))
+			if len(f) != 3 {
+				t.Fatalf("kdig: question line %q", line)
+			}
+			cl, ok1 := mnemonic(f[1], "CLASS", dns.StringToClass)
+			ty, ok2 := mnemonic(f[2], "TYPE", dns.StringToType)
+			if !ok1 || !ok2 {
+				t.Fatalf("kdig: question line %q", line)
+			}
+			m.Question = append(m.Question, dns.Question{Name: f[0], Qclass: cl, Qtype: ty})
+		case section == "answer" || section == "authority" || section == "additional":
+			rr, err := dns.NewRR(line)
+			if err != nil || rr == nil {
+				t.Fatalf("kdig: record %q: %v", line, err)
+			}
+			switch section {
+			case "answer":
+				m.Answer = append(m.Answer, rr)
+			case "authority":
+				m.Ns = append(m.Ns, rr)
+			default:
+				m.Extra = append(m.Extra, rr)
+			}
+		default:
+			t.Fatalf("kdig: unexpected line %q in\n%s", line, out)
+		}
+	}
+	if opt != nil {
+		m.Extra = append(m.Extra, opt)
+	}
+	got := [4]int{len(m.Question), len(m.Answer), len(m.Ns), len(m.Extra)}
+	if got != counts {
+		t.Fatalf("kdig: counts %v in the flags line, %v parsed:\n%s", counts, got, out)
+	}
+	if !m.Response {
+		t.Fatalf("kdig printed no response:\n%s", out)
+	}
+	return m
+}
+
+// mnemonic reads a class or type mnemonic, or its RFC 3597 generic form
+// (prefix followed by the number).
+func mnemonic(s, prefix string, known map[string]uint16) (uint16, bool) {
+	if v, ok := known[s]; ok {
+		return v, true
+	}
+	if n, ok := strings.CutPrefix(s, prefix); ok {
+		v, err := strconv.ParseUint(n, 10, 16)
+		return uint16(v), err == nil
+	}
+	return 0, false
+}
+
+// kdigFields splits "a: 1; b: 2" into a map.
+func kdigFields(s string) map[string]string {
+	f := map[string]string{}
+	for _, kv := range strings.Split(s, ";") {
+		k, v, ok := strings.Cut(kv, ":")
+		if ok {
+			f[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return f
+}
+
+func parseKdigEDNS(t testing.TB, line string, opt *dns.OPT) {
+	t.Helper()
+	switch {
+	case strings.HasPrefix(line, ";; Version:"):
+		// ;; Version: 0; flags: do; UDP size: 1232 B; ext-rcode: NOERROR
+		f := kdigFields(strings.TrimPrefix(line, ";;"))
+		v, err := strconv.Atoi(f["Version"])
+		if err != nil {
+			t.Fatalf("kdig: %q", line)
+		}
+		opt.SetVersion(uint8(v))
+		for _, fl := range strings.Fields(f["flags"]) {
+			switch fl {
+			case "do":
+				opt.SetDo()
+			default:
+				t.Fatalf("kdig: EDNS flag %q", fl)
+			}
+		}
+		size, err := strconv.Atoi(strings.TrimSuffix(f["UDP size"], " B"))
+		if err != nil {
+			t.Fatalf("kdig: %q", line)
+		}
+		opt.SetUDPSize(uint16(size))
+		// ext-rcode is already folded into the status line.
+	case strings.HasPrefix(line, ";; NSID:"):
+		// ;; NSID: 73746565722D74657374 "steer-test"
+		f := strings.Fields(strings.TrimPrefix(line, ";; NSID:"))
+		if len(f) == 0 {
+			t.Fatalf("kdig: %q", line)
+		}
+		b, err := hex.DecodeString(f[0])
+		if err != nil {
+			t.Fatalf("kdig: %q: %v", line, err)
+		}
+		opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: hex.EncodeToString(b)})
+	default:
+		t.Fatalf("kdig: unexpected EDNS line %q", line)
+	}
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
