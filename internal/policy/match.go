@@ -39,6 +39,12 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 			return
 		}
 		hit := have != "" && slices.Contains(want, have)
+		if !hit {
+			ok = false
+		}
+		if why == nil {
+			return
+		}
 		if have == "" {
 			have = "unknown"
 		}
@@ -46,13 +52,16 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 			note("%s %s is in [%s]", key, have, strings.Join(want, " "))
 		} else {
 			note("%s %s is not in [%s]", key, have, strings.Join(want, " "))
-			ok = false
 		}
 	}
 	check("country", info.Country, m.Countries)
 	check("continent", info.Continent, m.Continents)
 	check("subdivision", info.Subdivision, m.Subdivisions)
-	if len(m.ASNs) > 0 {
+	if len(m.ASNs) > 0 && why == nil {
+		if info.ASN == 0 || !slices.Contains(m.ASNs, info.ASN) {
+			ok = false
+		}
+	} else if len(m.ASNs) > 0 {
 		if info.ASN != 0 && slices.Contains(m.ASNs, info.ASN) {
 			note("asn AS%d is listed", info.ASN)
 		} else {
@@ -68,13 +77,17 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 		hit := false
 		for _, c := range m.CIDRs {
 			if c.Contains(p.Addr()) && c.Bits() <= p.Bits() {
-				note("address is inside %s", c)
+				if why != nil {
+					note("address is inside %s", c)
+				}
 				hit = true
 				break
 			}
 		}
 		if !hit {
-			note("address is in none of %s", prefixList(m.CIDRs))
+			if why != nil {
+				note("address is in none of %s", prefixList(m.CIDRs))
+			}
 			ok = false
 		}
 	}

@@ -194,6 +194,7 @@ type compiler struct {
 	masks map[uint64]uint32 // resolver mask -> index
 	b     trieBuilder
 	key   []byte
+	ranks map[[2]float64][][]uint8 // rankings by client location
 }
 
 // unrouted reports IPv6 space that holds no real clients once IPv4-mapped
@@ -296,18 +297,29 @@ func (c *compiler) resolverLeaf(info *geo.Info, p netip.Prefix) uint32 {
 }
 
 func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
-	o := outcome{mask: c.r.evalMask(info, p, false)}
-	if len(c.r.proximity) > 0 && info.HasLocation {
-		o.ranks = make([][]uint8, len(c.r.proximity))
-		for i, a := range c.r.proximity {
-			o.ranks[i] = c.r.rank(a, info.Lat, info.Lon)
-		}
-	}
+	mask := c.r.evalMask(info, p, false)
 	key := c.key[:0]
 	for i := range 8 {
-		key = append(key, byte(o.mask>>(8*i)))
+		key = append(key, byte(mask>>(8*i)))
 	}
-	for _, rk := range o.ranks {
+	var ranks [][]uint8
+	if len(c.r.proximity) > 0 && info.HasLocation {
+		// Clients share few distinct locations (often country
+		// centroids): rank once per location.
+		loc := [2]float64{info.Lat, info.Lon}
+		ranks = c.ranks[loc]
+		if ranks == nil {
+			ranks = make([][]uint8, len(c.r.proximity))
+			for i, a := range c.r.proximity {
+				ranks[i] = c.r.rank(a, info.Lat, info.Lon)
+			}
+			if c.ranks == nil {
+				c.ranks = map[[2]float64][][]uint8{}
+			}
+			c.ranks[loc] = ranks
+		}
+	}
+	for _, rk := range ranks {
 		key = append(key, 0xFF)
 		key = append(key, rk...)
 	}
@@ -316,7 +328,7 @@ func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
 		return i
 	}
 	i := uint32(len(c.r.outcomes))
-	c.r.outcomes = append(c.r.outcomes, o)
+	c.r.outcomes = append(c.r.outcomes, outcome{mask: mask, ranks: ranks})
 	c.index[string(key)] = i
 	return i
 }
