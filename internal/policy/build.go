@@ -64,6 +64,7 @@ func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
 			continue
 		}
 		b.shadowed(r)
+		b.disabled(r)
 		t.Records = append(t.Records, r)
 		t.byName[r.Name] = r
 	}
@@ -565,6 +566,26 @@ func (b *builder) shadowed(r *Record) {
 			b.warnf(at, "record %s: rule %d matches no address in the loaded geo databases", r.Name, rule.Index+1)
 		case first&bit == 0:
 			b.warnf(at, "record %s: rule %d can never match first: an earlier rule matches every client it does (it still serves when the earlier rule's pools are down)", r.Name, rule.Index+1)
+		}
+	}
+}
+
+// disabled warns when enabled: false leaves a rule, or the whole record,
+// with no pool to answer from, saying what will be answered instead.
+func (b *builder) disabled(r *Record) {
+	if r.Enabled == 0 {
+		b.warnf("", "record %s: every pool is disabled (enabled: false): when_all_down %s decides every answer", r.Name, r.WhenAllDown)
+		return
+	}
+	for _, rule := range r.Rules {
+		if rule.Action.mask&r.Enabled != 0 {
+			continue
+		}
+		at := fmt.Sprintf(".rules[%d]", rule.Index)
+		if r.NextRule && !rule.Default {
+			b.warnf(at, "record %s: every pool of rule %d is disabled: its clients fall through to the next matching rule", r.Name, rule.Index+1)
+		} else {
+			b.warnf(at, "record %s: every pool of rule %d is disabled: its clients get when_all_down %s", r.Name, rule.Index+1, r.WhenAllDown)
 		}
 	}
 }
