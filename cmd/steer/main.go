@@ -264,17 +264,22 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	ecsFlag := fs.String("ecs", "", "client subnet to send, e.g. 49.36.0.0/24 (default: none)")
 	from := fs.String("from", "127.0.0.1", "resolver address the query comes from")
 	asJSON := fs.Bool("json", false, "print JSON")
-	// Accept the name before or after the flags.
+	// Accept the name anywhere among the flags: Go's flag package stops at
+	// the first non-flag argument, so parse again after it.
 	var name string
 	rest := args
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		name, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
-	}
-	if name == "" && fs.NArg() > 0 {
-		name = fs.Arg(0)
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if name != "" {
+			fmt.Fprintf(stderr, "steer explain: one NAME only (got %q and %q)\n", name, fs.Arg(0))
+			return 2
+		}
+		name, rest = fs.Arg(0), fs.Args()[1:]
 	}
 	if name == "" {
 		fmt.Fprintln(stderr, "steer explain: a NAME to explain is required")

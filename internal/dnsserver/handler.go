@@ -260,12 +260,24 @@ func parse(req []byte, q *query) error {
 			// (and ANCOUNT 65535 would cost 65535 allocations).
 			return dns.ErrBuf
 		}
-		off0 := off
-		rr, off1, err := dns.UnpackRR(req, off)
-		if err != nil {
-			return err
+		var rr dns.RR
+		if req[off] == 0 && off+11 <= len(req) && binary.BigEndian.Uint16(req[off+1:]) == dns.TypeOPT {
+			// An OPT with the root owner is read here rather than by
+			// miekg/dns, whose option decoders reject some options (an
+			// unknown ECS family, say) that must be ignored when the
+			// option is not in use. Only the framing is checked.
+			o, end, err := parseOPT(req, off, q)
+			if err != nil {
+				return err
+			}
+			rr, off = o, end
+		} else {
+			r, off1, err := dns.UnpackRR(req, off)
+			if err != nil {
+				return err
+			}
+			rr, off = r, off1
 		}
-		off = off1
 		if rr == nil {
 			return dns.ErrRdata
 		}
@@ -275,9 +287,6 @@ func parse(req []byte, q *query) error {
 			}
 			if q.opt == nil {
 				q.opt = o
-				if req[off0] == 0 { // root owner: RDATA starts after the 10-byte fixed part
-					q.ecs = findOption(req[off0+11:off], dns.EDNS0SUBNET)
-				}
 			}
 		}
 	}
@@ -411,21 +420,45 @@ func fit(resp *dns.Msg, buf []byte, limit int, opt *dns.OPT) []byte {
 	return out
 }
 
-// findOption returns the data of the first option with code in raw OPT
-// RDATA, or nil.
-func findOption(rdata []byte, code uint16) []byte {
-	for len(rdata) >= 4 {
-		c := binary.BigEndian.Uint16(rdata)
+// parseOPT reads the OPT record with a root owner at req[off:]: its fixed
+// fields, and of its options only those steer acts on (NSID, TCP keepalive;
+// ECS is kept raw in q.ecs for package ecs). Options must be framed exactly
+// (RFC 6891 §6.1.2); their contents are not judged here.
+func parseOPT(req []byte, off int, q *query) (*dns.OPT, int, error) {
+	class := binary.BigEndian.Uint16(req[off+3:])
+	ttl := binary.BigEndian.Uint32(req[off+5:])
+	rdlen := int(binary.BigEndian.Uint16(req[off+9:]))
+	start := off + 11
+	end := start + rdlen
+	if end > len(req) {
+		return nil, 0, dns.ErrBuf
+	}
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT, Class: class, Ttl: ttl, Rdlength: uint16(rdlen)}}
+	rdata := req[start:end]
+	first := q.opt == nil
+	for len(rdata) > 0 {
+		if len(rdata) < 4 {
+			return nil, 0, dns.ErrBuf
+		}
+		code := binary.BigEndian.Uint16(rdata)
 		n := int(binary.BigEndian.Uint16(rdata[2:]))
 		if 4+n > len(rdata) {
-			return nil
+			return nil, 0, dns.ErrBuf
 		}
-		if c == code {
-			return rdata[4 : 4+n : 4+n]
+		data := rdata[4 : 4+n : 4+n]
+		switch code {
+		case dns.EDNS0NSID:
+			o.Option = append(o.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
+		case dns.EDNS0TCPKEEPALIVE:
+			o.Option = append(o.Option, &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE})
+		case dns.EDNS0SUBNET:
+			if first && q.ecs == nil {
+				q.ecs = data
+			}
 		}
 		rdata = rdata[4+n:]
 	}
-	return nil
+	return o, end, nil
 }
 
 var errTrailing = errors.New("dnsserver: bytes after the last record")

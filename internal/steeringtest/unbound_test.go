@@ -1,0 +1,207 @@
+package steeringtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
+)
+
+// freePort returns a loopback port that is free for both UDP and TCP now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		u, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		u.Close()
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
+	t.Fatal("no free port for both UDP and TCP")
+	return 0
+}
+
+// lockedBuffer collects a process's output while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// unboundConf is a recursive resolver on 127.0.0.1:port that sends ECS to
+// steer (send-client-subnet) for example.com, a stub zone served by steer.
+// max-client-subnet-ipv4 is 32: Unbound's default, 24, would cut the
+// clients' /28s to 192.0.2.0/24 before steer sees them, and every Larkbook
+// city there would get Pune's answer.
+func unboundConf(dir string, port int, steer netip.AddrPort) string {
+	return fmt.Sprintf(`server:
+	interface: 127.0.0.1
+	port: %d
+	do-ip6: no
+	do-daemonize: no
+	username: ""
+	chroot: ""
+	pidfile: ""
+	directory: %q
+	use-syslog: no
+	logfile: ""
+	verbosity: 1
+	num-threads: 1
+	so-reuseport: no
+	outgoing-range: 64
+	num-queries-per-thread: 32
+	access-control: 127.0.0.0/8 allow
+	do-not-query-localhost: no
+	qname-minimisation: no
+	module-config: "subnetcache iterator"
+	send-client-subnet: %s
+	max-client-subnet-ipv4: 32
+	max-client-subnet-ipv6: 56
+remote-control:
+	control-enable: no
+stub-zone:
+	name: "example.com"
+	stub-addr: %s@%d
+`, port, dir, steer.Addr(), steer.Addr(), steer.Port())
+}
+
+// TestUnboundForwardsECS runs Unbound as a real recursive resolver in front
+// of steer. Clients send their subnet to Unbound, Unbound forwards it to
+// steer, and steer's scope lets Unbound's subnet cache keep the answers of
+// different cities apart.
+func TestUnboundForwardsECS(t *testing.T) {
+	dnstest.NeedTool(t, "unbound")
+	dnstest.NeedTool(t, "unbound-checkconf")
+	srv := start(t, cfgOpts{})
+
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := filepath.Join(dir, "unbound.conf")
+	if err := os.WriteFile(conf, []byte(unboundConf(dir, port, srv.V4)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "unbound-checkconf", conf).CombinedOutput(); err != nil {
+		t.Fatalf("unbound-checkconf: %v\n%s", err, out)
+	}
+
+	cmd := exec.CommandContext(ctx, "unbound", "-d", "-c", conf)
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting unbound: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	defer func() {
+		if t.Failed() {
+			t.Logf("unbound's log:\n%s", logs.String())
+		}
+	}()
+
+	resolver := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+	// Wait until Unbound answers (it resolves static.example.com through
+	// steer, so both are up).
+	ready := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("unbound exited: %v\n%s", err, logs.String())
+		default:
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("static.example.com.", dns.TypeA)
+		c := &dns.Client{Net: "udp", Timeout: 300 * time.Millisecond}
+		r, _, err := c.Exchange(m, resolver.String())
+		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1 {
+			break
+		}
+		if time.Now().After(ready) {
+			t.Fatalf("unbound did not answer in 10s (last: %v %v)\n%s", err, r, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	ask := func(subnet string) kdigResult {
+		t.Helper()
+		k := parseKdig(t, dnstest.Kdig(t, resolver, "+rec", "shop.example.com", "A", "+subnet="+subnet))
+		if k.status != "NOERROR" || !k.hasFlag("ra") || k.hasFlag("aa") {
+			t.Fatalf("unbound +subnet=%s: want a recursive NOERROR\n%s", subnet, k.raw)
+		}
+		return k
+	}
+	check := func(subnet string, want ...string) {
+		t.Helper()
+		k := ask(subnet)
+		if len(k.answers) != 1 || k.answers[0].typ != "A" || !contains(want, k.answers[0].rdata) {
+			t.Errorf("unbound +subnet=%s: answers %+v, want one A in %v\n%s", subnet, k.answers, want, k.raw)
+			return
+		}
+		if k.answers[0].ttl > 60 || k.answers[0].ttl < 50 {
+			t.Errorf("unbound +subnet=%s: TTL %d, want steer's 60 (or a little less from the cache)", subnet, k.answers[0].ttl)
+		}
+		if !strings.HasPrefix(k.ecs, subnet+"/") {
+			t.Errorf("unbound +subnet=%s: CLIENT-SUBNET %q in its answer", subnet, k.ecs)
+		}
+	}
+	// Berlin first: steer answers with scope 28, Unbound caches it for
+	// 192.0.2.48/28 only. Then Pune, in the same /24: a cache hit would
+	// give Berlin's answer; Unbound must ask steer again.
+	check(berlinPfx, euCentral)
+	check(punePfx, apSouth)
+	// Both again, now from Unbound's subnet cache.
+	check(berlinPfx, euCentral)
+	check(punePfx, apSouth)
+	check(mumbaiPfx, apSouth)
+	check(lisbonPfx, euCentral)
+	check(columbusPfx, usEast, usEastCanary)
+	check("2001:db8:2::/56", apSouth)
+	check("2001:db8:4::/56", euCentral)
+	// Through the CNAME in the zone.
+	k := parseKdig(t, dnstest.Kdig(t, resolver, "+rec", "www.example.com", "A", "+subnet="+berlinPfx))
+	if len(k.answers) != 2 || k.answers[1].rdata != euCentral {
+		t.Errorf("unbound www +subnet=%s: %+v\n%s", berlinPfx, k.answers, k.raw)
+	}
+	// No subnet from the client: Unbound sends the client's own address
+	// (127.0.0.0/24), unknown to the databases: the fallback order's first.
+	k = parseKdig(t, dnstest.Kdig(t, resolver, "+rec", "shop.example.com", "A"))
+	if len(k.answers) != 1 || k.answers[0].rdata != apSouth {
+		t.Errorf("unbound without +subnet: %+v\n%s", k.answers, k.raw)
+	}
+}
