@@ -232,10 +232,14 @@ func TestReloadUnderLoad(t *testing.T) {
 		p.cmd.Process.Signal(syscall.SIGHUP)
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Let the last reload land, then stop the clients.
-	waitFor(t, 5*time.Second, func() bool {
+	// Let the last reload land, then stop the clients. (Generous: on a
+	// loaded 2-core machine queued SIGHUPs can take a while to drain.)
+	waitFor(t, 30*time.Second, func() bool {
 		r, err := query(addr, "gen.example.com.", dns.TypeTXT)
 		return err == nil && len(r.Answer) == 1 && r.Answer[0].(*dns.TXT).Txt[0] == fmt.Sprintf("gen-%d", gen)
+	}, func() string {
+		r, err := query(addr, "gen.example.com.", dns.TypeTXT)
+		return fmt.Sprintf("want gen-%d; last answer %v %v\nlog:\n%s", gen, r, err, p.log())
 	})
 	stop.Store(true)
 	wg.Wait()

@@ -430,6 +430,9 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 				for _, p := range r.Pools {
 					a.Candidates = append(a.Candidates, p.Index)
 				}
+				// A client with no location takes the pools in
+				// configuration order (not "all down" while all are up).
+				a.Pools = a.Candidates
 			}
 			located := 0
 			for _, p := range a.Candidates {

@@ -61,6 +61,16 @@ func (r *Record) family(qtype uint16) uint64 {
 // Decide chooses the pools that answer q. It reads only immutable data and
 // does not allocate.
 func (r *Record) Decide(q *Query) Decision {
+	d := r.decide(q)
+	if d.Rule >= 0 && q.Client.Is4In6() {
+		// An IPv4-mapped client was steered by its IPv4 address: the
+		// scope is in IPv4 bits, and ::ffff:0:0/96 comes before them.
+		d.Scope += 96
+	}
+	return d
+}
+
+func (r *Record) decide(q *Query) Decision {
 	fam := r.family(q.Qtype)
 	if fam == 0 {
 		// Nothing of this type anywhere: the answer does not depend on
@@ -169,6 +179,13 @@ func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, 
 			}
 		}
 		if total == 0 {
+			// Only zero-weight pools are usable: the first of them, as
+			// a sticky split does.
+			for _, p := range a.Pools {
+				if avail&(1<<p) != 0 {
+					return 1 << p, 0, 0
+				}
+			}
 			return 0, 0, 0
 		}
 		x := rand.Uint64N(total)

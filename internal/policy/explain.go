@@ -24,6 +24,12 @@ type RuleTrace struct {
 // not. It uses the same match code the compiler used to build the
 // partition the server walks.
 func (r *Record) ExplainRules(info *geo.Info, client netip.Prefix, rinfo *geo.Info, resolver netip.Prefix) []RuleTrace {
+	// Decide looks at one address (a subnet's first, unmapped), and the
+	// partition holds no geo data in unrouted IPv6 space: explain the same.
+	client, info = asDecided(client, info)
+	if resolver.IsValid() {
+		resolver, rinfo = asDecided(resolver, rinfo)
+	}
 	out := make([]RuleTrace, 0, len(r.Rules))
 	for _, rule := range r.Rules {
 		t := RuleTrace{Rule: rule.Index + 1, Line: rule.Line, Default: rule.Default, Source: "client", Action: r.DescribeAction(&rule.Action)}
@@ -44,6 +50,17 @@ func (r *Record) ExplainRules(info *geo.Info, client netip.Prefix, rinfo *geo.In
 		out = append(out, t)
 	}
 	return out
+}
+
+// asDecided returns the address of p as a full-length prefix, unmapped,
+// and info, or no info where the partition compiles none.
+func asDecided(p netip.Prefix, info *geo.Info) (netip.Prefix, *geo.Info) {
+	a := p.Addr().Unmap()
+	p = netip.PrefixFrom(a, a.BitLen())
+	if a.Is6() && unrouted(p) {
+		info = &geo.Info{}
+	}
+	return p, info
 }
 
 // DescribeAction renders an action as the configuration wrote it.
