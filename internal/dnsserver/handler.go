@@ -74,6 +74,7 @@ type query struct {
 	opt     *dns.OPT
 	optBad  bool   // an OPT that breaks RFC 6891 (second OPT, wrong owner or section)
 	ecs     []byte // the raw data of an EDNS Client Subnet option, if any
+	raw     []byte // the question name's wire bytes as sent (nil if compressed)
 	hasQ    bool   // the question was parsed
 	qdcount uint16
 }
@@ -122,11 +123,11 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 		if parse(req, &q) == nil && q.opt != nil && !q.optBad && q.qdcount <= 1 {
 			resp := &dns.Msg{MsgHdr: dns.MsgHdr{Id: q.id, Response: true, Opcode: q.opcode, Rcode: dns.RcodeNotImplemented}}
 			if q.hasQ {
-				resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}
+				resp.Question = []dns.Question{{Name: lower(q.qname), Qtype: q.qtype, Qclass: q.qclass}}
 			}
 			resp.Extra = []dns.RR{responseOPT(q.opt)}
 			if out := pack(resp, buf, MinUDPSize); out != nil {
-				return out
+				return q.patch(out)
 			}
 		}
 		return headerOnly(buf, q.id, q.opcode, dns.RcodeNotImplemented)
@@ -145,7 +146,7 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 	resp.Opcode = q.opcode
 	resp.RecursionDesired = q.rd
 	resp.CheckingDisabled = q.cd
-	resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}
+	resp.Question = []dns.Question{{Name: lower(q.qname), Qtype: q.qtype, Qclass: q.qclass}}
 	resp.Compress = true
 
 	var opt *dns.OPT
@@ -159,7 +160,7 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 			// rcode to the upper bits of resp.Rcode if it were only 0..15).
 			resp.Rcode = dns.RcodeBadVers
 			resp.Extra = []dns.RR{opt}
-			return pack(resp, buf, limit)
+			return q.patch(pack(resp, buf, limit))
 		}
 		h.options(snap, q.opt, opt, t)
 	}
@@ -220,7 +221,7 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 		// writes its upper bits into the OPT.
 		resp.Extra = append(resp.Extra, opt)
 	}
-	return fit(resp, buf, limit, opt)
+	return q.patch(fit(resp, buf, limit, opt))
 }
 
 // parse reads the header counts, the question and the OPT record of req
@@ -240,6 +241,9 @@ func parse(req []byte, q *query) error {
 			return dns.ErrBuf
 		}
 		q.qname = name
+		if off1-headerLen == len(name)+1 || (name == "." && off1 == headerLen+1) {
+			q.raw = req[headerLen:off1] // no compression pointer: the name as sent
+		}
 		q.qtype = binary.BigEndian.Uint16(req[off1:])
 		q.qclass = binary.BigEndian.Uint16(req[off1+2:])
 		q.hasQ = true
@@ -358,12 +362,12 @@ func (h *Handler) formErr(q *query, buf []byte) []byte {
 	resp.CheckingDisabled = q.cd
 	resp.Rcode = dns.RcodeFormatError
 	if q.hasQ && q.qdcount == 1 {
-		resp.Question = []dns.Question{{Name: q.qname, Qtype: q.qtype, Qclass: q.qclass}}
+		resp.Question = []dns.Question{{Name: lower(q.qname), Qtype: q.qtype, Qclass: q.qclass}}
 	}
 	if q.opt != nil && !q.optBad {
 		resp.Extra = []dns.RR{responseOPT(q.opt)}
 	}
-	out := pack(resp, buf, maxTCPSize)
+	out := q.patch(pack(resp, buf, maxTCPSize))
 	if out == nil {
 		return headerOnly(buf, q.id, q.opcode, dns.RcodeFormatError)
 	}
@@ -459,6 +463,30 @@ func parseOPT(req []byte, off int, q *query) (*dns.OPT, int, error) {
 		rdata = rdata[4+n:]
 	}
 	return o, end, nil
+}
+
+// lower returns name in lower case (ASCII only, as DNS compares names).
+func lower(name string) string {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(name)
+		}
+	}
+	return name
+}
+
+// patch puts the question name back as the client sent it. Responses are
+// packed with the name in lower case, so compression (which miekg/dns does
+// case-sensitively) points every later occurrence of the name into the
+// question whatever case the query used; the bytes, and so the answer, are
+// then the same for every case variant, and the precompiled fast path can
+// produce them exactly.
+func (q *query) patch(out []byte) []byte {
+	if out == nil || q.raw == nil || len(out) < headerLen+len(q.raw) || binary.BigEndian.Uint16(out[4:]) == 0 {
+		return out
+	}
+	copy(out[headerLen:], q.raw)
+	return out
 }
 
 var errTrailing = errors.New("dnsserver: bytes after the last record")
