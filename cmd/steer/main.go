@@ -170,6 +170,11 @@ func serve(args []string, stderr io.Writer) int {
 		source = "embedded demo"
 	}
 
+	// Take the signals before anything can send one: SIGHUP's default
+	// action would kill a server that has just said it is serving.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+
 	snap, warns, err := load(*path)
 	logWarnings(log, warns)
 	if err != nil {
@@ -195,8 +200,6 @@ func serve(args []string, stderr io.Writer) int {
 		}
 	})
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	for {
 		var sig os.Signal
 		select {
