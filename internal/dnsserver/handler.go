@@ -93,6 +93,13 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 	return h.handle(req, t, from, buf, nil)
 }
 
+// HandleGeneral answers req like HandleFrom but always through the general
+// path, never the precompiled fast path: the reference the fast path is
+// tested against, byte for byte.
+func (h *Handler) HandleGeneral(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+	return h.handle(req, t, from, buf, func(*snapshot.Snapshot, *policy.Record, *policy.Query, *policy.Decision) {})
+}
+
 // Trace receives every steering decision a query makes, with the snapshot
 // it was made on (for explain).
 type Trace func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.Decision)
@@ -109,6 +116,11 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 	}
 	if req[2]&0x80 != 0 { // QR: a response, never answer it (loops, reflection)
 		return nil
+	}
+	if trace == nil {
+		if out := h.fast(h.snap.Load(), req, t, from, buf[:0]); out != nil {
+			return out
+		}
 	}
 	var q query
 	q.id = binary.BigEndian.Uint16(req[0:])

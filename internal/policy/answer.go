@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math/rand/v2"
+	"net/netip"
 
 	"github.com/miekg/dns"
 )
@@ -39,4 +40,59 @@ func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16) []dns.RR 
 		dst = dst[:start+limit]
 	}
 	return dst
+}
+
+// maxWireAddrs bounds the addresses AppendWire writes from a stack array.
+const maxWireAddrs = 32
+
+// AppendWire appends the answer records of decision d for qtype to a DNS
+// message being built in out, in wire form with the owner compressed to the
+// question name (offset 12), and returns the number of records. It is the
+// allocation-free twin of AppendAnswer for A and AAAA records; ok is false
+// when it cannot (CNAME records, more than 32 addresses): the caller then
+// answers through AppendAnswer.
+func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16) (_ []byte, n int, ok bool) {
+	if r.Type == dns.TypeCNAME || (qtype != dns.TypeA && qtype != dns.TypeAAAA) {
+		return out, 0, false
+	}
+	var addrs [maxWireAddrs]netip.Addr
+	for _, p := range r.Pools {
+		if d.Pools&(1<<p.Index) == 0 {
+			continue
+		}
+		src := p.V4
+		if qtype == dns.TypeAAAA {
+			src = p.V6
+		}
+		for _, a := range src {
+			if n == maxWireAddrs {
+				return out, 0, false
+			}
+			addrs[n] = a
+			n++
+		}
+	}
+	if n > 1 {
+		for i := n - 1; i > 0; i-- {
+			j := rand.IntN(i + 1)
+			addrs[i], addrs[j] = addrs[j], addrs[i]
+		}
+	}
+	if d.Limit > 0 && n > d.Limit {
+		n = d.Limit
+	}
+	for _, a := range addrs[:n] {
+		out = append(out, 0xC0, 0x0C, byte(qtype>>8), byte(qtype), 0, 1,
+			byte(r.TTL>>24), byte(r.TTL>>16), byte(r.TTL>>8), byte(r.TTL))
+		if qtype == dns.TypeA {
+			b := a.As4()
+			out = append(out, 0, 4)
+			out = append(out, b[:]...)
+		} else {
+			b := a.As16()
+			out = append(out, 0, 16)
+			out = append(out, b[:]...)
+		}
+	}
+	return out, n, true
 }

@@ -119,6 +119,7 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 	if err := errs.Err(); err != nil {
 		return nil, warns, err
 	}
+	set.Precompile()
 	s := &Snapshot{
 		Geo:               geoSet,
 		GeoFiles:          geoFiles,

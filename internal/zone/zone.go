@@ -34,6 +34,8 @@ type Zone struct {
 
 	nodes map[string]*node
 	apex  *node
+	// negWire is the negative-answer SOA for the fast path.
+	negWire NegativeSOA
 }
 
 // node holds the RRsets owned by one name. A node with no RRsets is an
@@ -44,6 +46,13 @@ type node struct {
 	cut    bool    // NS below the apex: a delegation point
 	dname  *rrset
 	cname  *rrset
+	// templates are precompiled wire answers (see Precompile).
+	templates []template
+	// plain is set on names the fast path may answer: no delegation,
+	// CNAME or DNAME here, every RRset precompiled.
+	plain bool
+	// wildChild is set when *.name exists.
+	wildChild bool
 	// steered is set on names whose address (or CNAME) records are
 	// chosen per query by a Steering.
 	steered bool

@@ -1,0 +1,364 @@
+package dnsserver
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"unsafe"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/ecs"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/zone"
+)
+
+// The fast path answers the queries that make up nearly all traffic (one
+// question, class IN, at most an OPT, a name that exists plainly, is
+// steered, or does not exist) without allocating: it parses only what an
+// authoritative answer needs, copies precompiled wire answers, and writes
+// steered records and negative answers directly. It produces exactly the
+// bytes the general path produces (a test compares them); anything it is
+// not sure of it leaves to the general path by returning nil.
+
+// maxFastLabels bounds the names the fast path handles (its compression
+// table lives on the stack).
+const maxFastLabels = 16
+
+// fastQuery is a query as the fast path parsed it.
+type fastQuery struct {
+	name    [256]byte // lower-case presentation form, "www.example.com."
+	nameLen int
+	labels  [maxFastLabels]uint8 // offset of each label in name (and in the wire question)
+	nlabels int
+	qend    int // offset just past QTYPE and QCLASS in the request
+	qtype   uint16
+	rd, cd  bool
+
+	opt     bool
+	udpSize uint16
+	do      bool
+	// opts lists the options steer answers, in request order (the general
+	// path answers them in that order).
+	opts  [2]uint16
+	nopts int
+	ecs   []byte
+}
+
+// parseFast reads req for the fast path; ok is false when the general path
+// must take it (or reject it).
+func parseFast(req []byte, q *fastQuery) bool {
+	if len(req) < headerLen+5 || req[2]&0xF8 != 0 || // QR=0, opcode QUERY (TC ignored, as the general path does)
+		binary.BigEndian.Uint16(req[4:]) != 1 || binary.BigEndian.Uint16(req[6:]) != 0 ||
+		binary.BigEndian.Uint16(req[8:]) != 0 || binary.BigEndian.Uint16(req[10:]) > 1 {
+		return false
+	}
+	q.rd = req[2]&0x01 != 0
+	q.cd = req[3]&0x10 != 0
+	off := headerLen
+	n := 0
+	for {
+		l := int(req[off])
+		if l == 0 {
+			off++
+			break
+		}
+		if l > 63 || q.nlabels == maxFastLabels || off+1+l >= len(req) || n+l+1 > 254 {
+			return false
+		}
+		q.labels[q.nlabels] = uint8(n)
+		q.nlabels++
+		for _, c := range req[off+1 : off+1+l] {
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c <= ' ' || c >= 0x7F || c == '.' || c == '(' || c == ')' || c == ';' || c == '@' || c == '"' || c == '\\':
+				return false // written with escapes by the general path
+			}
+			q.name[n] = c
+			n++
+		}
+		q.name[n] = '.'
+		n++
+		off += 1 + l
+	}
+	if n == 0 || off+4 > len(req) {
+		return false // the root, or a truncated question
+	}
+	q.nameLen = n
+	q.qtype = binary.BigEndian.Uint16(req[off:])
+	if binary.BigEndian.Uint16(req[off+2:]) != dns.ClassINET {
+		return false
+	}
+	off += 4
+	q.qend = off
+	if binary.BigEndian.Uint16(req[10:]) == 1 {
+		// The OPT: root owner, type 41, version 0, exact option framing.
+		if off+11 > len(req) || req[off] != 0 || binary.BigEndian.Uint16(req[off+1:]) != dns.TypeOPT || req[off+6] != 0 {
+			return false
+		}
+		q.opt = true
+		q.udpSize = binary.BigEndian.Uint16(req[off+3:])
+		q.do = req[off+7]&0x80 != 0
+		rdlen := int(binary.BigEndian.Uint16(req[off+9:]))
+		off += 11
+		if off+rdlen != len(req) {
+			return false
+		}
+		rd := req[off : off+rdlen]
+		for len(rd) > 0 {
+			if len(rd) < 4 {
+				return false
+			}
+			code := binary.BigEndian.Uint16(rd)
+			l := int(binary.BigEndian.Uint16(rd[2:]))
+			if 4+l > len(rd) {
+				return false
+			}
+			switch code {
+			case dns.EDNS0NSID, dns.EDNS0TCPKEEPALIVE:
+				if q.nopts == len(q.opts) || (q.nopts == 1 && q.opts[0] == code) {
+					return false
+				}
+				q.opts[q.nopts] = code
+				q.nopts++
+			case dns.EDNS0SUBNET:
+				if q.ecs != nil {
+					return false
+				}
+				q.ecs = rd[4 : 4+l : 4+l]
+			}
+			rd = rd[4+l:]
+		}
+		off += rdlen
+	}
+	return off == len(req)
+}
+
+// fast answers req when it can, into buf; nil means "use the general path".
+func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+	var q fastQuery
+	if !parseFast(req, &q) {
+		return nil
+	}
+	switch q.qtype {
+	case dns.TypeANY, dns.TypeDS, dns.TypeAXFR, dns.TypeIXFR, dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
+		return nil
+	}
+	var subnet ecs.Subnet
+	hasECS := q.ecs != nil && snap.ECS
+	if hasECS {
+		var err error
+		if subnet, err = ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6); err != nil {
+			return nil
+		}
+	}
+	name := unsafeString(q.name[:q.nameLen])
+	kind, z, node := snap.Zones.Classify(name)
+
+	out := buf[:0]
+	scope := -1
+	switch kind {
+	case zone.FastNode:
+		if node.Steered() && (q.qtype == dns.TypeA || q.qtype == dns.TypeAAAA) {
+			rec := snap.Policies.Get(node.Name())
+			if rec == nil || rec.Type != dns.TypeA {
+				return nil
+			}
+			pq := policy.Query{Qtype: q.qtype, Up: snap.Policies.Up(rec), Resolver: from.Unmap()}
+			pq.Client, pq.ClientBits = ecs.Client(&subnet, hasECS, from)
+			if !pq.Client.IsValid() {
+				return nil
+			}
+			d := rec.Decide(&pq)
+			if d.ServFail {
+				return nil
+			}
+			if d.NoData {
+				if d.Rule >= 0 {
+					scope = d.Scope
+				}
+				out = h.negative(out, req, &q, z, dns.RcodeSuccess)
+				break
+			}
+			scope = d.Scope
+			out = header(out, req, &q, dns.RcodeSuccess)
+			var n int
+			var ok bool
+			if out, n, ok = rec.AppendWire(out, &d, q.qtype); !ok {
+				return nil
+			}
+			binary.BigEndian.PutUint16(out[6:], uint16(n))
+			break
+		}
+		if tpl := node.Template(q.qtype); tpl != nil {
+			out = append(out, tpl...)
+			binary.BigEndian.PutUint16(out[0:], binary.BigEndian.Uint16(req[0:]))
+			out[2] = out[2]&^0x01 | req[2]&0x01                // RD
+			out[3] = out[3]&^0x10 | req[3]&0x10                // CD
+			copy(out[headerLen:q.qend], req[headerLen:q.qend]) // the question as sent
+			break
+		}
+		out = h.negative(out, req, &q, z, dns.RcodeSuccess)
+	case zone.FastNXDomain:
+		out = h.negative(out, req, &q, z, dns.RcodeNameError)
+	default:
+		return nil
+	}
+	if out == nil {
+		return nil
+	}
+	limit := maxTCPSize
+	if q.opt {
+		out = appendOPT(out, snap, &q, t, hasECS, &subnet, scope)
+		if t == UDP {
+			limit = int(max(MinUDPSize, min(q.udpSize, AdvertisedUDPSize)))
+		}
+	} else if t == UDP {
+		limit = MinUDPSize
+	}
+	if len(out) > limit {
+		return nil // the general path truncates
+	}
+	return out
+}
+
+// header starts a response: the request's ID, QR, AA, RD and CD copied,
+// the question as sent, and counts for one question.
+func header(out, req []byte, q *fastQuery, rcode int) []byte {
+	out = append(out, req[0], req[1], 0x80|0x04|req[2]&0x01, req[3]&0x10|byte(rcode), 0, 1, 0, 0, 0, 0, 0, 0)
+	return append(out, req[headerLen:q.qend]...)
+}
+
+// negative writes a NODATA or NXDOMAIN answer: the zone's SOA in the
+// authority section, with names compressed exactly as miekg/dns does it
+// for the general path (longest suffix already written, first occurrence).
+func (h *Handler) negative(out, req []byte, q *fastQuery, z *zone.Zone, rcode int) []byte {
+	neg := z.Negative()
+	if !neg.OK {
+		return nil
+	}
+	out = header(out, req, q, rcode)
+	out[9] = 1 // NSCOUNT
+	var ct compTable
+	for i := 0; i < q.nlabels; i++ {
+		ct.start[i], ct.qoff[i] = int(q.labels[i]), headerLen+int(q.labels[i])
+	}
+	ct.nq = q.nlabels
+	qname := q.name[:q.nameLen]
+	out = ct.appendName(out, qname, neg.Apex)
+	out = append(out, 0, byte(dns.TypeSOA), 0, 1, byte(neg.TTL>>24), byte(neg.TTL>>16), byte(neg.TTL>>8), byte(neg.TTL), 0, 0)
+	rdStart := len(out)
+	out = ct.appendName(out, qname, neg.Mname)
+	out = ct.appendName(out, qname, neg.Rname)
+	out = append(out, neg.Tail[:]...)
+	binary.BigEndian.PutUint16(out[rdStart-2:], uint16(len(out)-rdStart))
+	if ct.overflow {
+		return nil
+	}
+	return out
+}
+
+// appendOPT writes the response OPT as the general path does: our UDP
+// size, version 0, DO echoed, NSID and TCP keepalive in request order,
+// then ECS with its scope.
+func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, hasECS bool, s *ecs.Subnet, scope int) []byte {
+	arcount := binary.BigEndian.Uint16(out[10:])
+	binary.BigEndian.PutUint16(out[10:], arcount+1)
+	var flags byte
+	if q.do {
+		flags = 0x80
+	}
+	out = append(out, 0, 0, byte(dns.TypeOPT), byte(AdvertisedUDPSize>>8), byte(AdvertisedUDPSize&0xFF), 0, 0, flags, 0, 0, 0)
+	rdStart := len(out)
+	for _, code := range q.opts[:q.nopts] {
+		switch code {
+		case dns.EDNS0NSID:
+			if id := snap.Identity; id != "" {
+				out = append(out, 0, byte(dns.EDNS0NSID), byte(len(id)>>8), byte(len(id)))
+				out = append(out, id...)
+			}
+		case dns.EDNS0TCPKEEPALIVE:
+			if t == TCP {
+				v := uint16(min(snap.TCPIdleTimeout.Milliseconds()/100, 0xFFFF))
+				out = append(out, 0, byte(dns.EDNS0TCPKEEPALIVE), 0, 2, byte(v>>8), byte(v))
+			}
+		}
+	}
+	if hasECS {
+		sc := s.Scope(scope)
+		n := (s.SourceBits + 7) / 8
+		out = append(out, 0, byte(dns.EDNS0SUBNET), byte((4+n)>>8), byte(4+n), byte(s.Family>>8), byte(s.Family), byte(s.SourceBits), byte(sc))
+		switch s.Family {
+		case ecs.FamilyIPv4:
+			a := s.Addr.As4()
+			out = append(out, a[:n]...)
+		case ecs.FamilyIPv6:
+			a := s.Addr.As16()
+			out = append(out, a[:n]...)
+		}
+	}
+	binary.BigEndian.PutUint16(out[rdStart-2:], uint16(len(out)-rdStart))
+	return out
+}
+
+// compTable is miekg/dns's name compression map for the few names of a
+// negative answer, on the stack. An entry is a suffix of the question name
+// (q.name[start:]) or a string from the zone.
+type compTable struct {
+	start    [maxFastLabels]int // question suffixes
+	qoff     [maxFastLabels]int
+	nq       int
+	names    [8]string // names written after the question
+	offs     [8]int
+	n        int
+	overflow bool
+}
+
+func (t *compTable) find(qname []byte, s string) (int, bool) {
+	for i := 0; i < t.nq; i++ {
+		if string(qname[t.start[i]:]) == s {
+			return t.qoff[i], true
+		}
+	}
+	for i := 0; i < t.n; i++ {
+		if t.names[i] == s {
+			return t.offs[i], true
+		}
+	}
+	return 0, false
+}
+
+// appendName packs the presentation name s (absolute, no escapes) the way
+// miekg/dns's packDomainName does with compression on: at each label, a
+// pointer to an earlier occurrence of the rest of the name, or the label
+// written and the rest remembered.
+func (t *compTable) appendName(out []byte, qname []byte, s string) []byte {
+	if s == "." {
+		return append(out, 0)
+	}
+	begin := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '.' {
+			continue
+		}
+		if p, ok := t.find(qname, s[begin:]); ok {
+			return append(out, byte(0xC0|p>>8), byte(p))
+		}
+		if len(out) < 1<<14 {
+			if t.n == len(t.names) {
+				t.overflow = true
+			} else {
+				t.names[t.n], t.offs[t.n] = s[begin:], len(out)
+				t.n++
+			}
+		}
+		out = append(out, byte(i-begin))
+		out = append(out, s[begin:i]...)
+		begin = i + 1
+	}
+	return append(out, 0)
+}
+
+// unsafeString views b as a string without copying; b must not change
+// while the string is in use (the fast path's stack buffers do not).
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -1,0 +1,213 @@
+package dnsserver_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// steeredHandler serves the test zone plus a deterministic steered record
+// (single-address pools, no random split) on the synthetic geo databases.
+func steeredHandler(tb testing.TB) (*dnsserver.Handler, *snapshot.Snapshot) {
+	tb.Helper()
+	dir := tb.TempDir()
+	zone, err := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
+	asn, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-asn.mmdb"))
+	cfg := fmt.Sprintf(`identity: fast-test
+zones:
+  - origin: example.com
+    file: example.com.zone
+geo: { databases: [%q, %q] }
+ecs: { max_source_v4: 28, max_source_v6: 56 }
+records:
+  - name: steered.example.com
+    ttl: 30
+    pools:
+      mumbai:    { addresses: [203.0.113.10, "2001:db8:aa::10"], location: { lat: 19.08, lon: 72.88 } }
+      frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
+      virginia:  { addresses: [192.0.2.30, "2001:db8:cc::30"], location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - match: { country: [IN] }
+        pool: mumbai
+      - match: { continent: EU, not: { asn: 64499 } }
+        pool: frankfurt
+      - match: { cidr: [10.20.0.0/16, "2001:db8:f::/48"] }
+        failover: [frankfurt, virginia]
+      - default: { by: geoproximity, fallback: [virginia, frankfurt, mumbai] }
+`, city, asn)
+	files := map[string]string{"steer.yaml": cfg, "example.com.zone": string(zone)}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	c, err := config.Load(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snap, _, err := snapshot.Build(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dnsserver.NewHandler(snap), snap
+}
+
+// randomCase flips the case of letters at random (DNS 0x20).
+func randomCase(r *rand.Rand, s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' && r.IntN(2) == 0 {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// TestFastPathMatchesGeneral builds a large corpus of queries (every name of
+// the zone, names that do not exist, the steered name; every common type;
+// random case; with and without EDNS, DO, NSID, keepalive and client
+// subnets of every length; UDP and TCP) and requires the fast path to
+// answer each one it takes with exactly the bytes the general path writes.
+func TestFastPathMatchesGeneral(t *testing.T) {
+	h, _ := steeredHandler(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	var names []string
+	zone, _ := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
+	for _, line := range strings.Split(string(zone), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], ";") || strings.HasPrefix(f[0], "$") || line[0] == ' ' || line[0] == '\t' {
+			continue
+		}
+		if f[0] == "@" {
+			names = append(names, "example.com.")
+		} else {
+			names = append(names, f[0]+".example.com.")
+		}
+	}
+	names = append(names, "steered.example.com.", "nx.example.com.", "a.b.c.nx.example.com.", "x.www.example.com.",
+		"nope.ent.example.com.", "ent.example.com.", "foo.wild.example.com.", "x.sub.example.com.", "example.org.")
+	types := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeMX, dns.TypeTXT, dns.TypeNS, dns.TypeSOA, dns.TypeSRV,
+		dns.TypeCAA, dns.TypeCNAME, dns.TypeHINFO, dns.TypePTR, 666, dns.TypeANY, dns.TypeDS, dns.TypeDNAME}
+	subnets := []string{"192.0.2.0/28", "192.0.2.16/28", "192.0.2.48/28", "192.0.2.80/28", "192.0.2.96/24",
+		"10.20.30.0/24", "198.51.100.64/26", "203.0.113.64/26", "2001:db8:2::/56", "2001:db8:4::/48",
+		"2001:db8:f::/56", "3fff:0:5::/48", "8.8.8.0/24", "0.0.0.0/0", "192.0.2.1/32", "2001:db8:9::1/128"}
+	froms := []string{"192.0.2.150", "192.0.2.130", "2001:db8:3::53", "127.0.0.1", "10.20.1.1"}
+
+	buf1 := make([]byte, 0, 65535)
+	buf2 := make([]byte, 0, 65535)
+	total := 0
+	for i := 0; i < 30000; i++ {
+		name := names[r.IntN(len(names))]
+		if name == "steered.example.com." && r.IntN(2) == 0 {
+			name = "steered.example.com." // weight the steered name up
+		}
+		qtype := types[r.IntN(len(types))]
+		if r.IntN(3) == 0 {
+			qtype = []uint16{dns.TypeA, dns.TypeAAAA}[r.IntN(2)]
+		}
+		m := new(dns.Msg)
+		m.SetQuestion(randomCase(r, name), qtype)
+		m.RecursionDesired = r.IntN(2) == 0
+		m.CheckingDisabled = r.IntN(4) == 0
+		if r.IntN(5) > 0 {
+			m.SetEdns0([]uint16{512, 1232, 4096, 100, 1400}[r.IntN(5)], r.IntN(2) == 0)
+			o := m.IsEdns0()
+			if r.IntN(3) == 0 {
+				o.Option = append(o.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
+			}
+			if r.IntN(4) == 0 {
+				o.Option = append(o.Option, &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE})
+			}
+			if r.IntN(3) > 0 {
+				p := netip.MustParsePrefix(subnets[r.IntN(len(subnets))])
+				fam := uint16(1)
+				if p.Addr().Is6() {
+					fam = 2
+				}
+				o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: fam, SourceNetmask: uint8(p.Bits()), Address: net.IP(p.Addr().AsSlice())})
+			}
+			if r.IntN(5) == 0 {
+				o.Option = append(o.Option, &dns.EDNS0_LOCAL{Code: 65001, Data: []byte{1, 2, 3}})
+			}
+		}
+		req, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := dnsserver.UDP
+		if r.IntN(4) == 0 {
+			tr = dnsserver.TCP
+		}
+		from := netip.MustParseAddr(froms[r.IntN(len(froms))])
+		general := h.HandleGeneral(req, tr, from, buf1[:0])
+		got := h.HandleFrom(req, tr, from, buf2[:0])
+		total++
+		if !bytes.Equal(general, got) {
+			a, b := new(dns.Msg), new(dns.Msg)
+			a.Unpack(general)
+			b.Unpack(got)
+			t.Fatalf("query %d %s %s over %v from %s: the answers differ\nrequest: %v\ngeneral (%d bytes):\n%v\nfast (%d bytes):\n%v\n% x\n% x",
+				i, m.Question[0].Name, dns.TypeToString[qtype], tr, from, m, len(general), a, len(got), b, general, got)
+		}
+	}
+	t.Logf("%d queries compared", total)
+}
+
+// TestFastPathTaken checks the fast path really answers the common queries
+// (a broken classifier would silently send everything the general way).
+func TestFastPathTaken(t *testing.T) {
+	h, _ := steeredHandler(t)
+	cases := []struct {
+		name  string
+		qtype uint16
+		ecs   string
+	}{
+		{"static.example.com.", dns.TypeA, ""},
+		{"WWW.example.com.", dns.TypeAAAA, ""},
+		{"nx.example.com.", dns.TypeA, ""},
+		{"static.example.com.", dns.TypeMX, ""},
+		{"steered.example.com.", dns.TypeA, "192.0.2.48/28"},
+		{"steered.example.com.", dns.TypeAAAA, "2001:db8:2::/56"},
+		{"steered.example.com.", dns.TypeA, ""},
+	}
+	for _, c := range cases {
+		m := new(dns.Msg)
+		m.SetQuestion(c.name, c.qtype)
+		m.SetEdns0(1232, false)
+		if c.ecs != "" {
+			p := netip.MustParsePrefix(c.ecs)
+			fam := uint16(1)
+			if p.Addr().Is6() {
+				fam = 2
+			}
+			o := m.IsEdns0()
+			o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: fam, SourceNetmask: uint8(p.Bits()), Address: net.IP(p.Addr().AsSlice())})
+		}
+		req, _ := m.Pack()
+		buf := make([]byte, 0, 4096)
+		from := netip.MustParseAddr("192.0.2.150")
+		allocs := testing.AllocsPerRun(100, func() {
+			if h.HandleFrom(req, dnsserver.UDP, from, buf) == nil {
+				t.Fatal("no answer")
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s %s ecs=%q: %.1f allocations per query; the fast path makes none", c.name, dns.TypeToString[c.qtype], c.ecs, allocs)
+		}
+	}
+}
