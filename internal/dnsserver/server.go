@@ -43,8 +43,21 @@ type Server struct {
 
 type listener struct {
 	addr string // as configured
+	// UDP is served either by raws (one batched SO_REUSEPORT socket per
+	// core, for a specific address on Linux) or by udp (the standard
+	// poller, for wildcard addresses, which need IP_PKTINFO, and other
+	// platforms).
 	udp  *net.UDPConn
+	raws []*rawUDP
 	tcp  *net.TCPListener
+}
+
+// udpAddr describes the listener's UDP side for logs.
+func (ln *listener) udpAddr() string {
+	if ln.udp != nil {
+		return ln.udp.LocalAddr().String()
+	}
+	return fmt.Sprintf("%s (%d batched sockets)", ln.raws[0].local, len(ln.raws))
 }
 
 // New returns a server for snap; Start binds its listeners.
@@ -95,7 +108,7 @@ func (s *Server) Apply(snap *snapshot.Snapshot) error {
 	for _, ln := range added {
 		s.lns[ln.addr] = ln
 		s.serve(ln)
-		s.log.Info("listening", "udp", ln.udp.LocalAddr().String(), "tcp", ln.tcp.Addr().String())
+		s.log.Info("listening", "udp", ln.udpAddr(), "tcp", ln.tcp.Addr().String())
 	}
 	for a, ln := range s.lns {
 		if !want[a] {
@@ -135,6 +148,19 @@ func bind(addr string) (*listener, error) {
 		if port == "0" {
 			uaddr = net.JoinHostPort(host, fmt.Sprint(tl.Addr().(*net.TCPAddr).Port))
 		}
+		tap := tl.Addr().(*net.TCPAddr).AddrPort()
+		if rawUDPSupported && !tap.Addr().IsUnspecified() {
+			raws, err := bindRaw(netip.AddrPortFrom(tap.Addr().Unmap(), tap.Port()), max(1, runtime.GOMAXPROCS(0)))
+			if err != nil {
+				tl.Close()
+				lastErr = fmt.Errorf("listen udp %s: %w", uaddr, err)
+				if port == "0" {
+					continue
+				}
+				return nil, lastErr
+			}
+			return &listener{addr: addr, raws: raws, tcp: tl.(*net.TCPListener)}, nil
+		}
 		uc, err := net.ListenPacket("udp", uaddr)
 		if err != nil {
 			tl.Close()
@@ -149,12 +175,43 @@ func bind(addr string) (*listener, error) {
 	return nil, lastErr
 }
 
+// bindRaw opens n batched UDP sockets sharing ap.
+func bindRaw(ap netip.AddrPort, n int) ([]*rawUDP, error) {
+	var raws []*rawUDP
+	for range n {
+		u, err := listenRawUDP(ap)
+		if err != nil {
+			for _, r := range raws {
+				r.Close()
+				r.release()
+			}
+			return nil, err
+		}
+		raws = append(raws, u)
+	}
+	return raws, nil
+}
+
 func (ln *listener) close() {
-	ln.udp.Close()
+	if ln.udp != nil {
+		ln.udp.Close()
+	}
+	for _, r := range ln.raws {
+		r.Close()
+	}
 	ln.tcp.Close()
 }
 
 func (s *Server) serve(ln *listener) {
+	for _, r := range ln.raws {
+		s.wg.Add(1)
+		go s.serveRaw(r)
+	}
+	s.wg.Add(1)
+	go s.acceptTCP(ln.tcp)
+	if ln.udp == nil {
+		return
+	}
 	readers := max(1, runtime.GOMAXPROCS(0))
 	la := ln.udp.LocalAddr().(*net.UDPAddr)
 	for range readers {
@@ -165,8 +222,6 @@ func (s *Server) serve(ln *listener) {
 			go s.serveUDP(ln.udp)
 		}
 	}
-	s.wg.Add(1)
-	go s.acceptTCP(ln.tcp)
 }
 
 // serveUDP answers packets on a socket bound to one address.

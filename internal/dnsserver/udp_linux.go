@@ -1,0 +1,202 @@
+//go:build linux && (amd64 || arm64)
+
+package dnsserver
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The batched UDP transport: one SO_REUSEPORT socket per core, each read
+// and written by one goroutine with recvmmsg/sendmmsg on a blocking socket,
+// so a busy server makes two system calls per batch of up to batchSize
+// queries and never goes through the network poller. Measured here, that
+// is what gets a Go server to the kernel's loopback limit; the poller's
+// ReadFrom/WriteTo path costs about 0.8 µs more per query.
+
+const (
+	batchSize = 32
+	// pollInterval is how often a blocked reader wakes to notice a close.
+	pollInterval = 200 * time.Millisecond
+)
+
+// rawUDP is one blocking UDP socket bound with SO_REUSEPORT.
+type rawUDP struct {
+	fd     int
+	local  netip.AddrPort
+	closed atomic.Bool
+}
+
+// listenRawUDP binds a blocking UDP socket to ap with SO_REUSEPORT, so
+// several sockets can share the address and the kernel spreads queries
+// across them by flow.
+func listenRawUDP(ap netip.AddrPort) (*rawUDP, error) {
+	family := syscall.AF_INET
+	if ap.Addr().Is6() {
+		family = syscall.AF_INET6
+	}
+	fd, err := syscall.Socket(family, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, syscall.IPPROTO_UDP)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*rawUDP, error) {
+		syscall.Close(fd)
+		return nil, err
+	}
+	const soReusePort = 0xF // SO_REUSEPORT on Linux
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soReusePort, 1); err != nil {
+		return fail(err)
+	}
+	// Large buffers absorb bursts while a reader is busy.
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<20)
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4<<20)
+	tv := syscall.NsecToTimeval(pollInterval.Nanoseconds())
+	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+		return fail(err)
+	}
+	var sa syscall.Sockaddr
+	if family == syscall.AF_INET6 {
+		syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1)
+		sa = &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	} else {
+		sa = &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	if err := syscall.Bind(fd, sa); err != nil {
+		return fail(&net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: err})
+	}
+	return &rawUDP{fd: fd, local: ap}, nil
+}
+
+// release closes the descriptor of a socket that was never served.
+func (u *rawUDP) release() { syscall.Close(u.fd) }
+
+func (u *rawUDP) Close() error {
+	if u.closed.Swap(true) {
+		return nil
+	}
+	// The reader notices within pollInterval and closes the descriptor:
+	// closing it here could let the number be reused under a blocked
+	// recvmmsg.
+	return nil
+}
+
+type mmsghdr struct {
+	hdr syscall.Msghdr
+	n   uint32
+	_   [4]byte
+}
+
+// serveRaw answers queries on u until it is closed.
+func (s *Server) serveRaw(u *rawUDP) {
+	defer s.wg.Done()
+	defer syscall.Close(u.fd)
+	var (
+		in      [batchSize][]byte
+		out     [batchSize][]byte
+		names   [batchSize]syscall.RawSockaddrAny
+		iovIn   [batchSize]syscall.Iovec
+		iovOut  [batchSize]syscall.Iovec
+		recv    [batchSize]mmsghdr
+		send    [batchSize]mmsghdr
+		inBuf   = make([]byte, batchSize*maxUDPQuery)
+		outBufs = make([]byte, batchSize*maxUDPAnswer)
+	)
+	for i := range batchSize {
+		in[i] = inBuf[i*maxUDPQuery : (i+1)*maxUDPQuery]
+		out[i] = outBufs[i*maxUDPAnswer : i*maxUDPAnswer : (i+1)*maxUDPAnswer]
+		iovIn[i] = syscall.Iovec{Base: &in[i][0]}
+		iovIn[i].SetLen(maxUDPQuery)
+		recv[i].hdr.Name = (*byte)(unsafe.Pointer(&names[i]))
+		recv[i].hdr.Iov = &iovIn[i]
+		recv[i].hdr.Iovlen = 1
+	}
+	for !u.closed.Load() {
+		for i := range batchSize {
+			recv[i].hdr.Namelen = syscall.SizeofSockaddrAny
+			recv[i].hdr.Flags = 0
+		}
+		// MSG_WAITFORONE: block for the first datagram, then take what
+		// is already queued, up to the batch.
+		r, _, errno := syscall.Syscall6(sysRecvmmsg, uintptr(u.fd), uintptr(unsafe.Pointer(&recv[0])), batchSize, msgWaitForOne, 0, 0)
+		if errno != 0 {
+			if errno == syscall.EAGAIN || errno == syscall.EINTR || errno == syscall.EWOULDBLOCK {
+				continue
+			}
+			if u.closed.Load() {
+				return
+			}
+			s.log.Warn("udp receive", "addr", u.local.String(), "err", errno.Error())
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		n := 0
+		for i := 0; i < int(r); i++ {
+			from, ok := sockaddrAddr(&names[i])
+			if !ok || recv[i].hdr.Flags&syscall.MSG_TRUNC != 0 {
+				continue
+			}
+			resp := s.handler.HandleFrom(in[i][:recv[i].n], UDP, from, out[n][:0])
+			if resp == nil {
+				continue
+			}
+			if len(resp) > 0 && &resp[0] != &out[n][:1][0] {
+				// Written elsewhere (did not fit the slot): copy or drop.
+				if len(resp) > maxUDPAnswer {
+					continue
+				}
+				resp = append(out[n][:0], resp...)
+			}
+			iovOut[n] = syscall.Iovec{Base: &resp[0]}
+			iovOut[n].SetLen(len(resp))
+			send[n].hdr = syscall.Msghdr{Name: recv[i].hdr.Name, Namelen: recv[i].hdr.Namelen, Iov: &iovOut[n], Iovlen: 1}
+			n++
+		}
+		for sent := 0; sent < n; {
+			w, _, errno := syscall.Syscall6(sysSendmmsg, uintptr(u.fd), uintptr(unsafe.Pointer(&send[sent])), uintptr(n-sent), 0, 0, 0)
+			if errno != 0 {
+				if errno == syscall.EINTR || errno == syscall.EAGAIN {
+					continue
+				}
+				// One bad destination must not stall the rest.
+				sent++
+				continue
+			}
+			sent += int(w)
+		}
+	}
+}
+
+// maxUDPQuery is the largest query read (a query never needs more);
+// maxUDPAnswer the largest answer sent over UDP.
+const (
+	maxUDPQuery  = 4096
+	maxUDPAnswer = 4096
+)
+
+// sockaddrAddr reads the address of a raw socket address.
+func sockaddrAddr(sa *syscall.RawSockaddrAny) (netip.Addr, bool) {
+	switch sa.Addr.Family {
+	case syscall.AF_INET:
+		p := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrFrom4(p.Addr), true
+	case syscall.AF_INET6:
+		p := (*syscall.RawSockaddrInet6)(unsafe.Pointer(sa))
+		return netip.AddrFrom16(p.Addr).Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+// rawUDPSupported says this platform has the batched transport.
+const rawUDPSupported = true
+
+const (
+	sysRecvmmsg   = unix.SYS_RECVMMSG
+	sysSendmmsg   = unix.SYS_SENDMMSG
+	msgWaitForOne = unix.MSG_WAITFORONE
+)
