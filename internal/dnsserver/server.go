@@ -247,58 +247,82 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 	}
 }
 
+// pktinfoConn reads datagrams with the address they were sent to and
+// replies from that address: ipv4.PacketConn and ipv6.PacketConn behind
+// one face.
+type pktinfoConn interface {
+	read(b []byte) (n int, from net.Addr, dst net.IP, ifIndex int, err error)
+	reply(b []byte, to net.Addr, src net.IP, ifIndex int)
+}
+
+type pktinfo4 struct{ *ipv4.PacketConn }
+
+func (p pktinfo4) read(b []byte) (int, net.Addr, net.IP, int, error) {
+	n, cm, from, err := p.ReadFrom(b)
+	if cm == nil {
+		return n, from, nil, 0, err
+	}
+	return n, from, cm.Dst, cm.IfIndex, err
+}
+
+func (p pktinfo4) reply(b []byte, to net.Addr, src net.IP, ifIndex int) {
+	var cm *ipv4.ControlMessage
+	if src != nil {
+		cm = &ipv4.ControlMessage{Src: src, IfIndex: ifIndex}
+	}
+	p.WriteTo(b, cm, to)
+}
+
+type pktinfo6 struct{ *ipv6.PacketConn }
+
+func (p pktinfo6) read(b []byte) (int, net.Addr, net.IP, int, error) {
+	n, cm, from, err := p.ReadFrom(b)
+	if cm == nil {
+		return n, from, nil, 0, err
+	}
+	return n, from, cm.Dst, cm.IfIndex, err
+}
+
+func (p pktinfo6) reply(b []byte, to net.Addr, src net.IP, ifIndex int) {
+	var cm *ipv6.ControlMessage
+	if src != nil {
+		cm = &ipv6.ControlMessage{Src: src, IfIndex: ifIndex}
+	}
+	p.WriteTo(b, cm, to)
+}
+
 // serveUDPWildcard answers packets on a socket bound to 0.0.0.0 or ::,
 // replying from the address each query was sent to (IP_PKTINFO), as a
 // multi-homed or anycast host must.
 func (s *Server) serveUDPWildcard(c *net.UDPConn, v4 bool) {
 	defer s.wg.Done()
+	var p pktinfoConn
+	var err error
+	if v4 {
+		p4 := ipv4.NewPacketConn(c)
+		err = p4.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
+		p = pktinfo4{p4}
+	} else {
+		p6 := ipv6.NewPacketConn(c)
+		err = p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
+		p = pktinfo6{p6}
+	}
+	if err != nil {
+		s.log.Warn("IP_PKTINFO unavailable; replies use the default source address", "err", err)
+	}
 	in := make([]byte, 65535)
 	out := make([]byte, 0, 65535)
-	if v4 {
-		p := ipv4.NewPacketConn(c)
-		if err := p.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err != nil {
-			s.log.Warn("IP_PKTINFO unavailable; replies use the default source address", "err", err)
-		}
-		for {
-			n, cm, from, err := p.ReadFrom(in)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue
-			}
-			resp := s.handler.HandleFrom(in[:n], UDP, addrOf(from), out)
-			if resp == nil {
-				continue
-			}
-			var wcm *ipv4.ControlMessage
-			if cm != nil {
-				wcm = &ipv4.ControlMessage{Src: cm.Dst, IfIndex: cm.IfIndex}
-			}
-			p.WriteTo(resp, wcm, from)
-		}
-	}
-	p := ipv6.NewPacketConn(c)
-	if err := p.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true); err != nil {
-		s.log.Warn("IPV6_RECVPKTINFO unavailable; replies use the default source address", "err", err)
-	}
 	for {
-		n, cm, from, err := p.ReadFrom(in)
+		n, from, dst, ifIndex, err := p.read(in)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		resp := s.handler.HandleFrom(in[:n], UDP, addrOf(from), out)
-		if resp == nil {
-			continue
+		if resp := s.handler.HandleFrom(in[:n], UDP, addrOf(from), out); resp != nil {
+			p.reply(resp, from, dst, ifIndex)
 		}
-		var wcm *ipv6.ControlMessage
-		if cm != nil {
-			wcm = &ipv6.ControlMessage{Src: cm.Dst, IfIndex: cm.IfIndex}
-		}
-		p.WriteTo(resp, wcm, from)
 	}
 }
 
