@@ -1,0 +1,568 @@
+#!/usr/bin/env bash
+# Side-by-side load harness: steer against gdnsd, Knot DNS and NSD on the
+# same Larkbook scenario and the same geo data, on loopback only.
+# See bench/README.md. Run as root from anywhere inside the repository:
+#
+#   bench/run.sh            # full run (3 rounds, both modes, ~7-9 minutes)
+#   bench/run.sh --quick    # 1 round, short passes (~2 minutes)
+#
+# It installs its tools with apt, builds steer and the bench tools, starts
+# every server in the foreground on 127.0.0.1 with configs in a temp dir,
+# checks their answers, runs dnsperf against them interleaved, prints a
+# markdown table and saves everything under bench/results/. It stops all
+# it started on exit.
+set -euo pipefail
+
+# ---- settings (flags override the environment) -----------------------------
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-6}          # seconds per max-throughput pass
+LAT_DURATION=${LAT_DURATION:-3}  # seconds per fixed-rate latency pass
+LAT_QPS=${LAT_QPS:-20000}        # rate of the latency pass
+WARMUP=${WARMUP:-1}              # seconds of unrecorded load per server and file
+MODES=${MODES:-"pinned unpinned"}
+SERVERS=${SERVERS:-"steer gdnsd knot nsd"}
+QUERIES=${QUERIES:-200000}       # distinct client /24s in the steered file
+SAMPLE=${SAMPLE:-200}            # subnets checked per server before load
+BIND=${BIND:-127.0.0.1}
+STEER_PORT=${STEER_PORT:-5301}
+GDNSD_PORT=${GDNSD_PORT:-5302}
+KNOT_PORT=${KNOT_PORT:-5303}
+NSD_PORT=${NSD_PORT:-5304}
+SERVER_CPU=${SERVER_CPU:-0}      # pinned mode: the server's core
+CLIENT_CPU=${CLIENT_CPU:-1}      # pinned mode: dnsperf's core
+DNSPERF_ARGS=${DNSPERF_ARGS:-"-c 8 -q 256 -t 1"}
+INSTALL=${INSTALL:-1}
+KEEP=${KEEP:-0}
+LABEL=${LABEL:-}
+
+usage() {
+	cat <<EOF
+usage: bench/run.sh [--quick] [--rounds N] [--duration S] [--lat-duration S]
+                    [--lat-qps N] [--modes "pinned unpinned"]
+                    [--servers "steer gdnsd knot nsd"] [--queries N]
+                    [--no-install] [--keep] [--label NAME]
+Environment: STEER_PORT GDNSD_PORT KNOT_PORT NSD_PORT BIND SERVER_CPU
+CLIENT_CPU DNSPERF_ARGS WARMUP SAMPLE and the upper-case forms of the flags.
+EOF
+}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) ROUNDS=1 DURATION=3 LAT_DURATION=2 LABEL=${LABEL:-quick} ;;
+	--rounds) ROUNDS=$2; shift ;;
+	--duration) DURATION=$2; shift ;;
+	--lat-duration) LAT_DURATION=$2; shift ;;
+	--lat-qps) LAT_QPS=$2; shift ;;
+	--modes) MODES=$2; shift ;;
+	--servers) SERVERS=$2; shift ;;
+	--queries) QUERIES=$2; shift ;;
+	--no-install) INSTALL=0 ;;
+	--keep) KEEP=1 ;;
+	--label) LABEL=$2; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+
+for m in $MODES; do
+	case "$m" in pinned | unpinned) ;; *) echo "unknown mode $m" >&2; exit 2 ;; esac
+done
+for s in $SERVERS; do
+	case "$s" in steer | gdnsd | knot | nsd) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
+done
+
+log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts servers)"
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=$(mktemp -d /tmp/steer-bench.XXXXXX)
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+RESULTS=$REPO/bench/results/$STAMP${LABEL:+-$LABEL}
+BIN=$WORK/bin
+HZ=$(getconf CLK_TCK)
+NCPU=$(nproc)
+
+declare -A PID=()       # server name -> pid (the current mode's)
+CREATED_POLICY_RC=0
+
+cleanup() {
+	local rc=$?
+	set +e
+	for s in "${!PID[@]}"; do stop_server "$s"; done
+	if [ "$CREATED_POLICY_RC" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+	if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_of() {
+	case "$1" in
+	steer) echo "$STEER_PORT" ;; gdnsd) echo "$GDNSD_PORT" ;;
+	knot) echo "$KNOT_PORT" ;; nsd) echo "$NSD_PORT" ;;
+	esac
+}
+
+listening_on() { # PORT -> prints listeners (udp or tcp) on that port
+	ss -Hlnup "sport = :$1" 2>/dev/null
+	ss -Hlntp "sport = :$1" 2>/dev/null
+}
+
+# ---- install ---------------------------------------------------------------
+PKGS="dnsperf gdnsd knot knot-module-geoip nsd"
+install_packages() {
+	local missing=() p
+	for p in $PKGS; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} = 0 ]; then
+		log "packages already installed: $PKGS"
+		return
+	fi
+	log "installing ${missing[*]}"
+	# Keep the packages' init scripts from starting the daemons at all.
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		CREATED_POLICY_RC=1
+	fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >"$WORK/apt.log" 2>&1 ||
+		{ tail -20 "$WORK/apt.log" >&2; die "apt-get install failed"; }
+	if [ "$CREATED_POLICY_RC" = 1 ]; then
+		rm -f /usr/sbin/policy-rc.d
+		CREATED_POLICY_RC=0
+	fi
+	# Whatever the packages set up as a system service stays off: stop it
+	# and disable it (only for the packages this run installed).
+	for p in "${missing[@]}"; do
+		case "$p" in gdnsd | knot | nsd) stop_system_service "$p" ;; esac
+	done
+}
+
+stop_system_service() { # NAME: the package's daemon, stopped and disabled
+	local svc=$1 pidfile pid
+	if command -v systemctl >/dev/null; then
+		if [ -d /run/systemd/system ]; then
+			systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
+		else
+			systemctl disable "$svc.service" >/dev/null 2>&1 || true # works offline too
+		fi
+	fi
+	if [ -x "/etc/init.d/$svc" ]; then
+		service "$svc" stop >/dev/null 2>&1 || true
+		update-rc.d "$svc" disable >/dev/null 2>&1 || true
+	fi
+	for pidfile in /run/$svc/$svc.pid /run/$svc.pid /run/gdnsd/gdnsd.pid; do
+		[ -r "$pidfile" ] || continue
+		pid=$(cat "$pidfile" 2>/dev/null) || continue
+		case "$(cat /proc/"$pid"/comm 2>/dev/null)" in
+		gdnsd | knotd | nsd) log "stopping system $svc (pid $pid)"; kill "$pid" 2>/dev/null || true ;;
+		esac
+	done
+}
+
+# ---- build -----------------------------------------------------------------
+build() {
+	command -v go >/dev/null || die "Go is needed (the repository's toolchain, see go.mod)"
+	mkdir -p "$BIN"
+	log "building steer and the bench tools"
+	(cd "$REPO" && go build -o "$BIN/steer" ./cmd/steer &&
+		go build -o "$BIN/" ./bench/geoconv ./bench/querygen ./bench/check ./bench/report)
+}
+
+# ---- data ------------------------------------------------------------------
+make_data() {
+	log "converting the embedded geo database"
+	"$BIN/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" \
+		-out "$WORK/geo-country.mmdb" -flat-out "$WORK/geo-flat.mmdb" 2>"$WORK/geoconv.log" ||
+		{ cat "$WORK/geoconv.log" >&2; die "geoconv failed"; }
+	cat "$WORK/geoconv.log" >&2
+	log "generating queries ($QUERIES client subnets)"
+	# Subnets and expected answers come from the original flat database, so
+	# the answer check also checks the conversion.
+	"$BIN/querygen" -db "$WORK/geo-flat.mmdb" -out "$WORK/queries" -n "$QUERIES" -sample "$SAMPLE" 2>"$WORK/querygen.log" ||
+		{ cat "$WORK/querygen.log" >&2; die "querygen failed"; }
+	cat "$WORK/querygen.log" >&2
+}
+
+# ---- configs ---------------------------------------------------------------
+# The zone every server serves: the Larkbook zone's SOA, NS, MX, TXT, glue
+# and static.example.com. shop.example.com is added per server.
+zone_base() {
+	cat <<'EOF'
+$ORIGIN example.com.
+$TTL 3600
+@       300 IN SOA  ns1.example.com. hostmaster.example.com. (
+                2026113001 7200 3600 1209600 300 )
+        IN NS   ns1
+        IN NS   ns2
+        IN MX   10 mail
+        IN TXT  "v=spf1 mx -all"
+ns1     IN A    192.0.2.53
+ns2     IN A    198.51.100.53
+        IN AAAA 2001:db8::53
+mail    IN A    192.0.2.25
+static  IN A    192.0.2.80
+        IN AAAA 2001:db8::80
+EOF
+}
+
+write_configs() { # MODE THREADS
+	local mode=$1 threads=$2 d=$WORK/$1 db=$WORK/geo-country.mmdb
+	mkdir -p "$d"/steer "$d"/gdnsd/zones "$d"/knot/storage "$d"/knot/run "$d"/nsd
+
+	# steer: the zone without shop; shop is the steered record.
+	zone_base >"$d/steer/example.com.zone"
+	cat >"$d/steer/steer.yaml" <<EOF
+listen: ["$BIND:$STEER_PORT"]
+identity: steer-bench
+zones:
+  - origin: example.com
+    file: example.com.zone
+geo:
+  databases: [$db]
+ecs: { enabled: true, max_source_v4: 24, max_source_v6: 56 }
+records:
+  - name: shop.example.com
+    type: A
+    ttl: 60
+    pools:
+      ap-south:   { address: 203.0.113.10 }
+      eu-central: { address: 198.51.100.20 }
+      us-east:    { address: 192.0.2.30 }
+    rules:
+      - match: { country: [IN, LK, BD, NP] }
+        pool: ap-south
+      - match: { continent: EU }
+        pool: eu-central
+      - match: { continent: [NA, SA] }
+        pool: us-east
+      - default: { pool: us-east }
+EOF
+
+	# gdnsd: shop is a DYNA record of the geoip plugin; the map is
+	# continent -> country, with Virginia as every default.
+	{ zone_base; echo 'shop    60 DYNA geoip!shop'; } >"$d/gdnsd/zones/example.com"
+	cat >"$d/gdnsd/config" <<EOF
+options => {
+  listen => [ $BIND:$GDNSD_PORT ]
+  run_dir => $d/gdnsd/run
+  state_dir => $d/gdnsd/state
+  zones_default_ttl => 3600
+  udp_threads => $threads
+  tcp_threads => 1
+  edns_client_subnet => true
+}
+plugins => {
+  geoip => {
+    maps => {
+      larkbook => {
+        geoip2_db => $db
+        datacenters => [ virginia, mumbai, frankfurt ]
+        map => {
+          default => [ virginia ]
+          AS => { default => [ virginia ], IN => [ mumbai ], LK => [ mumbai ], BD => [ mumbai ], NP => [ mumbai ] }
+          EU => [ frankfurt ]
+          NA => [ virginia ]
+          SA => [ virginia ]
+        }
+      }
+    }
+    resources => {
+      shop => {
+        map => larkbook
+        dcmap => { virginia => 192.0.2.30, mumbai => 203.0.113.10, frankfurt => 198.51.100.20 }
+      }
+    }
+  }
+}
+EOF
+
+	# Knot: mod-geoip in geodb mode keyed on continent and country; a client
+	# no view matches (other continents, not in the database) falls through
+	# to the zone's own shop record, Virginia.
+	{ zone_base; echo 'shop    60 IN A 192.0.2.30'; } >"$d/knot/example.com.zone"
+	cat >"$d/knot/geo.conf" <<'EOF'
+shop.example.com:
+  - geo: "AS;IN"
+    A: 203.0.113.10
+  - geo: "AS;LK"
+    A: 203.0.113.10
+  - geo: "AS;BD"
+    A: 203.0.113.10
+  - geo: "AS;NP"
+    A: 203.0.113.10
+  - geo: "EU;*"
+    A: 198.51.100.20
+  - geo: "NA;*"
+    A: 192.0.2.30
+  - geo: "SA;*"
+    A: 192.0.2.30
+EOF
+	cat >"$d/knot/knot.conf" <<EOF
+server:
+    rundir: $d/knot/run
+    listen: $BIND@$KNOT_PORT
+    udp-workers: $threads
+    tcp-workers: 1
+    background-workers: 1
+    edns-client-subnet: on
+log:
+  - target: stderr
+    any: info
+database:
+    storage: $d/knot/storage
+mod-geoip:
+  - id: larkbook
+    config-file: $d/knot/geo.conf
+    ttl: 60
+    mode: geodb
+    geodb-file: $db
+    geodb-key: [ continent/code, country/iso_code ]
+template:
+  - id: default
+    storage: $d/knot
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+zone:
+  - domain: example.com
+    file: example.com.zone
+    module: mod-geoip/larkbook
+EOF
+
+	# NSD: no geo; shop is a plain A record (NSD only runs the static file).
+	{ zone_base; echo 'shop    60 IN A 192.0.2.30'; } >"$d/nsd/example.com.zone"
+	cat >"$d/nsd/nsd.conf" <<EOF
+server:
+    ip-address: $BIND@$NSD_PORT
+    port: $NSD_PORT
+    server-count: $threads
+    username: ""
+    chroot: ""
+    zonesdir: "$d/nsd"
+    database: ""
+    zonelistfile: "$d/nsd/zone.list"
+    xfrdfile: "$d/nsd/xfrd.state"
+    xfrdir: "$d/nsd"
+    pidfile: "$d/nsd/nsd.pid"
+    logfile: "$d/nsd/nsd.log"
+    verbosity: 1
+    hide-version: yes
+    # Debian's NSD rate-limits responses by default: off for a load test.
+    rrl-ratelimit: 0
+    rrl-whitelist-ratelimit: 0
+remote-control:
+    control-enable: no
+zone:
+    name: example.com
+    zonefile: example.com.zone
+EOF
+}
+
+# ---- processes ---------------------------------------------------------------
+tree_pids() { # PID -> the pid and all its descendants
+	local p c
+	for p in "$@"; do
+		echo "$p"
+		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree_pids "$c"; done
+	done
+}
+
+cpu_ticks() { # PID -> utime+stime of the process tree, in clock ticks
+	local t=0 p v
+	for p in $(tree_pids "$1"); do
+		v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12+$13}') || v=0
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+
+peak_rss_kb() { # PID -> VmHWM summed over the process tree
+	local t=0 p v
+	for p in $(tree_pids "$1"); do
+		v=$(awk '/^VmHWM:/{print $2}' "/proc/$p/status" 2>/dev/null) || v=0
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+
+start_server() { # NAME MODE
+	local s=$1 mode=$2 d=$WORK/$2 port pin=() envs=()
+	port=$(port_of "$s")
+	if [ -n "$(listening_on "$port")" ]; then
+		listening_on "$port" >&2
+		die "port $port (for $s) is already in use; set ${s^^}_PORT"
+	fi
+	if [ "$mode" = pinned ]; then
+		pin=(taskset -c "$SERVER_CPU")
+		envs=(GOMAXPROCS=1)
+	fi
+	local logf=$RESULTS/logs/$mode-$s.log
+	case "$s" in
+	steer) env "${envs[@]}" "${pin[@]}" "$BIN/steer" serve --config "$d/steer/steer.yaml" >"$logf" 2>&1 & ;;
+	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >"$logf" 2>&1 & ;;
+	knot) "${pin[@]}" knotd -c "$d/knot/knot.conf" >"$logf" 2>&1 & ;;
+	nsd) "${pin[@]}" nsd -d -c "$d/nsd/nsd.conf" >"$logf" 2>&1 & ;;
+	esac
+	PID[$s]=$!
+	# ready when it answers the static name
+	local i
+	for i in $(seq 1 300); do
+		if ! kill -0 "${PID[$s]}" 2>/dev/null; then
+			tail -20 "$logf" >&2
+			unset "PID[$s]"
+			die "$s exited at startup (log: $logf)"
+		fi
+		if "$BIN/check" -server "$BIND:$port" -static-only -timeout 200ms >/dev/null 2>&1; then
+			log "$s up on $BIND:$port (pid ${PID[$s]}, $mode)"
+			return
+		fi
+		sleep 0.2
+	done
+	die "$s did not answer on $BIND:$port within 60s (log: $logf)"
+}
+
+stop_server() { # NAME
+	local s=$1 pid=${PID[$1]:-} i
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	unset "PID[$s]"
+}
+
+# ---- load ------------------------------------------------------------------
+files_for() { # SERVER -> the query files it runs
+	if [ "$1" = nsd ]; then echo static; else echo "static steered"; fi
+}
+
+dnsperf_input() { # FILE -> dnsperf input arguments
+	case "$1" in
+	static) echo "-d $WORK/queries/static.txt" ;;
+	steered) echo "-B -d $WORK/queries/steered.bin" ;;
+	esac
+}
+
+run_pass() { # MODE ROUND SERVER FILE
+	local mode=$1 round=$2 s=$3 file=$4 port cpin=() t0 t1 raw
+	port=$(port_of "$s")
+	[ "$mode" = pinned ] && cpin=(taskset -c "$CLIENT_CPU")
+	# shellcheck disable=SC2046
+	set -- $(dnsperf_input "$file")
+	raw=raw/$mode-r$round-$s-$file-tput.txt
+	t0=$(cpu_ticks "${PID[$s]}")
+	# shellcheck disable=SC2086
+	"${cpin[@]}" dnsperf -s "$BIND" -p "$port" "$@" -l "$DURATION" $DNSPERF_ARGS >"$RESULTS/$raw" 2>&1 || true
+	t1=$(cpu_ticks "${PID[$s]}")
+	printf '%s\t%s\t%s\t%s\ttput\t%s\t%s\t%s\n' "$mode" "$round" "$s" "$file" "$raw" "$((t1 - t0))" "$HZ" >>"$RESULTS/passes.tsv"
+	raw=raw/$mode-r$round-$s-$file-lat.txt
+	# shellcheck disable=SC2086
+	"${cpin[@]}" dnsperf -s "$BIND" -p "$port" "$@" -l "$LAT_DURATION" -Q "$LAT_QPS" $DNSPERF_ARGS -v 2>&1 |
+		"${cpin[@]}" "$BIN/report" lat >"$RESULTS/$raw" || true
+	printf '%s\t%s\t%s\t%s\tlat\t%s\t-\t%s\n' "$mode" "$round" "$s" "$file" "$raw" "$HZ" >>"$RESULTS/passes.tsv"
+	log "$mode r$round $s $file: $(awk '/Queries per second/{printf "%.0f qps", $4}' "$RESULTS/raw/$mode-r$round-$s-$file-tput.txt"), $(awk '/^LATENCY/{print $4, $6}' "$RESULTS/$raw")"
+}
+
+run_mode() { # MODE
+	local mode=$1 threads s file r i n
+	if [ "$mode" = pinned ]; then threads=1; else threads=$NCPU; fi
+	write_configs "$mode" "$threads"
+	cp -r "$WORK/$mode" "$RESULTS/configs/$mode"
+	local servers=($SERVERS)
+	for s in "${servers[@]}"; do start_server "$s" "$mode"; done
+	# answers first: a fast wrong server must not win
+	for s in "${servers[@]}"; do
+		local args=(-server "$BIND:$(port_of "$s")" -sample "$WORK/queries/sample.tsv")
+		[ "$s" = nsd ] && args+=(-static-only)
+		local res
+		res=$("$BIN/check" "${args[@]}" 2>&1) || true
+		printf '%s\n' "$res" >"$RESULTS/checks/$mode-$s.txt"
+		CHECK[$s]=$(head -1 <<<"$res")
+		if [[ ${CHECK[$s]} == ok* ]]; then
+			log "$s answers: ${CHECK[$s]}"
+		else
+			log "WARNING: $s gives wrong answers: $res"
+		fi
+	done
+	# warm-up, not recorded
+	for s in "${servers[@]}"; do
+		for file in $(files_for "$s"); do
+			# shellcheck disable=SC2046,SC2086
+			dnsperf -s "$BIND" -p "$(port_of "$s")" $(dnsperf_input "$file") -l "$WARMUP" $DNSPERF_ARGS >/dev/null 2>&1 || true
+		done
+	done
+	# rounds: every server and file once per round, the server order rotated
+	n=${#servers[@]}
+	for r in $(seq 1 "$ROUNDS"); do
+		for file in static steered; do
+			for i in $(seq 0 $((n - 1))); do
+				s=${servers[$(((i + r - 1) % n))]}
+				[[ " $(files_for "$s") " == *" $file "* ]] || continue
+				run_pass "$mode" "$r" "$s" "$file"
+			done
+		done
+	done
+	for s in "${servers[@]}"; do
+		local note=""
+		case "$s" in
+		steer) note="GOMAXPROCS=$([ "$mode" = pinned ] && echo 1 || echo "default ($NCPU)")" ;;
+		gdnsd) note="udp_threads=$threads" ;;
+		knot) note="udp-workers=$threads" ;;
+		nsd) note="server-count=$threads, static only (no geo)" ;;
+		esac
+		printf '%s\t%s\t%s\t%s\t%s\n' "$mode" "$s" "${CHECK[$s]}" "$(peak_rss_kb "${PID[$s]}")" "$note" >>"$RESULTS/servers.tsv"
+		stop_server "$s"
+	done
+}
+
+# ---- main ------------------------------------------------------------------
+declare -A CHECK=()
+mkdir -p "$RESULTS"/{raw,logs,checks,configs}
+[ "$INSTALL" = 1 ] && install_packages
+for c in dnsperf gdnsd knotd nsd taskset ss; do command -v "$c" >/dev/null || die "$c not found (run without --no-install)"; done
+if [ -n "$(listening_on 53)" ]; then
+	log "note: something listens on port 53 (not started by this run):"
+	listening_on 53 >&2
+fi
+if [ "$NCPU" -lt 2 ]; then
+	log "warning: $NCPU CPU(s): pinned mode shares one core between server and client"
+	SERVER_CPU=0 CLIENT_CPU=0
+fi
+build
+make_data
+cp "$WORK/queries/mix.txt" "$WORK/queries/sample.tsv" "$RESULTS/"
+
+{
+	echo "date: $STAMP"
+	echo "git: $(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null)$(cd "$REPO" && git diff --quiet 2>/dev/null || echo ' (dirty)')"
+	echo "rounds: $ROUNDS  duration: ${DURATION}s  latency pass: ${LAT_DURATION}s at $LAT_QPS qps  warm-up: ${WARMUP}s"
+	echo "modes: $MODES  servers: $SERVERS  queries: $QUERIES  dnsperf args: $DNSPERF_ARGS"
+	echo "cpus: $NCPU ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo))  kernel: $(uname -r)"
+	echo "steer: $("$BIN/steer" version 2>/dev/null)  go: $(go version | awk '{print $3}')"
+	echo "gdnsd: $(dpkg-query -W -f='${Version}' gdnsd)  knot: $(dpkg-query -W -f='${Version}' knot)  nsd: $(dpkg-query -W -f='${Version}' nsd)  dnsperf: $(dpkg-query -W -f='${Version}' dnsperf)"
+	echo "loadavg at start: $(cat /proc/loadavg)"
+} >"$RESULTS/env.txt"
+cat "$RESULTS/env.txt" >&2
+if awk -v n="$NCPU" '{exit !($1 > n / 4)}' /proc/loadavg; then
+	log "warning: the machine is busy (load $(cut -d' ' -f1 /proc/loadavg)): expect noisy figures"
+fi
+
+for mode in $MODES; do
+	log "=== mode $mode"
+	run_mode "$mode"
+done
+echo "loadavg at end: $(cat /proc/loadavg)" >>"$RESULTS/env.txt"
+
+echo
+"$BIN/report" summary -dir "$RESULTS"
+ln -sfn "$(basename "$RESULTS")" "$REPO/bench/results/latest"
+log "raw results: $RESULTS"
