@@ -150,7 +150,7 @@ func bind(addr string) (*listener, error) {
 		}
 		tap := tl.Addr().(*net.TCPAddr).AddrPort()
 		if rawUDPSupported && !tap.Addr().IsUnspecified() {
-			raws, err := bindRaw(netip.AddrPortFrom(tap.Addr().Unmap(), tap.Port()), max(1, runtime.GOMAXPROCS(0)))
+			raws, err := bindRaw(netip.AddrPortFrom(tap.Addr().Unmap(), tap.Port()), rawReaders())
 			if err != nil {
 				tl.Close()
 				lastErr = fmt.Errorf("listen udp %s: %w", uaddr, err)
