@@ -253,7 +253,7 @@ func parse(req []byte, q *query) error {
 			return dns.ErrBuf
 		}
 		q.qname = name
-		if off1-headerLen == len(name)+1 || (name == "." && off1 == headerLen+1) {
+		if n := plainNameLen(req, headerLen); n > 0 && headerLen+n == off1 {
 			q.raw = req[headerLen:off1] // no compression pointer: the name as sent
 		}
 		q.qtype = binary.BigEndian.Uint16(req[off1:])
@@ -475,6 +475,22 @@ func parseOPT(req []byte, off int, q *query) (*dns.OPT, int, error) {
 		rdata = rdata[4+n:]
 	}
 	return o, end, nil
+}
+
+// plainNameLen returns the wire length of the name at msg[off:] when it is
+// written without compression pointers, and -1 otherwise.
+func plainNameLen(msg []byte, off int) int {
+	for i := off; i < len(msg); {
+		l := int(msg[i])
+		switch {
+		case l == 0:
+			return i + 1 - off
+		case l&0xC0 != 0:
+			return -1
+		}
+		i += 1 + l
+	}
+	return -1
 }
 
 // lower returns name in lower case (ASCII only, as DNS compares names).
