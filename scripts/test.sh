@@ -46,8 +46,8 @@ fi
 
 FUZZTIME=${FUZZTIME:-30s}
 echo "== fuzz ($FUZZTIME each)"
-go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "$FUZZTIME" ./internal/dnsserver/
-go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s ./internal/zone/
+go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "$FUZZTIME" -fuzzminimizetime 5s ./internal/dnsserver/
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s -fuzzminimizetime 5s ./internal/zone/
 
 echo "== benchmarks (one short run each)"
 go test -run '^$' -bench . -benchtime 2000x ./... | grep -E '^(Benchmark|ok|FAIL)'

@@ -21,11 +21,12 @@ type Pos struct {
 // where a record came from; this scanner knows just enough of RFC 1035's
 // syntax (comments, quotes, escapes, parentheses) to find where each entry
 // starts. depth bounds $INCLUDE recursion as the parser does.
-func recordPositions(fsys fs.FS, file string, data []byte, depth int) []Pos {
+// It stops once it has limit positions.
+func recordPositions(fsys fs.FS, file string, data []byte, depth, limit int) []Pos {
 	var out []Pos
 	line := 1
 	i := 0
-	for i < len(data) {
+	for i < len(data) && len(out) < limit {
 		start := line
 		var tokens []string
 		var tok strings.Builder
@@ -108,19 +109,22 @@ func recordPositions(fsys fs.FS, file string, data []byte, depth int) []Pos {
 			}
 			inc := includePath(fsys, file, unquote(tokens[1]))
 			if b, err := readFile(fsys, inc); err == nil {
-				out = append(out, recordPositions(fsys, inc, b, depth+1)...)
+				out = append(out, recordPositions(fsys, inc, b, depth+1, limit-len(out))...)
 			}
 		case "$GENERATE":
 			n := 0
 			if len(tokens) >= 2 {
 				n = generateCount(tokens[1])
 			}
-			for range n {
+			for range min(n, limit-len(out)) {
 				out = append(out, Pos{file, start})
 			}
 		default:
 			out = append(out, Pos{file, start})
 		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
 	}
 	return out
 }

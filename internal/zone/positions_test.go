@@ -81,7 +81,7 @@ func TestRecordPositions(t *testing.T) {
 			[]Pos{{"d/main.zone", 2}, {"d/main.zone", 4}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := recordPositions(fsys, "d/main.zone", []byte(tc.data), 0)
+			got := recordPositions(fsys, "d/main.zone", []byte(tc.data), 0, 1<<30)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("positions:\n got %v\nwant %v", got, tc.want)
 			}

@@ -93,7 +93,6 @@ var parseErrRe = regexp.MustCompile(`^(?:(.*): )?dns: (.*) at line: (\d+):(\d+)$
 // Parse is Load with the file's contents already read.
 func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns diag.Problems) {
 	origin = dns.CanonicalName(origin)
-	positions := recordPositions(fsys, file, data, 0)
 	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
 	zp.SetIncludeAllowed(true)
 	if fsys != nil {
@@ -105,14 +104,16 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 		pos Pos
 	}
 	var entries []entry
-	i := 0
 	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		p := Pos{File: file}
-		if i < len(positions) {
-			p = positions[i]
+		entries = append(entries, entry{rr: rr, pos: Pos{File: file}})
+	}
+	if err := zp.Err(); err == nil {
+		// Only a file that parsed gets its records' lines, and only as
+		// many as the parser returned: the scan never does more work
+		// than the parse did.
+		for i, p := range recordPositions(fsys, file, data, 0, len(entries)) {
+			entries[i].pos = p
 		}
-		i++
-		entries = append(entries, entry{rr, p})
 	}
 	if err := zp.Err(); err != nil {
 		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
@@ -134,6 +135,7 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 		rtype uint16
 	}
 	sets := map[key]*rrset{}
+	seen := map[string]bool{}
 	var order []key
 	for _, e := range entries {
 		h := e.rr.Header()
@@ -164,17 +166,17 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 			sets[k] = s
 			order = append(order, k)
 		}
-		dup := false
-		for _, old := range s.rrs {
-			if dns.IsDuplicate(old, e.rr) {
-				dup = true
-				break
-			}
-		}
-		if dup {
+		// Duplicates (RFC 2181 §5: an RRset has no two equal records) are
+		// found by their text with the TTL left out, in constant time.
+		ttl := h.Ttl
+		h.Ttl = 0
+		text := e.rr.String()
+		h.Ttl = ttl
+		if seen[text] {
 			warns.Add(e.pos.File, e.pos.Line, "duplicate record ignored: %s", e.rr.String())
 			continue
 		}
+		seen[text] = true
 		s.rrs = append(s.rrs, e.rr)
 		z.Records++
 	}
