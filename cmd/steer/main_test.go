@@ -468,3 +468,42 @@ records:
 	waitFor(t, 10*time.Second, func() bool { return answer() == "192.0.2.30" })
 	p.stop(t)
 }
+
+// TestWildcardListenRepliesFromQueriedAddress serves on 0.0.0.0 and [::]
+// inside a private network namespace (so nothing but its own loopback is
+// bound) and queries 127.0.0.1 and 127.0.0.53: a reply must come from the
+// address the query went to (IP_PKTINFO), or a client's connected socket
+// drops it. Needs root and unshare(1).
+func TestWildcardListenRepliesFromQueriedAddress(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	dnstest.NeedTool(t, "unshare")
+	dnstest.NeedTool(t, "kdig")
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "wild"))
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), "listen: [\"0.0.0.0:5399\", \"[::]:5399\"]\nzones:\n  - origin: example.com\n    file: example.com.zone\n")
+	script := fmt.Sprintf(`ip link set lo up || exit 1
+%s serve --config %s/steer.yaml >%s/log 2>&1 &
+pid=$!
+trap 'kill -KILL $pid 2>/dev/null' EXIT
+for i in $(seq 1 50); do kill -0 $pid || exit 1; kdig @127.0.0.1 -p 5399 +time=1 +retry=0 +tcp www.example.com A +short 2>/dev/null | grep -q . && break; sleep 0.2; done
+for a in 127.0.0.1 127.0.0.53 ::1; do
+  printf '%%s ' $a
+  kdig @$a -p 5399 +time=2 +retry=0 +notcp www.example.com A +short
+done
+kill -TERM $pid
+wait $pid
+`, steerBin, dir, dir)
+	cmd := exec.Command("unshare", "--net", "sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	logs, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatalf("%v\n%s\nserver log:\n%s", err, out, logs)
+	}
+	for _, a := range []string{"127.0.0.1", "127.0.0.53", "::1"} {
+		if !strings.Contains(string(out), a+" 192.0.2.80") {
+			t.Errorf("no answer via %s (a reply from another address is dropped):\n%s\nserver log:\n%s", a, out, logs)
+		}
+	}
+}

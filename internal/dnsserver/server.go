@@ -138,9 +138,19 @@ func bind(addr string) (*listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Name the family: with plain "tcp", Go binds a wildcard address
+	// (0.0.0.0 as well as [::]) as one dual-stack socket, so listing both
+	// 0.0.0.0:53 and [::]:53, as operators do, would collide. tcp6/udp6
+	// sockets are IPv6-only.
+	tcpNet, udpNet := "tcp4", "udp4"
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() && !ip.Is4In6() {
+		tcpNet, udpNet = "tcp6", "udp6"
+	} else if err != nil {
+		tcpNet, udpNet = "tcp", "udp" // a host name such as localhost
+	}
 	var lastErr error
 	for range 20 {
-		tl, err := net.Listen("tcp", addr)
+		tl, err := net.Listen(tcpNet, addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
 		}
@@ -161,7 +171,7 @@ func bind(addr string) (*listener, error) {
 			}
 			return &listener{addr: addr, raws: raws, tcp: tl.(*net.TCPListener)}, nil
 		}
-		uc, err := net.ListenPacket("udp", uaddr)
+		uc, err := net.ListenPacket(udpNet, uaddr)
 		if err != nil {
 			tl.Close()
 			lastErr = fmt.Errorf("listen udp %s: %w", uaddr, err)
