@@ -1,0 +1,355 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Key identifies one checker: a target address with a check template.
+// Several records or pools sharing a target and check share one checker.
+type Key struct {
+	Addr  netip.Addr
+	Check string // the check template's name
+}
+
+// String returns "addr/check".
+func (k Key) String() string { return k.Addr.String() + "/" + k.Check }
+
+// Status is a target's health as checked.
+type Status uint8
+
+// Statuses. Unknown (no result yet) is treated as up by callers, so a
+// restart never blanks answers.
+const (
+	Unknown Status = iota
+	Up
+	Down
+)
+
+// String returns "unknown", "up" or "down".
+func (s Status) String() string {
+	switch s {
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	}
+	return "unknown"
+}
+
+// Override is an external state set on a target address, overriding the
+// checks of all its keys.
+type Override uint8
+
+// Overrides. OverrideNone ("auto") lets the checks decide; OverrideUp forces
+// usable; OverrideDown and OverrideDrain both force unusable (drain marks a
+// planned removal, down a known failure; State reports which).
+const (
+	OverrideNone Override = iota
+	OverrideUp
+	OverrideDown
+	OverrideDrain
+)
+
+// String returns "auto", "up", "down" or "drain", as ParseOverride takes.
+func (o Override) String() string {
+	switch o {
+	case OverrideUp:
+		return "up"
+	case OverrideDown:
+		return "down"
+	case OverrideDrain:
+		return "drain"
+	}
+	return "auto"
+}
+
+// ParseOverride parses "up", "down", "drain" or "auto" (also "" and "none",
+// which clear an override).
+func ParseOverride(s string) (Override, error) {
+	switch s {
+	case "up":
+		return OverrideUp, nil
+	case "down":
+		return OverrideDown, nil
+	case "drain":
+		return OverrideDrain, nil
+	case "auto", "none", "":
+		return OverrideNone, nil
+	}
+	return OverrideNone, fmt.Errorf("unknown override %q (want up, down, drain or auto)", s)
+}
+
+// State is what is known of one Key.
+type State struct {
+	Status          Status
+	Since           time.Time     // when Status last changed (or was restored)
+	Reason          string        // the last check's result, e.g. "HTTP 503"
+	LastLatency     time.Duration // how long the last check took
+	LastCheck       time.Time     // when the last check started; zero before the first
+	Override        Override      // the address's active override, if any
+	OverrideExpires time.Time     // zero: no expiry
+}
+
+// usable applies an active override to a status.
+func usable(s Status, o Override) bool {
+	switch o {
+	case OverrideUp:
+		return true
+	case OverrideDown, OverrideDrain:
+		return false
+	}
+	return s != Down
+}
+
+// machine is the rise/fall state machine of one Key.
+type machine struct {
+	status      Status
+	provisional bool // status restored by LoadState, no real result yet
+	ok, bad     int  // consecutive successes and failures
+}
+
+// step records one result; it reports whether the status changed.
+func (m *machine) step(pass bool, rise, fall int) bool {
+	old := m.status
+	if pass {
+		m.bad = 0
+		m.ok++
+		if m.status == Unknown || m.provisional || m.ok >= rise {
+			m.status = Up
+		}
+	} else {
+		m.ok = 0
+		m.bad++
+		if m.bad >= fall {
+			m.status = Down
+		}
+	}
+	m.provisional = false
+	return m.status != old
+}
+
+type checker struct {
+	key    Key
+	check  Check // with defaults
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Guarded by Manager.mu.
+	m     machine
+	state State
+}
+
+type override struct {
+	o       Override
+	expires time.Time
+	timer   *time.Timer
+}
+
+func (o *override) active(now time.Time) bool {
+	return o != nil && o.o != OverrideNone && (o.expires.IsZero() || now.Before(o.expires))
+}
+
+// Manager runs the checkers and answers whether targets are usable. Its
+// methods are safe for concurrent use.
+type Manager struct {
+	log     *slog.Logger
+	applyMu sync.Mutex // serialises Apply and Close
+
+	mu        sync.RWMutex
+	checkers  map[Key]*checker
+	overrides map[netip.Addr]*override
+	restored  map[Key]State // from LoadState, for keys without a result yet
+	onChange  []func()
+	closed    bool
+
+	// jitter returns the delay before a checker's first run; tests pin it.
+	jitter func(interval time.Duration) time.Duration
+}
+
+// NewManager returns a Manager with no checks; log may be nil.
+func NewManager(log *slog.Logger) *Manager {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{
+		log:       log,
+		checkers:  map[Key]*checker{},
+		overrides: map[netip.Addr]*override{},
+		restored:  map[Key]State{},
+		jitter: func(iv time.Duration) time.Duration {
+			return time.Duration(rand.Int64N(int64(iv)))
+		},
+	}
+}
+
+// Apply sets the checks and the targets to check: it starts checkers for new
+// keys, stops removed ones (they have stopped when Apply returns) and keeps
+// the state of unchanged ones, so a reload never resets state. A key whose
+// check definition changed is restarted with the new definition but keeps
+// its status and rise/fall counts. Keys naming a missing or invalid check are logged and skipped.
+// New checkers make their first check at a random offset within the
+// interval, so checks spread out.
+func (m *Manager) Apply(checks map[string]Check, keys []Key) {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	if m.isClosed() {
+		return
+	}
+	defs := make(map[string]Check, len(checks))
+	for name, c := range checks {
+		if c.Name == "" {
+			c.Name = name
+		}
+		if err := c.Validate(); err != nil {
+			m.log.Error("health check invalid, not run", "check", name, "err", err)
+			continue
+		}
+		defs[name] = c.WithDefaults()
+	}
+	want := make(map[Key]Check, len(keys))
+	for _, k := range keys {
+		c, ok := defs[k.Check]
+		if !ok {
+			if _, named := checks[k.Check]; !named {
+				m.log.Error("health check unknown, target not checked", "check", k.Check, "addr", k.Addr)
+			}
+			continue
+		}
+		want[k] = c
+	}
+
+	var stop, start []*checker
+	m.mu.Lock()
+	for k, c := range m.checkers {
+		if nc, ok := want[k]; !ok || !nc.equal(c.check) {
+			stop = append(stop, c)
+			delete(m.checkers, k)
+			if ok { // redefined: keep the status
+				nc := m.newChecker(k, nc)
+				nc.m = c.m
+				nc.state = c.state
+				m.checkers[k] = nc
+				start = append(start, nc)
+			}
+		}
+	}
+	for k, c := range want {
+		if _, ok := m.checkers[k]; ok {
+			continue
+		}
+		nc := m.newChecker(k, c)
+		if rs, ok := m.restored[k]; ok {
+			m.restore(nc, rs)
+		}
+		m.checkers[k] = nc
+		start = append(start, nc)
+	}
+	m.restored = map[Key]State{}
+	m.mu.Unlock()
+
+	for _, c := range stop {
+		c.cancel()
+	}
+	for _, c := range stop {
+		<-c.done
+	}
+	for _, c := range start {
+		go m.run(c)
+	}
+	if len(stop) > 0 || len(start) > 0 {
+		m.log.Info("health checks applied", "targets", len(want), "started", len(start), "stopped", len(stop))
+		m.notify()
+	}
+}
+
+func (m *Manager) newChecker(k Key, c Check) *checker {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &checker{key: k, check: c, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// restore makes a restored state provisional on c. Called with m.mu held.
+func (m *Manager) restore(c *checker, rs State) {
+	if rs.Status == Unknown {
+		return
+	}
+	c.m.status = rs.Status
+	c.m.provisional = true
+	c.state.Status = rs.Status
+	c.state.Since = rs.Since
+	c.state.Reason = "restored: " + rs.Reason
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.closed
+}
+
+// run is a checker's goroutine.
+func (m *Manager) run(c *checker) {
+	defer close(c.done)
+	ctx := c.ctx
+	probe := newProber(c.check, c.key.Addr)
+	first := time.NewTimer(m.jitter(c.check.Interval))
+	select {
+	case <-ctx.Done():
+		first.Stop()
+		return
+	case <-first.C:
+	}
+	tick := time.NewTicker(c.check.Interval)
+	defer tick.Stop()
+	for {
+		m.once(ctx, c, probe)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// once runs one check and records its result.
+func (m *Manager) once(ctx context.Context, c *checker, probe prober) {
+	start := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, c.check.Timeout)
+	pass, reason := probe(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return // stopped mid-check: the result means nothing
+	}
+	lat := time.Since(start)
+	m.mu.Lock()
+	if m.checkers[c.key] != c {
+		m.mu.Unlock()
+		return
+	}
+	old := c.m.status
+	changed := c.m.step(pass, c.check.Rise, c.check.Fall)
+	now := time.Now()
+	c.state.Status = c.m.status
+	c.state.Reason = reason
+	c.state.LastLatency = lat
+	c.state.LastCheck = start
+	if changed {
+		c.state.Since = now
+	}
+	status := c.m.status
+	m.mu.Unlock()
+	if changed {
+		lvl := slog.LevelInfo
+		if status == Down {
+			lvl = slog.LevelWarn
+		}
+		m.log.Log(context.Background(), lvl, "health status changed", "addr", c.key.Addr,
+			"check", c.key.Check, "from", old, "to", status, "reason", reason)
+		m.notify()
+	}
+}
