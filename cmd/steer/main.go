@@ -182,6 +182,11 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	srv := dnsserver.New(snap, log)
+	// Health checks live across reloads; every change recomputes which
+	// pools and addresses the current snapshot may answer with.
+	hc := newHealth(log, srv)
+	defer hc.manager.Close()
+	hc.prepare(snap)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot listen", "err", err)
 		return 1
@@ -205,12 +210,12 @@ func serve(args []string, stderr io.Writer) int {
 		select {
 		case <-geoChanged:
 			log.Info("a geo database file changed; reloading")
-			reload(log, srv, *path, source)
+			reload(log, srv, hc, *path, source)
 			continue
 		case sig = <-sigs:
 		}
 		if sig == syscall.SIGHUP {
-			reload(log, srv, *path, source)
+			reload(log, srv, hc, *path, source)
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String())
@@ -227,7 +232,7 @@ func serve(args []string, stderr io.Writer) int {
 
 // reload re-reads the configuration and swaps it in only when all of it is
 // valid; otherwise the old one keeps serving.
-func reload(log *slog.Logger, srv *dnsserver.Server, path, source string) {
+func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, path, source string) {
 	start := time.Now()
 	snap, warns, err := load(path)
 	logWarnings(log, warns)
@@ -235,6 +240,7 @@ func reload(log *slog.Logger, srv *dnsserver.Server, path, source string) {
 		logProblems(log, "reload rejected; still serving the previous configuration", err)
 		return
 	}
+	hc.prepare(snap)
 	if err := srv.Apply(snap); err != nil {
 		log.Error("reload rejected; still serving the previous configuration", "err", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -506,4 +507,102 @@ wait $pid
 			t.Errorf("no answer via %s (a reply from another address is dropped):\n%s\nserver log:\n%s", a, out, logs)
 		}
 	}
+}
+
+// TestHealthFailover runs steer with TCP health checks against real
+// listeners on loopback addresses: a dead address of a pool is left out, a
+// failing primary pool gives way to the backup within interval × fall +
+// 1 s (measured), recovers after rise, and with everything down the record
+// fails open to every address of the matched rule.
+func TestHealthFailover(t *testing.T) {
+	// One port free on 127.0.0.2 and 127.0.0.3 (127.0.0.4 stays closed).
+	var l2, l3 net.Listener
+	var port int
+	for range 20 {
+		a, err := net.Listen("tcp", "127.0.0.2:0")
+		if err != nil {
+			t.Skipf("cannot bind 127.0.0.2: %v", err)
+		}
+		port = a.Addr().(*net.TCPAddr).Port
+		if b, err := net.Listen("tcp", fmt.Sprintf("127.0.0.3:%d", port)); err == nil {
+			l2, l3 = a, b
+			break
+		}
+		a.Close()
+	}
+	if l2 == nil {
+		t.Fatal("no common free port")
+	}
+	accept := func(l net.Listener) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}
+	go accept(l2)
+	go accept(l3)
+	defer l3.Close()
+
+	dir := t.TempDir()
+	dnsPort := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", dnsPort)
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
+zones:
+  - origin: example.com
+    file: example.com.zone
+health_checks:
+  tcp: { type: tcp, port: %d, interval: 200ms, timeout: 100ms, rise: 2, fall: 2 }
+records:
+  - name: shop.example.com
+    ttl: 30
+    pools:
+      primary: { addresses: [127.0.0.2, 127.0.0.4], health_check: tcp }
+      backup:  { address: 127.0.0.3, health_check: tcp }
+    rules:
+      - default: { failover: [primary, backup] }
+`, addr, port))
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
+	answer := func() string {
+		r, err := query(addr, "shop.example.com.", dns.TypeA)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var got []string
+		for _, rr := range r.Answer {
+			got = append(got, rr.(*dns.A).A.String())
+		}
+		sort.Strings(got)
+		return strings.Join(got, " ")
+	}
+	// 127.0.0.4 refuses connections: once it has failed twice, the
+	// primary pool answers with its live address only.
+	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2" }, answer, p.log)
+
+	// The primary fails: the backup must answer within interval × fall + 1 s.
+	l2.Close()
+	failed := time.Now()
+	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.3" }, answer, p.log)
+	took := time.Since(failed)
+	if limit := 2*200*time.Millisecond + time.Second; took > limit {
+		t.Errorf("answers excluded the failed pool after %v; want at most %v", took, limit)
+	}
+	t.Logf("failed primary excluded after %v", took.Round(time.Millisecond))
+
+	// It comes back: after rise successes the primary answers again.
+	l2b, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go accept(l2b)
+	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2" }, answer, p.log)
+
+	// Everything down: fail open with every address of the matched rule.
+	l2b.Close()
+	l3.Close()
+	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2 127.0.0.3 127.0.0.4" }, answer, p.log)
+	p.stop(t)
 }

@@ -45,6 +45,8 @@ type Config struct {
 	ECS ECS `yaml:"ecs"`
 	// Records are the steered names.
 	Records []Record `yaml:"records"`
+	// HealthChecks are the named check templates pools refer to.
+	HealthChecks map[string]HealthCheck `yaml:"health_checks"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`

@@ -61,6 +61,29 @@ type Pool struct {
 	Bias int `yaml:"bias"`
 	// Enabled false removes the pool from answers as if it were down.
 	Enabled *bool `yaml:"enabled"`
+	// HealthCheck names a template of health_checks; the pool's own
+	// addresses are its targets.
+	HealthCheck string `yaml:"health_check"`
+	// MinUp is how many of the pool's addresses must be up for the pool to
+	// be up (default 1).
+	MinUp int `yaml:"min_up"`
+}
+
+// HealthCheck is a named health check template (see package health).
+type HealthCheck struct {
+	Type               string   `yaml:"type"` // http, https, tcp, dns
+	Port               int      `yaml:"port"`
+	Path               string   `yaml:"path"`
+	Host               string   `yaml:"host"`
+	Expect             []int    `yaml:"expect"`
+	BodyContains       string   `yaml:"body_contains"`
+	InsecureSkipVerify bool     `yaml:"insecure_skip_verify"`
+	Name               string   `yaml:"name"`  // dns: the name to ask
+	QType              string   `yaml:"qtype"` // dns: the type to ask, default SOA
+	Interval           Duration `yaml:"interval"`
+	Timeout            Duration `yaml:"timeout"`
+	Rise               int      `yaml:"rise"`
+	Fall               int      `yaml:"fall"`
 }
 
 // Location is a latitude and longitude in degrees.

@@ -164,7 +164,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			if rec == nil || rec.Type != dns.TypeA {
 				return nil
 			}
-			pq := policy.Query{Qtype: q.qtype, Up: snap.Policies.Up(rec), Resolver: from.Unmap()}
+			pq := policy.Query{Qtype: q.qtype, Up: snap.Policies.Up(rec, q.qtype), Resolver: from.Unmap()}
 			pq.Client, pq.ClientBits = ecs.Client(&subnet, hasECS, from)
 			if !pq.Client.IsValid() {
 				return nil
@@ -184,7 +184,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			out = header(out, req, &q, dns.RcodeSuccess)
 			var n int
 			var ok bool
-			if out, n, ok = rec.AppendWire(out, &d, q.qtype); !ok {
+			if out, n, ok = rec.AppendWire(out, &d, q.qtype, snap.Policies.AddrMasks(rec, &d)); !ok {
 				return nil
 			}
 			binary.BigEndian.PutUint16(out[6:], uint16(n))

@@ -34,11 +34,13 @@ zones:
     file: example.com.zone
 geo: { databases: [%q, %q] }
 ecs: { max_source_v4: 28, max_source_v6: 56 }
+health_checks:
+  t: { type: tcp, port: 9 }
 records:
   - name: steered.example.com
     ttl: 30
     pools:
-      mumbai:    { addresses: [203.0.113.10, "2001:db8:aa::10"], location: { lat: 19.08, lon: 72.88 } }
+      mumbai:    { addresses: [203.0.113.10, 203.0.113.11, "2001:db8:aa::10"], location: { lat: 19.08, lon: 72.88 }, health_check: t }
       frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
       virginia:  { addresses: [192.0.2.30, "2001:db8:cc::30"], location: { lat: 38.95, lon: -77.45 } }
     rules:
@@ -64,6 +66,11 @@ records:
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// No checker runs here: a fixed verdict (203.0.113.11 down) makes the
+	// health masks take part deterministically.
+	snap.Policies.SetHealth(func(a netip.Addr, check string) bool {
+		return a != netip.MustParseAddr("203.0.113.11")
+	})
 	return dnsserver.NewHandler(snap), snap
 }
 
@@ -208,6 +215,32 @@ func TestFastPathTaken(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Errorf("%s %s ecs=%q: %.1f allocations per query; the fast path makes none", c.name, dns.TypeToString[c.qtype], c.ecs, allocs)
+		}
+	}
+}
+
+// TestHealthMasksAnswers: a pool answers only with its usable addresses,
+// on the fast path and the general path alike.
+func TestHealthMasksAnswers(t *testing.T) {
+	h, _ := steeredHandler(t)
+	m := new(dns.Msg)
+	m.SetQuestion("steered.example.com.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	o := m.IsEdns0()
+	o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 28, Address: net.ParseIP("192.0.2.0").To4()})
+	req, _ := m.Pack()
+	for name, answer := range map[string]func() []byte{
+		"fast":    func() []byte { return h.HandleFrom(req, dnsserver.UDP, netip.MustParseAddr("127.0.0.1"), nil) },
+		"general": func() []byte { return h.HandleGeneral(req, dnsserver.UDP, netip.MustParseAddr("127.0.0.1"), nil) },
+	} {
+		for range 20 {
+			r := new(dns.Msg)
+			if err := r.Unpack(answer()); err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "203.0.113.10" {
+				t.Fatalf("%s path: %v; want only the usable 203.0.113.10", name, r.Answer)
+			}
 		}
 	}
 }

@@ -36,7 +36,7 @@ func TestMultivalue(t *testing.T) {
 		if d.Rule != 0 || d.Limit != 3 || d.Pools != 0b0111 {
 			t.Fatalf("IN client: %+v", d)
 		}
-		rrs := r.AppendAnswer(nil, &d, dns.TypeA)
+		rrs := r.AppendAnswer(nil, &d, dns.TypeA, nil)
 		if len(rrs) != 3 {
 			t.Fatalf("%d addresses, want 3: %v", len(rrs), rrs)
 		}
@@ -55,7 +55,7 @@ func TestMultivalue(t *testing.T) {
 	}
 	// AAAA: only a has IPv6.
 	d := r.Decide(&policy.Query{Client: addr("192.0.2.5"), ClientBits: 32, Qtype: dns.TypeAAAA, Up: r.Enabled})
-	if rrs := r.AppendAnswer(nil, &d, dns.TypeAAAA); d.Pools != 1 || len(rrs) != 1 {
+	if rrs := r.AppendAnswer(nil, &d, dns.TypeAAAA, nil); d.Pools != 1 || len(rrs) != 1 {
 		t.Errorf("AAAA: %+v %v", d, rrs)
 	}
 	// The default's multivalue without pools is every pool.
@@ -63,7 +63,7 @@ func TestMultivalue(t *testing.T) {
 	if d.Rule != 1 || d.Limit != 2 || d.Pools != 0b1111 {
 		t.Errorf("default multivalue: %+v", d)
 	}
-	if rrs := r.AppendAnswer(nil, &d, dns.TypeA); len(rrs) != 2 {
+	if rrs := r.AppendAnswer(nil, &d, dns.TypeA, nil); len(rrs) != 2 {
 		t.Errorf("default multivalue: %d addresses", len(rrs))
 	}
 	// With pools down, only the usable ones answer.
@@ -73,7 +73,7 @@ func TestMultivalue(t *testing.T) {
 	if d.Pools != 0b100 || d.Limit != 3 {
 		t.Errorf("a and b down: %+v", d)
 	}
-	if rrs := r.AppendAnswer(nil, &d, dns.TypeA); len(rrs) != 1 || rrs[0].(*dns.A).A.String() != "192.0.2.5" {
+	if rrs := r.AppendAnswer(nil, &d, dns.TypeA, nil); len(rrs) != 1 || rrs[0].(*dns.A).A.String() != "192.0.2.5" {
 		t.Errorf("a and b down: %v", rrs)
 	}
 }
@@ -284,7 +284,7 @@ func TestDisabledPools(t *testing.T) {
 			if d.Rule != 3 || d.Pools != apSouth|euCentral|usEast || !d.AllDown {
 				t.Errorf("all disabled, Singapore: %+v", d)
 			}
-			if rrs := r.AppendAnswer(nil, &d, dns.TypeA); len(rrs) != 3 {
+			if rrs := r.AppendAnswer(nil, &d, dns.TypeA, nil); len(rrs) != 3 {
 				t.Errorf("all disabled, Singapore: %v", rrs)
 			}
 		}
@@ -338,7 +338,7 @@ func TestQtypeFamily(t *testing.T) {
 	if d.Rule != 1 || d.Pools != 2 {
 		t.Errorf("mixed AAAA: %+v", d)
 	}
-	if rrs := r.AppendAnswer(nil, &d, dns.TypeAAAA); len(rrs) != 1 || rrs[0].(*dns.AAAA).AAAA.String() != "2001:db8::2" {
+	if rrs := r.AppendAnswer(nil, &d, dns.TypeAAAA, nil); len(rrs) != 1 || rrs[0].(*dns.AAAA).AAAA.String() != "2001:db8::2" {
 		t.Errorf("mixed AAAA answer %v", rrs)
 	}
 	// A CNAME record answers any type, with one target.
@@ -347,7 +347,7 @@ func TestQtypeFamily(t *testing.T) {
 		q := query(c, "192.0.2.48", 28, "")
 		q.Qtype = qt
 		d := c.Decide(q)
-		rrs := c.AppendAnswer(nil, &d, qt)
+		rrs := c.AppendAnswer(nil, &d, qt, nil)
 		if d.Rule != 0 || len(rrs) != 1 || rrs[0].(*dns.CNAME).Target != "two.example.net." {
 			t.Errorf("CNAME record, qtype %d: %+v %v", qt, d, rrs)
 		}

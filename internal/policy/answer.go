@@ -8,9 +8,10 @@ import (
 )
 
 // AppendAnswer appends the records of decision d for qtype to dst: every
-// address of the chosen pools, shuffled, at most d.Limit of them; for a
-// CNAME record, one target.
-func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16) []dns.RR {
+// address of the chosen pools (only those set in masks, per pool, when
+// masks is not nil), shuffled, at most d.Limit of them; for a CNAME record,
+// one target.
+func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []uint64) []dns.RR {
 	if d.Pools == 0 {
 		return dst
 	}
@@ -23,9 +24,17 @@ func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16) []dns.RR 
 		case r.Type == dns.TypeCNAME:
 			dst = append(dst, p.CNAME...)
 		case qtype == dns.TypeA:
-			dst = append(dst, p.A...)
+			for j, rr := range p.A {
+				if masks == nil || masks[p.Index]&(1<<j) != 0 {
+					dst = append(dst, rr)
+				}
+			}
 		case qtype == dns.TypeAAAA:
-			dst = append(dst, p.AAAA...)
+			for j, rr := range p.AAAA {
+				if masks == nil || masks[p.Index]&(1<<(len(p.V4)+j)) != 0 {
+					dst = append(dst, rr)
+				}
+			}
 		}
 	}
 	added := dst[start:]
@@ -50,8 +59,8 @@ const maxWireAddrs = 32
 // question name (offset 12), and returns the number of records. It is the
 // allocation-free twin of AppendAnswer for A and AAAA records; ok is false
 // when it cannot (CNAME records, more than 32 addresses): the caller then
-// answers through AppendAnswer.
-func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16) (_ []byte, n int, ok bool) {
+// answers through AppendAnswer. masks is as for AppendAnswer.
+func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint64) (_ []byte, n int, ok bool) {
 	if r.Type == dns.TypeCNAME || (qtype != dns.TypeA && qtype != dns.TypeAAAA) {
 		return out, 0, false
 	}
@@ -60,11 +69,14 @@ func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16) (_ []byte, n 
 		if d.Pools&(1<<p.Index) == 0 {
 			continue
 		}
-		src := p.V4
+		src, base := p.V4, 0
 		if qtype == dns.TypeAAAA {
-			src = p.V6
+			src, base = p.V6, len(p.V4)
 		}
-		for _, a := range src {
+		for j, a := range src {
+			if masks != nil && masks[p.Index]&(1<<(base+j)) == 0 {
+				continue
+			}
 			if n == maxWireAddrs {
 				return out, 0, false
 			}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -19,6 +20,7 @@ import (
 type Table struct {
 	Records []*Record
 	byName  map[string]*Record
+	health  atomic.Pointer[Health]
 	// CompileTime is how long compiling every record took.
 	CompileTime time.Duration
 }
@@ -65,6 +67,7 @@ func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
 		}
 		b.shadowed(r)
 		b.disabled(r)
+		r.Index = len(t.Records)
 		t.Records = append(t.Records, r)
 		t.byName[r.Name] = r
 	}
@@ -205,6 +208,22 @@ func (b *builder) pools(rc config.Record) {
 				b.errf(at+".location", "record %s: pool %s: location %v,%v is not a latitude and longitude", r.Name, name, pc.Location.Lat, pc.Location.Lon)
 			}
 			p.Lat, p.Lon, p.HasLoc = pc.Location.Lat, pc.Location.Lon, true
+		}
+		if pc.HealthCheck != "" {
+			if _, ok := b.cfg.HealthChecks[pc.HealthCheck]; !ok {
+				b.errf(at+".health_check", "record %s: pool %s: no health check named %q in health_checks", r.Name, name, pc.HealthCheck)
+			}
+			if r.Type == dns.TypeCNAME {
+				b.errf(at+".health_check", "record %s: pool %s: a CNAME record's pools hold names, which cannot be health-checked", r.Name, name)
+			}
+			if len(addrs) > 64 {
+				b.errf(at+".health_check", "record %s: pool %s: a health-checked pool holds at most 64 addresses", r.Name, name)
+			}
+			p.Check = pc.HealthCheck
+		}
+		p.MinUp = max(1, pc.MinUp)
+		if pc.MinUp < 0 || (pc.MinUp > len(addrs) && r.Type != dns.TypeCNAME) {
+			b.errf(at+".min_up", "record %s: pool %s: min_up %d is not between 1 and its %d addresses", r.Name, name, pc.MinUp, len(addrs))
 		}
 		if pc.Bias < -99 || pc.Bias > 99 {
 			b.errf(at+".bias", "record %s: pool %s: bias %d is not between -99 and 99", r.Name, name, pc.Bias)

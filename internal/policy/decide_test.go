@@ -85,7 +85,7 @@ func TestLarkbookSeedTable(t *testing.T) {
 func TestLarkbookAnswers(t *testing.T) {
 	r := larkbook(t)
 	d := r.Decide(query(r, "192.0.2.0", 28, ""))
-	rrs := r.AppendAnswer(nil, &d, dns.TypeA)
+	rrs := r.AppendAnswer(nil, &d, dns.TypeA, nil)
 	if len(rrs) != 1 {
 		t.Fatalf("answer %v", rrs)
 	}
@@ -93,7 +93,7 @@ func TestLarkbookAnswers(t *testing.T) {
 	if !ok || a.A.String() != "203.0.113.10" || a.Hdr.Name != "shop.example.com." || a.Hdr.Ttl != 60 {
 		t.Errorf("answer %v", rrs[0])
 	}
-	if got := r.AppendAnswer(nil, &d, dns.TypeAAAA); len(got) != 0 {
+	if got := r.AppendAnswer(nil, &d, dns.TypeAAAA, nil); len(got) != 0 {
 		t.Errorf("AAAA answer %v", got)
 	}
 }

@@ -42,6 +42,8 @@ type Record struct {
 	Enabled uint64
 	// Line is where the record starts in the configuration file.
 	Line int
+	// Index is the record's position in its Table.
+	Index int
 
 	v4, v6        trie
 	r4, r6        trie // by resolver address, when a rule has source: resolver
@@ -98,6 +100,10 @@ type Pool struct {
 	A, AAAA, CNAME []dns.RR
 	Line           int
 	hash           uint64 // of Name, for sticky splits
+	// Check names the health check template whose targets are the pool's
+	// addresses ("" for none); MinUp of them must be usable.
+	Check string
+	MinUp int
 }
 
 // ActionKind says how an action picks pools.

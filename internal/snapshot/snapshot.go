@@ -6,12 +6,15 @@ package snapshot
 
 import (
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -45,6 +48,62 @@ type Snapshot struct {
 	MaxSourceV6 int
 	// GeoFiles are the geo database files on disk, watched for changes.
 	GeoFiles []string
+	// HealthChecks are the health check templates, by name.
+	HealthChecks map[string]health.Check
+}
+
+// HealthKeys lists every (address, check) pair the steered records' pools
+// ask to be checked.
+func (s *Snapshot) HealthKeys() []health.Key {
+	if s.Policies == nil {
+		return nil
+	}
+	seen := map[health.Key]bool{}
+	var keys []health.Key
+	for _, r := range s.Policies.Records {
+		for _, p := range r.Pools {
+			if p.Check == "" {
+				continue
+			}
+			for _, a := range append(append([]netip.Addr{}, p.V4...), p.V6...) {
+				k := health.Key{Addr: a, Check: p.Check}
+				if !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	return keys
+}
+
+// healthChecks converts and checks the health_checks templates.
+func healthChecks(cfg *config.Config, errs *diag.Problems) map[string]health.Check {
+	out := map[string]health.Check{}
+	for name, hc := range cfg.HealthChecks {
+		c := health.Check{
+			Name: name, Type: hc.Type, Port: hc.Port, Path: hc.Path, Host: hc.Host, Expect: hc.Expect,
+			BodyContains: hc.BodyContains, InsecureSkipVerify: hc.InsecureSkipVerify, QName: hc.Name,
+			Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout), Rise: hc.Rise, Fall: hc.Fall,
+		}
+		if hc.QType != "" {
+			t, ok := dns.StringToType[strings.ToUpper(hc.QType)]
+			if !ok {
+				errs.Add(cfg.File, cfg.Line("health_checks."+name+".qtype"), "health check %s: unknown qtype %q", name, hc.QType)
+				continue
+			}
+			c.QType = t
+		}
+		c = c.WithDefaults()
+		if err := c.Validate(); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				errs.Add(cfg.File, cfg.Line("health_checks."+name), "%s", line)
+			}
+			continue
+		}
+		out[name] = c
+	}
+	return out
 }
 
 // Build loads every zone cfg names and assembles a Snapshot. Problems in any
@@ -70,6 +129,7 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 		zones = append(zones, z)
 	}
 	set := zone.NewSet(zones)
+	checks := healthChecks(cfg, &errs)
 	var geoSet *geo.Set
 	var geoFiles []string
 	var table *policy.Table
@@ -123,6 +183,7 @@ func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) 
 	s := &Snapshot{
 		Geo:               geoSet,
 		GeoFiles:          geoFiles,
+		HealthChecks:      checks,
 		Policies:          table,
 		ECS:               *cfg.ECS.Enabled,
 		MaxSourceV4:       cfg.ECS.MaxSourceV4,

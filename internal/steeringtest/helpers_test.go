@@ -409,7 +409,7 @@ func decide(t testing.TB, srv *dnstest.Server, name string, client netip.Prefix,
 	if r == nil {
 		t.Fatalf("no steered record %s", name)
 	}
-	q := policy.Query{Client: client.Addr(), ClientBits: client.Bits(), Resolver: resolver, Qtype: qtype, Up: snap.Policies.Up(r)}
+	q := policy.Query{Client: client.Addr(), ClientBits: client.Bits(), Resolver: resolver, Qtype: qtype, Up: snap.Policies.Up(r, qtype)}
 	return r.Decide(&q)
 }
 
