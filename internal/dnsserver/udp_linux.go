@@ -28,13 +28,16 @@ import (
 // latency). The price is that each socket holds a P: GOMAXPROCS is raised
 // by one per socket so the rest of the server (TCP, timers, signals) keeps
 // the Ps it had; and a stop-the-world pause (rare: the query path does not
-// allocate) may wait up to pollInterval for an idle reader to wake.
+// allocate) may wait up to pollInterval for an idle reader to wake. While
+// queries flow the interval does not matter; idle, it is a wake-up per
+// socket every pollInterval (1 ms made dozens of test servers in one
+// process burn a core between them).
 
 const (
 	batchSize = 32
 	// pollInterval bounds how long an idle reader stays in the kernel: how
 	// soon it notices a close, and the longest it can delay a GC pause.
-	pollInterval = time.Millisecond
+	pollInterval = 10 * time.Millisecond
 )
 
 // baseProcs is GOMAXPROCS as the process started (or as the operator set
