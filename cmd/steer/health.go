@@ -3,9 +3,13 @@ package main
 import (
 	"log/slog"
 	"net/netip"
+	"sync"
+	"time"
 
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -14,16 +18,91 @@ import (
 type healthWiring struct {
 	manager *health.Manager
 	srv     *dnsserver.Server
+
+	mu    sync.Mutex
+	pools map[[2]string]poolState // operator overrides by record and pool
+
+	metrics *metrics.Metrics
+}
+
+// counts tallies the checked targets by status, for the metrics gauge.
+func (h *healthWiring) counts() (up, down, unknown int) {
+	for _, s := range h.manager.Snapshot() {
+		switch s.Status {
+		case health.Up:
+			up++
+		case health.Down:
+			down++
+		default:
+			unknown++
+		}
+	}
+	return
+}
+
+// reloaded counts a reload attempt.
+func (h *healthWiring) reloaded(ok bool) {
+	if h.metrics != nil {
+		h.metrics.Reload(ok)
+	}
+}
+
+type poolState struct {
+	state   string // up, down, drain
+	expires time.Time
 }
 
 func newHealth(log *slog.Logger, srv *dnsserver.Server) *healthWiring {
-	h := &healthWiring{manager: health.NewManager(log), srv: srv}
-	h.manager.OnChange(func() {
-		if s := srv.Handler().Snapshot(); s.Policies != nil {
-			s.Policies.SetHealth(h.usable)
-		}
-	})
+	h := &healthWiring{manager: health.NewManager(log), srv: srv, pools: map[[2]string]poolState{}}
+	h.manager.OnChange(h.refresh)
 	return h
+}
+
+// refresh recomputes the current snapshot's usable pools and addresses.
+func (h *healthWiring) refresh() {
+	if s := h.srv.Handler().Snapshot(); s.Policies != nil {
+		s.Policies.SetHealth(h.usable, h.poolOverride)
+	}
+}
+
+// poolOverride is the operator's state for a pool, if any and unexpired.
+func (h *healthWiring) poolOverride(record, pool string) policy.PoolOverride {
+	st, ok := h.poolState(record, pool)
+	if !ok {
+		return policy.PoolAuto
+	}
+	if st.state == "up" {
+		return policy.PoolUp
+	}
+	return policy.PoolDown
+}
+
+func (h *healthWiring) poolState(record, pool string) (poolState, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st, ok := h.pools[[2]string{record, pool}]
+	if ok && !st.expires.IsZero() && time.Now().After(st.expires) {
+		delete(h.pools, [2]string{record, pool})
+		return poolState{}, false
+	}
+	return st, ok
+}
+
+// setPool sets (or with "auto" clears) an operator override for a pool,
+// and recomputes answers now and again when it expires.
+func (h *healthWiring) setPool(record, pool, state string, expires time.Time) {
+	h.mu.Lock()
+	k := [2]string{record, pool}
+	if state == "auto" {
+		delete(h.pools, k)
+	} else {
+		h.pools[k] = poolState{state, expires}
+	}
+	h.mu.Unlock()
+	h.refresh()
+	if !expires.IsZero() {
+		time.AfterFunc(time.Until(expires)+10*time.Millisecond, h.refresh)
+	}
 }
 
 func (h *healthWiring) usable(a netip.Addr, check string) bool {
@@ -35,7 +114,21 @@ func (h *healthWiring) usable(a netip.Addr, check string) bool {
 // swapped in.
 func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 	h.manager.Apply(snap.HealthChecks, snap.HealthKeys())
+	if snap.Policies != nil && h.metrics != nil {
+		var names []string
+		var pools [][]string
+		for _, r := range snap.Policies.Records {
+			names = append(names, r.Name)
+			var ps []string
+			for _, p := range r.Pools {
+				ps = append(ps, p.Name)
+			}
+			pools = append(pools, ps)
+		}
+		h.metrics.SetRecords(names, pools)
+		snap.Policies.Observe = h.metrics.Steered
+	}
 	if snap.Policies != nil {
-		snap.Policies.SetHealth(h.usable)
+		snap.Policies.SetHealth(h.usable, h.poolOverride)
 	}
 }

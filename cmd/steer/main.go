@@ -29,6 +29,7 @@ import (
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -182,14 +183,30 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	srv := dnsserver.New(snap, log)
+	met := metrics.New()
+	srv.Handler().SetMetrics(met)
 	// Health checks live across reloads; every change recomputes which
 	// pools and addresses the current snapshot may answer with.
 	hc := newHealth(log, srv)
+	hc.metrics = met
 	defer hc.manager.Close()
+	met.SetHealth(hc.counts)
 	hc.prepare(snap)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot listen", "err", err)
 		return 1
+	}
+	if c := snap.Config.API; c.Listen != "" {
+		stop, err := startAPI(log, c, snap.Config, &backend{log: log, srv: srv, hc: hc, path: *path, source: source}, met)
+		if err != nil {
+			log.Error("admin API", "err", err)
+			return 1
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			stop(ctx)
+		}()
 	}
 	log.Info("serving", "config", source, "version", version, "data", snap.Summary())
 
@@ -232,20 +249,24 @@ func serve(args []string, stderr io.Writer) int {
 
 // reload re-reads the configuration and swaps it in only when all of it is
 // valid; otherwise the old one keeps serving.
-func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, path, source string) {
+func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, path, source string) error {
 	start := time.Now()
 	snap, warns, err := load(path)
 	logWarnings(log, warns)
 	if err != nil {
 		logProblems(log, "reload rejected; still serving the previous configuration", err)
-		return
+		hc.reloaded(false)
+		return err
 	}
 	hc.prepare(snap)
 	if err := srv.Apply(snap); err != nil {
 		log.Error("reload rejected; still serving the previous configuration", "err", err)
-		return
+		hc.reloaded(false)
+		return err
 	}
+	hc.reloaded(true)
 	log.Info("reloaded", "config", source, "data", snap.Summary(), "took", time.Since(start).Round(time.Microsecond))
+	return nil
 }
 
 func logWarnings(log *slog.Logger, warns diag.Problems) {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -604,5 +606,122 @@ records:
 	l2b.Close()
 	l3.Close()
 	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2 127.0.0.3 127.0.0.4" }, answer, p.log)
+	p.stop(t)
+}
+
+// TestAdminAPI drives the admin API of a running steer: health and
+// readiness, status, explain, pool drain and target overrides changing
+// answers at once, and reload; /v1/ needs the bearer token.
+func TestAdminAPI(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeAtomic(t, filepath.Join(dir, "token"), "s3cret\n")
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
+api: { listen: %q, token_file: token }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    ttl: 1
+    pools:
+      primary: { address: 192.0.2.1 }
+      backup:  { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, backup] }
+`, addr, apiAddr))
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
+	answer := func() string {
+		r, err := query(addr, "shop.example.com.", dns.TypeA)
+		if err != nil || len(r.Answer) == 0 {
+			return fmt.Sprint("error: ", err, r)
+		}
+		return r.Answer[0].(*dns.A).A.String()
+	}
+	call := func(method, path, body string, auth bool) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+apiAddr+path, strings.NewReader(body))
+		if auth {
+			req.Header.Set("Authorization", "Bearer s3cret")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, _ := call("GET", "/healthz", "", false); code != 200 {
+		t.Fatalf("healthz: %d", code)
+	}
+	if code, body := call("GET", "/readyz", "", false); code != 200 {
+		t.Fatalf("readyz: %d %s", code, body)
+	}
+	if code, _ := call("GET", "/v1/status", "", false); code != 401 {
+		t.Fatalf("status without a token: %d, want 401", code)
+	}
+	code, body := call("GET", "/v1/status", "", true)
+	if code != 200 || !strings.Contains(body, `"shop.example.com."`) || !strings.Contains(body, `"primary"`) {
+		t.Fatalf("status: %d %s", code, body)
+	}
+	code, body = call("GET", "/v1/explain?name=shop.example.com&type=A&from=192.0.2.150", "", true)
+	if code != 200 || !strings.Contains(body, "192.0.2.1") {
+		t.Fatalf("explain: %d %s", code, body)
+	}
+	if got := answer(); got != "192.0.2.1" {
+		t.Fatalf("before drain: %s", got)
+	}
+	code, body = call("GET", "/metrics", "", false)
+	if code != 200 || !strings.Contains(body, "steer_dns_queries_total{") ||
+		!strings.Contains(body, `steer_steered_answers_total{fail_open="false",pool="primary",record="shop.example.com."}`) {
+		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+
+	// Drain the primary: the next answer is the backup, and status says
+	// when it is safe (TTL 1 s after the last answer naming it).
+	if code, body := call("PUT", "/v1/records/shop.example.com/pools/primary/state", `{"state":"drain"}`, true); code/100 != 2 {
+		t.Fatalf("drain: %d %s", code, body)
+	}
+	if got := answer(); got != "192.0.2.2" {
+		t.Fatalf("after drain: %s, want the backup", got)
+	}
+	_, body = call("GET", "/v1/status", "", true)
+	if !strings.Contains(body, `"drain"`) || !strings.Contains(body, `"drain_safe"`) {
+		t.Fatalf("status after drain: %s", body)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		_, body := call("GET", "/v1/status", "", true)
+		return strings.Contains(strings.ReplaceAll(body, " ", ""), `"drain_safe":true`)
+	}, func() string { _, body := call("GET", "/v1/status", "", true); return body })
+	if code, _ := call("PUT", "/v1/records/shop.example.com/pools/nosuch/state", `{"state":"drain"}`, true); code != 404 {
+		t.Fatalf("unknown pool: %d, want 404", code)
+	}
+	if code, _ := call("PUT", "/v1/records/shop.example.com/pools/primary/state", `{"state":"auto"}`, true); code/100 != 2 {
+		t.Fatalf("auto: %d", code)
+	}
+	if got := answer(); got != "192.0.2.1" {
+		t.Fatalf("after auto: %s", got)
+	}
+
+	// A target override with an expiry: down now, back by itself.
+	if code, body := call("PUT", "/v1/targets/192.0.2.1/state", `{"state":"down","expires":"1s"}`, true); code/100 != 2 {
+		t.Fatalf("target down: %d %s", code, body)
+	}
+	if got := answer(); got != "192.0.2.2" {
+		t.Fatalf("with 192.0.2.1 set down: %s, want the backup", got)
+	}
+	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.1" }, answer)
+	if code, body := call("POST", "/v1/reload", "", true); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), "listen: [broken")
+	if code, body := call("POST", "/v1/reload", "", true); code != 422 || !strings.Contains(body, "steer.yaml") {
+		t.Fatalf("bad reload: %d %s", code, body)
+	}
+	if got := answer(); got != "192.0.2.1" {
+		t.Fatalf("after a rejected reload: %s", got)
+	}
 	p.stop(t)
 }

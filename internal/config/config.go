@@ -47,6 +47,8 @@ type Config struct {
 	Records []Record `yaml:"records"`
 	// HealthChecks are the named check templates pools refer to.
 	HealthChecks map[string]HealthCheck `yaml:"health_checks"`
+	// API configures the admin HTTP API (off when Listen is empty).
+	API API `yaml:"api"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -285,6 +287,13 @@ func (c *Config) check(probs *diag.Problems) {
 	}
 	if c.ECS.MaxSourceV6 < 0 || c.ECS.MaxSourceV6 > 128 {
 		probs.Add(f, c.line("ecs.max_source_v6"), "ecs.max_source_v6: %d is not between 1 and 128", c.ECS.MaxSourceV6)
+	}
+	if c.API.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
+			probs.Add(f, c.line("api.listen"), "api.listen: %q is not host:port", c.API.Listen)
+		}
+	} else if c.API.TokenFile != "" {
+		probs.Add(f, c.line("api.token_file"), "api.token_file without api.listen")
 	}
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.line("geo.databases"), "geo.databases: list at least one database (or embedded)")

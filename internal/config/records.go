@@ -202,3 +202,13 @@ func (c *Config) PoolNames(recordIndex int) []string {
 // Line returns the line of a dotted key path such as "records[0].rules[2]",
 // or 0 when unknown.
 func (c *Config) Line(path string) int { return c.Lines[path] }
+
+// API configures the admin HTTP API.
+type API struct {
+	// Listen is host:port; empty turns the API off.
+	Listen string `yaml:"listen"`
+	// TokenFile holds the bearer token /v1/ requests must carry (relative
+	// to the configuration file); empty means no authentication, which is
+	// only sensible on a loopback address.
+	TokenFile string `yaml:"token_file"`
+}

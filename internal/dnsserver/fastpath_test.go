@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -70,7 +71,7 @@ records:
 	// health masks take part deterministically.
 	snap.Policies.SetHealth(func(a netip.Addr, check string) bool {
 		return a != netip.MustParseAddr("203.0.113.11")
-	})
+	}, nil)
 	return dnsserver.NewHandler(snap), snap
 }
 
@@ -178,7 +179,16 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 // TestFastPathTaken checks the fast path really answers the common queries
 // (a broken classifier would silently send everything the general way).
 func TestFastPathTaken(t *testing.T) {
-	h, _ := steeredHandler(t)
+	for _, withMetrics := range []bool{false, true} {
+		h, _ := steeredHandler(t)
+		if withMetrics {
+			h.SetMetrics(metrics.New())
+		}
+		fastPathTaken(t, h)
+	}
+}
+
+func fastPathTaken(t *testing.T, h *dnsserver.Handler) {
 	cases := []struct {
 		name  string
 		qtype uint16

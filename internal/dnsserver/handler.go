@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/ecs"
+	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/zone"
@@ -47,8 +48,12 @@ const headerLen = 12
 // current snapshot through an atomic pointer: a reload swaps the pointer and
 // queries in flight finish on the snapshot they started with.
 type Handler struct {
-	snap atomic.Pointer[snapshot.Snapshot]
+	snap    atomic.Pointer[snapshot.Snapshot]
+	metrics *metrics.Metrics
 }
+
+// SetMetrics makes the handler count every query in m (set before serving).
+func (h *Handler) SetMetrics(m *metrics.Metrics) { h.metrics = m }
 
 // NewHandler returns a Handler serving snap.
 func NewHandler(snap *snapshot.Snapshot) *Handler {
@@ -90,7 +95,38 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 // packet must be dropped: it is shorter than a header or is itself a
 // response.
 func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
-	return h.handle(req, t, from, buf, nil)
+	if h.metrics == nil {
+		return h.handle(req, t, from, buf, nil)
+	}
+	if len(req) >= headerLen && req[2]&0x80 == 0 {
+		if out := h.fast(h.snap.Load(), req, t, from, buf[:0]); out != nil {
+			h.metrics.Query(metrics.Transport(t), int(out[3]&0x0F), questionType(req), true, len(out))
+			return out
+		}
+	}
+	out := h.general(req, t, from, buf, nil)
+	mt := metrics.Transport(t)
+	if out == nil || len(out) < headerLen {
+		h.metrics.Dropped(mt)
+		return out
+	}
+	if out[2]&0x02 != 0 {
+		h.metrics.Truncated()
+	}
+	h.metrics.Query(mt, int(out[3]&0x0F), questionType(req), false, len(out))
+	return out
+}
+
+// questionType reads the QTYPE of a query whose name is not compressed (0
+// otherwise), for metrics.
+func questionType(req []byte) uint16 {
+	if len(req) < headerLen || binary.BigEndian.Uint16(req[4:]) == 0 {
+		return 0
+	}
+	if n := plainNameLen(req, headerLen); n > 0 && headerLen+n+2 <= len(req) {
+		return binary.BigEndian.Uint16(req[headerLen+n:])
+	}
+	return 0
 }
 
 // HandleGeneral answers req like HandleFrom but always through the general
@@ -121,6 +157,18 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 		if out := h.fast(h.snap.Load(), req, t, from, buf[:0]); out != nil {
 			return out
 		}
+	}
+	return h.general(req, t, from, buf, trace)
+}
+
+// general answers req on the general path: miekg/dns packing, every
+// record type, chains, truncation and malformed input.
+func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, trace Trace) []byte {
+	if len(req) < headerLen {
+		return nil
+	}
+	if req[2]&0x80 != 0 {
+		return nil
 	}
 	var q query
 	q.id = binary.BigEndian.Uint16(req[0:])

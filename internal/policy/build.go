@@ -21,6 +21,11 @@ type Table struct {
 	Records []*Record
 	byName  map[string]*Record
 	health  atomic.Pointer[Health]
+	// lastAnswer[record][pool] is when the pool was last answered (Unix s).
+	lastAnswer [][]atomic.Int64
+	// Observe, when set before the table is published, is called for each
+	// pool of each steered answer (metrics); it must not block or allocate.
+	Observe func(record, pool int, allDown bool)
 	// CompileTime is how long compiling every record took.
 	CompileTime time.Duration
 }
@@ -72,6 +77,15 @@ func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
 		t.byName[r.Name] = r
 	}
 	t.CompileTime = time.Since(start)
+	startClock()
+	now := time.Now().Unix()
+	t.lastAnswer = make([][]atomic.Int64, len(t.Records))
+	for i, r := range t.Records {
+		t.lastAnswer[i] = make([]atomic.Int64, len(r.Pools))
+		for j := range t.lastAnswer[i] {
+			t.lastAnswer[i][j].Store(now) // unknown history: as if just answered
+		}
+	}
 	return t, warns, errs.Err()
 }
 

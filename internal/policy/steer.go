@@ -1,7 +1,11 @@
 package policy
 
 import (
+	"math/bits"
 	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/zone"
@@ -41,6 +45,7 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 		return "", false
 	}
 	a.Scope = max(a.Scope, d.Scope)
+	s.Table.Answered(r, d.Pools, d.AllDown)
 	start := len(a.Answer)
 	a.Answer = r.AppendAnswer(a.Answer, &d, qtype, s.Table.AddrMasks(r, &d))
 	if r.Type == dns.TypeCNAME && len(a.Answer) > start {
@@ -60,16 +65,29 @@ type Health struct {
 }
 
 // SetHealth recomputes the usable pools and addresses of every record from
-// usable (whether one address passes one check) and swaps them in. A pool
+// usable (whether one address passes its pool's check, "" when the pool has
+// none) and swaps them in. A pool
 // is up when at least MinUp of its addresses are usable, and answers for a
 // family only with usable addresses of that family.
-func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool) {
+//
+// pool, when not nil, gives an operator's override for a whole pool: it
+// returns PoolAuto to follow the checks, PoolUp to answer with all its
+// addresses whatever the checks say, or PoolDown (down or drained) to give
+// it no answers.
+func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool func(record, pool string) PoolOverride) {
 	h := &Health{pools: make([][2]uint64, len(t.Records)), addrs: make([][]uint64, len(t.Records))}
 	for i, r := range t.Records {
 		h.addrs[i] = make([]uint64, len(r.Pools))
 		for _, p := range r.Pools {
 			bit := uint64(1) << p.Index
-			if p.Check == "" {
+			ov := PoolAuto
+			if pool != nil {
+				ov = pool(r.Name, p.Name)
+			}
+			switch ov {
+			case PoolDown:
+				continue // no answers, no addresses
+			case PoolUp:
 				h.addrs[i][p.Index] = ^uint64(0)
 				if r.Type == dns.TypeCNAME || len(p.V4) > 0 {
 					h.pools[i][0] |= bit
@@ -79,6 +97,20 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool) {
 				}
 				continue
 			}
+			if r.Type == dns.TypeCNAME || len(p.V4)+len(p.V6) > 64 {
+				// Names are not checked; nor are pools too large for
+				// a mask (check refuses health_check on them).
+				h.addrs[i][p.Index] = ^uint64(0)
+				if r.Type == dns.TypeCNAME || len(p.V4) > 0 {
+					h.pools[i][0] |= bit
+				}
+				if r.Type == dns.TypeCNAME || len(p.V6) > 0 {
+					h.pools[i][1] |= bit
+				}
+				continue
+			}
+			// Every address is asked, checked or not: an operator's
+			// override of a target applies to unchecked addresses too.
 			var mask uint64
 			n, v4, v6 := 0, false, false
 			for j, a := range p.V4 {
@@ -107,6 +139,16 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool) {
 	t.health.Store(h)
 }
 
+// PoolOverride is an operator's state for a whole pool.
+type PoolOverride uint8
+
+// The pool overrides.
+const (
+	PoolAuto PoolOverride = iota // follow the health checks
+	PoolUp                       // answer with every address
+	PoolDown                     // no answers (down or drained)
+)
+
 // Up returns the pools of r usable now for qtype: enabled, and healthy.
 func (t *Table) Up(r *Record, qtype uint16) uint64 {
 	h := t.health.Load()
@@ -132,4 +174,64 @@ func (t *Table) AddrMasks(r *Record, d *Decision) []uint64 {
 		return nil
 	}
 	return h.addrs[r.Index]
+}
+
+// coarseNow is the time in Unix seconds, updated four times a second, so
+// the query path can note when a pool was last answered without reading
+// the clock.
+var (
+	coarseNow   atomic.Int64
+	clockOnce   sync.Once
+	clockPeriod = 250 * time.Millisecond
+)
+
+func startClock() {
+	clockOnce.Do(func() {
+		coarseNow.Store(time.Now().Unix())
+		go func() {
+			for range time.Tick(clockPeriod) {
+				coarseNow.Store(time.Now().Unix())
+			}
+		}()
+	})
+}
+
+// Answered notes that the pools in mask of r were just named in an answer
+// (for drain: a drained pool is safe to take down once the record's TTL has
+// passed since then). It does not allocate or lock.
+func (t *Table) Answered(r *Record, mask uint64, allDown bool) {
+	if r.Index >= len(t.lastAnswer) {
+		return
+	}
+	if t.Observe != nil {
+		for m := mask; m != 0; m &= m - 1 {
+			t.Observe(r.Index, bits.TrailingZeros64(m), allDown)
+		}
+	}
+	now := coarseNow.Load()
+	last := t.lastAnswer[r.Index]
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if i < len(last) && last[i].Load() != now {
+			last[i].Store(now)
+		}
+	}
+}
+
+// LastAnswered returns when pool of r was last named in an answer (at most
+// a quarter second off), or when the table was built if it has not been
+// since.
+func (t *Table) LastAnswered(r *Record, pool int) time.Time {
+	if r.Index >= len(t.lastAnswer) || pool >= len(t.lastAnswer[r.Index]) {
+		return time.Time{}
+	}
+	return time.Unix(t.lastAnswer[r.Index][pool].Load(), 0)
+}
+
+// DrainSafe reports whether no resolver can still hold an answer naming
+// pool of r: the record's TTL has passed since the last one (plus the
+// clock's granularity).
+func (t *Table) DrainSafe(r *Record, pool int) bool {
+	last := t.LastAnswered(r, pool)
+	return time.Since(last) > time.Duration(r.TTL)*time.Second+time.Second
 }

@@ -1,0 +1,460 @@
+// Package api is the admin HTTP API: liveness and readiness probes, the
+// metrics mount, and the authenticated /v1/ endpoints that show what is
+// being served (status, explain) and act on the running server (target and
+// pool state overrides, reload). It owns routing, authentication, parameter
+// parsing and the JSON wire format; everything it reads or changes goes
+// through a Backend, which cmd/steer implements.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/explain"
+)
+
+// ErrNotFound is returned (possibly wrapped) by a Backend for an unknown
+// record or pool; the API answers it with 404.
+var ErrNotFound = errors.New("not found")
+
+// MaxBodyBytes is the largest request body accepted.
+const MaxBodyBytes = 64 << 10
+
+// Options configures NewHandler.
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on
+	// every endpoint but /healthz, /readyz and /metrics. Empty: no auth.
+	Token string
+	// Metrics is mounted at GET /metrics when non-nil (unauthenticated).
+	Metrics http.Handler
+	// Log receives request errors and state changes (nil: discarded).
+	Log *slog.Logger
+}
+
+// Public patterns: served without authentication.
+const (
+	patHealthz = "GET /healthz"
+	patReadyz  = "GET /readyz"
+	patMetrics = "GET /metrics"
+)
+
+type server struct {
+	b     Backend
+	log   *slog.Logger
+	token [sha256.Size]byte
+	auth  bool
+	mux   *http.ServeMux
+}
+
+// NewHandler returns the admin API handler for b.
+func NewHandler(b Backend, o Options) http.Handler {
+	s := &server{b: b, log: o.Log, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if o.Token != "" {
+		s.auth = true
+		s.token = sha256.Sum256([]byte(o.Token))
+	}
+	s.mux.HandleFunc(patHealthz, func(w http.ResponseWriter, r *http.Request) {
+		writeText(w, http.StatusOK, "ok")
+	})
+	s.mux.HandleFunc(patReadyz, s.readyz)
+	if o.Metrics != nil {
+		s.mux.Handle(patMetrics, o.Metrics)
+	}
+	s.mux.HandleFunc("GET /v1/status", s.status)
+	s.mux.HandleFunc("GET /v1/explain", s.explain)
+	s.mux.HandleFunc("PUT /v1/targets/{address}/state", s.targetState)
+	s.mux.HandleFunc("PUT /v1/records/{name}/pools/{pool}/state", s.poolState)
+	s.mux.HandleFunc("POST /v1/reload", s.reload)
+	return s
+}
+
+// ServeHTTP limits the body, authenticates everything but the public
+// patterns (unknown paths included, so nothing is learned without the
+// token), and turns the mux's own 404 and 405 into JSON errors.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	}
+	h, pattern := s.mux.Handler(r)
+	switch pattern {
+	case patHealthz, patReadyz, patMetrics:
+	default:
+		if !s.authorized(w, r) {
+			return
+		}
+	}
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// No pattern: 404, 405 (with Allow already set) or a redirect.
+	rw := &errorRewriter{w: w}
+	h.ServeHTTP(rw, r)
+	if rw.code != 0 {
+		writeError(w, rw.code, strings.ToLower(http.StatusText(rw.code)))
+	}
+}
+
+// errorRewriter swallows an error status and body written by the mux so
+// that ServeHTTP can answer in JSON; anything below 400 passes through.
+type errorRewriter struct {
+	w    http.ResponseWriter
+	code int
+}
+
+func (e *errorRewriter) Header() http.Header { return e.w.Header() }
+
+func (e *errorRewriter) WriteHeader(code int) {
+	if code >= 400 {
+		e.code = code
+		return
+	}
+	e.w.WriteHeader(code)
+}
+
+func (e *errorRewriter) Write(b []byte) (int, error) {
+	if e.code != 0 {
+		return len(b), nil
+	}
+	return e.w.Write(b)
+}
+
+func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if !s.auth {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="steer"`)
+		writeError(w, http.StatusUnauthorized, "missing bearer token")
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
+	if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="steer", error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, "invalid bearer token")
+		s.log.Warn("admin API: invalid token", "remote", r.RemoteAddr, "path", r.URL.Path)
+		return false
+	}
+	return true
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, why := s.b.Ready()
+	if ok {
+		writeText(w, http.StatusOK, "ready")
+		return
+	}
+	if why == "" {
+		why = "not ready"
+	}
+	writeText(w, http.StatusServiceUnavailable, why)
+}
+
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.b.Status())
+}
+
+func (s *server) explain(w http.ResponseWriter, r *http.Request) {
+	req, err := parseExplain(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rep, err := s.b.Explain(req)
+	if err != nil {
+		s.log.Warn("admin API: explain failed", "name", req.Name, "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// parseExplain reads name, type (default A), ecs (a prefix or an address)
+// and from (default 127.0.0.1) from the query string.
+func parseExplain(r *http.Request) (explain.Request, error) {
+	q := r.URL.Query()
+	req := explain.Request{Name: strings.TrimSpace(q.Get("name")), Qtype: dns.TypeA}
+	if req.Name == "" {
+		return req, errors.New("missing name")
+	}
+	if _, ok := dns.IsDomainName(req.Name); !ok {
+		return req, fmt.Errorf("bad name %q", req.Name)
+	}
+	if t := strings.TrimSpace(q.Get("type")); t != "" {
+		qt, err := parseType(t)
+		if err != nil {
+			return req, err
+		}
+		req.Qtype = qt
+	}
+	if e := strings.TrimSpace(q.Get("ecs")); e != "" {
+		p, err := parseSubnet(e)
+		if err != nil {
+			return req, err
+		}
+		req.ECS = p
+	}
+	req.From = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	if f := strings.TrimSpace(q.Get("from")); f != "" {
+		a, err := netip.ParseAddr(f)
+		if err != nil || a.Zone() != "" {
+			return req, fmt.Errorf("bad from address %q", f)
+		}
+		req.From = a
+	}
+	return req, nil
+}
+
+func parseType(t string) (uint16, error) {
+	u := strings.ToUpper(t)
+	if qt, ok := dns.StringToType[u]; ok && qt != dns.TypeNone {
+		return qt, nil
+	}
+	if n, ok := strings.CutPrefix(u, "TYPE"); ok {
+		if v, err := strconv.ParseUint(n, 10, 16); err == nil && v != 0 {
+			return uint16(v), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown type %q", t)
+}
+
+// parseSubnet accepts a prefix (49.36.0.0/24) or a bare address (a full
+// length prefix).
+func parseSubnet(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("bad ecs prefix %q", s)
+		}
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("bad ecs prefix %q", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// stateBody is the body of the state endpoints.
+type stateBody struct {
+	State string `json:"state"`
+	// Expires is a Go duration from now ("30m") or an RFC 3339 time;
+	// empty: no expiry.
+	Expires string `json:"expires,omitempty"`
+}
+
+var validStates = map[string]bool{"up": true, "down": true, "drain": true, "auto": true}
+
+// readState decodes and checks a state body, writing the error response
+// itself when it fails.
+func readState(w http.ResponseWriter, r *http.Request, now time.Time) (state string, expires time.Time, ok bool) {
+	var body stateBody
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&body)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+			var mbe *http.MaxBytesError
+			if errors.As(terr, &mbe) {
+				err = terr
+			}
+		}
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+			return "", time.Time{}, false
+		}
+		if errors.Is(err, io.EOF) {
+			err = errors.New("empty body")
+		}
+		writeError(w, http.StatusBadRequest, "bad JSON body: "+err.Error())
+		return "", time.Time{}, false
+	}
+	state = strings.ToLower(strings.TrimSpace(body.State))
+	if !validStates[state] {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("bad state %q: want up, down, drain or auto", body.State))
+		return "", time.Time{}, false
+	}
+	expires, err = parseExpires(body.Expires, now)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", time.Time{}, false
+	}
+	return state, expires, true
+}
+
+// parseExpires reads a positive Go duration from now or an RFC 3339 time
+// in the future; empty is no expiry (the zero time).
+func parseExpires(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("bad expires %q: the duration must be positive", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bad expires %q: want a duration (30m) or an RFC 3339 time", s)
+	}
+	if !t.After(now) {
+		return time.Time{}, fmt.Errorf("bad expires %q: the time is in the past", s)
+	}
+	return t, nil
+}
+
+func (s *server) targetState(w http.ResponseWriter, r *http.Request) {
+	raw := r.PathValue("address")
+	addr, err := netip.ParseAddr(raw)
+	if err != nil || addr.Zone() != "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("bad address %q", raw))
+		return
+	}
+	state, expires, ok := readState(w, r, time.Now())
+	if !ok {
+		return
+	}
+	if err := s.b.SetTargetState(addr, state, expires); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.log.Info("admin API: target state set", "address", addr, "state", state, "expires", expires, "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) poolState(w http.ResponseWriter, r *http.Request) {
+	record, pool := r.PathValue("name"), r.PathValue("pool")
+	state, expires, ok := readState(w, r, time.Now())
+	if !ok {
+		return
+	}
+	if err := s.b.SetPoolState(record, pool, state, expires); err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, ErrNotFound) {
+			code = http.StatusNotFound
+		}
+		writeError(w, code, err.Error())
+		return
+	}
+	s.log.Info("admin API: pool state set", "record", record, "pool", pool, "state", state, "expires", expires, "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) reload(w http.ResponseWriter, r *http.Request) {
+	if err := s.b.Reload(); err != nil {
+		s.log.Warn("admin API: reload rejected", "err", err)
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	s.log.Info("admin API: reloaded", "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(map[string]string{"error": "encoding the response: " + err.Error()})
+	}
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	io.WriteString(w, msg+"\n")
+}
+
+// Serve listens on the TCP address listen (port 0 picks one) and serves h
+// in the background with conservative timeouts. It returns the bound
+// address and stop, which shuts the server down gracefully (closing it
+// outright when stop's context ends first) and waits for it to finish.
+// ctx bounds only the listen itself.
+func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger) (addr string, stop func(context.Context) error, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", listen)
+	if err != nil {
+		return "", nil, fmt.Errorf("admin API: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin API stopped", "err", err)
+		}
+	}()
+	addr = ln.Addr().String()
+	log.Info("admin API listening", "addr", addr)
+	stop = func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		if err != nil {
+			srv.Close()
+		}
+		<-done
+		return err
+	}
+	return addr, stop, nil
+}
+
+// LoadToken reads a bearer token from a file, trimming surrounding
+// whitespace; an empty token is an error.
+func LoadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("admin API token: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("admin API token: %s is empty", path)
+	}
+	return t, nil
+}

@@ -1,0 +1,90 @@
+package api
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/steer-dns/steer/internal/explain"
+)
+
+// Backend is what the admin API reads and acts on: the running server.
+// cmd/steer implements it; tests use a fake.
+type Backend interface {
+	// Ready reports whether config, zones and geo databases are loaded and
+	// the listeners are up, and if not, why.
+	Ready() (bool, string)
+	// Status describes everything being served now.
+	Status() Status
+	// Explain answers one query through the server's own handler with a
+	// trace (see package explain).
+	Explain(req explain.Request) (*explain.Report, error)
+	// SetTargetState sets an external state for a health-check target
+	// address: "up", "down", "drain" or "auto", with an optional expiry
+	// (zero: none). It fails for an unknown state.
+	SetTargetState(addr netip.Addr, state string, expires time.Time) error
+	// SetPoolState does the same for one pool of one steered record. It
+	// fails for an unknown record, pool or state (ErrNotFound for the
+	// first two).
+	SetPoolState(record, pool, state string, expires time.Time) error
+	// Reload re-reads the configuration as SIGHUP does; the error lists
+	// every problem when the new configuration is rejected.
+	Reload() error
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version string         `json:"version"`
+	Loaded  time.Time      `json:"loaded"`
+	Records []RecordStatus `json:"records"`
+	Zones   []ZoneStatus   `json:"zones"`
+	Geo     []GeoStatus    `json:"geo"`
+}
+
+// RecordStatus is one steered record.
+type RecordStatus struct {
+	Name  string       `json:"name"`
+	Type  string       `json:"type"`
+	TTL   uint32       `json:"ttl"`
+	Pools []PoolStatus `json:"pools"`
+}
+
+// PoolStatus is one pool of a record.
+type PoolStatus struct {
+	Name    string         `json:"name"`
+	State   string         `json:"state"` // up, down, disabled, drain
+	Reason  string         `json:"reason,omitempty"`
+	Expires *time.Time     `json:"override_expires,omitempty"`
+	Targets []TargetStatus `json:"targets"`
+	// DrainSafe is set for a drained pool once the record's TTL has
+	// passed since the last answer naming it.
+	DrainSafe *bool `json:"drain_safe,omitempty"`
+	// LastAnswered is when an answer last named the pool (to within a
+	// quarter second), or when the configuration was loaded.
+	LastAnswered time.Time `json:"last_answered"`
+}
+
+// TargetStatus is one address of a pool and its health.
+type TargetStatus struct {
+	Address     string    `json:"address"`
+	Check       string    `json:"check,omitempty"`
+	State       string    `json:"state"` // unknown, up, down, and overrides
+	Reason      string    `json:"reason,omitempty"`
+	Since       time.Time `json:"since,omitempty"`
+	LastLatency string    `json:"last_latency,omitempty"`
+}
+
+// ZoneStatus is one served zone.
+type ZoneStatus struct {
+	Origin  string `json:"origin"`
+	Serial  uint32 `json:"serial"`
+	Records int    `json:"records"`
+	File    string `json:"file"`
+}
+
+// GeoStatus is one loaded geo database.
+type GeoStatus struct {
+	Name   string    `json:"name"`
+	Type   string    `json:"type"`
+	Layout string    `json:"layout"`
+	Built  time.Time `json:"built"`
+}

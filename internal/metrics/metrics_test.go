@@ -1,0 +1,264 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("status %d", rec.Code)
+	}
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func expect(t *testing.T, text string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		found := false
+		for _, got := range strings.Split(text, "\n") {
+			if got == l {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("missing line %q", l)
+		}
+	}
+}
+
+func absent(t *testing.T, text string, substrs ...string) {
+	t.Helper()
+	for _, s := range substrs {
+		if strings.Contains(text, s) {
+			t.Errorf("unexpected %q in scrape", s)
+		}
+	}
+}
+
+func TestScrape(t *testing.T) {
+	m := New()
+	m.Query(UDP, dns.RcodeSuccess, dns.TypeA, true, 100)
+	m.Query(UDP, dns.RcodeSuccess, dns.TypeA, true, 50)
+	m.Query(UDP, dns.RcodeNameError, dns.TypeAAAA, false, 30)
+	m.Query(TCP, dns.RcodeBadVers, dns.TypeHTTPS, false, 20)
+	m.Query(TCP, 4000, dns.TypeNAPTR, true, 10)
+	m.Query(TCP, -1, dns.TypeCAA, true, 0)
+	m.Dropped(UDP)
+	m.Dropped(UDP)
+	m.Dropped(TCP)
+	m.Truncated()
+	m.SetRecords([]string{"www.example.com.", "api.example.com."}, [][]string{{"eu", "us"}, {"all"}})
+	m.Steered(0, 1, false)
+	m.Steered(0, 1, false)
+	m.Steered(0, 0, true)
+	m.Steered(1, 0, false)
+	m.Reload(true)
+	m.Reload(false)
+	m.Reload(false)
+	m.SetHealth(func() (int, int, int) { return 5, 2, 1 })
+
+	text := scrape(t, m)
+	expect(t, text,
+		`steer_dns_queries_total{path="fast",qtype="A",rcode="NOERROR",transport="udp"} 2`,
+		`steer_dns_queries_total{path="general",qtype="AAAA",rcode="NXDOMAIN",transport="udp"} 1`,
+		`steer_dns_queries_total{path="general",qtype="HTTPS",rcode="BADVERS",transport="tcp"} 1`,
+		`steer_dns_queries_total{path="fast",qtype="other",rcode="other",transport="tcp"} 1`,
+		`steer_dns_queries_total{path="fast",qtype="CAA",rcode="other",transport="tcp"} 1`,
+		`steer_dns_response_bytes_total{transport="udp"} 180`,
+		`steer_dns_response_bytes_total{transport="tcp"} 30`,
+		`steer_dns_dropped_total{transport="udp"} 2`,
+		`steer_dns_dropped_total{transport="tcp"} 1`,
+		`steer_dns_truncated_total 1`,
+		`steer_steered_answers_total{fail_open="false",pool="us",record="www.example.com."} 2`,
+		`steer_steered_answers_total{fail_open="true",pool="eu",record="www.example.com."} 1`,
+		`steer_steered_answers_total{fail_open="false",pool="eu",record="www.example.com."} 0`,
+		`steer_steered_answers_total{fail_open="false",pool="all",record="api.example.com."} 1`,
+		`steer_steered_answers_total{fail_open="true",pool="all",record="api.example.com."} 0`,
+		`steer_reloads_total{result="ok"} 1`,
+		`steer_reloads_total{result="rejected"} 2`,
+		`steer_health_targets{state="up"} 5`,
+		`steer_health_targets{state="down"} 2`,
+		`steer_health_targets{state="unknown"} 1`,
+	)
+	// Never-seen query series are not exposed.
+	absent(t, text, `rcode="SERVFAIL"`, `qtype="MX"`)
+	if !strings.Contains(text, "go_goroutines ") {
+		t.Error("Go collector missing")
+	}
+	if !strings.Contains(text, "steer_config_last_reload_success_timestamp_seconds 1.") {
+		t.Error("last reload timestamp missing or zero")
+	}
+
+	// A reload replaces the table: old counts are gone, new series start at 0.
+	m.SetRecords([]string{"www.example.com."}, [][]string{{"eu"}})
+	m.SetHealth(nil)
+	text = scrape(t, m)
+	expect(t, text,
+		`steer_steered_answers_total{fail_open="false",pool="eu",record="www.example.com."} 0`,
+		`steer_steered_answers_total{fail_open="true",pool="eu",record="www.example.com."} 0`,
+	)
+	absent(t, text, `pool="us"`, `api.example.com.`, `steer_health_targets{`)
+}
+
+func TestFreshScrape(t *testing.T) {
+	text := scrape(t, New())
+	expect(t, text,
+		`steer_dns_dropped_total{transport="udp"} 0`,
+		`steer_dns_truncated_total 0`,
+		`steer_reloads_total{result="ok"} 0`,
+		`steer_config_last_reload_success_timestamp_seconds 0`,
+	)
+	absent(t, text, "steer_dns_queries_total{", "steer_steered_answers_total{", "steer_health_targets{")
+}
+
+func TestOutOfRangeIgnored(t *testing.T) {
+	m := New()
+	// Before SetRecords, every index is out of range.
+	m.Steered(0, 0, false)
+	m.SetRecords([]string{"a.", "b."}, [][]string{{"p"}}) // b. has no pools
+	for _, c := range [][2]int{{-1, 0}, {2, 0}, {0, 1}, {0, -1}, {1, 0}, {1 << 40, 0}} {
+		m.Steered(c[0], c[1], false)
+		m.Steered(c[0], c[1], true)
+	}
+	m.Query(Transport(2), 0, dns.TypeA, true, 100)
+	m.Dropped(Transport(7))
+	text := scrape(t, m)
+	expect(t, text,
+		`steer_steered_answers_total{fail_open="false",pool="p",record="a."} 0`,
+		`steer_steered_answers_total{fail_open="true",pool="p",record="a."} 0`,
+		`steer_dns_response_bytes_total{transport="udp"} 0`,
+		`steer_dns_response_bytes_total{transport="tcp"} 0`,
+		`steer_dns_dropped_total{transport="udp"} 0`,
+		`steer_dns_dropped_total{transport="tcp"} 0`,
+	)
+	absent(t, text, `record="b."`, "steer_dns_queries_total{")
+}
+
+func TestNoAllocs(t *testing.T) {
+	m := New()
+	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}})
+	cases := map[string]func(){
+		"Query":     func() { m.Query(UDP, 3, dns.TypeAAAA, true, 120) },
+		"Steered":   func() { m.Steered(0, 1, true) },
+		"Dropped":   func() { m.Dropped(TCP) },
+		"Truncated": func() { m.Truncated() },
+	}
+	for name, f := range cases {
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s: %v allocs per run", name, n)
+		}
+	}
+}
+
+func TestConcurrentQueryAndSetRecords(t *testing.T) {
+	m := New()
+	const workers, n = 4, 20000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				m.Query(Transport(i&1), i&31, uint16(i), i&2 == 0, i&511)
+				m.Steered(i%3, (i+w)%3, i&4 == 0)
+			}
+		}()
+	}
+	var sw sync.WaitGroup
+	sw.Add(1)
+	go func() {
+		defer sw.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := i%3 + 1
+			names := make([]string, k)
+			pools := make([][]string, k)
+			for j := range k {
+				names[j] = string(rune('a' + j))
+				pools[j] = []string{"x", "y", "z"}[:j%3+1]
+			}
+			m.SetRecords(names, pools)
+			if i%50 == 0 {
+				_ = scrapeQuiet(m)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	sw.Wait()
+
+	// Every query was counted exactly once.
+	var total uint64
+	for i := range m.queries {
+		total += m.queries[i].Load()
+	}
+	if total != workers*n {
+		t.Fatalf("counted %d queries, want %d", total, workers*n)
+	}
+}
+
+func scrapeQuiet(m *Metrics) int {
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Code
+}
+
+func BenchmarkQuery(b *testing.B) {
+	m := New()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.Query(UDP, 0, dns.TypeA, true, 64+i&63)
+	}
+}
+
+func BenchmarkQueryParallel(b *testing.B) {
+	m := New()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Query(UDP, 0, dns.TypeA, true, 64)
+		}
+	})
+}
+
+func BenchmarkSteered(b *testing.B) {
+	m := New()
+	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Steered(0, 1, false)
+	}
+}
+
+func TestQtypeIndex(t *testing.T) {
+	for i, name := range qtypeNames[:qOther] {
+		qt, ok := dns.StringToType[name]
+		if !ok {
+			t.Fatalf("unknown type %s", name)
+		}
+		if got := qtypeIndex(qt); got != i {
+			t.Errorf("qtypeIndex(%s) = %d, want %d", name, got, i)
+		}
+	}
+	for _, qt := range []uint16{0, dns.TypeNAPTR, dns.TypeTLSA, 255 + 1, dns.TypeAXFR, 65535} {
+		if got := qtypeIndex(qt); got != qOther {
+			t.Errorf("qtypeIndex(%d) = %d, want other", qt, got)
+		}
+	}
+}
