@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,6 +147,10 @@ func startAPI(log *slog.Logger, c config.API, cfg *config.Config, b *backend, m 
 		var err error
 		if token, err = api.LoadToken(cfg.Resolve(c.TokenFile)); err != nil {
 			return nil, err
+		}
+	} else if c.TokenEnv != "" {
+		if token = strings.TrimSpace(os.Getenv(c.TokenEnv)); token == "" {
+			return nil, fmt.Errorf("api.token_env: $%s is empty", c.TokenEnv)
 		}
 	} else if ap, err := netip.ParseAddrPort(c.Listen); err != nil || !ap.Addr().IsLoopback() {
 		log.Warn("the admin API has no token_file and does not listen on loopback: anyone who reaches it can change answers", "listen", c.Listen)

@@ -23,6 +23,22 @@ type healthWiring struct {
 	pools map[[2]string]poolState // operator overrides by record and pool
 
 	metrics *metrics.Metrics
+	// stateFile keeps target states and overrides across restarts.
+	stateFile string
+	saveMu    sync.Mutex
+	log       *slog.Logger
+}
+
+// save writes the health state file, if one is configured.
+func (h *healthWiring) save() {
+	if h.stateFile == "" {
+		return
+	}
+	h.saveMu.Lock()
+	defer h.saveMu.Unlock()
+	if err := h.manager.SaveState(h.stateFile); err != nil {
+		h.log.Warn("health state file not saved", "file", h.stateFile, "err", err)
+	}
 }
 
 // counts tallies the checked targets by status, for the metrics gauge.
@@ -53,8 +69,11 @@ type poolState struct {
 }
 
 func newHealth(log *slog.Logger, srv *dnsserver.Server) *healthWiring {
-	h := &healthWiring{manager: health.NewManager(log), srv: srv, pools: map[[2]string]poolState{}}
-	h.manager.OnChange(h.refresh)
+	h := &healthWiring{manager: health.NewManager(log), srv: srv, pools: map[[2]string]poolState{}, log: log}
+	h.manager.OnChange(func() {
+		h.refresh()
+		h.save()
+	})
 	return h
 }
 

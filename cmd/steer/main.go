@@ -190,6 +190,13 @@ func serve(args []string, stderr io.Writer) int {
 	hc := newHealth(log, srv)
 	hc.metrics = met
 	defer hc.manager.Close()
+	if f := snap.Config.Health.StateFile; f != "" {
+		hc.stateFile = snap.Config.Resolve(f)
+		if err := hc.manager.LoadState(hc.stateFile); err != nil {
+			log.Warn("health state file not restored", "file", hc.stateFile, "err", err)
+		}
+		defer hc.save()
+	}
 	met.SetHealth(hc.counts)
 	hc.prepare(snap)
 	if err := srv.Start(); err != nil {

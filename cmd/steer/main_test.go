@@ -725,3 +725,57 @@ records:
 	}
 	p.stop(t)
 }
+
+// TestHealthStateFileRestored: a target found down is still down after a
+// restart with the state file, before its first new check (a long
+// interval keeps that check away), instead of starting as usable.
+func TestHealthStateFileRestored(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	deadPort := freePort(t) // nothing listens there
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	cfg := func(interval string) {
+		writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
+health: { state_file: health.json }
+health_checks:
+  tcp: { type: tcp, port: %d, interval: %s, timeout: 100ms, rise: 1, fall: 1 }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    pools:
+      primary: { address: 127.0.0.1, health_check: tcp }
+      backup:  { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, backup] }
+`, addr, deadPort, interval))
+	}
+	answer := func() string {
+		r, err := query(addr, "shop.example.com.", dns.TypeA)
+		if err != nil || len(r.Answer) == 0 {
+			return fmt.Sprint("error: ", err)
+		}
+		return r.Answer[0].(*dns.A).A.String()
+	}
+	cfg("200ms")
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
+	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.2" }, answer, p.log)
+	p.stop(t)
+	if _, err := os.Stat(filepath.Join(dir, "health.json")); err != nil {
+		t.Fatalf("no state file after shutdown: %v", err)
+	}
+	cfg("1h")
+	p = startSteer(t, filepath.Join(dir, "steer.yaml"))
+	if got := answer(); got != "192.0.2.2" {
+		t.Fatalf("after a restart with the state file: %s, want the backup (primary restored as down)", got)
+	}
+	p.stop(t)
+	// Without the state file the primary starts unknown, hence usable.
+	os.Remove(filepath.Join(dir, "health.json"))
+	p = startSteer(t, filepath.Join(dir, "steer.yaml"))
+	if got := answer(); got != "127.0.0.1" {
+		t.Fatalf("after a restart without the state file: %s, want the primary (unknown counts as up)", got)
+	}
+	p.stop(t)
+}

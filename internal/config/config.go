@@ -49,6 +49,8 @@ type Config struct {
 	HealthChecks map[string]HealthCheck `yaml:"health_checks"`
 	// API configures the admin HTTP API (off when Listen is empty).
 	API API `yaml:"api"`
+	// Health holds server-wide health-check settings.
+	Health HealthOptions `yaml:"health"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -294,6 +296,9 @@ func (c *Config) check(probs *diag.Problems) {
 		}
 	} else if c.API.TokenFile != "" {
 		probs.Add(f, c.line("api.token_file"), "api.token_file without api.listen")
+	}
+	if c.API.TokenFile != "" && c.API.TokenEnv != "" {
+		probs.Add(f, c.line("api.token_env"), "api: give token_file or token_env, not both")
 	}
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.line("geo.databases"), "geo.databases: list at least one database (or embedded)")

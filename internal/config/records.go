@@ -211,4 +211,13 @@ type API struct {
 	// to the configuration file); empty means no authentication, which is
 	// only sensible on a loopback address.
 	TokenFile string `yaml:"token_file"`
+	// TokenEnv names an environment variable holding the token instead.
+	TokenEnv string `yaml:"token_env"`
+}
+
+// HealthOptions are server-wide health-check settings.
+type HealthOptions struct {
+	// StateFile, when set, keeps the last known target states and operator
+	// overrides across restarts (relative to the configuration file).
+	StateFile string `yaml:"state_file"`
 }
