@@ -40,6 +40,9 @@ type Record struct {
 	// types from their pools' addresses.
 	Type string `yaml:"type"`
 	TTL  *int   `yaml:"ttl"`
+	// TTLWhileDegraded is a shorter TTL used while any pool of the record
+	// is down or draining, so recovery reaches clients sooner.
+	TTLWhileDegraded *int `yaml:"ttl_while_degraded"`
 	// Pools are the sites, by name.
 	Pools map[string]Pool `yaml:"pools"`
 	// Rules are tried in order; the first that matches (and, with

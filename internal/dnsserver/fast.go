@@ -185,7 +185,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			out = header(out, req, &q, dns.RcodeSuccess)
 			var n int
 			var ok bool
-			if out, n, ok = rec.AppendWire(out, &d, q.qtype, snap.Policies.AddrMasks(rec, &d)); !ok {
+			if out, n, ok = rec.AppendWire(out, &d, q.qtype, snap.Policies.AddrMasks(rec, &d), snap.Policies.TTL(rec)); !ok {
 				return nil
 			}
 			binary.BigEndian.PutUint16(out[6:], uint16(n))

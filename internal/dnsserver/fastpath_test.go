@@ -40,6 +40,7 @@ health_checks:
 records:
   - name: steered.example.com
     ttl: 30
+    ttl_while_degraded: 7
     pools:
       mumbai:    { addresses: [203.0.113.10, 203.0.113.11, "2001:db8:aa::10"], location: { lat: 19.08, lon: 72.88 }, health_check: t }
       frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
@@ -92,7 +93,16 @@ func randomCase(r *rand.Rand, s string) string {
 // subnets of every length; UDP and TCP) and requires the fast path to
 // answer each one it takes with exactly the bytes the general path writes.
 func TestFastPathMatchesGeneral(t *testing.T) {
-	h, _ := steeredHandler(t)
+	h, snap := steeredHandler(t)
+	t.Run("one address down", func(t *testing.T) { matchCorpus(t, h) })
+	// A whole pool down: failover, fallback and ttl_while_degraded.
+	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool {
+		return a != netip.MustParseAddr("198.51.100.20") && a != netip.MustParseAddr("203.0.113.11")
+	}, nil)
+	t.Run("a pool down", func(t *testing.T) { matchCorpus(t, h) })
+}
+
+func matchCorpus(t *testing.T, h *dnsserver.Handler) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var names []string
 	zone, _ := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
@@ -252,5 +262,35 @@ func TestHealthMasksAnswers(t *testing.T) {
 				t.Fatalf("%s path: %v; want only the usable 203.0.113.10", name, r.Answer)
 			}
 		}
+	}
+}
+
+// TestDegradedTTL: while a pool of the record is down (frankfurt),
+// steered answers carry ttl_while_degraded on both paths; one dead address
+// of a pool that is still up (203.0.113.11 of mumbai) does not count.
+func TestDegradedTTL(t *testing.T) {
+	h, snap := steeredHandler(t)
+	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool { return a != netip.MustParseAddr("198.51.100.20") }, nil)
+	m := new(dns.Msg)
+	m.SetQuestion("steered.example.com.", dns.TypeA)
+	req, _ := m.Pack()
+	for _, out := range [][]byte{
+		h.HandleFrom(req, dnsserver.UDP, netip.MustParseAddr("192.0.2.5"), nil),
+		h.HandleGeneral(req, dnsserver.UDP, netip.MustParseAddr("192.0.2.5"), nil),
+	} {
+		r := new(dns.Msg)
+		if err := r.Unpack(out); err != nil || len(r.Answer) == 0 {
+			t.Fatalf("%v %v", r, err)
+		}
+		if ttl := r.Answer[0].Header().Ttl; ttl != 7 {
+			t.Fatalf("TTL %d while degraded, want 7", ttl)
+		}
+	}
+	// Only a dead address in a pool that is up: the record's own TTL.
+	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool { return a != netip.MustParseAddr("203.0.113.11") }, nil)
+	r := new(dns.Msg)
+	r.Unpack(h.HandleFrom(req, dnsserver.UDP, netip.MustParseAddr("192.0.2.5"), nil))
+	if len(r.Answer) == 0 || r.Answer[0].Header().Ttl != 30 {
+		t.Fatalf("healthy: %v, want TTL 30", r.Answer)
 	}
 }

@@ -59,8 +59,9 @@ const maxWireAddrs = 32
 // question name (offset 12), and returns the number of records. It is the
 // allocation-free twin of AppendAnswer for A and AAAA records; ok is false
 // when it cannot (CNAME records, more than 32 addresses): the caller then
-// answers through AppendAnswer. masks is as for AppendAnswer.
-func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint64) (_ []byte, n int, ok bool) {
+// answers through AppendAnswer. masks is as for AppendAnswer; ttl is the
+// TTL to write (Table.TTL).
+func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint64, ttl uint32) (_ []byte, n int, ok bool) {
 	if r.Type == dns.TypeCNAME || (qtype != dns.TypeA && qtype != dns.TypeAAAA) {
 		return out, 0, false
 	}
@@ -95,7 +96,7 @@ func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint6
 	}
 	for _, a := range addrs[:n] {
 		out = append(out, 0xC0, 0x0C, byte(qtype>>8), byte(qtype), 0, 1,
-			byte(r.TTL>>24), byte(r.TTL>>16), byte(r.TTL>>8), byte(r.TTL))
+			byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl))
 		if qtype == dns.TypeA {
 			b := a.As4()
 			out = append(out, 0, 4)

@@ -146,6 +146,15 @@ func (b *builder) record() *Record {
 			b.warnf(".ttl", "record %s: ttl %d is over %d: clients stay on a failed site that long", r.Name, *rc.TTL, MaxSteeredTTL)
 		}
 	}
+	if rc.TTLWhileDegraded != nil {
+		v := *rc.TTLWhileDegraded
+		if v < 0 || v > 1<<31-1 {
+			b.errf(".ttl_while_degraded", "record %s: ttl_while_degraded %d is out of range", r.Name, v)
+		} else if uint32(v) >= r.TTL {
+			b.warnf(".ttl_while_degraded", "record %s: ttl_while_degraded %d is not shorter than ttl %d", r.Name, v, r.TTL)
+		}
+		r.DegradedTTL = uint32(max(v, 0))
+	}
 	b.pools(rc)
 	if len(r.Pools) == 0 {
 		b.errf("", "record %s has no pools", r.Name)

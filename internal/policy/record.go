@@ -27,10 +27,13 @@ type Record struct {
 	// Name is the owner in canonical form.
 	Name string
 	// Type is dns.TypeA (answering A and AAAA) or dns.TypeCNAME.
-	Type  uint16
-	TTL   uint32
-	Pools []*Pool
-	Rules []*Rule
+	Type uint16
+	TTL  uint32
+	// DegradedTTL, when not 0, replaces TTL while any pool is down or
+	// draining (ttl_while_degraded).
+	DegradedTTL uint32
+	Pools       []*Pool
+	Rules       []*Rule
 	// NextRule: when the matched rule has no usable pool, try the next
 	// matching rule (on_unhealthy: next_rule). Otherwise go straight to
 	// WhenAllDown.

@@ -48,6 +48,13 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 	s.Table.Answered(r, d.Pools, d.AllDown)
 	start := len(a.Answer)
 	a.Answer = r.AppendAnswer(a.Answer, &d, qtype, s.Table.AddrMasks(r, &d))
+	if ttl := s.Table.TTL(r); ttl != r.TTL {
+		for i := start; i < len(a.Answer); i++ {
+			rr := dns.Copy(a.Answer[i])
+			rr.Header().Ttl = ttl
+			a.Answer[i] = rr
+		}
+	}
 	if r.Type == dns.TypeCNAME && len(a.Answer) > start {
 		if c, ok := a.Answer[start].(*dns.CNAME); ok && qtype != dns.TypeCNAME {
 			return dns.CanonicalName(c.Target), true
@@ -60,8 +67,9 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 // health checks last reported it. The query path reads it through an
 // atomic pointer; SetHealth swaps in a new one.
 type Health struct {
-	pools [][2]uint64 // per record: usable pools for A (0) and AAAA (1)
-	addrs [][]uint64  // per record, per pool: usable addresses (V4 then V6)
+	pools    [][2]uint64 // per record: usable pools for A (0) and AAAA (1)
+	addrs    [][]uint64  // per record, per pool: usable addresses (V4 then V6)
+	degraded []bool      // per record: a pool is down or drained
 }
 
 // SetHealth recomputes the usable pools and addresses of every record from
@@ -75,7 +83,7 @@ type Health struct {
 // addresses whatever the checks say, or PoolDown (down or drained) to give
 // it no answers.
 func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool func(record, pool string) PoolOverride) {
-	h := &Health{pools: make([][2]uint64, len(t.Records)), addrs: make([][]uint64, len(t.Records))}
+	h := &Health{pools: make([][2]uint64, len(t.Records)), addrs: make([][]uint64, len(t.Records)), degraded: make([]bool, len(t.Records))}
 	for i, r := range t.Records {
 		h.addrs[i] = make([]uint64, len(r.Pools))
 		for _, p := range r.Pools {
@@ -86,6 +94,7 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool 
 			}
 			switch ov {
 			case PoolDown:
+				h.degraded[i] = true
 				continue // no answers, no addresses
 			case PoolUp:
 				h.addrs[i][p.Index] = ^uint64(0)
@@ -126,6 +135,9 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool 
 				}
 			}
 			h.addrs[i][p.Index] = mask
+			if n < p.MinUp {
+				h.degraded[i] = true
+			}
 			if n >= p.MinUp {
 				if v4 {
 					h.pools[i][0] |= bit
@@ -163,6 +175,18 @@ func (t *Table) Up(r *Record, qtype uint16) uint64 {
 		return r.Enabled & (h.pools[r.Index][0] | h.pools[r.Index][1])
 	}
 	return r.Enabled & h.pools[r.Index][fam]
+}
+
+// TTL returns the TTL answers of r carry now: ttl_while_degraded while a
+// pool is down or drained, the record's TTL otherwise.
+func (t *Table) TTL(r *Record) uint32 {
+	if r.DegradedTTL == 0 {
+		return r.TTL
+	}
+	if h := t.health.Load(); h != nil && r.Index < len(h.degraded) && h.degraded[r.Index] {
+		return r.DegradedTTL
+	}
+	return r.TTL
 }
 
 // AddrMasks returns, per pool of r, the addresses a decision may answer
