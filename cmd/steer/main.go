@@ -30,6 +30,7 @@ import (
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/querylog"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -185,6 +186,19 @@ func serve(args []string, stderr io.Writer) int {
 	srv := dnsserver.New(snap, log)
 	met := metrics.New()
 	srv.Handler().SetMetrics(met)
+	if c := snap.Config.QueryLog; c.Path != "" {
+		path := c.Path
+		if path != "stdout" {
+			path = snap.Config.Resolve(path)
+		}
+		ql, err := querylog.Open(querylog.Options{Path: path, Sample: c.Sample})
+		if err != nil {
+			log.Error("query log", "err", err)
+			return 1
+		}
+		defer ql.Close()
+		srv.Handler().SetQueryLog(ql)
+	}
 	// Health checks live across reloads; every change recomputes which
 	// pools and addresses the current snapshot may answer with.
 	hc := newHealth(log, srv)

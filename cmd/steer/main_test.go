@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -778,4 +779,59 @@ records:
 		t.Fatalf("after a restart without the state file: %s, want the primary (unknown counts as up)", got)
 	}
 	p.stop(t)
+}
+
+// TestQueryLog: with query_log on, every sampled query becomes one JSON
+// line naming the rule and pool that decided, the answer and the scope.
+func TestQueryLog(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
+query_log: { path: queries.log, sample: 1 }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    pools:
+      lab:   { address: 192.0.2.1 }
+      other: { address: 192.0.2.2 }
+    rules:
+      - match: { cidr: [10.0.0.0/8] }
+        pool: lab
+      - default: { pool: other }
+`, addr))
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
+	for range 5 {
+		m := new(dns.Msg)
+		m.SetQuestion("shop.example.com.", dns.TypeA)
+		m.SetEdns0(1232, false)
+		o := m.IsEdns0()
+		o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.ParseIP("10.1.2.0").To4()})
+		if _, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.stop(t) // flushes the log
+	b, err := os.ReadFile(filepath.Join(dir, "queries.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d log lines, want 5:\n%s", len(lines), b)
+	}
+	var e map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &e); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"name": "shop.example.com.", "type": "A", "rcode": "NOERROR", "rule": 1.0, "pool": "lab", "ecs": "10.1.2.0/24", "scope": 8.0, "transport": "udp"} {
+		if e[k] != want {
+			t.Errorf("%s = %v, want %v (line %s)", k, e[k], want, lines[0])
+		}
+	}
+	if a, _ := e["answers"].([]any); len(a) != 1 || a[0] != "192.0.2.1" {
+		t.Errorf("answers %v", e["answers"])
+	}
 }

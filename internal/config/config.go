@@ -51,6 +51,8 @@ type Config struct {
 	API API `yaml:"api"`
 	// Health holds server-wide health-check settings.
 	Health HealthOptions `yaml:"health"`
+	// QueryLog configures the query log.
+	QueryLog QueryLog `yaml:"query_log"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -296,6 +298,12 @@ func (c *Config) check(probs *diag.Problems) {
 		}
 	} else if c.API.TokenFile != "" {
 		probs.Add(f, c.line("api.token_file"), "api.token_file without api.listen")
+	}
+	if c.QueryLog.Path != "" && c.QueryLog.Sample == 0 {
+		c.QueryLog.Sample = 1
+	}
+	if c.QueryLog.Sample < 0 || c.QueryLog.Sample > 1 {
+		probs.Add(f, c.line("query_log.sample"), "query_log.sample: %v is not between 0 and 1", c.QueryLog.Sample)
 	}
 	if c.API.TokenFile != "" && c.API.TokenEnv != "" {
 		probs.Add(f, c.line("api.token_env"), "api: give token_file or token_env, not both")

@@ -224,3 +224,11 @@ type HealthOptions struct {
 	// overrides across restarts (relative to the configuration file).
 	StateFile string `yaml:"state_file"`
 }
+
+// QueryLog configures the sampled query log (off when Path is empty).
+type QueryLog struct {
+	// Path is a file (appended to) or "stdout".
+	Path string `yaml:"path"`
+	// Sample is the fraction of queries logged, 0 < sample <= 1 (default 1).
+	Sample float64 `yaml:"sample"`
+}

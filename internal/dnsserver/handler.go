@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/ecs"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/querylog"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -48,9 +50,15 @@ const headerLen = 12
 // current snapshot through an atomic pointer: a reload swaps the pointer and
 // queries in flight finish on the snapshot they started with.
 type Handler struct {
-	snap    atomic.Pointer[snapshot.Snapshot]
-	metrics *metrics.Metrics
+	snap     atomic.Pointer[snapshot.Snapshot]
+	metrics  *metrics.Metrics
+	querylog *querylog.Log
 }
+
+// SetQueryLog makes the handler log a sample of queries to l (set before
+// serving). A sampled query is answered through the general path with a
+// trace, so the logged rule and pools are the ones actually sent.
+func (h *Handler) SetQueryLog(l *querylog.Log) { h.querylog = l }
 
 // SetMetrics makes the handler count every query in m (set before serving).
 func (h *Handler) SetMetrics(m *metrics.Metrics) { h.metrics = m }
@@ -95,6 +103,9 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 // packet must be dropped: it is shorter than a header or is itself a
 // response.
 func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+	if h.querylog.Sampled() {
+		return h.logged(req, t, from, buf)
+	}
 	if h.metrics == nil {
 		return h.handle(req, t, from, buf, nil)
 	}
@@ -114,6 +125,62 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 		h.metrics.Truncated()
 	}
 	h.metrics.Query(mt, int(out[3]&0x0F), questionType(req), false, len(out))
+	return out
+}
+
+// logged answers a sampled query through the general path, recording the
+// steering decision, and queues its log entry (never blocking).
+func (h *Handler) logged(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+	start := time.Now()
+	e := querylog.Entry{Time: start, Client: from, Scope: -1, Transport: t.String()}
+	out := h.handle(req, t, from, buf, func(_ *snapshot.Snapshot, r *policy.Record, _ *policy.Query, d *policy.Decision) {
+		if d.Rule >= 0 && e.Rule == 0 {
+			e.Rule = d.Rule + 1
+			e.Pool = strings.Join(r.PoolNames(d.Pools), ",")
+		}
+	})
+	e.Duration = time.Since(start)
+	if h.metrics != nil {
+		if out == nil || len(out) < headerLen {
+			h.metrics.Dropped(metrics.Transport(t))
+		} else {
+			h.metrics.Query(metrics.Transport(t), int(out[3]&0x0F), questionType(req), false, len(out))
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	var m dns.Msg
+	if m.Unpack(out) == nil {
+		if len(m.Question) > 0 {
+			e.Name, e.Type = m.Question[0].Name, m.Question[0].Qtype
+		}
+		e.Rcode = m.Rcode
+		for _, rr := range m.Answer {
+			switch rr := rr.(type) {
+			case *dns.A:
+				a, _ := netip.AddrFromSlice(rr.A.To4())
+				e.Answers = append(e.Answers, a)
+			case *dns.AAAA:
+				a, _ := netip.AddrFromSlice(rr.AAAA)
+				e.Answers = append(e.Answers, a)
+			}
+		}
+		if opt := m.IsEdns0(); opt != nil {
+			for _, o := range opt.Option {
+				if s, ok := o.(*dns.EDNS0_SUBNET); ok {
+					if a, ok := netip.AddrFromSlice(s.Address); ok {
+						if s.Family == 1 {
+							a = a.Unmap()
+						}
+						e.ECS = netip.PrefixFrom(a, int(s.SourceNetmask))
+					}
+					e.Scope = int(s.SourceScope)
+				}
+			}
+		}
+	}
+	h.querylog.Write(&e)
 	return out
 }
 
