@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+
+	"github.com/miekg/dns"
 	"net/netip"
 	"sync"
 	"time"
@@ -144,10 +146,59 @@ func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 			}
 			pools = append(pools, ps)
 		}
-		h.metrics.SetRecords(names, pools)
+		var rules []int
+		for _, r := range snap.Policies.Records {
+			rules = append(rules, len(r.Rules))
+		}
+		h.metrics.SetRecords(names, pools, rules)
 		snap.Policies.Observe = h.metrics.Steered
+		snap.Policies.Decided = h.metrics.Decision
 	}
 	if snap.Policies != nil {
 		snap.Policies.SetHealth(h.usable, h.poolOverride)
 	}
+}
+
+// wireMetrics connects health results and the current snapshot's state to
+// the metrics read at scrape time.
+func (h *healthWiring) wireMetrics(m *metrics.Metrics) {
+	h.manager.OnResult(func(_ health.Key, took time.Duration, pass bool, from, to health.Status) {
+		m.CheckDone(took, pass)
+		if from != to {
+			m.Transition(to.String())
+		}
+	})
+	m.SetHealthDetail(func() ([]metrics.TargetState, []metrics.PoolState) {
+		snap := h.srv.Handler().Snapshot()
+		if snap.Policies == nil {
+			return nil, nil
+		}
+		var ts []metrics.TargetState
+		var ps []metrics.PoolState
+		t := snap.Policies
+		for _, r := range t.Records {
+			up := t.Up(r, dns.TypeA) | t.Up(r, dns.TypeAAAA)
+			for _, p := range r.Pools {
+				ps = append(ps, metrics.PoolState{Record: r.Name, Pool: p.Name, Up: up&(1<<p.Index) != 0})
+				if p.Check == "" {
+					continue
+				}
+				for _, a := range append(append([]netip.Addr{}, p.V4...), p.V6...) {
+					ts = append(ts, metrics.TargetState{Record: r.Name, Pool: p.Name, Address: a.String(), Check: p.Check,
+						Up: h.usable(a, p.Check)})
+				}
+			}
+		}
+		return ts, ps
+	})
+	m.SetGeo(func() map[string]time.Time {
+		snap := h.srv.Handler().Snapshot()
+		out := map[string]time.Time{}
+		if snap.Geo != nil {
+			for _, d := range snap.Geo.DBs {
+				out[d.Name] = d.Built
+			}
+		}
+		return out
+	})
 }

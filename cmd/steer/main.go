@@ -212,6 +212,7 @@ func serve(args []string, stderr io.Writer) int {
 		defer hc.save()
 	}
 	met.SetHealth(hc.counts)
+	hc.wireMetrics(met)
 	hc.prepare(snap)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot listen", "err", err)

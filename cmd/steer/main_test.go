@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/steer-dns/steer/internal/dnstest"
 )
 
@@ -675,9 +677,21 @@ records:
 		t.Fatalf("before drain: %s", got)
 	}
 	code, body = call("GET", "/metrics", "", false)
-	if code != 200 || !strings.Contains(body, "steer_dns_queries_total{") ||
-		!strings.Contains(body, `steer_steered_answers_total{fail_open="false",pool="primary",record="shop.example.com."}`) {
+	if code != 200 || !strings.Contains(body, `steer_steered_answers_total{fail_open="false",pool="primary",record="shop.example.com."}`) {
 		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("the scrape does not parse: %v", err)
+	}
+	for _, name := range []string{"steer_dns_queries_total", "steer_dns_response_bytes_total", "steer_steered_answers_total",
+		"steer_steering_decisions_total", "steer_dns_ecs_queries_total", "steer_dns_ecs_scope_prefix_length",
+		"steer_health_pool_up", "steer_health_transitions_total", "steer_reloads_total",
+		"steer_geo_database_build_timestamp_seconds", "go_goroutines", "process_resident_memory_bytes"} {
+		if families[name] == nil {
+			t.Errorf("metric %s missing from the scrape", name)
+		}
 	}
 
 	// Drain the primary: the next answer is the backup, and status says

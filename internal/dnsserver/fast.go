@@ -181,7 +181,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				break
 			}
 			scope = d.Scope
-			snap.Policies.Answered(rec, d.Pools, d.AllDown)
+			snap.Policies.Answered(rec, &d)
 			out = header(out, req, &q, dns.RcodeSuccess)
 			var n int
 			var ok bool

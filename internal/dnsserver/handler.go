@@ -112,6 +112,7 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 	if len(req) >= headerLen && req[2]&0x80 == 0 {
 		if out := h.fast(h.snap.Load(), req, t, from, buf[:0]); out != nil {
 			h.metrics.Query(metrics.Transport(t), int(out[3]&0x0F), questionType(req), true, len(out))
+			h.countECS(req, out)
 			return out
 		}
 	}
@@ -125,7 +126,37 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 		h.metrics.Truncated()
 	}
 	h.metrics.Query(mt, int(out[3]&0x0F), questionType(req), false, len(out))
+	h.countECS(req, out)
 	return out
+}
+
+// countECS classifies the query's client subnet option for metrics
+// (absent, present, invalid) and records the scope returned. It re-reads
+// the request with the fast path's parser and finds the scope in the
+// response's ECS option, which both paths write last; queries that parser
+// does not take (rare shapes) are not classified.
+func (h *Handler) countECS(req, out []byte) {
+	var q fastQuery
+	if !parseFast(req, &q) {
+		return
+	}
+	if q.ecs == nil {
+		h.metrics.ECS(metrics.ECSAbsent)
+		return
+	}
+	snap := h.snap.Load()
+	s, err := ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6)
+	if err != nil {
+		h.metrics.ECS(metrics.ECSInvalid)
+		return
+	}
+	h.metrics.ECS(metrics.ECSPresent)
+	n := (s.SourceBits + 7) / 8
+	at := len(out) - n - 4 // family, source, scope, address
+	if s.Family == 0 || at < headerLen || binary.BigEndian.Uint16(out[at:]) != s.Family || int(out[at+2]) != s.SourceBits {
+		return
+	}
+	h.metrics.Scope(s.Family == ecs.FamilyIPv6, int(out[at+3]))
 }
 
 // logged answers a sampled query through the general path, recording the
@@ -145,6 +176,7 @@ func (h *Handler) logged(req []byte, t Transport, from netip.Addr, buf []byte) [
 			h.metrics.Dropped(metrics.Transport(t))
 		} else {
 			h.metrics.Query(metrics.Transport(t), int(out[3]&0x0F), questionType(req), false, len(out))
+			h.countECS(req, out)
 		}
 	}
 	if out == nil {

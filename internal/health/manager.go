@@ -167,6 +167,7 @@ type Manager struct {
 	overrides map[netip.Addr]*override
 	restored  map[Key]State // from LoadState, for keys without a result yet
 	onChange  []func()
+	onResult  func(k Key, took time.Duration, pass bool, from, to Status)
 	closed    bool
 
 	// jitter returns the delay before a checker's first run; tests pin it.
@@ -342,7 +343,11 @@ func (m *Manager) once(ctx context.Context, c *checker, probe prober) {
 		c.state.Since = now
 	}
 	status := c.m.status
+	onResult := m.onResult
 	m.mu.Unlock()
+	if onResult != nil {
+		onResult(c.key, lat, pass, old, status)
+	}
 	if changed {
 		lvl := slog.LevelInfo
 		if status == Down {

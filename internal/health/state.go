@@ -83,6 +83,15 @@ func (m *Manager) expire(addr netip.Addr, ov *override) {
 	}
 }
 
+// OnResult sets a function called after every check with its duration,
+// whether it passed, and the status before and after (metrics). It is
+// called without locks held and must be safe for concurrent use.
+func (m *Manager) OnResult(f func(k Key, took time.Duration, pass bool, from, to Status)) {
+	m.mu.Lock()
+	m.onResult = f
+	m.mu.Unlock()
+}
+
 // OnChange registers f, called after any Usable result may have changed:
 // status transitions, overrides set or expired, Apply starting or stopping
 // checkers. f is called without locks held, from the goroutine that made

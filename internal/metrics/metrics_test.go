@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -58,7 +59,7 @@ func TestScrape(t *testing.T) {
 	m.Dropped(UDP)
 	m.Dropped(TCP)
 	m.Truncated()
-	m.SetRecords([]string{"www.example.com.", "api.example.com."}, [][]string{{"eu", "us"}, {"all"}})
+	m.SetRecords([]string{"www.example.com.", "api.example.com."}, [][]string{{"eu", "us"}, {"all"}}, []int{2, 1})
 	m.Steered(0, 1, false)
 	m.Steered(0, 1, false)
 	m.Steered(0, 0, true)
@@ -101,7 +102,7 @@ func TestScrape(t *testing.T) {
 	}
 
 	// A reload replaces the table: old counts are gone, new series start at 0.
-	m.SetRecords([]string{"www.example.com."}, [][]string{{"eu"}})
+	m.SetRecords([]string{"www.example.com."}, [][]string{{"eu"}}, []int{1})
 	m.SetHealth(nil)
 	text = scrape(t, m)
 	expect(t, text,
@@ -126,7 +127,7 @@ func TestOutOfRangeIgnored(t *testing.T) {
 	m := New()
 	// Before SetRecords, every index is out of range.
 	m.Steered(0, 0, false)
-	m.SetRecords([]string{"a.", "b."}, [][]string{{"p"}}) // b. has no pools
+	m.SetRecords([]string{"a.", "b."}, [][]string{{"p"}}, []int{1}) // b. has no pools or rules
 	for _, c := range [][2]int{{-1, 0}, {2, 0}, {0, 1}, {0, -1}, {1, 0}, {1 << 40, 0}} {
 		m.Steered(c[0], c[1], false)
 		m.Steered(c[0], c[1], true)
@@ -147,12 +148,17 @@ func TestOutOfRangeIgnored(t *testing.T) {
 
 func TestNoAllocs(t *testing.T) {
 	m := New()
-	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}})
+	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}}, []int{2})
 	cases := map[string]func(){
-		"Query":     func() { m.Query(UDP, 3, dns.TypeAAAA, true, 120) },
-		"Steered":   func() { m.Steered(0, 1, true) },
-		"Dropped":   func() { m.Dropped(TCP) },
-		"Truncated": func() { m.Truncated() },
+		"Query":      func() { m.Query(UDP, 3, dns.TypeAAAA, true, 120) },
+		"Steered":    func() { m.Steered(0, 1, true) },
+		"Dropped":    func() { m.Dropped(TCP) },
+		"Truncated":  func() { m.Truncated() },
+		"Decision":   func() { m.Decision(0, 1) },
+		"ECS":        func() { m.ECS(ECSPresent) },
+		"Scope":      func() { m.Scope(true, 56) },
+		"CheckDone":  func() { m.CheckDone(30*time.Millisecond, false) },
+		"Transition": func() { m.Transition("down") },
 	}
 	for name, f := range cases {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
@@ -173,6 +179,7 @@ func TestConcurrentQueryAndSetRecords(t *testing.T) {
 			for i := range n {
 				m.Query(Transport(i&1), i&31, uint16(i), i&2 == 0, i&511)
 				m.Steered(i%3, (i+w)%3, i&4 == 0)
+				m.Decision(i%3, (i+w)%3)
 			}
 		}()
 	}
@@ -189,11 +196,13 @@ func TestConcurrentQueryAndSetRecords(t *testing.T) {
 			k := i%3 + 1
 			names := make([]string, k)
 			pools := make([][]string, k)
+			rules := make([]int, k)
 			for j := range k {
 				names[j] = string(rune('a' + j))
 				pools[j] = []string{"x", "y", "z"}[:j%3+1]
+				rules[j] = j % 3
 			}
-			m.SetRecords(names, pools)
+			m.SetRecords(names, pools, rules)
 			if i%50 == 0 {
 				_ = scrapeQuiet(m)
 			}
@@ -239,7 +248,7 @@ func BenchmarkQueryParallel(b *testing.B) {
 
 func BenchmarkSteered(b *testing.B) {
 	m := New()
-	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}})
+	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}}, []int{2})
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Steered(0, 1, false)

@@ -26,6 +26,9 @@ type Table struct {
 	// Observe, when set before the table is published, is called for each
 	// pool of each steered answer (metrics); it must not block or allocate.
 	Observe func(record, pool int, allDown bool)
+	// Decided, likewise, is called with the deciding rule of each steered
+	// answer.
+	Decided func(record, rule int)
 	// CompileTime is how long compiling every record took.
 	CompileTime time.Duration
 }

@@ -45,7 +45,7 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 		return "", false
 	}
 	a.Scope = max(a.Scope, d.Scope)
-	s.Table.Answered(r, d.Pools, d.AllDown)
+	s.Table.Answered(r, &d)
 	start := len(a.Answer)
 	a.Answer = r.AppendAnswer(a.Answer, &d, qtype, s.Table.AddrMasks(r, &d))
 	if ttl := s.Table.TTL(r); ttl != r.TTL {
@@ -223,14 +223,18 @@ func startClock() {
 // Answered notes that the pools in mask of r were just named in an answer
 // (for drain: a drained pool is safe to take down once the record's TTL has
 // passed since then). It does not allocate or lock.
-func (t *Table) Answered(r *Record, mask uint64, allDown bool) {
+func (t *Table) Answered(r *Record, d *Decision) {
 	if r.Index >= len(t.lastAnswer) {
 		return
 	}
+	mask := d.Pools
 	if t.Observe != nil {
 		for m := mask; m != 0; m &= m - 1 {
-			t.Observe(r.Index, bits.TrailingZeros64(m), allDown)
+			t.Observe(r.Index, bits.TrailingZeros64(m), d.AllDown)
 		}
+	}
+	if t.Decided != nil && d.Rule >= 0 {
+		t.Decided(r.Index, d.Rule)
 	}
 	now := coarseNow.Load()
 	last := t.lastAnswer[r.Index]
