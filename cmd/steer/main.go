@@ -236,6 +236,17 @@ func serve(args []string, stderr io.Writer) int {
 	// files on SIGHUP (a half-written zone must never go live).
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	if f := snap.Config.Health.FeedFile; f != "" {
+		fd := &feed{path: snap.Config.Resolve(f), hc: hc, log: log}
+		if err := fd.load(); err != nil {
+			log.Error("health feed rejected", "err", err)
+		}
+		go watchFiles(ctx, *watchInterval, func() []string { return []string{fd.path} }, func() {
+			if err := fd.load(); err != nil {
+				log.Error("health feed rejected; the previous one stays", "err", err)
+			}
+		})
+	}
 	geoChanged := make(chan struct{}, 1)
 	go watchFiles(ctx, *watchInterval, func() []string { return srv.Handler().Snapshot().GeoFiles }, func() {
 		select {

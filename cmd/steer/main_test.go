@@ -849,3 +849,71 @@ records:
 		t.Errorf("answers %v", e["answers"])
 	}
 }
+
+// TestHealthFeedFile: the watched feed file sets pools and targets, entries
+// that disappear go back to auto, and a bad file changes nothing.
+func TestHealthFeedFile(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	feedPath := filepath.Join(dir, "feed.json")
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
+health: { feed_file: feed.json }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    pools:
+      primary: { address: 192.0.2.1 }
+      backup:  { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, backup] }
+`, addr))
+	p := &process{done: make(chan error, 1)}
+	p.cmd = exec.Command(steerBin, "serve", "--config", filepath.Join(dir, "steer.yaml"), "--watch-interval", "100ms")
+	stderr, _ := p.cmd.StderrPipe()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.logs.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		p.done <- p.cmd.Wait()
+	}()
+	answer := func() string {
+		r, err := query(addr, "shop.example.com.", dns.TypeA)
+		if err != nil || len(r.Answer) == 0 {
+			return fmt.Sprint("error: ", err)
+		}
+		return r.Answer[0].(*dns.A).A.String()
+	}
+	waitFor(t, 10*time.Second, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
+
+	writeAtomic(t, feedPath, `{"pools": {"shop.example.com/primary": {"state": "down"}}}`)
+	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.2" }, answer, p.log)
+
+	// The pool entry goes; a target entry drains the primary's only address.
+	writeAtomic(t, feedPath, `{"targets": {"192.0.2.1": {"state": "drain", "expires": "1h"}}}`)
+	waitFor(t, 5*time.Second, func() bool { return strings.Count(p.log(), "health feed applied") >= 2 }, p.log)
+	if got := answer(); got != "192.0.2.2" {
+		t.Fatalf("with 192.0.2.1 drained by the feed: %s", got)
+	}
+
+	// A bad file is rejected and the previous feed stays.
+	writeAtomic(t, feedPath, `{"targets": {"not-an-address": {"state": "down"}}}`)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log(), "health feed rejected") }, p.log)
+	if got := answer(); got != "192.0.2.2" {
+		t.Fatalf("after a bad feed: %s, want the previous feed's answer", got)
+	}
+
+	// Empty: everything back to auto.
+	writeAtomic(t, feedPath, `{}`)
+	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
+	p.stop(t)
+}

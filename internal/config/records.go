@@ -223,6 +223,10 @@ type HealthOptions struct {
 	// StateFile, when set, keeps the last known target states and operator
 	// overrides across restarts (relative to the configuration file).
 	StateFile string `yaml:"state_file"`
+	// FeedFile, when set, is a JSON file an operator's tooling writes to
+	// set targets and pools up, down, drain or auto (with an optional
+	// expiry); it is watched and applied on every change.
+	FeedFile string `yaml:"feed_file"`
 }
 
 // QueryLog configures the sampled query log (off when Path is empty).
