@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -915,5 +916,129 @@ records:
 	// Empty: everything back to auto.
 	writeAtomic(t, feedPath, `{}`)
 	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
+	p.stop(t)
+}
+
+// TestHealthHTTPSAndDNSTargets drives answers through HTTPS (self-signed)
+// and DNS health checks: a split renormalises over its healthy pool, a rule
+// whose pools all fail falls through to the next (on_unhealthy: next_rule),
+// and with nothing healthy the record fails open to the first rule's pools.
+func TestHealthHTTPSAndDNSTargets(t *testing.T) {
+	// HTTPS targets on 127.0.0.2 and 127.0.0.3, one port.
+	var healthy [2]atomic.Bool
+	var web [2]*httptest.Server
+	var port int
+	for range 20 {
+		l2, err := net.Listen("tcp", "127.0.0.2:0")
+		if err != nil {
+			t.Skipf("cannot bind 127.0.0.2: %v", err)
+		}
+		port = l2.Addr().(*net.TCPAddr).Port
+		l3, err := net.Listen("tcp", fmt.Sprintf("127.0.0.3:%d", port))
+		if err != nil {
+			l2.Close()
+			continue
+		}
+		for i, l := range []net.Listener{l2, l3} {
+			i := i
+			healthy[i].Store(true)
+			s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/healthz" && healthy[i].Load() {
+					w.Write([]byte("ok"))
+					return
+				}
+				http.Error(w, "unhealthy", http.StatusServiceUnavailable)
+			}))
+			s.Listener.Close()
+			s.Listener = l
+			s.StartTLS()
+			web[i] = s
+			t.Cleanup(s.Close)
+		}
+		break
+	}
+	if web[0] == nil {
+		t.Fatal("no common free port")
+	}
+	// A DNS target on 127.0.0.4.
+	pc, err := net.ListenPacket("udp", "127.0.0.4:0")
+	if err != nil {
+		t.Skipf("cannot bind 127.0.0.4: %v", err)
+	}
+	dnsPort := pc.LocalAddr().(*net.UDPAddr).Port
+	mux := dns.NewServeMux()
+	mux.HandleFunc("example.net.", func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Authoritative = true
+		w.WriteMsg(m)
+	})
+	dnsSrv := &dns.Server{PacketConn: pc, Handler: mux}
+	go dnsSrv.ActivateAndServe()
+	defer dnsSrv.Shutdown()
+
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
+health_checks:
+  web:   { type: https, path: /healthz, port: %d, host: shop.example.com, insecure_skip_verify: true, body_contains: ok,
+           interval: 200ms, timeout: 150ms, rise: 1, fall: 1 }
+  dnsck: { type: dns, name: example.net, qtype: SOA, port: %d, interval: 200ms, timeout: 150ms, rise: 1, fall: 1 }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    ttl: 30
+    pools:
+      a: { address: 127.0.0.2, health_check: web }
+      b: { address: 127.0.0.3, health_check: web }
+      c: { address: 127.0.0.4, health_check: dnsck }
+    rules:
+      - match: { cidr: [10.0.0.0/8] }
+        split: [{ pool: a, weight: 50 }, { pool: b, weight: 50 }]
+      - default: { pool: c }
+    on_unhealthy: next_rule
+`, addr, port, dnsPort))
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
+	// answers asks n times from inside 10.0.0.0/8 and returns the set seen.
+	answers := func(n int) string {
+		seen := map[string]bool{}
+		for range n {
+			m := new(dns.Msg)
+			m.SetQuestion("shop.example.com.", dns.TypeA)
+			m.SetEdns0(1232, false)
+			o := m.IsEdns0()
+			o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.ParseIP("10.1.0.0").To4()})
+			r, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, addr)
+			if err != nil || len(r.Answer) == 0 {
+				seen["error"] = true
+				continue
+			}
+			for _, rr := range r.Answer {
+				seen[rr.(*dns.A).A.String()] = true
+			}
+		}
+		var out []string
+		for a := range seen {
+			out = append(out, a)
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	waitFor(t, 5*time.Second, func() bool { return answers(60) == "127.0.0.2 127.0.0.3" }, func() string { return answers(60) }, p.log)
+
+	healthy[1].Store(false) // b's /healthz says 503: the split renormalises to a
+	waitFor(t, 5*time.Second, func() bool { return answers(40) == "127.0.0.2" }, func() string { return answers(40) }, p.log)
+
+	healthy[0].Store(false) // both split pools down: on to the next rule, c
+	waitFor(t, 5*time.Second, func() bool { return answers(10) == "127.0.0.4" }, func() string { return answers(10) }, p.log)
+
+	dnsSrv.Shutdown() // nothing healthy: fail open to the matched rule's pools
+	waitFor(t, 5*time.Second, func() bool { return answers(60) == "127.0.0.2 127.0.0.3" }, func() string { return answers(60) }, p.log)
+
+	healthy[0].Store(true) // a recovers
+	waitFor(t, 5*time.Second, func() bool { return answers(40) == "127.0.0.2" }, func() string { return answers(40) }, p.log)
 	p.stop(t)
 }
