@@ -106,10 +106,10 @@ func (p *process) log() string {
 	return p.logs.String()
 }
 
-func startSteer(t *testing.T, config string) *process {
+func startSteer(t *testing.T, config string, extra ...string) *process {
 	t.Helper()
 	p := &process{done: make(chan error, 1)}
-	p.cmd = exec.Command(steerBin, "serve", "--config", config)
+	p.cmd = exec.Command(steerBin, append([]string{"serve", "--config", config}, extra...)...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -435,22 +435,7 @@ records:
         pool: india
       - default: { pool: other }
 `, addr))
-	p := &process{done: make(chan error, 1)}
-	p.cmd = exec.Command(steerBin, "serve", "--config", filepath.Join(dir, "steer.yaml"), "--watch-interval", "100ms")
-	stderr, _ := p.cmd.StderrPipe()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.cmd.Process.Kill() })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		p.done <- p.cmd.Wait()
-	}()
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"), "--watch-interval", "100ms")
 	answer := func() string {
 		m := new(dns.Msg)
 		m.SetQuestion("shop.example.com.", dns.TypeA)
@@ -871,22 +856,7 @@ records:
     rules:
       - default: { failover: [primary, backup] }
 `, addr))
-	p := &process{done: make(chan error, 1)}
-	p.cmd = exec.Command(steerBin, "serve", "--config", filepath.Join(dir, "steer.yaml"), "--watch-interval", "100ms")
-	stderr, _ := p.cmd.StderrPipe()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.cmd.Process.Kill() })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		p.done <- p.cmd.Wait()
-	}()
+	p := startSteer(t, filepath.Join(dir, "steer.yaml"), "--watch-interval", "100ms")
 	answer := func() string {
 		r, err := query(addr, "shop.example.com.", dns.TypeA)
 		if err != nil || len(r.Answer) == 0 {

@@ -92,23 +92,13 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool 
 			if pool != nil {
 				ov = pool(r.Name, p.Name)
 			}
-			switch ov {
-			case PoolDown:
+			if ov == PoolDown {
 				h.degraded[i] = true
 				continue // no answers, no addresses
-			case PoolUp:
-				h.addrs[i][p.Index] = ^uint64(0)
-				if r.Type == dns.TypeCNAME || len(p.V4) > 0 {
-					h.pools[i][0] |= bit
-				}
-				if r.Type == dns.TypeCNAME || len(p.V6) > 0 {
-					h.pools[i][1] |= bit
-				}
-				continue
 			}
-			if r.Type == dns.TypeCNAME || len(p.V4)+len(p.V6) > 64 {
-				// Names are not checked; nor are pools too large for
-				// a mask (check refuses health_check on them).
+			// Forced up, names (never checked), and pools too large for a
+			// mask (check refuses health_check on them) answer whole.
+			if ov == PoolUp || r.Type == dns.TypeCNAME || len(p.V4)+len(p.V6) > 64 {
 				h.addrs[i][p.Index] = ^uint64(0)
 				if r.Type == dns.TypeCNAME || len(p.V4) > 0 {
 					h.pools[i][0] |= bit
