@@ -1,0 +1,136 @@
+package latency
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Hysteresis remembers, per network key, the site currently chosen and
+// keeps it unless it becomes unusable or another site is better by at least
+// SwitchMargin for SwitchRounds consecutive updates. It is safe for
+// concurrent use.
+type Hysteresis struct {
+	o  Options
+	mu sync.Mutex
+	st map[string]*choice
+}
+
+// choice is one network's state.
+type choice struct {
+	current  string
+	pending  string // the challenger being counted, "" when none
+	rounds   int    // consecutive updates pending has been better
+	counted  uint64 // the last update counted for pending
+	lastSeen uint64 // the last update Choose was called at
+}
+
+// NewHysteresis returns an empty Hysteresis.
+func NewHysteresis(o Options) *Hysteresis {
+	return &Hysteresis{o: o.withDefaults(), st: make(map[string]*choice)}
+}
+
+// Choose returns the site for network among rtts and why. Sites for which
+// usable returns false are never chosen (usable nil means all are usable);
+// an RTT with Source "none" counts as infinitely far. update is the Store's
+// update counter (Store.Updates): several calls within one update count as
+// one round.
+//
+// With no current choice, or when the current site is unusable or absent
+// from rtts, it switches at once to the best usable site. Otherwise it keeps
+// the current site unless the best usable site has Ms <= current*(1-
+// SwitchMargin) at SwitchRounds consecutive updates at which Choose was
+// called (a round in which the condition fails, or a different challenger
+// appears, restarts the count). It returns "" when no site is usable.
+func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string) bool, update uint64) (site string, why string) {
+	ok := func(s string) bool { return usable == nil || usable(s) }
+	best, bestMs := -1, math.Inf(1)
+	cur, curMs := -1, math.Inf(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.st[network]
+	for i, r := range rtts {
+		if !ok(r.Site) {
+			continue
+		}
+		ms := r.Ms
+		if r.Source == SourceNone || r.Source == "" {
+			ms = math.Inf(1)
+		}
+		if best < 0 || ms < bestMs {
+			best, bestMs = i, ms
+		}
+		if c != nil && r.Site == c.current {
+			cur, curMs = i, ms
+		}
+	}
+	if best < 0 {
+		if c != nil {
+			c.pending, c.rounds = "", 0
+		}
+		return "", "no usable site"
+	}
+	if c == nil {
+		c = &choice{current: rtts[best].Site, lastSeen: update}
+		h.st[network] = c
+		return c.current, "initial choice: best usable"
+	}
+	c.lastSeen = update
+	if cur < 0 {
+		prev := c.current
+		c.current, c.pending, c.rounds = rtts[best].Site, "", 0
+		return c.current, fmt.Sprintf("switched at once: %s unusable", prev)
+	}
+	if best == cur || math.IsInf(bestMs, 1) || !(bestMs <= curMs*(1-h.o.SwitchMargin)) {
+		c.pending, c.rounds = "", 0
+		return c.current, "kept: no site better by the switch margin"
+	}
+	challenger := rtts[best].Site
+	if c.pending != challenger {
+		c.pending, c.rounds, c.counted = challenger, 1, update
+	} else if update != c.counted {
+		c.rounds++
+		c.counted = update
+	}
+	if c.rounds >= h.o.SwitchRounds {
+		prev := c.current
+		c.current, c.pending, c.rounds = challenger, "", 0
+		return c.current, fmt.Sprintf("switched from %s: %s better by %.0f%% for %d updates",
+			prev, challenger, 100*(1-bestMs/curMs), h.o.SwitchRounds)
+	}
+	return c.current, fmt.Sprintf("kept: %s better by %.0f%% for %d/%d updates",
+		challenger, 100*(1-bestMs/curMs), c.rounds, h.o.SwitchRounds)
+}
+
+// Current returns the site remembered for network, if any.
+func (h *Hysteresis) Current(network string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.st[network]
+	if c == nil {
+		return "", false
+	}
+	return c.current, true
+}
+
+// Prune forgets networks Choose has not been called for since update
+// before, and returns how many it forgot.
+func (h *Hysteresis) Prune(before uint64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for k, c := range h.st {
+		if c.lastSeen < before {
+			delete(h.st, k)
+			n++
+		}
+	}
+	return n
+}
+
+// Len returns how many networks are remembered.
+func (h *Hysteresis) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.st)
+}

@@ -1,0 +1,422 @@
+// Package latency is the latency map: measured round-trip times from client
+// networks to sites, smoothed and aged, with an estimate from distance, and
+// the anti-flap state that keeps a network's choice stable.
+//
+// Measurements are keyed by a client network. Key kinds, in order of
+// precedence (most specific first):
+//
+//   - CIDR prefix, IPv4 or IPv6 ("203.0.113.0/24", "2001:db8::/32");
+//     among prefixes the longest match wins.
+//   - ASN: "AS" followed by the decimal number ("AS64496").
+//   - Subdivision: ISO 3166-2 code ("IN-MH").
+//   - Country: ISO 3166-1 alpha-2 code ("IN").
+//   - Continent: "continent:" followed by one of AF AN AS EU NA OC SA
+//     ("continent:AS"). The colon cannot occur in a country, subdivision or
+//     ASN key, so a continent key never clashes with a country code such as
+//     "AS" (American Samoa).
+//
+// Keys are case-insensitive on input and stored in the canonical form shown
+// above (upper case, prefixes masked). Client fields passed to Lookup are
+// expected in the form package geo produces (upper-case codes).
+//
+// A Store owns the current Map. Update smooths a batch of measurements into
+// the store's values (an exponentially weighted moving average with a
+// half-life), builds a new immutable Map off the query path and publishes it
+// atomically; Map.Lookup never takes a lock and does not allocate beyond the
+// slice it returns. Hysteresis keeps each network's chosen site stable.
+//
+// The package is not yet wired into the server.
+package latency
+
+import (
+	"github.com/steer-dns/steer/internal/geo"
+	"math"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults applied by NewStore and NewHysteresis to zero Options fields.
+const (
+	DefaultSwitchMargin = 0.2
+	DefaultSwitchRounds = 3
+	DefaultKmPerMs      = 200
+	DefaultOverheadMs   = 5
+)
+
+// Options configure a Store and a Hysteresis.
+type Options struct {
+	// HalfLife is the smoothing half-life: a new measurement taken dt after
+	// the current value gets weight 1-2^(-dt/HalfLife). Zero replaces.
+	HalfLife time.Duration
+	// MaxAge is how old (by MeasuredAt) a value may be before Lookup treats
+	// it as stale and skips it. Zero means values never go stale.
+	MaxAge time.Duration
+	// SwitchMargin is the relative improvement a new best site needs over
+	// the current one before Hysteresis considers switching (default 0.2:
+	// best <= current*(1-0.2)).
+	SwitchMargin float64
+	// SwitchRounds is how many consecutive updates the improvement must be
+	// seen for before Hysteresis switches (default 3).
+	SwitchRounds int
+	// KmPerMs is the one-way propagation speed used by the estimate
+	// (default 200 km/ms, about light in fibre).
+	KmPerMs float64
+	// OverheadMs is added to every estimate (default 5 ms).
+	OverheadMs float64
+}
+
+// withDefaults fills zero fields with the defaults.
+func (o Options) withDefaults() Options {
+	if o.SwitchMargin == 0 {
+		o.SwitchMargin = DefaultSwitchMargin
+	}
+	if o.SwitchRounds <= 0 {
+		o.SwitchRounds = DefaultSwitchRounds
+	}
+	if o.KmPerMs <= 0 {
+		o.KmPerMs = DefaultKmPerMs
+	}
+	if o.OverheadMs == 0 {
+		o.OverheadMs = DefaultOverheadMs
+	}
+	return o
+}
+
+// Measurement is one measured round-trip time from a client network (Key)
+// to a site.
+type Measurement struct {
+	Key        string    // see the package documentation for key kinds
+	Site       string    // site name
+	RTTms      float64   // round-trip time in milliseconds, >= 0
+	Samples    int       // how many probes the value summarises, >= 1
+	MeasuredAt time.Time // when it was measured
+}
+
+// Client is what Lookup knows about the client network asking.
+type Client struct {
+	Addr                            netip.Addr // client or ECS address; invalid when unknown
+	ASN                             uint32     // 0 when unknown
+	Subdivision, Country, Continent string     // upper-case codes as in geo.Info, "" when unknown
+	Lat, Lon                        float64
+	HasLocation                     bool
+}
+
+// Site is a destination whose RTT Lookup reports.
+type Site struct {
+	Name        string
+	Lat, Lon    float64
+	HasLocation bool
+}
+
+// Sources reported in RTT.Source.
+const (
+	SourceMeasured  = "measured"
+	SourceEstimated = "estimated"
+	SourceNone      = "none"
+)
+
+// RTT is Lookup's answer for one site.
+type RTT struct {
+	Site   string
+	Ms     float64 // 0 when Source is "none"
+	Source string  // "measured", "estimated" or "none"
+	Key    string  // the key the measurement came from ("" unless measured)
+	// Stale is set when a more specific key had a measurement for this
+	// site that was older than MaxAge and was skipped, so the answer is a
+	// fallback.
+	Stale bool
+}
+
+// value is one smoothed (key, site) value.
+type value struct {
+	site string
+	ms   float64
+	at   time.Time // MeasuredAt of the newest measurement folded in
+}
+
+// entry is every site value of one key in a Map, sorted by site.
+type entry struct {
+	key   string
+	sites []value
+}
+
+// find returns the value for site, or nil.
+func (e *entry) find(site string) *value {
+	for i := range e.sites {
+		if e.sites[i].site == site {
+			return &e.sites[i]
+		}
+	}
+	return nil
+}
+
+// Map is an immutable snapshot of the latency map. It is safe for
+// concurrent use.
+type Map struct {
+	o         Options
+	update    uint64
+	cidr      map[netip.Prefix]*entry
+	v4Bits    []int // prefix lengths present, longest first
+	v6Bits    []int
+	asn       map[uint32]*entry
+	sub       map[string]*entry
+	country   map[string]*entry
+	continent map[string]*entry
+	values    int
+}
+
+// maxChain bounds the keys one client can match: 129 prefix lengths plus
+// ASN, subdivision, country and continent.
+const maxChain = 129 + 4
+
+// Update returns the Store update counter value this Map was published at.
+func (m *Map) Update() uint64 { return m.update }
+
+// Len returns the number of (key, site) values in the map.
+func (m *Map) Len() int { return m.values }
+
+// Lookup appends to dst, for each site in order, the RTT from the most
+// specific key matching c that has a non-stale value for that site (values
+// older than MaxAge at now are skipped, falling back to less specific
+// keys); else the estimate 2*distance_km/KmPerMs + OverheadMs when both
+// locations are known; else Source "none". It does not allocate beyond
+// growing dst.
+func (m *Map) Lookup(dst []RTT, c *Client, sites []Site, now time.Time) []RTT {
+	var chain [maxChain]*entry
+	n := 0
+	if m != nil {
+		n = m.chain(&chain, c)
+	}
+	for _, s := range sites {
+		r := RTT{Site: s.Name, Source: SourceNone}
+		found := false
+		for _, e := range chain[:n] {
+			v := e.find(s.Name)
+			if v == nil {
+				continue
+			}
+			if m.o.MaxAge > 0 && now.Sub(v.at) > m.o.MaxAge {
+				r.Stale = true
+				continue
+			}
+			r.Ms, r.Source, r.Key = v.ms, SourceMeasured, e.key
+			found = true
+			break
+		}
+		if !found && c.HasLocation && s.HasLocation {
+			o := Options{}
+			if m != nil {
+				o = m.o
+			}
+			o = o.withDefaults()
+			r.Ms = 2*Distance(c.Lat, c.Lon, s.Lat, s.Lon)/o.KmPerMs + o.OverheadMs
+			r.Source = SourceEstimated
+		}
+		dst = append(dst, r)
+	}
+	return dst
+}
+
+// chain fills chain with the entries matching c, most specific first, and
+// returns how many there are.
+func (m *Map) chain(chain *[maxChain]*entry, c *Client) int {
+	n := 0
+	if c.Addr.IsValid() && len(m.cidr) > 0 {
+		a := c.Addr.Unmap()
+		bits := m.v6Bits
+		if a.Is4() {
+			bits = m.v4Bits
+		}
+		for _, b := range bits {
+			p, err := a.Prefix(b)
+			if err != nil {
+				continue
+			}
+			if e := m.cidr[p]; e != nil {
+				chain[n] = e
+				n++
+			}
+		}
+	}
+	if c.ASN != 0 {
+		if e := m.asn[c.ASN]; e != nil {
+			chain[n] = e
+			n++
+		}
+	}
+	for _, kv := range [...]struct {
+		m map[string]*entry
+		k string
+	}{{m.sub, c.Subdivision}, {m.country, c.Country}, {m.continent, c.Continent}} {
+		if kv.k == "" {
+			continue
+		}
+		if e := kv.m[kv.k]; e != nil {
+			chain[n] = e
+			n++
+		}
+	}
+	return n
+}
+
+// Prefixes returns every CIDR key of the map, sorted (IPv4 first, then by
+// address and length).
+func (m *Map) Prefixes() []netip.Prefix {
+	if m == nil {
+		return nil
+	}
+	out := make([]netip.Prefix, 0, len(m.cidr))
+	for p := range m.cidr {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if c := out[i].Addr().Compare(out[j].Addr()); c != 0 {
+			return c < 0
+		}
+		return out[i].Bits() < out[j].Bits()
+	})
+	return out
+}
+
+// Distance is the great-circle distance in kilometres (see geo.Distance).
+func Distance(lat1, lon1, lat2, lon2 float64) float64 { return geo.Distance(lat1, lon1, lat2, lon2) }
+
+// keyState is the Store's mutable state for one key.
+type keyState struct {
+	k     Key
+	sites map[string]*value
+}
+
+// Store owns the current Map. Update is serialised; Map and Lookup on the
+// returned Map never block on it.
+type Store struct {
+	o       Options
+	mu      sync.Mutex // serialises Update and guards state
+	state   map[string]*keyState
+	cur     atomic.Pointer[Map]
+	updates atomic.Uint64
+}
+
+// NewStore returns a Store with an empty Map.
+func NewStore(o Options) *Store {
+	s := &Store{o: o.withDefaults(), state: make(map[string]*keyState)}
+	s.cur.Store(s.build(0))
+	return s
+}
+
+// Map returns the current Map.
+func (s *Store) Map() *Map { return s.cur.Load() }
+
+// Updates returns how many updates have been published.
+func (s *Store) Updates() uint64 { return s.updates.Load() }
+
+// Update applies one update (a file version or a push batch): each
+// measurement is smoothed into the existing value for its (key, site) with
+// weight 1-2^(-dt/HalfLife), dt being the time since that value's newest
+// measurement (HalfLife 0 replaces; a measurement older than the value is
+// ignored; a zero MeasuredAt counts as now). Measurements whose Validate
+// fails are ignored. Values older than MaxAge at now are dropped. A new Map
+// is then built and published atomically; readers keep using the old one
+// until the swap.
+func (s *Store) Update(ms []Measurement, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hl := s.o.HalfLife
+	for i := range ms {
+		m := &ms[i]
+		if m.Validate() != nil {
+			continue
+		}
+		k, _ := ParseKey(m.Key)
+		at := m.MeasuredAt
+		if at.IsZero() {
+			at = now
+		}
+		ks := s.state[k.String()]
+		if ks == nil {
+			ks = &keyState{k: k, sites: make(map[string]*value, 1)}
+			s.state[k.String()] = ks
+		}
+		v := ks.sites[m.Site]
+		if v == nil {
+			ks.sites[m.Site] = &value{site: m.Site, ms: m.RTTms, at: at}
+			continue
+		}
+		dt := at.Sub(v.at)
+		if dt < 0 {
+			continue
+		}
+		w := 1.0
+		if hl > 0 {
+			w = 1 - math.Exp2(-float64(dt)/float64(hl))
+		}
+		v.ms += w * (m.RTTms - v.ms)
+		v.at = at
+	}
+	if s.o.MaxAge > 0 {
+		for name, ks := range s.state {
+			for site, v := range ks.sites {
+				if now.Sub(v.at) > s.o.MaxAge {
+					delete(ks.sites, site)
+				}
+			}
+			if len(ks.sites) == 0 {
+				delete(s.state, name)
+			}
+		}
+	}
+	u := s.updates.Load() + 1
+	s.cur.Store(s.build(u))
+	s.updates.Store(u)
+}
+
+// build makes a Map from the state; the caller holds s.mu.
+func (s *Store) build(update uint64) *Map {
+	m := &Map{
+		o:         s.o,
+		update:    update,
+		cidr:      make(map[netip.Prefix]*entry),
+		asn:       make(map[uint32]*entry),
+		sub:       make(map[string]*entry),
+		country:   make(map[string]*entry),
+		continent: make(map[string]*entry),
+	}
+	var v4, v6 [129]bool
+	for name, ks := range s.state {
+		e := &entry{key: name, sites: make([]value, 0, len(ks.sites))}
+		for _, v := range ks.sites {
+			e.sites = append(e.sites, *v)
+		}
+		sort.Slice(e.sites, func(i, j int) bool { return e.sites[i].site < e.sites[j].site })
+		m.values += len(e.sites)
+		switch ks.k.Kind {
+		case KindCIDR:
+			m.cidr[ks.k.Prefix] = e
+			if ks.k.Prefix.Addr().Is4() {
+				v4[ks.k.Prefix.Bits()] = true
+			} else {
+				v6[ks.k.Prefix.Bits()] = true
+			}
+		case KindASN:
+			m.asn[ks.k.ASN] = e
+		case KindSubdivision:
+			m.sub[ks.k.Code] = e
+		case KindCountry:
+			m.country[ks.k.Code] = e
+		case KindContinent:
+			m.continent[ks.k.Code] = e
+		}
+	}
+	for b := 128; b >= 0; b-- {
+		if v4[b] {
+			m.v4Bits = append(m.v4Bits, b)
+		}
+		if v6[b] {
+			m.v6Bits = append(m.v6Bits, b)
+		}
+	}
+	return m
+}

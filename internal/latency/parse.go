@@ -1,0 +1,128 @@
+package latency
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// csvHeader is the optional first line of a CSV file.
+const csvHeader = "key,site,rtt_ms,samples,measured_at"
+
+// ParseCSV reads measurements as lines "key,site,rtt_ms,samples,measured_at"
+// (measured_at in RFC 3339). Blank lines and lines starting with '#' are
+// skipped; the first non-comment line may be the header above. It is all or
+// nothing: on any bad line it returns no measurements and an error
+// "name:line: reason".
+func ParseCSV(name string, r io.Reader) ([]Measurement, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	var out []Measurement
+	line, seen := 0, false
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		first := !seen
+		seen = true
+		fields := strings.Split(text, ",")
+		for i := range fields {
+			fields[i] = strings.TrimSpace(fields[i])
+		}
+		if first && strings.EqualFold(strings.Join(fields, ","), csvHeader) {
+			continue
+		}
+		if len(fields) != 5 {
+			return nil, fmt.Errorf("%s:%d: want 5 fields (%s), got %d", name, line, csvHeader, len(fields))
+		}
+		m := Measurement{Key: fields[0], Site: fields[1]}
+		rtt, err := strconv.ParseFloat(fields[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: bad rtt_ms %q", name, line, fields[2])
+		}
+		m.RTTms = rtt
+		n, err := strconv.Atoi(fields[3])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: bad samples %q", name, line, fields[3])
+		}
+		m.Samples = n
+		t, err := time.Parse(time.RFC3339, fields[4])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: bad measured_at %q (want RFC 3339)", name, line, fields[4])
+		}
+		m.MeasuredAt = t
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+		}
+		m.Key = canonical(m.Key)
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %v", name, line+1, err)
+	}
+	return out, nil
+}
+
+// jsonMeasurement is the JSON form of a Measurement.
+type jsonMeasurement struct {
+	Key        *string  `json:"key"`
+	Site       *string  `json:"site"`
+	RTTms      *float64 `json:"rtt_ms"`
+	Samples    *int     `json:"samples"`
+	MeasuredAt *string  `json:"measured_at"`
+}
+
+// ParseJSON reads measurements as a JSON array of objects
+// {"key","site","rtt_ms","samples","measured_at"} (every field required,
+// measured_at in RFC 3339, unknown fields rejected). It is all or nothing:
+// on any bad element it returns no measurements and an error naming name
+// and the element index ("name: [3]: reason").
+func ParseJSON(name string, r io.Reader) ([]Measurement, error) {
+	dec := json.NewDecoder(r)
+	var raw []json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: trailing data after the array", name)
+	}
+	out := make([]Measurement, 0, len(raw))
+	for i, el := range raw {
+		var j jsonMeasurement
+		d := json.NewDecoder(strings.NewReader(string(el)))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&j); err != nil {
+			return nil, fmt.Errorf("%s: [%d]: %v", name, i, err)
+		}
+		if j.Key == nil || j.Site == nil || j.RTTms == nil || j.Samples == nil || j.MeasuredAt == nil {
+			return nil, fmt.Errorf("%s: [%d]: %v", name, i, errors.New("missing field (want key, site, rtt_ms, samples, measured_at)"))
+		}
+		t, err := time.Parse(time.RFC3339, *j.MeasuredAt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: [%d]: bad measured_at %q (want RFC 3339)", name, i, *j.MeasuredAt)
+		}
+		m := Measurement{Key: *j.Key, Site: *j.Site, RTTms: *j.RTTms, Samples: *j.Samples, MeasuredAt: t}
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: [%d]: %v", name, i, err)
+		}
+		m.Key = canonical(m.Key)
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// canonical returns the canonical form of a valid key.
+func canonical(s string) string {
+	k, err := ParseKey(s)
+	if err != nil {
+		return s
+	}
+	return k.String()
+}
