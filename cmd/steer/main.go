@@ -198,6 +198,7 @@ func serve(args []string, stderr io.Writer) int {
 		}
 		defer ql.Close()
 		srv.Handler().SetQueryLog(ql)
+		met.SetQueryLog(func() (uint64, uint64) { return ql.Written(), ql.Dropped() })
 	}
 	// Health checks live across reloads; every change recomputes which
 	// pools and addresses the current snapshot may answer with.

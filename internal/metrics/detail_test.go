@@ -296,3 +296,20 @@ func TestWholeScrapeParses(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryLogSeries: the query log's counts appear when set and go when
+// unset.
+func TestQueryLogSeries(t *testing.T) {
+	m := New()
+	m.SetQueryLog(func() (uint64, uint64) { return 7, 3 })
+	body := scrape(t, m)
+	for _, want := range []string{`steer_query_log_entries_total{result="written"} 7`, `steer_query_log_entries_total{result="dropped"} 3`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in:\n%s", want, body)
+		}
+	}
+	m.SetQueryLog(nil)
+	if strings.Contains(scrape(t, m), "steer_query_log_entries_total") {
+		t.Error("series still there after SetQueryLog(nil)")
+	}
+}

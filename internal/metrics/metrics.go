@@ -161,6 +161,7 @@ type Metrics struct {
 	health          atomic.Pointer[func() (up, down, unknown int)]
 	healthDetail    atomic.Pointer[func() ([]TargetState, []PoolState)]
 	geo             atomic.Pointer[func() map[string]time.Time]
+	queryLog        atomic.Pointer[func() (written, dropped uint64)]
 
 	ecs   [numECSKinds]atomic.Uint64
 	scope [2][maxScope + 1]atomic.Uint64 // [family (0 IPv4, 1 IPv6)][prefix length]
@@ -413,6 +414,17 @@ func (m *Metrics) SetGeo(f func() map[string]time.Time) {
 	m.geo.Store(&f)
 }
 
+// SetQueryLog sets the function read at scrape time for the query log's
+// written and dropped entries (steer_query_log_entries_total); nil removes
+// the metric.
+func (m *Metrics) SetQueryLog(f func() (written, dropped uint64)) {
+	if f == nil {
+		m.queryLog.Store(nil)
+		return
+	}
+	m.queryLog.Store(&f)
+}
+
 // Steered counts one answer of steered record number record from its pool
 // number pool, and whether it failed open (every target down). Indexes out of
 // range of the last SetRecords are ignored.
@@ -510,6 +522,9 @@ var (
 	descGeoBuild = prometheus.NewDesc("steer_geo_database_build_timestamp_seconds",
 		"Unix build time of each loaded geo database.",
 		[]string{"database"}, nil)
+	descQueryLog = prometheus.NewDesc("steer_query_log_entries_total",
+		"Query log entries, by result: written, or dropped because the buffer was full.",
+		[]string{"result"}, nil)
 )
 
 func boolValue(b bool) float64 {
@@ -525,7 +540,7 @@ type collector struct{ m *Metrics }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueries, descBytes, descDropped, descTruncated,
 		descSteered, descReloads, descLastReload, descHealth, descDecisions, descECS, descScope,
-		descTargetUp, descPoolUp, descCheckDuration, descChecks, descTransitions, descGeoBuild} {
+		descTargetUp, descPoolUp, descCheckDuration, descChecks, descTransitions, descGeoBuild, descQueryLog} {
 		ch <- d
 	}
 }
@@ -654,5 +669,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descGeoBuild, prometheus.GaugeValue, v, name)
 		}
+	}
+	if f := m.queryLog.Load(); f != nil {
+		w, d := (*f)()
+		ch <- prometheus.MustNewConstMetric(descQueryLog, prometheus.CounterValue, float64(w), "written")
+		ch <- prometheus.MustNewConstMetric(descQueryLog, prometheus.CounterValue, float64(d), "dropped")
 	}
 }
