@@ -135,7 +135,7 @@ func parseFast(req []byte, q *fastQuery) bool {
 }
 
 // fast answers req when it can, into buf; nil means "use the general path".
-func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from netip.Addr, buf []byte, st *stats) []byte {
 	var q fastQuery
 	if !parseFast(req, &q) {
 		return nil
@@ -210,6 +210,9 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	}
 	limit := maxTCPSize
 	if q.opt {
+		if hasECS {
+			scope = subnet.Scope(scope) // from the decision's to the option's
+		}
 		out = appendOPT(out, snap, &q, t, hasECS, &subnet, scope)
 		if t == UDP {
 			limit = int(max(MinUDPSize, min(q.udpSize, AdvertisedUDPSize)))
@@ -219,6 +222,13 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	}
 	if len(out) > limit {
 		return nil // the general path truncates
+	}
+	st.qtype = q.qtype
+	if hasECS {
+		st.noteECS(q.ecs, &subnet, nil)
+		st.scope = scope
+	} else {
+		st.noteECS(nil, nil, nil) // none, or ECS turned off: ignored
 	}
 	return out
 }
@@ -261,8 +271,8 @@ func (h *Handler) negative(out, req []byte, q *fastQuery, z *zone.Zone, rcode in
 
 // appendOPT writes the response OPT as the general path does: our UDP
 // size, version 0, DO echoed, NSID and TCP keepalive in request order,
-// then ECS with its scope.
-func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, hasECS bool, s *ecs.Subnet, scope int) []byte {
+// then ECS with sc, the scope as the option carries it.
+func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, hasECS bool, s *ecs.Subnet, sc int) []byte {
 	arcount := binary.BigEndian.Uint16(out[10:])
 	binary.BigEndian.PutUint16(out[10:], arcount+1)
 	var flags byte
@@ -286,7 +296,6 @@ func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, h
 		}
 	}
 	if hasECS {
-		sc := s.Scope(scope)
 		n := (s.SourceBits + 7) / 8
 		out = append(out, 0, byte(dns.EDNS0SUBNET), byte((4+n)>>8), byte(4+n), byte(s.Family>>8), byte(s.Family), byte(s.SourceBits), byte(sc))
 		switch s.Family {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -292,5 +293,44 @@ func TestDegradedTTL(t *testing.T) {
 	r.Unpack(h.HandleFrom(req, dnsserver.UDP, netip.MustParseAddr("192.0.2.5"), nil))
 	if len(r.Answer) == 0 || r.Answer[0].Header().Ttl != 30 {
 		t.Fatalf("healthy: %v, want TTL 30", r.Answer)
+	}
+}
+
+// TestMetricsCountECS: the path that answers a query reports its client
+// subnet class and the scope returned, counted once per query.
+func TestMetricsCountECS(t *testing.T) {
+	h, _ := steeredHandler(t)
+	m := metrics.New()
+	h.SetMetrics(m)
+	ask := func(opt dns.EDNS0) {
+		q := new(dns.Msg)
+		q.SetQuestion("steered.example.com.", dns.TypeA)
+		q.SetEdns0(1232, false)
+		if opt != nil {
+			q.IsEdns0().Option = append(q.IsEdns0().Option, opt)
+		}
+		req, _ := q.Pack()
+		h.HandleFrom(req, dnsserver.UDP, netip.MustParseAddr("192.0.2.150"), nil)
+	}
+	ask(&dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 28, Address: net.ParseIP("192.0.2.48").To4()}) // fast path
+	ask(nil)
+	ask(&dns.EDNS0_LOCAL{Code: dns.EDNS0SUBNET, Data: []byte{0, 1, 24, 5, 192, 0, 2}}) // scope set in a query: FORMERR
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`steer_dns_ecs_queries_total{ecs="present"} 1`,
+		`steer_dns_ecs_queries_total{ecs="absent"} 1`,
+		`steer_dns_ecs_queries_total{ecs="invalid"} 1`,
+		`steer_dns_ecs_scope_prefix_length_count{family="ipv4"} 1`,
+		`steer_dns_queries_total{path="fast",qtype="A",rcode="NOERROR",transport="udp"} 2`,
+		`steer_dns_queries_total{path="general",qtype="A",rcode="FORMERR",transport="udp"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
 	}
 }

@@ -106,57 +106,57 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 	if h.querylog.Sampled() {
 		return h.logged(req, t, from, buf)
 	}
+	var st stats
+	out := h.handle(req, t, from, buf, nil, &st)
+	h.count(t, out, &st)
+	return out
+}
+
+// stats is what the path that answered a query learnt of it, for metrics:
+// nothing is parsed twice to count it.
+type stats struct {
+	fast  bool
+	qtype uint16
+	ecs   metrics.ECSKind
+	hasEC bool // ecs is set: the question was read
+	scope int  // the ECS scope returned, -1 for none
+	v6    bool // the ECS option was IPv6
+}
+
+// noteECS records the query's client subnet class and, once known, the
+// scope returned.
+func (st *stats) noteECS(data []byte, s *ecs.Subnet, err error) {
+	st.hasEC, st.scope = true, -1
+	switch {
+	case data == nil:
+		st.ecs = metrics.ECSAbsent
+	case err != nil:
+		st.ecs = metrics.ECSInvalid
+	default:
+		st.ecs, st.v6 = metrics.ECSPresent, s.Family == ecs.FamilyIPv6
+	}
+}
+
+// count adds one query to the metrics, when they are on.
+func (h *Handler) count(t Transport, out []byte, st *stats) {
 	if h.metrics == nil {
-		return h.handle(req, t, from, buf, nil)
+		return
 	}
-	if len(req) >= headerLen && req[2]&0x80 == 0 {
-		if out := h.fast(h.snap.Load(), req, t, from, buf[:0]); out != nil {
-			h.metrics.Query(metrics.Transport(t), int(out[3]&0x0F), questionType(req), true, len(out))
-			h.countECS(req, out)
-			return out
-		}
-	}
-	out := h.general(req, t, from, buf, nil)
 	mt := metrics.Transport(t)
-	if out == nil || len(out) < headerLen {
+	if len(out) < headerLen {
 		h.metrics.Dropped(mt)
-		return out
+		return
 	}
 	if out[2]&0x02 != 0 {
 		h.metrics.Truncated()
 	}
-	h.metrics.Query(mt, int(out[3]&0x0F), questionType(req), false, len(out))
-	h.countECS(req, out)
-	return out
-}
-
-// countECS classifies the query's client subnet option for metrics
-// (absent, present, invalid) and records the scope returned. It re-reads
-// the request with the fast path's parser and finds the scope in the
-// response's ECS option, which both paths write last; queries that parser
-// does not take (rare shapes) are not classified.
-func (h *Handler) countECS(req, out []byte) {
-	var q fastQuery
-	if !parseFast(req, &q) {
-		return
+	h.metrics.Query(mt, int(out[3]&0x0F), st.qtype, st.fast, len(out))
+	if st.hasEC {
+		h.metrics.ECS(st.ecs)
+		if st.scope >= 0 {
+			h.metrics.Scope(st.v6, st.scope)
+		}
 	}
-	if q.ecs == nil {
-		h.metrics.ECS(metrics.ECSAbsent)
-		return
-	}
-	snap := h.snap.Load()
-	s, err := ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6)
-	if err != nil {
-		h.metrics.ECS(metrics.ECSInvalid)
-		return
-	}
-	h.metrics.ECS(metrics.ECSPresent)
-	n := (s.SourceBits + 7) / 8
-	at := len(out) - n - 4 // family, source, scope, address
-	if s.Family == 0 || at < headerLen || binary.BigEndian.Uint16(out[at:]) != s.Family || int(out[at+2]) != s.SourceBits {
-		return
-	}
-	h.metrics.Scope(s.Family == ecs.FamilyIPv6, int(out[at+3]))
 }
 
 // logged answers a sampled query through the general path, recording the
@@ -164,21 +164,15 @@ func (h *Handler) countECS(req, out []byte) {
 func (h *Handler) logged(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
 	start := time.Now()
 	e := querylog.Entry{Time: start, Client: from, Scope: -1, Transport: t.String()}
+	var st stats
 	out := h.handle(req, t, from, buf, func(_ *snapshot.Snapshot, r *policy.Record, _ *policy.Query, d *policy.Decision) {
 		if d.Rule >= 0 && e.Rule == 0 {
 			e.Rule = d.Rule + 1
 			e.Pool = strings.Join(r.PoolNames(d.Pools), ",")
 		}
-	})
+	}, &st)
 	e.Duration = time.Since(start)
-	if h.metrics != nil {
-		if out == nil || len(out) < headerLen {
-			h.metrics.Dropped(metrics.Transport(t))
-		} else {
-			h.metrics.Query(metrics.Transport(t), int(out[3]&0x0F), questionType(req), false, len(out))
-			h.countECS(req, out)
-		}
-	}
+	h.count(t, out, &st)
 	if out == nil {
 		return nil
 	}
@@ -232,7 +226,7 @@ func questionType(req []byte) uint16 {
 // path, never the precompiled fast path: the reference the fast path is
 // tested against, byte for byte.
 func (h *Handler) HandleGeneral(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
-	return h.handle(req, t, from, buf, func(*snapshot.Snapshot, *policy.Record, *policy.Query, *policy.Decision) {})
+	return h.handle(req, t, from, buf, func(*snapshot.Snapshot, *policy.Record, *policy.Query, *policy.Decision) {}, new(stats))
 }
 
 // Trace receives every steering decision a query makes, with the snapshot
@@ -242,10 +236,13 @@ type Trace func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *p
 // Explain answers req exactly as HandleFrom does over UDP, calling trace
 // for each steering decision.
 func (h *Handler) Explain(req []byte, from netip.Addr, trace Trace) []byte {
-	return h.handle(req, UDP, from, make([]byte, 0, maxTCPSize), trace)
+	return h.handle(req, UDP, from, make([]byte, 0, maxTCPSize), trace, new(stats))
 }
 
-func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, trace Trace) []byte {
+// handle answers req through the fast path when it can (never with a
+// trace, which only the general path records), else the general path; st
+// receives what metrics need.
+func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, trace Trace, st *stats) []byte {
 	if len(req) < headerLen {
 		return nil
 	}
@@ -253,22 +250,18 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 		return nil
 	}
 	if trace == nil {
-		if out := h.fast(h.snap.Load(), req, t, from, buf[:0]); out != nil {
+		if out := h.fast(h.snap.Load(), req, t, from, buf[:0], st); out != nil {
+			st.fast = true
 			return out
 		}
 	}
-	return h.general(req, t, from, buf, trace)
+	return h.general(req, t, from, buf, trace, st)
 }
 
 // general answers req on the general path: miekg/dns packing, every
-// record type, chains, truncation and malformed input.
-func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, trace Trace) []byte {
-	if len(req) < headerLen {
-		return nil
-	}
-	if req[2]&0x80 != 0 {
-		return nil
-	}
+// record type, chains, truncation and malformed input. handle has checked
+// the header length and the QR bit.
+func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, trace Trace, st *stats) []byte {
 	var q query
 	q.id = binary.BigEndian.Uint16(req[0:])
 	q.opcode = int(req[2]>>3) & 0xF
@@ -325,12 +318,17 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	}
 	var subnet ecs.Subnet
 	hasECS := false
+	st.qtype = q.qtype
 	if q.ecs != nil && snap.ECS {
 		var err error
-		if subnet, err = ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6); err != nil {
+		subnet, err = ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6)
+		st.noteECS(q.ecs, &subnet, err)
+		if err != nil {
 			return h.formErr(&q, buf)
 		}
 		hasECS = true
+	} else {
+		st.noteECS(nil, nil, nil)
 	}
 	if t == UDP {
 		limit = MinUDPSize
@@ -373,7 +371,8 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	}
 	if hasECS {
 		// RFC 7871 §7.2.1: echo the option with the scope of the answer.
-		opt.Option = append(opt.Option, subnet.Option(subnet.Scope(scope)))
+		st.scope = subnet.Scope(scope)
+		opt.Option = append(opt.Option, subnet.Option(st.scope))
 	}
 	if opt != nil {
 		// An extended rcode (> 15) stays whole in resp.Rcode: PackBuffer
