@@ -26,12 +26,14 @@ type backend struct {
 	hc           *healthWiring
 	path, source string
 	reloadMu     sync.Mutex
-	listening    func() bool
 }
 
 func (b *backend) Ready() (bool, string) {
-	if b.listening != nil && !b.listening() {
-		return false, "listeners are not up"
+	if len(b.srv.Addrs()) == 0 {
+		return false, "no listener is up"
+	}
+	if b.srv.Handler().Snapshot() == nil {
+		return false, "no configuration loaded"
 	}
 	return true, ""
 }
@@ -51,10 +53,9 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 }
 
 func (b *backend) SetPoolState(record, pool, state string, expires time.Time) error {
-	switch state {
-	case "up", "down", "drain", "auto":
-	default:
-		return fmt.Errorf("state %q is not up, down, drain or auto", state)
+	o, err := health.ParseOverride(state)
+	if err != nil {
+		return err
 	}
 	snap := b.srv.Handler().Snapshot()
 	r := snap.Policies.Get(dns.CanonicalName(record))
@@ -68,7 +69,7 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	if !found {
 		return fmt.Errorf("record %s has no pool %s: %w", record, pool, api.ErrNotFound)
 	}
-	b.hc.setPool(r.Name, pool, state, expires)
+	b.hc.setPool(r.Name, pool, o, expires)
 	b.log.Info("pool state set", "record", r.Name, "pool", pool, "state", state, "expires", expires)
 	return nil
 }
@@ -108,17 +109,17 @@ func (b *backend) Status() api.Status {
 				ps.State, ps.Reason = "down", fmt.Sprintf("fewer than %d of its addresses pass %s", p.MinUp, p.Check)
 			}
 			if ov, ok := b.hc.poolState(r.Name, p.Name); ok {
-				ps.State, ps.Reason = ov.state, "set by the operator"
+				ps.State, ps.Reason = ov.o.String(), "set by the operator"
 				if !ov.expires.IsZero() {
 					e := ov.expires
 					ps.Expires = &e
 				}
-				if ov.state == "drain" {
+				if ov.o == health.OverrideDrain {
 					safe := t.DrainSafe(r, p.Index)
 					ps.DrainSafe = &safe
 				}
 			}
-			for _, a := range append(append([]netip.Addr{}, p.V4...), p.V6...) {
+			for _, a := range p.Addrs() {
 				ts := api.TargetStatus{Address: a.String(), Check: p.Check, State: "unchecked"}
 				if p.Check != "" {
 					s := states[health.Key{Addr: a, Check: p.Check}]

@@ -80,8 +80,8 @@ func (f *feed) load() error {
 		exp time.Time
 	}
 	type pool struct {
-		state string
-		exp   time.Time
+		o   health.Override
+		exp time.Time
 	}
 	targets := map[netip.Addr]target{}
 	pools := map[[2]string]pool{}
@@ -98,17 +98,15 @@ func (f *feed) load() error {
 	}
 	for k, e := range ff.Pools {
 		rec, name, ok := strings.Cut(k, "/")
-		state := strings.ToLower(e.State)
-		exp, err := parseExpires(e.Expires, now)
+		o, err := health.ParseOverride(strings.ToLower(e.State))
+		exp, err2 := parseExpires(e.Expires, now)
 		switch {
 		case !ok || rec == "" || name == "":
 			probs = append(probs, fmt.Sprintf("pools[%q]: write record/pool", k))
-		case state != "up" && state != "down" && state != "drain" && state != "auto":
-			probs = append(probs, fmt.Sprintf("pools[%q]: state %q is not up, down, drain or auto", k, e.State))
-		case err != nil:
-			probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, err))
+		case err != nil || err2 != nil:
+			probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, errors.Join(err, err2)))
 		default:
-			pools[[2]string{dns.CanonicalName(rec), name}] = pool{state, exp}
+			pools[[2]string{dns.CanonicalName(rec), name}] = pool{o, exp}
 		}
 	}
 	if len(probs) > 0 {
@@ -123,7 +121,7 @@ func (f *feed) load() error {
 	}
 	for k := range f.pools {
 		if _, still := pools[k]; !still {
-			f.hc.setPool(k[0], k[1], "auto", time.Time{})
+			f.hc.setPool(k[0], k[1], health.OverrideNone, time.Time{})
 		}
 	}
 	f.targets, f.pools = map[netip.Addr]bool{}, map[[2]string]bool{}
@@ -132,7 +130,7 @@ func (f *feed) load() error {
 		f.targets[a] = true
 	}
 	for k, p := range pools {
-		f.hc.setPool(k[0], k[1], p.state, p.exp)
+		f.hc.setPool(k[0], k[1], p.o, p.exp)
 		f.pools[k] = true
 	}
 	f.log.Info("health feed applied", "file", f.path, "targets", len(targets), "pools", len(pools))

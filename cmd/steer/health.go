@@ -66,7 +66,7 @@ func (h *healthWiring) reloaded(ok bool) {
 }
 
 type poolState struct {
-	state   string // up, down, drain
+	o       health.Override // up, down or drain
 	expires time.Time
 }
 
@@ -92,7 +92,7 @@ func (h *healthWiring) poolOverride(record, pool string) policy.PoolOverride {
 	if !ok {
 		return policy.PoolAuto
 	}
-	if st.state == "up" {
+	if st.o == health.OverrideUp {
 		return policy.PoolUp
 	}
 	return policy.PoolDown
@@ -109,15 +109,15 @@ func (h *healthWiring) poolState(record, pool string) (poolState, bool) {
 	return st, ok
 }
 
-// setPool sets (or with "auto" clears) an operator override for a pool,
+// setPool sets (or with OverrideNone, "auto", clears) an operator override for a pool,
 // and recomputes answers now and again when it expires.
-func (h *healthWiring) setPool(record, pool, state string, expires time.Time) {
+func (h *healthWiring) setPool(record, pool string, o health.Override, expires time.Time) {
 	h.mu.Lock()
 	k := [2]string{record, pool}
-	if state == "auto" {
+	if o == health.OverrideNone {
 		delete(h.pools, k)
 	} else {
-		h.pools[k] = poolState{state, expires}
+		h.pools[k] = poolState{o, expires}
 	}
 	h.mu.Unlock()
 	h.refresh()
@@ -183,7 +183,7 @@ func (h *healthWiring) wireMetrics(m *metrics.Metrics) {
 				if p.Check == "" {
 					continue
 				}
-				for _, a := range append(append([]netip.Addr{}, p.V4...), p.V6...) {
+				for _, a := range p.Addrs() {
 					ts = append(ts, metrics.TargetState{Record: r.Name, Pool: p.Name, Address: a.String(), Check: p.Check,
 						Up: h.usable(a, p.Check)})
 				}

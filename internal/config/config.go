@@ -241,23 +241,21 @@ func (c *Config) applyDefaults() {
 		c.Geo.Databases = []string{"embedded"}
 	}
 	for i := range c.Records {
-		c.Records[i].Line = c.line(fmt.Sprintf("records[%d]", i))
+		c.Records[i].Line = c.Line(fmt.Sprintf("records[%d]", i))
 	}
 	if c.VersionBind == "" {
 		c.VersionBind = VersionHidden
 	}
 }
 
-func (c *Config) line(key string) int { return c.Lines[key] }
-
 func (c *Config) check(probs *diag.Problems) {
 	f := c.File
 	if len(c.Listen) == 0 {
-		probs.Add(f, c.line("listen"), "listen: at least one address is needed")
+		probs.Add(f, c.Line("listen"), "listen: at least one address is needed")
 	}
 	seen := map[string]bool{}
 	for i, l := range c.Listen {
-		ln := c.line(fmt.Sprintf("listen[%d]", i))
+		ln := c.Line(fmt.Sprintf("listen[%d]", i))
 		host, port, err := net.SplitHostPort(l)
 		if err != nil {
 			probs.Add(f, ln, "listen: %q is not host:port (write IPv6 as [::1]:53)", l)
@@ -275,60 +273,60 @@ func (c *Config) check(probs *diag.Problems) {
 		seen[l] = true
 	}
 	if len(c.Identity) > 255 {
-		probs.Add(f, c.line("identity"), "identity: longer than 255 bytes")
+		probs.Add(f, c.Line("identity"), "identity: longer than 255 bytes")
 	}
 	if len(c.VersionBind) > 255 {
-		probs.Add(f, c.line("version_bind"), "version_bind: longer than 255 bytes")
+		probs.Add(f, c.Line("version_bind"), "version_bind: longer than 255 bytes")
 	}
 	if c.TCP.MaxConnections < 0 {
-		probs.Add(f, c.line("tcp.max_connections"), "tcp.max_connections: must be positive")
+		probs.Add(f, c.Line("tcp.max_connections"), "tcp.max_connections: must be positive")
 	}
 	if c.TCP.IdleTimeout < 0 {
-		probs.Add(f, c.line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
+		probs.Add(f, c.Line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
 	}
 	if c.ECS.MaxSourceV4 < 0 || c.ECS.MaxSourceV4 > 32 {
-		probs.Add(f, c.line("ecs.max_source_v4"), "ecs.max_source_v4: %d is not between 1 and 32", c.ECS.MaxSourceV4)
+		probs.Add(f, c.Line("ecs.max_source_v4"), "ecs.max_source_v4: %d is not between 1 and 32", c.ECS.MaxSourceV4)
 	}
 	if c.ECS.MaxSourceV6 < 0 || c.ECS.MaxSourceV6 > 128 {
-		probs.Add(f, c.line("ecs.max_source_v6"), "ecs.max_source_v6: %d is not between 1 and 128", c.ECS.MaxSourceV6)
+		probs.Add(f, c.Line("ecs.max_source_v6"), "ecs.max_source_v6: %d is not between 1 and 128", c.ECS.MaxSourceV6)
 	}
 	if c.API.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
-			probs.Add(f, c.line("api.listen"), "api.listen: %q is not host:port", c.API.Listen)
+			probs.Add(f, c.Line("api.listen"), "api.listen: %q is not host:port", c.API.Listen)
 		}
 	} else if c.API.TokenFile != "" {
-		probs.Add(f, c.line("api.token_file"), "api.token_file without api.listen")
+		probs.Add(f, c.Line("api.token_file"), "api.token_file without api.listen")
 	}
 	if c.QueryLog.Path != "" && c.QueryLog.Sample == 0 {
 		c.QueryLog.Sample = 1
 	}
 	if c.QueryLog.Sample < 0 || c.QueryLog.Sample > 1 {
-		probs.Add(f, c.line("query_log.sample"), "query_log.sample: %v is not between 0 and 1", c.QueryLog.Sample)
+		probs.Add(f, c.Line("query_log.sample"), "query_log.sample: %v is not between 0 and 1", c.QueryLog.Sample)
 	}
 	if c.API.TokenFile != "" && c.API.TokenEnv != "" {
-		probs.Add(f, c.line("api.token_env"), "api: give token_file or token_env, not both")
+		probs.Add(f, c.Line("api.token_env"), "api: give token_file or token_env, not both")
 	}
 	if len(c.Geo.Databases) == 0 {
-		probs.Add(f, c.line("geo.databases"), "geo.databases: list at least one database (or embedded)")
+		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}
 	origins := map[string]int{}
 	for i := range c.Zones {
 		z := &c.Zones[i]
-		z.Line = c.line(fmt.Sprintf("zones[%d]", i))
+		z.Line = c.Line(fmt.Sprintf("zones[%d]", i))
 		if z.Origin == "" {
 			probs.Add(f, z.Line, "zones: an entry has no origin")
 			continue
 		}
 		if _, ok := dns.IsDomainName(z.Origin); !ok {
-			probs.Add(f, c.line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %q is not a domain name", z.Origin)
+			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %q is not a domain name", z.Origin)
 			continue
 		}
 		canon := dns.CanonicalName(z.Origin)
 		if first, dup := origins[canon]; dup {
-			probs.Add(f, c.line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %s is already served (line %d)", canon, first)
+			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %s is already served (line %d)", canon, first)
 			continue
 		}
-		origins[canon] = c.line(fmt.Sprintf("zones[%d].origin", i))
+		origins[canon] = c.Line(fmt.Sprintf("zones[%d].origin", i))
 		if z.File == "" {
 			probs.Add(f, z.Line, "zones: %s has no file", canon)
 		}

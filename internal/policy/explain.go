@@ -127,3 +127,9 @@ func (r *Record) Ranking(rule int, lat, lon float64) []string {
 	}
 	return out
 }
+
+// Addrs returns the pool's addresses, IPv4 first, as health masks number
+// them.
+func (p *Pool) Addrs() []netip.Addr {
+	return append(append(make([]netip.Addr, 0, len(p.V4)+len(p.V6)), p.V4...), p.V6...)
+}

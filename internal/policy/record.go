@@ -16,7 +16,6 @@ import (
 	"math"
 	"net/netip"
 	"sort"
-	"strings"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/geo"
@@ -369,17 +368,6 @@ func (r *Record) rank(a *Action, lat, lon float64) []uint8 {
 // Distance is the great-circle distance in kilometres between two points
 // given in degrees (see geo.Distance).
 func Distance(lat1, lon1, lat2, lon2 float64) float64 { return geo.Distance(lat1, lon1, lat2, lon2) }
-
-// describePools names the pools in mask.
-func (r *Record) describePools(mask uint64) string {
-	var names []string
-	for _, p := range r.Pools {
-		if mask&(1<<p.Index) != 0 {
-			names = append(names, p.Name)
-		}
-	}
-	return strings.Join(names, ", ")
-}
 
 func (r *Record) String() string {
 	return fmt.Sprintf("%s %s (%d pools, %d rules)", r.Name, dns.TypeToString[r.Type], len(r.Pools), len(r.Rules))

@@ -6,7 +6,6 @@ package snapshot
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -65,7 +64,7 @@ func (s *Snapshot) HealthKeys() []health.Key {
 			if p.Check == "" {
 				continue
 			}
-			for _, a := range append(append([]netip.Addr{}, p.V4...), p.V6...) {
+			for _, a := range p.Addrs() {
 				k := health.Key{Addr: a, Check: p.Check}
 				if !seen[k] {
 					seen[k] = true
