@@ -231,30 +231,32 @@ func serve(args []string, stderr io.Writer) int {
 			stop(ctx)
 		}()
 	}
-	log.Info("serving", "config", source, "version", version, "data", snap.Summary())
-
-	// Geo databases are reloaded when their files change; config and zone
-	// files on SIGHUP (a half-written zone must never go live).
+	// Geo databases are reloaded when their files change, and the health
+	// feed file is applied when it does; config and zone files only on
+	// SIGHUP (a half-written zone must never go live). Each watcher takes
+	// its baseline before its file is read, so no change slips between.
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	if f := snap.Config.Health.FeedFile; f != "" {
 		fd := &feed{path: snap.Config.Resolve(f), hc: hc, log: log}
+		w := newWatcher(func() []string { return []string{fd.path} })
 		if err := fd.load(); err != nil {
 			log.Error("health feed rejected", "err", err)
 		}
-		go watchFiles(ctx, *watchInterval, func() []string { return []string{fd.path} }, func() {
+		go w.run(ctx, *watchInterval, func() {
 			if err := fd.load(); err != nil {
 				log.Error("health feed rejected; the previous one stays", "err", err)
 			}
 		})
 	}
 	geoChanged := make(chan struct{}, 1)
-	go watchFiles(ctx, *watchInterval, func() []string { return srv.Handler().Snapshot().GeoFiles }, func() {
+	go newWatcher(func() []string { return srv.Handler().Snapshot().GeoFiles }).run(ctx, *watchInterval, func() {
 		select {
 		case geoChanged <- struct{}{}:
 		default:
 		}
 	})
+	log.Info("serving", "config", source, "version", version, "data", snap.Summary())
 
 	for {
 		var sig os.Signal

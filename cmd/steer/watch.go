@@ -13,34 +13,49 @@ type fileStamp struct {
 	size int64
 }
 
-// watchFiles polls the files paths() returns every interval and calls
-// changed when any of them differs from the previous poll. Polling, rather
-// than inotify, also sees files replaced by rename and on any filesystem,
-// and a database is rewritten at most a few times a day.
-func watchFiles(ctx context.Context, interval time.Duration, paths func() []string, changed func()) {
-	stamps := map[string]fileStamp{}
-	poll := func() bool {
-		diff := false
-		seen := map[string]bool{}
-		for _, p := range paths() {
-			seen[p] = true
-			var st fileStamp
-			if fi, err := os.Stat(p); err == nil {
-				st = fileStamp{fi.ModTime(), fi.Size()}
-			}
-			if old, ok := stamps[p]; ok && old != st {
-				diff = true
-			}
-			stamps[p] = st
+// watcher polls files for changes. Polling, rather than inotify, also sees
+// files replaced by rename and works on any filesystem; these files change
+// at most a few times a day.
+type watcher struct {
+	paths  func() []string
+	stamps map[string]fileStamp
+}
+
+// newWatcher takes the files' current state as the baseline at once, so a
+// change made after it returns is never mistaken for the starting state.
+// Read the files after calling it.
+func newWatcher(paths func() []string) *watcher {
+	w := &watcher{paths: paths, stamps: map[string]fileStamp{}}
+	w.poll()
+	return w
+}
+
+// poll reports whether any file differs from the previous poll.
+func (w *watcher) poll() bool {
+	diff := false
+	seen := map[string]bool{}
+	for _, p := range w.paths() {
+		seen[p] = true
+		var st fileStamp
+		if fi, err := os.Stat(p); err == nil {
+			st = fileStamp{fi.ModTime(), fi.Size()}
 		}
-		for p := range stamps {
-			if !seen[p] {
-				delete(stamps, p)
-			}
+		if old, ok := w.stamps[p]; ok && old != st {
+			diff = true
 		}
-		return diff
+		w.stamps[p] = st
 	}
-	poll()
+	for p := range w.stamps {
+		if !seen[p] {
+			delete(w.stamps, p)
+		}
+	}
+	return diff
+}
+
+// run polls every interval until ctx ends, calling changed after a poll
+// that saw a difference.
+func (w *watcher) run(ctx context.Context, interval time.Duration, changed func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -48,7 +63,7 @@ func watchFiles(ctx context.Context, interval time.Duration, paths func() []stri
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if poll() {
+			if w.poll() {
 				changed()
 			}
 		}
