@@ -53,6 +53,8 @@ type Config struct {
 	Health HealthOptions `yaml:"health"`
 	// QueryLog configures the query log.
 	QueryLog QueryLog `yaml:"query_log"`
+	// Latency configures the latency map (by: latency).
+	Latency Latency `yaml:"latency"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -306,6 +308,7 @@ func (c *Config) check(probs *diag.Problems) {
 	if c.API.TokenFile != "" && c.API.TokenEnv != "" {
 		probs.Add(f, c.Line("api.token_env"), "api: give token_file or token_env, not both")
 	}
+	c.checkLatency(probs)
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}

@@ -60,6 +60,9 @@ type Pool struct {
 	Addresses []string  `yaml:"addresses"`
 	Target    string    `yaml:"target"`
 	Location  *Location `yaml:"location"`
+	// Site names the site whose measured latency applies to the pool
+	// (default: the pool's name); pools may share one.
+	Site string `yaml:"site"`
 	// Bias shifts geoproximity, Route 53 style: -99..99.
 	Bias int `yaml:"bias"`
 	// Enabled false removes the pool from answers as if it were down.

@@ -165,6 +165,9 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				return nil
 			}
 			pq := policy.Query{Qtype: q.qtype, Up: snap.Policies.Up(rec, q.qtype), Resolver: from.Unmap()}
+			if rec.HasLatency() {
+				pq.Latency = snap.Policies.Latency()
+			}
 			pq.Client, pq.ClientBits = ecs.Client(&subnet, hasECS, from)
 			if !pq.Client.IsValid() {
 				return nil

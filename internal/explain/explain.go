@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnsserver"
@@ -51,15 +52,16 @@ type Input struct {
 
 // Step is one steered record's decision.
 type Step struct {
-	Record   string             `json:"record"`
-	Client   string             `json:"client"`
-	Geo      GeoInfo            `json:"geo"`
-	Rules    []policy.RuleTrace `json:"rules"`
-	Pools    []PoolState        `json:"pools"`
-	Ranking  []string           `json:"geoproximity,omitempty"`
-	Decision string             `json:"decision"`
-	Chosen   []string           `json:"chosen"`
-	Scope    int                `json:"partition_scope"`
+	Record   string               `json:"record"`
+	Client   string               `json:"client"`
+	Geo      GeoInfo              `json:"geo"`
+	Rules    []policy.RuleTrace   `json:"rules"`
+	Pools    []PoolState          `json:"pools"`
+	Ranking  []string             `json:"geoproximity,omitempty"`
+	Latency  *policy.LatencyTrace `json:"latency,omitempty"`
+	Decision string               `json:"decision"`
+	Chosen   []string             `json:"chosen"`
+	Scope    int                  `json:"partition_scope"`
 }
 
 // GeoInfo is what the databases said about the client.
@@ -205,6 +207,13 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 				s.Ranking = []string{"client location unknown: fallback order"}
 			}
 		}
+		if rule.Action.Kind == policy.ActLatency {
+			winner := ""
+			if len(s.Chosen) > 0 {
+				winner = s.Chosen[0]
+			}
+			s.Latency = snap.Policies.ExplainLatency(r, d.Rule, q.Client, &info, q.Up, winner, time.Now())
+		}
 	}
 	return s
 }
@@ -268,6 +277,32 @@ func (r *Report) Text() string {
 		}
 		if len(s.Ranking) > 0 {
 			p("  geoproximity: %s", strings.Join(s.Ranking, "; "))
+		}
+		if l := s.Latency; l != nil {
+			p("  latency (rule %d, map update %d), network %s:", l.Rule, l.Update, l.Network)
+			for _, c := range l.Candidates {
+				rtt := "-"
+				if c.Source != "none" {
+					rtt = fmt.Sprintf("%.1f ms", c.RTT)
+				}
+				from := c.Source
+				if c.Key != "" {
+					from += " (key " + c.Key + ")"
+				}
+				usable := "usable"
+				if !c.Usable {
+					usable = "unusable"
+				}
+				p("    %-16s %-10s %-34s %s", c.Pool, rtt, from, usable)
+			}
+			if st := l.State; st != nil {
+				pend := "none"
+				if st.Pending != "" {
+					pend = fmt.Sprintf("%s for %d/%d updates", st.Pending, st.Rounds, st.Needed)
+				}
+				p("    anti-flap: current %s, challenger %s", st.Current, pend)
+			}
+			p("    winner: %s: %s", dash(l.Winner), l.Why)
 		}
 		p("  decision: %s", s.Decision)
 	}

@@ -49,6 +49,9 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.st[network]
+	if c != nil {
+		c.lastSeen = update
+	}
 	for i, r := range rtts {
 		if !ok(r.Site) {
 			continue
@@ -75,7 +78,6 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 		h.st[network] = c
 		return c.current, "initial choice: best usable"
 	}
-	c.lastSeen = update
 	if cur < 0 {
 		prev := c.current
 		c.current, c.pending, c.rounds = rtts[best].Site, "", 0
@@ -112,6 +114,31 @@ func (h *Hysteresis) Current(network string) (string, bool) {
 	}
 	return c.current, true
 }
+
+// State describes one network's anti-flap state.
+type State struct {
+	Current string `json:"current"`
+	// Pending is the challenger being counted ("" when none) and Rounds
+	// how many consecutive updates it has been better by the margin.
+	Pending string `json:"pending,omitempty"`
+	Rounds  int    `json:"rounds,omitempty"`
+	// Needed is SwitchRounds.
+	Needed int `json:"needed"`
+}
+
+// State returns network's state, if it has one.
+func (h *Hysteresis) State(network string) (State, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.st[network]
+	if c == nil {
+		return State{Needed: h.o.SwitchRounds}, false
+	}
+	return State{Current: c.current, Pending: c.pending, Rounds: c.rounds, Needed: h.o.SwitchRounds}, true
+}
+
+// Options returns the options in force, defaults filled in.
+func (h *Hysteresis) Options() Options { return h.o }
 
 // Prune forgets networks Choose has not been called for since update
 // before, and returns how many it forgot.

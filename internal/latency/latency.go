@@ -25,7 +25,8 @@
 // atomically; Map.Lookup never takes a lock and does not allocate beyond the
 // slice it returns. Hysteresis keeps each network's chosen site stable.
 //
-// The package is not yet wired into the server.
+// The server feeds a Store from files and the admin API; package policy
+// turns each published Map into per-network choices (see policy.Table.SetLatency).
 package latency
 
 import (
@@ -64,7 +65,8 @@ type Options struct {
 	// KmPerMs is the one-way propagation speed used by the estimate
 	// (default 200 km/ms, about light in fibre).
 	KmPerMs float64
-	// OverheadMs is added to every estimate (default 5 ms).
+	// OverheadMs is added to every estimate, as given (the configuration's
+	// default is DefaultOverheadMs).
 	OverheadMs float64
 }
 
@@ -78,9 +80,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KmPerMs <= 0 {
 		o.KmPerMs = DefaultKmPerMs
-	}
-	if o.OverheadMs == 0 {
-		o.OverheadMs = DefaultOverheadMs
 	}
 	return o
 }
@@ -97,7 +96,10 @@ type Measurement struct {
 
 // Client is what Lookup knows about the client network asking.
 type Client struct {
-	Addr                            netip.Addr // client or ECS address; invalid when unknown
+	Addr netip.Addr // client or ECS address; invalid when unknown
+	// Bits, when > 0, limits the CIDR keys considered to those at most
+	// this long: Lookup then answers for the whole network Addr/Bits.
+	Bits                            int
 	ASN                             uint32     // 0 when unknown
 	Subdivision, Country, Continent string     // upper-case codes as in geo.Info, "" when unknown
 	Lat, Lon                        float64
@@ -116,6 +118,9 @@ const (
 	SourceMeasured  = "measured"
 	SourceEstimated = "estimated"
 	SourceNone      = "none"
+	// SourceStale is not a Source: explain uses it to say that a stale
+	// measurement was skipped (RTT.Stale).
+	SourceStale = "stale"
 )
 
 // RTT is Lookup's answer for one site.
@@ -175,6 +180,50 @@ const maxChain = 129 + 4
 // Update returns the Store update counter value this Map was published at.
 func (m *Map) Update() uint64 { return m.update }
 
+// NextStale returns the earliest time after now at which a value that is
+// fresh at now turns stale, or the zero time when none will (no MaxAge, or
+// no fresh values). A server re-evaluates its choices then.
+func (m *Map) NextStale(now time.Time) time.Time {
+	if m == nil || m.o.MaxAge <= 0 {
+		return time.Time{}
+	}
+	var next time.Time
+	for _, e := range m.all() {
+		for i := range e.sites {
+			t := e.sites[i].at.Add(m.o.MaxAge)
+			if t.After(now) && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		}
+	}
+	return next
+}
+
+// all returns every entry of the map.
+func (m *Map) all() []*entry {
+	out := make([]*entry, 0, len(m.cidr)+len(m.asn)+len(m.sub)+len(m.country)+len(m.continent))
+	for _, e := range m.cidr {
+		out = append(out, e)
+	}
+	for _, e := range m.asn {
+		out = append(out, e)
+	}
+	for _, mm := range []map[string]*entry{m.sub, m.country, m.continent} {
+		for _, e := range mm {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Options returns the options the map was built with, defaults filled in.
+func (m *Map) Options() Options {
+	if m == nil {
+		return Options{}.withDefaults()
+	}
+	return m.o
+}
+
 // Len returns the number of (key, site) values in the map.
 func (m *Map) Len() int { return m.values }
 
@@ -231,6 +280,9 @@ func (m *Map) chain(chain *[maxChain]*entry, c *Client) int {
 			bits = m.v4Bits
 		}
 		for _, b := range bits {
+			if c.Bits > 0 && b > c.Bits {
+				continue
+			}
 			p, err := a.Prefix(b)
 			if err != nil {
 				continue
@@ -318,7 +370,9 @@ func (s *Store) Updates() uint64 { return s.updates.Load() }
 // weight 1-2^(-dt/HalfLife), dt being the time since that value's newest
 // measurement (HalfLife 0 replaces; a measurement older than the value is
 // ignored; a zero MeasuredAt counts as now). Measurements whose Validate
-// fails are ignored. Values older than MaxAge at now are dropped. A new Map
+// fails are ignored. Values older than MaxAge are stale: Lookup skips them
+// but reports that it did; they are dropped once older than twice MaxAge.
+// A new Map
 // is then built and published atomically; readers keep using the old one
 // until the swap.
 func (s *Store) Update(ms []Measurement, now time.Time) {
@@ -359,7 +413,7 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 	if s.o.MaxAge > 0 {
 		for name, ks := range s.state {
 			for site, v := range ks.sites {
-				if now.Sub(v.at) > s.o.MaxAge {
+				if now.Sub(v.at) > 2*s.o.MaxAge {
 					delete(ks.sites, site)
 				}
 			}

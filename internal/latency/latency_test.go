@@ -186,7 +186,7 @@ func TestEstimate(t *testing.T) {
 		t.Fatalf("Mumbai–Frankfurt = %.0f km, want ≈ 6580", d)
 	}
 	c := &Client{Lat: mumbai.Lat, Lon: mumbai.Lon, HasLocation: true}
-	r := lookup1(t, NewStore(Options{}).Map(), c, frankfurt, t0)
+	r := lookup1(t, NewStore(Options{OverheadMs: 5}).Map(), c, frankfurt, t0)
 	want := 2*6580.0/200 + 5
 	if r.Source != SourceEstimated || math.Abs(r.Ms-want)/want > 0.02 {
 		t.Fatalf("estimate %+v, want ≈ %.1f ms", r, want)

@@ -21,6 +21,7 @@ type Table struct {
 	Records []*Record
 	byName  map[string]*Record
 	health  atomic.Pointer[Health]
+	lat     atomic.Pointer[LatencyState]
 	// lastAnswer[record][pool] is when the pool was last answered (Unix s).
 	lastAnswer [][]atomic.Int64
 	// Observe, when set before the table is published, is called for each
@@ -189,7 +190,10 @@ func (b *builder) pools(rc config.Record) {
 	for _, name := range names {
 		pc := rc.Pools[name]
 		at := ".pools." + name
-		p := &Pool{Name: name, Index: len(r.Pools), Bias: pc.Bias, Line: b.line(at)}
+		p := &Pool{Name: name, Index: len(r.Pools), Bias: pc.Bias, Line: b.line(at), Site: name}
+		if pc.Site != "" {
+			p.Site = pc.Site
+		}
 		h := fnv.New64a()
 		h.Write([]byte(name))
 		p.hash = h.Sum64()
@@ -362,6 +366,11 @@ func (b *builder) rules(rc config.Record) {
 			rule.Action.Proximity = len(r.proximity)
 			r.proximity = append(r.proximity, &rule.Action)
 		}
+		if rule.Action.Kind == ActLatency {
+			rule.Action.Latency = len(r.latencyActs)
+			r.latencyActs = append(r.latencyActs, &rule.Action)
+			r.latencyRules |= 1 << i
+		}
 		r.Rules = append(r.Rules, rule)
 	}
 	if !hasDefault {
@@ -499,12 +508,20 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 				b.errf(at+".fallback", "record %s: by: first needs a fallback list", r.Name)
 			}
 		case "latency":
-			b.errf(at+".by", "record %s: by: latency needs a latency map, which this version does not have yet; use geoproximity", r.Name)
+			a.Kind = ActLatency
+			if ac.Fallback != nil {
+				a.Candidates = a.Pools
+			} else {
+				for _, p := range r.Pools {
+					a.Candidates = append(a.Candidates, p.Index)
+				}
+				a.Pools = a.Candidates
+			}
 		default:
-			b.errf(at+".by", "record %s: by %q is not geoproximity or first", r.Name, ac.By)
+			b.errf(at+".by", "record %s: by %q is not latency, geoproximity or first", r.Name, ac.By)
 		}
 	} else if ac.Fallback != nil {
-		b.errf(at+".fallback", "record %s: fallback goes with by: geoproximity or by: first", r.Name)
+		b.errf(at+".fallback", "record %s: fallback goes with by: latency, geoproximity or first", r.Name)
 	}
 	switch {
 	case kinds == 0:
@@ -515,7 +532,7 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 	for _, p := range a.Pools {
 		a.mask |= 1 << p
 	}
-	if a.Kind == ActProximity {
+	if a.Kind == ActProximity || a.Kind == ActLatency {
 		for _, p := range a.Candidates {
 			a.mask |= 1 << p
 		}

@@ -24,6 +24,9 @@ type Query struct {
 	Qtype uint16
 	// Up has a bit set for each usable pool (enabled and healthy).
 	Up uint64
+	// Latency is the table's latency state (Table.Latency), for by:
+	// latency actions; nil means they take their fallback order.
+	Latency *LatencyState
 }
 
 // Decision is the outcome of a query.
@@ -164,6 +167,9 @@ func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, 
 			}
 		}
 		return 0, 0, 0
+	case ActLatency:
+		p, depth := r.latencyChoose(a, o, avail, q)
+		return p, 0, depth
 	case ActSplit:
 		if a.mask&avail == 0 {
 			return 0, 0, 0

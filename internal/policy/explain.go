@@ -93,6 +93,8 @@ func (r *Record) DescribeAction(a *Action) string {
 		return "geoproximity over " + names(a.Candidates) + " (fallback " + names(a.Pools) + ")"
 	case ActFirst:
 		return "first of " + names(a.Pools)
+	case ActLatency:
+		return "latency over " + names(a.Candidates) + " (fallback " + names(a.Pools) + ")"
 	}
 	return a.Kind.String()
 }

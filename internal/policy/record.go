@@ -57,6 +57,10 @@ type Record struct {
 	hasV4, hasV6  uint64 // pools with addresses of each family
 	allPools      uint64
 	proximity     []*Action // actions that rank pools by distance
+	latencyActs   []*Action // by: latency actions, by Action.Latency
+	latencyRules  uint64    // rules whose action is by: latency
+	latClasses    []latClass
+	latClassIndex map[latClass]int32
 	// Stats describe the compiled partition.
 	Stats Stats
 }
@@ -98,6 +102,9 @@ type Pool struct {
 	Lon    float64
 	HasLoc bool
 	Bias   int
+	// Site is the name the latency map measures the pool under: the
+	// configured site label, or the pool's name.
+	Site string
 	// A, AAAA and CNAME are the pool's answer records, built once.
 	A, AAAA, CNAME []dns.RR
 	Line           int
@@ -119,10 +126,11 @@ const (
 	ActFailover
 	ActProximity
 	ActFirst
+	ActLatency
 )
 
 func (k ActionKind) String() string {
-	return [...]string{"pool", "split", "multivalue", "failover", "geoproximity", "first"}[k]
+	return [...]string{"pool", "split", "multivalue", "failover", "geoproximity", "first", "latency"}[k]
 }
 
 // Action picks pools.
@@ -136,8 +144,10 @@ type Action struct {
 	Limit   int      // multivalue: at most this many addresses
 	// Proximity is the index of this action's ranking in an outcome.
 	Proximity int
-	// Candidates are the pools geoproximity ranks.
+	// Candidates are the pools geoproximity or latency ranks.
 	Candidates []int
+	// Latency is the index of a by: latency action in its record.
+	Latency int
 	mask       uint64
 }
 
@@ -154,6 +164,9 @@ type Rule struct {
 type outcome struct {
 	mask  uint64    // client rules that match
 	ranks [][]uint8 // per proximity action: candidate pools nearest first; nil without a location
+	// lclass is the client's latency class (index in Record.latClasses)
+	// where a by: latency rule may decide, -1 elsewhere.
+	lclass int32
 }
 
 // MaxPools and MaxRules bound a record (masks are 64 bits).
@@ -331,12 +344,17 @@ func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
 		key = append(key, 0xFF)
 		key = append(key, rk...)
 	}
+	lclass := int32(-1)
+	if (mask|c.r.defaultBit|c.r.resolverRules)&c.r.latencyRules != 0 {
+		lclass = c.r.latClassOf(info)
+		key = append(key, 0xFE, byte(lclass), byte(lclass>>8), byte(lclass>>16), byte(lclass>>24))
+	}
 	c.key = key
 	if i, ok := c.index[string(key)]; ok {
 		return i
 	}
 	i := uint32(len(c.r.outcomes))
-	c.r.outcomes = append(c.r.outcomes, outcome{mask: mask, ranks: ranks})
+	c.r.outcomes = append(c.r.outcomes, outcome{mask: mask, ranks: ranks, lclass: lclass})
 	c.index[string(key)] = i
 	return i
 }

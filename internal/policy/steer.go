@@ -29,6 +29,9 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 	q := s.Query
 	q.Qtype = qtype
 	q.Up = s.Table.Up(r, qtype)
+	if r.HasLatency() {
+		q.Latency = s.Table.Latency()
+	}
 	d := r.Decide(&q)
 	if s.Trace != nil {
 		s.Trace(r, &q, &d)

@@ -1,0 +1,511 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/latency"
+)
+
+// Latency steering (by: latency) is split between compile time and update
+// time so that the query path stays one more trie walk and one lookup:
+//
+//   - Compiling a record that has a latency rule adds the client's latency
+//     class (the geo facts the latency map can key on: ASN, subdivision,
+//     country, continent, location) to the outcome of each piece of the
+//     partition, so the partition splits wherever any of them changes.
+//   - Each latency update (a file version, a push, a value turning stale)
+//     calls Table.SetLatency with the new latency.Map. It splits the address
+//     space by the map's CIDR keys into cells (a cell is the set of
+//     addresses whose most specific CIDR key is the same), enumerates every
+//     network that exists, a (cell, class) pair, evaluates its RTTs and the
+//     anti-flap state (latency.Hysteresis, which lives only here, off the
+//     query path), and publishes an immutable LatencyState: per network a
+//     ranking, the current choice first, then the rest by RTT.
+//   - A query walks the cell trie, finds its network's ranking and answers
+//     the first usable pool in it, or the action's fallback order when none
+//     is. Its ECS scope is the longer of the partition leaf and the cell
+//     leaf, so it never claims more than either the geo data or the map's
+//     own prefixes allow.
+
+// latClass is what the latency map can know about a client apart from its
+// address.
+type latClass struct {
+	asn                          uint32
+	subdivision, country, contin string
+	lat, lon                     float64
+	hasLoc                       bool
+}
+
+// key is the class's stable name, part of a network's anti-flap identity.
+func (c *latClass) key() string {
+	s := "AS" + strconv.FormatUint(uint64(c.asn), 10) + " " + c.subdivision + " " + c.country + " " + c.contin
+	if c.hasLoc {
+		s += " " + strconv.FormatFloat(c.lat, 'f', 4, 64) + "," + strconv.FormatFloat(c.lon, 'f', 4, 64)
+	}
+	return s
+}
+
+func classOf(info *geo.Info) latClass {
+	c := latClass{asn: info.ASN, subdivision: info.Subdivision, country: info.Country, contin: info.Continent}
+	if info.HasLocation {
+		c.lat, c.lon, c.hasLoc = info.Lat, info.Lon, true
+	}
+	return c
+}
+
+// latClassOf returns the index of info's class, adding it when new.
+func (r *Record) latClassOf(info *geo.Info) int32 {
+	c := classOf(info)
+	if i, ok := r.latClassIndex[c]; ok {
+		return i
+	}
+	if r.latClassIndex == nil {
+		r.latClassIndex = map[latClass]int32{}
+	}
+	i := int32(len(r.latClasses))
+	r.latClasses = append(r.latClasses, c)
+	r.latClassIndex[c] = i
+	return i
+}
+
+// HasLatency reports whether r has a by: latency rule.
+func (r *Record) HasLatency() bool { return len(r.latencyActs) > 0 }
+
+// LatencyState is the latency choices of every record of a Table for one
+// latency map: immutable once published.
+type LatencyState struct {
+	m              *latency.Map
+	h              *latency.Hysteresis
+	update         uint64
+	built          time.Time
+	cells4, cells6 trie
+	cellPrefix     []netip.Prefix // by cell; cell 0 is "no CIDR key"
+	recs           []*recordLatency
+	// Stats describe the evaluation that built the state.
+	Stats LatencyStats
+}
+
+// LatencyStats describe one SetLatency evaluation.
+type LatencyStats struct {
+	Update   uint64        // the map's update counter
+	Cells    int           // CIDR cells (distinct most specific keys)
+	Networks int           // (cell, class) networks evaluated, over all actions
+	Rankings int           // distinct rankings stored
+	Took     time.Duration // evaluation time
+}
+
+type recordLatency struct {
+	acts []actionLatency
+}
+
+type actionLatency struct {
+	rankings [][]uint8        // rankings[0] is empty
+	byClass  []uint32         // cell 0: ranking per class
+	byCell   map[uint64]uint32 // cell<<32 | class -> ranking
+}
+
+// Latency returns the latency state the query path uses (nil before the
+// first SetLatency).
+func (t *Table) Latency() *LatencyState { return t.lat.Load() }
+
+// SetLatency evaluates every by: latency action of the table against m,
+// with the anti-flap state in h, and publishes the result for the query
+// path. update is the map's update counter (several calls with the same
+// update count as one round for anti-flap); now decides which values are
+// stale. Callers serialise calls on one Table. Pool usability is the
+// table's current health: a network whose current choice is unusable
+// switches at once.
+func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
+	start := time.Now()
+	s := &LatencyState{m: m, h: h, update: update, built: now, recs: make([]*recordLatency, len(t.Records))}
+	prev := t.lat.Load()
+	if prev != nil && prev.m == m {
+		s.cells4, s.cells6, s.cellPrefix = prev.cells4, prev.cells6, prev.cellPrefix
+	} else {
+		s.cells4, s.cells6, s.cellPrefix = buildCells(m.Prefixes())
+	}
+	st := LatencyStats{Update: update, Cells: len(s.cellPrefix) - 1}
+	var ev evaluator
+	for _, r := range t.Records {
+		if !r.HasLatency() {
+			continue
+		}
+		up := t.Up(r, dns.TypeA) | t.Up(r, dns.TypeAAAA)
+		nets := r.latencyNetworks(s)
+		rl := &recordLatency{acts: make([]actionLatency, len(r.latencyActs))}
+		for ai, a := range r.latencyActs {
+			al := &rl.acts[ai]
+			al.rankings = [][]uint8{nil}
+			al.byClass = make([]uint32, len(r.latClasses))
+			al.byCell = make(map[uint64]uint32)
+			intern := map[string]uint32{"": 0}
+			for _, n := range nets {
+				rk := ev.evaluate(r, a, s, n, m, h, up, update, now)
+				id, ok := intern[string(rk)]
+				if !ok {
+					id = uint32(len(al.rankings))
+					al.rankings = append(al.rankings, append([]uint8(nil), rk...))
+					intern[string(rk)] = id
+				}
+				if n.cell == 0 {
+					al.byClass[n.class] = id
+				} else {
+					al.byCell[uint64(n.cell)<<32|uint64(n.class)] = id
+				}
+				st.Networks++
+			}
+			st.Rankings += len(al.rankings) - 1
+		}
+		s.recs[r.Index] = rl
+	}
+	if h != nil {
+		h.Prune(update)
+	}
+	st.Took = time.Since(start)
+	s.Stats = st
+	t.lat.Store(s)
+	return st
+}
+
+// network is one (cell, class) pair that exists in a record's partition.
+type network struct {
+	cell  uint32
+	class int32
+}
+
+// latencyNetworks lists the networks of r: every class with no CIDR key,
+// and for each CIDR cell the classes of the partition leaves under its
+// prefix (a superset when a longer key covers some of them: harmless).
+func (r *Record) latencyNetworks(s *LatencyState) []network {
+	out := make([]network, 0, len(r.latClasses)+len(s.cellPrefix))
+	for g := range r.latClasses {
+		out = append(out, network{0, int32(g)})
+	}
+	seen := map[int32]bool{}
+	for c := 1; c < len(s.cellPrefix); c++ {
+		p := s.cellPrefix[c]
+		t := &r.v6
+		if p.Addr().Is4() {
+			t = &r.v4
+		}
+		clear(seen)
+		r.leavesUnder(t, p, func(oi uint32) {
+			if g := r.outcomes[oi].lclass; g >= 0 && !seen[g] {
+				seen[g] = true
+				out = append(out, network{uint32(c), g})
+			}
+		})
+	}
+	return out
+}
+
+// leavesUnder calls f with the outcome of every leaf of t that overlaps p.
+func (r *Record) leavesUnder(t *trie, p netip.Prefix, f func(uint32)) {
+	if !isLeaf(t.root) && len(t.nodes) == 0 {
+		return // never built
+	}
+	b := p.Addr().As16()
+	if p.Addr().Is4() {
+		a4 := p.Addr().As4()
+		copy(b[:], a4[:])
+	}
+	ref := t.root
+	for d := 0; d < p.Bits() && !isLeaf(ref); d++ {
+		bit := uint32(b[d>>3]>>(7-uint(d&7))) & 1
+		ref = t.nodes[2*ref+bit]
+	}
+	var walk func(ref uint32)
+	walk = func(ref uint32) {
+		if isLeaf(ref) {
+			f(ref &^ leafBit)
+			return
+		}
+		walk(t.nodes[2*ref])
+		walk(t.nodes[2*ref+1])
+	}
+	walk(ref)
+}
+
+// evaluator holds scratch space reused across networks.
+type evaluator struct {
+	sites []latency.Site
+	rtts  []latency.RTT
+	known []latency.RTT
+	rank  []uint8
+}
+
+// evaluate returns network n's ranking for action a: the current choice
+// first, then the other candidates with an RTT, lowest first. Candidates
+// with no RTT (no measurement and no location to estimate from) are left
+// out: the action's fallback order covers them.
+func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, m *latency.Map, h *latency.Hysteresis, up uint64, update uint64, now time.Time) []uint8 {
+	c := r.latencyClient(s, n)
+	ev.sites = ev.sites[:0]
+	for _, p := range a.Candidates {
+		pool := r.Pools[p]
+		ev.sites = append(ev.sites, latency.Site{Name: pool.Site, Lat: pool.Lat, Lon: pool.Lon, HasLocation: pool.HasLoc})
+	}
+	ev.rtts = m.Lookup(ev.rtts[:0], &c, ev.sites, now)
+	ev.known = ev.known[:0]
+	for i := range ev.rtts {
+		if ev.rtts[i].Source == latency.SourceNone {
+			continue
+		}
+		k := ev.rtts[i]
+		k.Site = r.Pools[a.Candidates[i]].Name
+		ev.known = append(ev.known, k)
+	}
+	ev.rank = ev.rank[:0]
+	if len(ev.known) == 0 {
+		return ev.rank
+	}
+	sort.SliceStable(ev.known, func(i, j int) bool { return ev.known[i].Ms < ev.known[j].Ms })
+	cur := ""
+	if h != nil {
+		usable := func(site string) bool {
+			p := r.poolIndex(site)
+			return p >= 0 && up&(1<<p) != 0
+		}
+		cur, _ = h.Choose(r.networkKey(a, s, n), ev.known, usable, update)
+	}
+	if cur != "" {
+		ev.rank = append(ev.rank, uint8(r.poolIndex(cur)))
+	}
+	for _, k := range ev.known {
+		if k.Site != cur {
+			ev.rank = append(ev.rank, uint8(r.poolIndex(k.Site)))
+		}
+	}
+	return ev.rank
+}
+
+// latencyClient is what the map is asked about network n.
+func (r *Record) latencyClient(s *LatencyState, n network) latency.Client {
+	cl := &r.latClasses[n.class]
+	c := latency.Client{ASN: cl.asn, Subdivision: cl.subdivision, Country: cl.country, Continent: cl.contin,
+		Lat: cl.lat, Lon: cl.lon, HasLocation: cl.hasLoc}
+	if n.cell != 0 {
+		p := s.cellPrefix[n.cell]
+		c.Addr, c.Bits = p.Addr(), p.Bits()
+	}
+	return c
+}
+
+// networkKey is network n's anti-flap identity for action a of r: stable
+// across updates and reloads while the record, the rule, the most specific
+// CIDR key and the geo facts stay the same.
+func (r *Record) networkKey(a *Action, s *LatencyState, n network) string {
+	cidr := "-"
+	if n.cell != 0 {
+		cidr = s.cellPrefix[n.cell].String()
+	}
+	return r.Name + " #" + strconv.Itoa(a.Latency) + " " + cidr + " " + r.latClasses[n.class].key()
+}
+
+// poolIndex returns the index of the pool named name, or -1.
+func (r *Record) poolIndex(name string) int {
+	for _, p := range r.Pools {
+		if p.Name == name {
+			return p.Index
+		}
+	}
+	return -1
+}
+
+// latencyChoose applies a by: latency action: the first usable pool of the
+// client network's ranking, else of the fallback order. The third result
+// is the depth of the client's cell (the scope the map's prefixes allow).
+func (r *Record) latencyChoose(a *Action, o *outcome, avail uint64, q *Query) (uint64, int) {
+	depth := 0
+	if s := q.Latency; s != nil && r.Index < len(s.recs) && s.recs[r.Index] != nil && o.lclass >= 0 {
+		al := &s.recs[r.Index].acts[a.Latency]
+		t := &s.cells4
+		addr := q.Client.Unmap()
+		if addr.Is6() {
+			t = &s.cells6
+		}
+		cell, d := t.lookup(addr)
+		depth = d
+		var id uint32
+		if cell == 0 {
+			if int(o.lclass) < len(al.byClass) {
+				id = al.byClass[o.lclass]
+			}
+		} else {
+			id = al.byCell[uint64(cell)<<32|uint64(o.lclass)]
+		}
+		for _, p := range al.rankings[id] {
+			if avail&(1<<p) != 0 {
+				return 1 << p, depth
+			}
+		}
+	}
+	for _, p := range a.Pools {
+		if avail&(1<<p) != 0 {
+			return 1 << p, depth
+		}
+	}
+	return 0, depth
+}
+
+// buildCells splits each address family by the prefixes: cell i (from 1)
+// is the addresses whose most specific prefix is prefixes[i-1], cell 0 the
+// addresses no prefix covers. Sibling leaves of the same cell merge, so a
+// leaf's depth is the widest prefix over which the cell is the same.
+func buildCells(prefixes []netip.Prefix) (v4, v6 trie, cells []netip.Prefix) {
+	cells = make([]netip.Prefix, 1, len(prefixes)+1)
+	var p4, p6 []netip.Prefix
+	for _, p := range prefixes {
+		if p.Addr().Is4() {
+			p4 = append(p4, p)
+		} else {
+			p6 = append(p6, p)
+		}
+	}
+	index := map[netip.Prefix]uint32{}
+	for _, p := range prefixes {
+		index[p] = uint32(len(cells))
+		cells = append(cells, p)
+	}
+	build := func(root netip.Prefix, ps []netip.Prefix) trie {
+		// ps is sorted by address, then length: every prefix inside a
+		// node's range is one contiguous run of it.
+		var b trieBuilder
+		var node func(p netip.Prefix, ps []netip.Prefix, cur uint32) uint32
+		node = func(p netip.Prefix, ps []netip.Prefix, cur uint32) uint32 {
+			for len(ps) > 0 && ps[0].Bits() <= p.Bits() {
+				if ps[0] == p {
+					cur = index[p]
+				}
+				ps = ps[1:]
+			}
+			if len(ps) == 0 {
+				return b.leaf(cur)
+			}
+			lo, hi := halves(p)
+			split := sort.Search(len(ps), func(i int) bool { return !lo.Contains(ps[i].Addr()) })
+			z := node(lo, ps[:split], cur)
+			o := node(hi, ps[split:], cur)
+			return b.node(z, o)
+		}
+		ref := node(root, ps, 0)
+		return b.finish(ref, root.Addr().BitLen())
+	}
+	v4 = build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), p4)
+	v6 = build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), p6)
+	return v4, v6, cells
+}
+
+// LatencyCandidate is one candidate pool in a latency explanation.
+type LatencyCandidate struct {
+	Pool string  `json:"pool"`
+	Site string  `json:"site"`
+	RTT  float64 `json:"rtt_ms,omitempty"`
+	// Source is measured, estimated, stale (a stale measurement was
+	// skipped; RTT then comes from a less specific key or the estimate)
+	// or none.
+	Source string `json:"source"`
+	// Key is the map key a measurement came from.
+	Key    string `json:"key,omitempty"`
+	Usable bool   `json:"usable"`
+}
+
+// LatencyTrace explains one by: latency decision.
+type LatencyTrace struct {
+	Rule       int                `json:"rule"` // 1-based
+	Network    string             `json:"network"`
+	Candidates []LatencyCandidate `json:"candidates"`
+	// State is the network's anti-flap state (absent before its first
+	// evaluation).
+	State  *latency.State `json:"state,omitempty"`
+	Update uint64         `json:"update"`
+	Winner string         `json:"winner,omitempty"`
+	Why    string         `json:"why"`
+}
+
+// ExplainLatency explains rule's by: latency action for a client at addr
+// (info being its geo facts) and the pools in avail (the usable ones),
+// given that winner was answered ("" when none), with the map and anti-flap
+// state of the table's current latency state.
+func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
+	a := &r.Rules[rule].Action
+	if a.Kind != ActLatency {
+		return nil
+	}
+	tr := &LatencyTrace{Rule: rule + 1, Winner: winner}
+	s := t.Latency()
+	if s == nil {
+		tr.Why = "no latency map evaluated yet: fallback order"
+		return tr
+	}
+	tr.Update = s.update
+	h := s.h
+	p, in := asDecided(netip.PrefixFrom(addr, addr.BitLen()), info)
+	cls := classOf(in)
+	tt := &s.cells4
+	if p.Addr().Is6() {
+		tt = &s.cells6
+	}
+	cell, _ := tt.lookup(p.Addr())
+	// Evaluate as SetLatency did: for the whole cell and class.
+	g, ok := r.latClassIndex[cls]
+	if !ok {
+		g = -1
+	}
+	c := latency.Client{ASN: cls.asn, Subdivision: cls.subdivision, Country: cls.country, Continent: cls.contin,
+		Lat: cls.lat, Lon: cls.lon, HasLocation: cls.hasLoc}
+	cidr := "-"
+	if cell != 0 {
+		cp := s.cellPrefix[cell]
+		c.Addr, c.Bits, cidr = cp.Addr(), cp.Bits(), cp.String()
+	}
+	tr.Network = cidr + " " + cls.key()
+	var sites []latency.Site
+	for _, pi := range a.Candidates {
+		pool := r.Pools[pi]
+		sites = append(sites, latency.Site{Name: pool.Site, Lat: pool.Lat, Lon: pool.Lon, HasLocation: pool.HasLoc})
+	}
+	rtts := s.m.Lookup(nil, &c, sites, now)
+	best, bestMs := "", math.Inf(1)
+	for i, rt := range rtts {
+		pool := r.Pools[a.Candidates[i]]
+		lc := LatencyCandidate{Pool: pool.Name, Site: pool.Site, RTT: rt.Ms, Source: rt.Source, Key: rt.Key, Usable: avail&(1<<pool.Index) != 0}
+		if rt.Stale {
+			lc.Source = latency.SourceStale + " → " + rt.Source
+		}
+		if rt.Source != latency.SourceNone && lc.Usable && rt.Ms < bestMs {
+			best, bestMs = pool.Name, rt.Ms
+		}
+		tr.Candidates = append(tr.Candidates, lc)
+	}
+	if h != nil && g >= 0 {
+		if st, ok := h.State(r.networkKey(a, s, network{cell, g})); ok {
+			tr.State = &st
+		}
+	}
+	switch {
+	case winner == "":
+		tr.Why = "no usable pool among the candidates or the fallback order"
+	case best == "":
+		tr.Why = "no usable candidate has an RTT (measured or estimated): first usable pool of the fallback order"
+	case tr.State != nil && tr.State.Current == winner && winner != best:
+		m := h.Options().SwitchMargin
+		if tr.State.Pending != "" {
+			tr.Why = fmt.Sprintf("kept %s (current choice): %s is better by at least %.0f%% but only for %d of %d updates", winner, tr.State.Pending, 100*m, tr.State.Rounds, tr.State.Needed)
+		} else {
+			tr.Why = fmt.Sprintf("kept %s (current choice): no usable site is better by the switch margin of %.0f%%", winner, 100*m)
+		}
+	case tr.State != nil && tr.State.Current != winner:
+		tr.Why = fmt.Sprintf("the current choice %s is unusable: next lowest RTT", tr.State.Current)
+	default:
+		tr.Why = fmt.Sprintf("lowest RTT among usable candidates (%.1f ms)", bestMs)
+	}
+	return tr
+}
