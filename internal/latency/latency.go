@@ -100,8 +100,8 @@ type Client struct {
 	// Bits, when > 0, limits the CIDR keys considered to those at most
 	// this long: Lookup then answers for the whole network Addr/Bits.
 	Bits                            int
-	ASN                             uint32     // 0 when unknown
-	Subdivision, Country, Continent string     // upper-case codes as in geo.Info, "" when unknown
+	ASN                             uint32 // 0 when unknown
+	Subdivision, Country, Continent string // upper-case codes as in geo.Info, "" when unknown
 	Lat, Lon                        float64
 	HasLocation                     bool
 }

@@ -106,8 +106,8 @@ type recordLatency struct {
 }
 
 type actionLatency struct {
-	rankings [][]uint8        // rankings[0] is empty
-	byClass  []uint32         // cell 0: ranking per class
+	rankings [][]uint8         // rankings[0] is empty
+	byClass  []uint32          // cell 0: ranking per class
 	byCell   map[uint64]uint32 // cell<<32 | class -> ranking
 }
 

@@ -148,7 +148,7 @@ type Action struct {
 	Candidates []int
 	// Latency is the index of a by: latency action in its record.
 	Latency int
-	mask       uint64
+	mask    uint64
 }
 
 // Rule is a compiled rule.
