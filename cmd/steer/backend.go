@@ -24,6 +24,7 @@ type backend struct {
 	log          *slog.Logger
 	srv          *dnsserver.Server
 	hc           *healthWiring
+	lat          *latencyWiring
 	path, source string
 	reloadMu     sync.Mutex
 }
@@ -77,7 +78,7 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 func (b *backend) Reload() error {
 	b.reloadMu.Lock()
 	defer b.reloadMu.Unlock()
-	return reload(b.log, b.srv, b.hc, b.path, b.source)
+	return reload(b.log, b.srv, b.hc, b.lat, b.path, b.source)
 }
 
 func (b *backend) Status() api.Status {
@@ -157,10 +158,9 @@ func startAPI(log *slog.Logger, c config.API, cfg *config.Config, b *backend, m 
 		log.Warn("the admin API has no token_file and does not listen on loopback: anyone who reaches it can change answers", "listen", c.Listen)
 	}
 	h := api.NewHandler(b, api.Options{Token: token, Log: log, Metrics: m.Handler()})
-	addr, stop, err := api.Serve(context.Background(), c.Listen, h, log)
+	_, stop, err := api.Serve(context.Background(), c.Listen, h, log)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("admin API listening", "addr", addr)
 	return stop, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/querylog"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -215,12 +216,18 @@ func serve(args []string, stderr io.Writer) int {
 	met.SetHealth(hc.counts)
 	hc.wireMetrics(met)
 	hc.prepare(snap)
+	// The latency map lives across reloads too; its files are read before
+	// the first answer, so every network starts from measurements.
+	lw := newLatency(log, func() *policy.Table { return srv.Handler().Snapshot().Policies })
+	lw.met = met
+	met.SetLatency(lw.info)
+	lw.prepare(snap)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot listen", "err", err)
 		return 1
 	}
 	if c := snap.Config.API; c.Listen != "" {
-		stop, err := startAPI(log, c, snap.Config, &backend{log: log, srv: srv, hc: hc, path: *path, source: source}, met)
+		stop, err := startAPI(log, c, snap.Config, &backend{log: log, srv: srv, hc: hc, lat: lw, path: *path, source: source}, met)
 		if err != nil {
 			log.Error("admin API", "err", err)
 			return 1
@@ -249,6 +256,7 @@ func serve(args []string, stderr io.Writer) int {
 			}
 		})
 	}
+	go lw.run(ctx, *watchInterval)
 	geoChanged := make(chan struct{}, 1)
 	go newWatcher(func() []string { return srv.Handler().Snapshot().GeoFiles }).run(ctx, *watchInterval, func() {
 		select {
@@ -263,12 +271,12 @@ func serve(args []string, stderr io.Writer) int {
 		select {
 		case <-geoChanged:
 			log.Info("a geo database file changed; reloading")
-			reload(log, srv, hc, *path, source)
+			reload(log, srv, hc, lw, *path, source)
 			continue
 		case sig = <-sigs:
 		}
 		if sig == syscall.SIGHUP {
-			reload(log, srv, hc, *path, source)
+			reload(log, srv, hc, lw, *path, source)
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String())
@@ -285,7 +293,7 @@ func serve(args []string, stderr io.Writer) int {
 
 // reload re-reads the configuration and swaps it in only when all of it is
 // valid; otherwise the old one keeps serving.
-func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, path, source string) error {
+func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, lw *latencyWiring, path, source string) error {
 	start := time.Now()
 	snap, warns, err := load(path)
 	logWarnings(log, warns)
@@ -295,12 +303,14 @@ func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, path, sou
 		return err
 	}
 	hc.prepare(snap)
+	lw.prepare(snap)
 	if err := srv.Apply(snap); err != nil {
 		log.Error("reload rejected; still serving the previous configuration", "err", err)
 		hc.reloaded(false)
 		return err
 	}
 	hc.reloaded(true)
+	lw.refresh()
 	log.Info("reloaded", "config", source, "data", snap.Summary(), "took", time.Since(start).Round(time.Microsecond))
 	return nil
 }
@@ -377,6 +387,8 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// Explain with the latency files as a server would start with them.
+	newLatency(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil).prepare(snap)
 	rep, err := explain.Run(dnsserver.NewHandler(snap), req)
 	if err != nil {
 		fmt.Fprintln(stderr, "steer explain:", err)

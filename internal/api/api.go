@@ -82,6 +82,8 @@ func NewHandler(b Backend, o Options) http.Handler {
 	s.mux.HandleFunc("PUT /v1/targets/{address}/state", s.targetState)
 	s.mux.HandleFunc("PUT /v1/records/{name}/pools/{pool}/state", s.poolState)
 	s.mux.HandleFunc("POST /v1/reload", s.reload)
+	s.mux.HandleFunc("POST /v1/latency", s.postLatency)
+	s.mux.HandleFunc("GET /v1/latency", s.getLatency)
 	return s
 }
 
@@ -90,7 +92,11 @@ func NewHandler(b Backend, o Options) http.Handler {
 // token), and turns the mux's own 404 and 405 into JSON errors.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		limit := int64(MaxBodyBytes)
+		if r.URL.Path == "/v1/latency" {
+			limit = MaxLatencyBodyBytes
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
 	h, pattern := s.mux.Handler(r)
 	switch pattern {

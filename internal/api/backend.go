@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io"
 	"net/netip"
 	"time"
 
@@ -29,6 +30,12 @@ type Backend interface {
 	// Reload re-reads the configuration as SIGHUP does; the error lists
 	// every problem when the new configuration is rejected.
 	Reload() error
+	// PushLatency applies one batch of latency measurements read from body
+	// in format (LatencyJSON or LatencyCSV) as one update, all or nothing;
+	// a batch it rejects is an ErrBadInput naming the bad entry.
+	PushLatency(format string, body io.Reader) (LatencyResult, error)
+	// LatencyStatus describes the latency map.
+	LatencyStatus() LatencyStatus
 }
 
 // Status is the body of GET /v1/status.

@@ -369,7 +369,7 @@ func (s *Store) Updates() uint64 { return s.updates.Load() }
 // measurement is smoothed into the existing value for its (key, site) with
 // weight 1-2^(-dt/HalfLife), dt being the time since that value's newest
 // measurement (HalfLife 0 replaces; a measurement older than the value is
-// ignored; a zero MeasuredAt counts as now). Measurements whose Validate
+// ignored; a zero or future MeasuredAt counts as now). Measurements whose Validate
 // fails are ignored. Values older than MaxAge are stale: Lookup skips them
 // but reports that it did; they are dropped once older than twice MaxAge.
 // A new Map
@@ -386,7 +386,9 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 		}
 		k, _ := ParseKey(m.Key)
 		at := m.MeasuredAt
-		if at.IsZero() {
+		if at.IsZero() || at.After(now) {
+			// A clock ahead of ours must not pin a value: later
+			// measurements would all look older than it.
 			at = now
 		}
 		ks := s.state[k.String()]

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -452,4 +453,70 @@ func BenchmarkDecideLatency(b *testing.B) {
 			b.Fatal("no answer")
 		}
 	}
+}
+
+// BenchmarkQueriesDuringLatencyUpdate measures query latency while a
+// 100,000-entry update is applied (store update, evaluation and swap) on
+// another goroutine, against the same queries with no update running.
+// One iteration is one update.
+func BenchmarkQueriesDuringLatencyUpdate(b *testing.B) {
+	e := newLatEnv(b, latRecord, latency.Options{HalfLife: 5 * time.Minute})
+	ms := bigUpdate(100000, e.now)
+	e.store.Update(ms, e.now)
+	e.eval()
+	q := query(e.r, "1.2.3.4", 32, "1.2.3.4")
+	q.Up = e.r.Enabled
+	run := func(stop <-chan struct{}, lat []time.Duration) []time.Duration {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return lat
+			default:
+			}
+			q.Latency = e.table.Latency()
+			q.Client = netip.AddrFrom4([4]byte{byte(1 + i&1), byte(i >> 8), byte(i), 9})
+			start := time.Now()
+			e.r.Decide(q)
+			lat = append(lat, time.Since(start))
+		}
+	}
+	pct := func(lat []time.Duration, p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		s := append([]time.Duration(nil), lat...)
+		slices.Sort(s)
+		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Nanoseconds())
+	}
+	var during, idle []time.Duration
+	var took time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.now = e.now.Add(time.Second)
+		for j := range ms {
+			ms[j].MeasuredAt = e.now
+		}
+		stop := make(chan struct{})
+		start := time.Now()
+		go func() {
+			e.store.Update(ms, e.now)
+			e.table.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now)
+			close(stop)
+		}()
+		during = run(stop, during[:0:0])
+		d := time.Since(start)
+		took += d
+		// The same length of time with no update.
+		idleStop := make(chan struct{})
+		time.AfterFunc(d, func() { close(idleStop) })
+		idle = run(idleStop, idle[:0:0])
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "update-ms")
+	b.ReportMetric(pct(during, 0.5), "p50-ns-during")
+	b.ReportMetric(pct(during, 0.99), "p99-ns-during")
+	b.ReportMetric(pct(during, 1), "max-ns-during")
+	b.ReportMetric(pct(idle, 0.5), "p50-ns-idle")
+	b.ReportMetric(pct(idle, 0.99), "p99-ns-idle")
+	b.ReportMetric(pct(idle, 1), "max-ns-idle")
 }

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/latency"
+	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// latencyWiring feeds the latency map from its files and from pushes, and
+// re-evaluates the live table's by: latency choices after each update
+// (each applied file version or push is one update, as anti-flap counts
+// them) and when a value turns stale.
+type latencyWiring struct {
+	log     *slog.Logger
+	met     *metrics.Metrics
+	current func() *policy.Table // the table being served (nil: none)
+
+	mu      sync.Mutex // serialises updates and evaluations
+	cfg     config.Latency
+	opts    latency.Options
+	store   *latency.Store
+	hyst    *latency.Hysteresis
+	fsys    *config.Config // where files are read from (FS, Resolve)
+	files   []string
+	stamps  map[string]fileStamp
+	last    time.Time
+	lastSrc string
+	stats   policy.LatencyStats
+	timer   *time.Timer
+}
+
+func newLatency(log *slog.Logger, current func() *policy.Table) *latencyWiring {
+	return &latencyWiring{log: log, current: current, stamps: map[string]fileStamp{}}
+}
+
+// options converts the configuration's latency block.
+func latencyOptions(l *config.Latency) latency.Options {
+	hl, age, margin, rounds, km, over := l.LatencyOptions()
+	return latency.Options{HalfLife: hl, MaxAge: age, SwitchMargin: margin, SwitchRounds: rounds, KmPerMs: km, OverheadMs: over}
+}
+
+// prepare takes snap's latency settings, reads the latency files that are
+// new or changed, and evaluates snap's table, before snap goes live. New
+// smoothing or anti-flap settings start a fresh map (every file read
+// again); otherwise the map and each network's state carry over.
+func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg := snap.Config
+	o := latencyOptions(&cfg.Latency)
+	if l.store == nil || o != l.opts {
+		if l.store != nil {
+			l.log.Info("latency settings changed: starting a fresh latency map")
+		}
+		l.opts, l.store, l.hyst = o, latency.NewStore(o), latency.NewHysteresis(o)
+		clear(l.stamps)
+	}
+	l.cfg, l.fsys = cfg.Latency, cfg
+	l.files = l.files[:0]
+	for _, f := range cfg.Latency.Files {
+		l.files = append(l.files, cfg.Resolve(f))
+	}
+	for p := range l.stamps {
+		if !contains(l.files, p) {
+			delete(l.stamps, p)
+		}
+	}
+	l.readChanged()
+	if snap.Policies != nil {
+		l.evaluate(snap.Policies, "load")
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// readChanged applies every file whose stamp differs from the one last
+// read, one update per file; the caller holds l.mu. A file that does not
+// parse is rejected whole (the error names file:line) and the map keeps
+// what it had. It reports whether any update was applied.
+func (l *latencyWiring) readChanged() bool {
+	applied := false
+	for _, p := range l.files {
+		var st fileStamp
+		if l.fsys.FS == nil {
+			fi, err := os.Stat(p)
+			if err != nil {
+				if _, seen := l.stamps[p]; !seen {
+					l.log.Error("latency file not read", "file", p, "err", err)
+				}
+				l.stamps[p] = st
+				continue
+			}
+			st = fileStamp{fi.ModTime(), fi.Size()}
+		}
+		if old, ok := l.stamps[p]; ok && old == st {
+			continue
+		}
+		// The stamp is taken before the read: a change racing the read is
+		// seen again at the next poll.
+		l.stamps[p] = st
+		data, err := config.ReadFile(l.fsys.FS, p)
+		if err != nil {
+			l.log.Error("latency file not read", "file", p, "err", err)
+			l.count("file", false)
+			continue
+		}
+		ms, err := parseLatency(p, data)
+		if err != nil {
+			l.log.Error("latency file rejected; the map keeps its previous values", "err", err)
+			l.count("file", false)
+			continue
+		}
+		now := time.Now()
+		l.store.Update(ms, now)
+		l.last, l.lastSrc = now, "file "+p
+		l.count("file", true)
+		l.log.Info("latency file applied", "file", p, "measurements", len(ms), "update", l.store.Updates())
+		applied = true
+	}
+	return applied
+}
+
+// parseLatency reads a latency file: JSON when its name ends in .json,
+// CSV otherwise.
+func parseLatency(name string, data []byte) ([]latency.Measurement, error) {
+	if strings.HasSuffix(strings.ToLower(name), ".json") {
+		return latency.ParseJSON(name, bytes.NewReader(data))
+	}
+	return latency.ParseCSV(name, bytes.NewReader(data))
+}
+
+func (l *latencyWiring) count(source string, ok bool) {
+	if l.met != nil {
+		l.met.LatencyUpdate(source, ok)
+	}
+}
+
+// evaluate recomputes t's latency choices from the current map; the
+// caller holds l.mu. It also arms the timer for the next value to turn
+// stale, which re-evaluates without counting as an update.
+func (l *latencyWiring) evaluate(t *policy.Table, why string) {
+	now := time.Now()
+	m := l.store.Map()
+	l.stats = t.SetLatency(m, l.hyst, l.store.Updates(), now)
+	if l.stats.Networks > 0 {
+		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks,
+			"cells", l.stats.Cells, "took", l.stats.Took.Round(time.Microsecond))
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if next := m.NextStale(now); !next.IsZero() && l.current != nil {
+		l.timer = time.AfterFunc(time.Until(next)+10*time.Millisecond, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if t := l.current(); t != nil {
+				l.count("stale", true)
+				l.evaluate(t, "a measurement turned stale")
+			}
+		})
+	}
+}
+
+// refresh evaluates the live table again if it has not seen the latest
+// update (an update can land between a reload's prepare and its swap).
+func (l *latencyWiring) refresh() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.current(); t != nil && (t.Latency() == nil || t.Latency().Stats.Update != l.store.Updates()) {
+		l.evaluate(t, "catching up after a reload")
+	}
+}
+
+// poll applies changed files to the live table.
+func (l *latencyWiring) poll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.readChanged() {
+		if t := l.current(); t != nil {
+			l.evaluate(t, "latency file changed")
+		}
+	}
+}
+
+// run polls the files every interval until ctx ends.
+func (l *latencyWiring) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.mu.Lock()
+			if l.timer != nil {
+				l.timer.Stop()
+			}
+			l.mu.Unlock()
+			return
+		case <-t.C:
+			l.poll()
+		}
+	}
+}
+
+// push applies one batch from the admin API as one update.
+func (l *latencyWiring) push(format string, body io.Reader) (api.LatencyResult, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return api.LatencyResult{}, err
+	}
+	var ms []latency.Measurement
+	if format == api.LatencyCSV {
+		ms, err = latency.ParseCSV("body", bytes.NewReader(data))
+	} else {
+		ms, err = latency.ParseJSON("body", bytes.NewReader(data))
+	}
+	if err != nil {
+		l.count("push", false)
+		return api.LatencyResult{}, fmt.Errorf("%w: %v (nothing applied)", api.ErrBadInput, err)
+	}
+	if len(ms) == 0 {
+		l.count("push", false)
+		return api.LatencyResult{}, fmt.Errorf("%w: the batch holds no measurements", api.ErrBadInput)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	l.store.Update(ms, now)
+	l.last, l.lastSrc = now, "push"
+	l.count("push", true)
+	if t := l.current(); t != nil {
+		l.evaluate(t, "latency push")
+	}
+	l.log.Info("latency push applied", "measurements", len(ms), "update", l.store.Updates(), "networks", l.stats.Networks,
+		"took", l.stats.Took.Round(time.Microsecond))
+	return api.LatencyResult{Applied: len(ms), Update: l.store.Updates(), Networks: l.stats.Networks, Took: l.stats.Took.Round(time.Microsecond).String()}, nil
+}
+
+// status describes the map for the admin API.
+func (l *latencyWiring) status() api.LatencyStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.store.Map()
+	return api.LatencyStatus{Update: l.store.Updates(), Values: m.Len(), Prefixes: len(m.Prefixes()), Networks: l.stats.Networks,
+		LastUpdate: l.last, LastSource: l.lastSrc, Files: append([]string(nil), l.files...),
+		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRound: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin}
+}
+
+// info is the metrics' view of the map.
+func (l *latencyWiring) info() metrics.LatencyInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return metrics.LatencyInfo{Values: l.store.Map().Len(), Networks: l.stats.Networks, LastUpdate: l.last, EvalTook: l.stats.Took}
+}
+
+func (b *backend) PushLatency(format string, body io.Reader) (api.LatencyResult, error) {
+	return b.lat.push(format, body)
+}
+
+func (b *backend) LatencyStatus() api.LatencyStatus { return b.lat.status() }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// queryECS asks for name's A record with a client subnet and returns the
+// first address and the scope.
+func queryECS(addr, name string, subnet netip.Prefix) (string, int, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o.SetUDPSize(1232)
+	o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(subnet.Bits()), Address: subnet.Addr().AsSlice()})
+	m.Extra = append(m.Extra, o)
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, addr)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(r.Answer) == 0 {
+		return "", 0, fmt.Errorf("no answer: %v", r)
+	}
+	scope := -1
+	if opt := r.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if s, ok := o.(*dns.EDNS0_SUBNET); ok {
+				scope = int(s.SourceScope)
+			}
+		}
+	}
+	return r.Answer[0].(*dns.A).A.String(), scope, nil
+}
+
+// TestLatencySteering runs the server with a latency file and pushes: the
+// file's measurements steer from the first answer, each push or file
+// version is one anti-flap update, bad input changes nothing, and explain,
+// status and metrics show the map.
+func TestLatencySteering(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
+	writeAtomic(t, filepath.Join(dir, "token"), "s3cret\n")
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	csvPath := filepath.Join(dir, "latency.csv")
+	t0 := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	writeAtomic(t, csvPath, strings.ReplaceAll(`key,site,rtt_ms,samples,measured_at
+# Guwahati's subnet
+192.0.2.32/28,mumbai,40,20,T0
+192.0.2.32/28,frankfurt,150,20,T0
+192.0.2.32/28,virginia,230,20,T0
+# the Singapore resolver's network
+192.0.2.144/28,mumbai,60,20,T0
+192.0.2.144/28,virginia,220,20,T0
+`, "T0", t0))
+	cfg := filepath.Join(dir, "steer.yaml")
+	writeAtomic(t, cfg, fmt.Sprintf(`listen: [%q]
+api: { listen: %q, token_file: token }
+geo: { databases: [%q] }
+ecs: { max_source_v4: 28 }
+latency:
+  files: [latency.csv]
+  half_life: 0s
+  switch_margin: 0.2
+  switch_rounds: 3
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    ttl: 30
+    pools:
+      mumbai:    { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
+      frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
+      virginia:  { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - default: { by: latency, fallback: [mumbai, frankfurt, virginia] }
+`, addr, apiAddr, city))
+
+	// steer check accepts it.
+	if out, err := exec.Command(steerBin, "check", "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	p := startSteer(t, cfg, "--watch-interval", "100ms")
+	guwahati := netip.MustParsePrefix("192.0.2.32/28")
+	answer := func() string {
+		a, _, err := queryECS(addr, "shop.example.com.", guwahati)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return a
+	}
+	a, scope, err := queryECS(addr, "shop.example.com.", guwahati)
+	if err != nil || a != "203.0.113.10" || scope != 28 {
+		t.Fatalf("Guwahati: %s scope %d (%v), want Mumbai 203.0.113.10 scope 28\n%s", a, scope, err, p.log())
+	}
+	if a, _, _ := queryECS(addr, "shop.example.com.", netip.MustParsePrefix("192.0.2.144/28")); a != "203.0.113.10" {
+		t.Fatalf("Singapore: %s, want Mumbai", a)
+	}
+
+	call := func(method, path, ctype, body string) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+apiAddr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer s3cret")
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	// Virginia becomes much faster for Guwahati: the answer moves after
+	// exactly three pushes (switch_rounds), not before.
+	push := `[{"key":"192.0.2.32/28","site":"virginia","rtt_ms":10,"samples":5,"measured_at":"%s"}]`
+	for i := 1; i <= 3; i++ {
+		at := time.Now().UTC().Add(time.Duration(i) * time.Second).Format(time.RFC3339)
+		if code, body := call("POST", "/v1/latency", "application/json", fmt.Sprintf(push, at)); code != 200 {
+			t.Fatalf("push %d: %d %s", i, code, body)
+		}
+		want := "203.0.113.10"
+		if i == 3 {
+			want = "192.0.2.30"
+		}
+		if got := answer(); got != want {
+			t.Fatalf("after push %d: %s, want %s\n%s", i, got, want, p.log())
+		}
+	}
+	// A bad push: 400, and nothing changes.
+	code, body := call("POST", "/v1/latency", "text/csv", "192.0.2.32/28,mumbai,1,5,2026-11-30T10:00:00Z\n192.0.2.32/28,frankfurt,abc,5,2026-11-30T10:00:00Z\n")
+	if code != 400 || !strings.Contains(body, "body:2:") {
+		t.Fatalf("bad push: %d %s", code, body)
+	}
+	_, status := call("GET", "/v1/latency", "", "")
+	if !strings.Contains(status, `"update": 4`) {
+		t.Fatalf("status after 1 file + 3 pushes + 1 rejected: %s", status)
+	}
+
+	// Explain shows every candidate, its RTT and source, and the state.
+	code, body = call("GET", "/v1/explain?name=shop.example.com&ecs=192.0.2.32/28", "", "")
+	for _, want := range []string{`"latency"`, `"pool": "virginia"`, `"rtt_ms": 10`, `"source": "measured"`, `"key": "192.0.2.32/28"`, `"current": "virginia"`, `"winner": "virginia"`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("explain lacks %s: %d %s", want, code, body)
+		}
+	}
+
+	// A malformed file version is rejected whole with file:line; the
+	// answers stay. Line 3 is bad, line 2 would have changed the answer.
+	writeAtomic(t, csvPath, "key,site,rtt_ms,samples,measured_at\n192.0.2.32/28,frankfurt,1,5,2026-11-30T10:00:00Z\n192.0.2.32/28,mumbai,fast,5,2026-11-30T10:00:00Z\n")
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log(), "latency.csv:3: bad rtt_ms") }, p.log)
+	if got := answer(); got != "192.0.2.30" {
+		t.Fatalf("after a rejected file: %s, want Virginia still", got)
+	}
+	// Three good versions move it to Frankfurt (each version one update).
+	for i := 1; i <= 3; i++ {
+		at := time.Now().UTC().Add(time.Duration(10+i) * time.Second).Format(time.RFC3339)
+		writeAtomic(t, csvPath, fmt.Sprintf("192.0.2.32/28,frankfurt,1,5,%s\n# version %d\n", at, i))
+		waitFor(t, 5*time.Second, func() bool { return strings.Count(p.log(), "latency file applied") >= 1+i }, p.log)
+		want := "192.0.2.30"
+		if i == 3 {
+			want = "198.51.100.20"
+		}
+		if got := answer(); got != want {
+			t.Fatalf("after file version %d: %s, want %s", i, got, want)
+		}
+	}
+
+	_, metrics := call("GET", "/metrics", "", "")
+	for _, want := range []string{`steer_latency_updates_total{result="applied",source="push"} 3`, `steer_latency_updates_total{result="rejected",source="push"} 1`,
+		`steer_latency_updates_total{result="rejected",source="file"} 1`, "steer_latency_networks "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	p.stop(t)
+
+	// steer explain (offline) reads the files and shows the candidates.
+	var out bytes.Buffer
+	cmd := exec.Command(steerBin, "explain", "--config", cfg, "--ecs", "192.0.2.32/28", "shop.example.com")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("explain: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"latency (rule 1", "frankfurt", "measured (key 192.0.2.32/28)", "winner: frankfurt"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
