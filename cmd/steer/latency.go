@@ -278,3 +278,20 @@ func (b *backend) PushLatency(format string, body io.Reader) (api.LatencyResult,
 }
 
 func (b *backend) LatencyStatus() api.LatencyStatus { return b.lat.status() }
+
+// checkLatencyFiles parses every latency file of cfg as serve would, for
+// steer check; a missing file is only a warning (serve starts without it).
+func checkLatencyFiles(cfg *config.Config) (errs, warns []string) {
+	for _, f := range cfg.Latency.Files {
+		p := cfg.Resolve(f)
+		data, err := config.ReadFile(cfg.FS, p)
+		if err != nil {
+			warns = append(warns, fmt.Sprintf("%s: warning: latency file not readable (serve starts without it): %v", cfg.File, err))
+			continue
+		}
+		if _, err := parseLatency(p, data); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	return errs, warns
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -187,6 +188,14 @@ records:
 	}
 	p.stop(t)
 
+	// steer check reads latency files too.
+	good, _ := os.ReadFile(csvPath)
+	writeAtomic(t, csvPath, string(good)+"AS-bogus,mumbai,1,1,2026-11-30T10:00:00Z\n")
+	if out, err := exec.Command(steerBin, "check", "--config", cfg).CombinedOutput(); err == nil || !strings.Contains(string(out), "latency.csv:3: bad key") {
+		t.Errorf("check with a bad latency file: %v\n%s", err, out)
+	}
+	writeAtomic(t, csvPath, string(good))
+
 	// steer explain (offline) reads the files and shows the candidates.
 	var out bytes.Buffer
 	cmd := exec.Command(steerBin, "explain", "--config", cfg, "--ecs", "192.0.2.32/28", "shop.example.com")
@@ -199,4 +208,51 @@ records:
 			t.Errorf("explain output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// TestLatencyStaleTimer: with no update at all, a measurement that turns
+// stale stops steering once max_age passes (the estimate takes over).
+func TestLatencyStaleTimer(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	// Virginia measured far faster than Mumbai's estimate (about 23 ms
+	// from Guwahati), for 2 s.
+	writeAtomic(t, filepath.Join(dir, "latency.json"), fmt.Sprintf(`[{"key":"192.0.2.32/28","site":"virginia","rtt_ms":5,"samples":3,"measured_at":%q}]`,
+		time.Now().UTC().Format(time.RFC3339)))
+	cfg := filepath.Join(dir, "steer.yaml")
+	writeAtomic(t, cfg, fmt.Sprintf(`listen: [%q]
+geo: { databases: [%q] }
+ecs: { max_source_v4: 28 }
+latency: { files: [latency.json], max_age: 2s }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    pools:
+      mumbai:    { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
+      virginia:  { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - default: { by: latency, fallback: [mumbai, virginia] }
+`, addr, city))
+	p := startSteer(t, cfg, "--log-level", "debug")
+	answer := func() string {
+		a, _, err := queryECS(addr, "shop.example.com.", netip.MustParsePrefix("192.0.2.32/28"))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return a
+	}
+	if got := answer(); got != "192.0.2.30" {
+		t.Fatalf("fresh measurement: %s, want Virginia\n%s", got, p.log())
+	}
+	start := time.Now()
+	waitFor(t, 8*time.Second, func() bool { return answer() == "203.0.113.10" }, answer, p.log)
+	t.Logf("Mumbai by estimate %v after start of the wait", time.Since(start).Round(10*time.Millisecond))
+	if !strings.Contains(p.log(), "a measurement turned stale") {
+		t.Errorf("no stale re-evaluation logged:\n%s", p.log())
+	}
+	p.stop(t)
 }

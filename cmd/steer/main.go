@@ -127,6 +127,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	lerrs, lwarns := checkLatencyFiles(snap.Config)
+	for _, w := range lwarns {
+		fmt.Fprintln(stderr, w)
+	}
+	if len(lerrs) > 0 {
+		for _, e := range lerrs {
+			fmt.Fprintln(stderr, e)
+		}
+		return 1
+	}
 	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, snap.Summary())
 	return 0
 }

@@ -19,6 +19,7 @@ type Hysteresis struct {
 // choice is one network's state.
 type choice struct {
 	current  string
+	basis    string // where current's RTT came from when last evaluated: a map key, or "estimated"
 	pending  string // the challenger being counted, "" when none
 	rounds   int    // consecutive updates pending has been better
 	counted  uint64 // the last update counted for pending
@@ -41,7 +42,11 @@ func NewHysteresis(o Options) *Hysteresis {
 // the current site unless the best usable site has Ms <= current*(1-
 // SwitchMargin) at SwitchRounds consecutive updates at which Choose was
 // called (a round in which the condition fails, or a different challenger
-// appears, restarts the count). It returns "" when no site is usable.
+// appears, restarts the count). When the current site's RTT comes from a
+// different place than at the last call (its measurement turned stale and
+// a less specific key or the estimate stands in, or a more specific key
+// now measures it), the network chooses afresh: margin and rounds compare
+// like with like. It returns "" when no site is usable.
 func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string) bool, update uint64) (site string, why string) {
 	ok := func(s string) bool { return usable == nil || usable(s) }
 	best, bestMs := -1, math.Inf(1)
@@ -74,14 +79,22 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 		return "", "no usable site"
 	}
 	if c == nil {
-		c = &choice{current: rtts[best].Site, lastSeen: update}
+		c = &choice{current: rtts[best].Site, basis: basis(&rtts[best]), lastSeen: update}
 		h.st[network] = c
 		return c.current, "initial choice: best usable"
 	}
 	if cur < 0 {
 		prev := c.current
-		c.current, c.pending, c.rounds = rtts[best].Site, "", 0
+		c.current, c.basis, c.pending, c.rounds = rtts[best].Site, basis(&rtts[best]), "", 0
 		return c.current, fmt.Sprintf("switched at once: %s unusable", prev)
+	}
+	if b := basis(&rtts[cur]); b != c.basis {
+		// The evidence for the current choice changed kind: its value
+		// turned stale, or a more specific key measured it. Margin and
+		// rounds compare like with like, so choose afresh.
+		prev, was := c.current, c.basis
+		c.current, c.basis, c.pending, c.rounds = rtts[best].Site, basis(&rtts[best]), "", 0
+		return c.current, fmt.Sprintf("re-chosen: %s's RTT now comes from %s (was %s)", prev, b, was)
 	}
 	if best == cur || math.IsInf(bestMs, 1) || !(bestMs <= curMs*(1-h.o.SwitchMargin)) {
 		c.pending, c.rounds = "", 0
@@ -96,12 +109,21 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 	}
 	if c.rounds >= h.o.SwitchRounds {
 		prev := c.current
-		c.current, c.pending, c.rounds = challenger, "", 0
+		c.current, c.basis, c.pending, c.rounds = challenger, basis(&rtts[best]), "", 0
 		return c.current, fmt.Sprintf("switched from %s: %s better by %.0f%% for %d updates",
 			prev, challenger, 100*(1-bestMs/curMs), h.o.SwitchRounds)
 	}
 	return c.current, fmt.Sprintf("kept: %s better by %.0f%% for %d/%d updates",
 		challenger, 100*(1-bestMs/curMs), c.rounds, h.o.SwitchRounds)
+}
+
+// basis names where r came from: its map key, or its source when it was
+// not measured.
+func basis(r *RTT) string {
+	if r.Source == SourceMeasured {
+		return r.Key
+	}
+	return r.Source
 }
 
 // Current returns the site remembered for network, if any.

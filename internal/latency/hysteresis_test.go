@@ -110,3 +110,25 @@ func TestHysteresisUnusable(t *testing.T) {
 		t.Fatalf("Prune: Len %d", h.Len())
 	}
 }
+
+// When the current site's RTT comes from somewhere else (its measurement
+// went stale and the estimate stands in), the network chooses afresh
+// rather than waiting out the rounds; with the same basis it does not.
+func TestHysteresisBasisChange(t *testing.T) {
+	h := NewHysteresis(Options{})
+	m := func(site string, ms float64, key string) RTT { return RTT{Site: site, Ms: ms, Source: SourceMeasured, Key: key} }
+	if s, _ := h.Choose("net", []RTT{m("a", 10, "192.0.2.0/24"), m("b", 50, "IN")}, nil, 1); s != "a" {
+		t.Fatalf("initial %s", s)
+	}
+	if s, why := h.Choose("net", []RTT{m("a", 60, "192.0.2.0/24"), m("b", 40, "IN")}, nil, 2); s != "a" {
+		t.Fatalf("same basis, 33%% better once: %s (%s)", s, why)
+	}
+	est := RTT{Site: "a", Ms: 120, Source: SourceEstimated, Stale: true}
+	s, why := h.Choose("net", []RTT{est, m("b", 40, "IN")}, nil, 2)
+	if s != "b" || !strings.Contains(why, "re-chosen") {
+		t.Fatalf("a's measurement went stale: %s (%s), want b re-chosen at once", s, why)
+	}
+	if st, _ := h.State("net"); st.Current != "b" || st.Pending != "" {
+		t.Fatalf("state %+v", st)
+	}
+}

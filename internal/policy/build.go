@@ -517,6 +517,15 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 				}
 				a.Pools = a.Candidates
 			}
+			located := 0
+			for _, p := range a.Candidates {
+				if r.Pools[p].HasLoc {
+					located++
+				}
+			}
+			if located == 0 && len(b.cfg.Latency.Files) == 0 {
+				b.warnf(at+".by", "record %s: by: latency has no latency files and no pool with a location to estimate from: it answers in fallback order until measurements are pushed", r.Name)
+			}
 		default:
 			b.errf(at+".by", "record %s: by %q is not latency, geoproximity or first", r.Name, ac.By)
 		}
