@@ -116,7 +116,9 @@ func TestHysteresisUnusable(t *testing.T) {
 // rather than waiting out the rounds; with the same basis it does not.
 func TestHysteresisBasisChange(t *testing.T) {
 	h := NewHysteresis(Options{})
-	m := func(site string, ms float64, key string) RTT { return RTT{Site: site, Ms: ms, Source: SourceMeasured, Key: key} }
+	m := func(site string, ms float64, key string) RTT {
+		return RTT{Site: site, Ms: ms, Source: SourceMeasured, Key: key}
+	}
 	if s, _ := h.Choose("net", []RTT{m("a", 10, "192.0.2.0/24"), m("b", 50, "IN")}, nil, 1); s != "a" {
 		t.Fatalf("initial %s", s)
 	}
