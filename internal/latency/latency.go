@@ -30,13 +30,16 @@
 package latency
 
 import (
-	"github.com/steer-dns/steer/internal/geo"
+	"maps"
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/steer-dns/steer/internal/geo"
 )
 
 // Defaults applied by NewStore and NewHysteresis to zero Options fields.
@@ -336,10 +339,12 @@ func (m *Map) Prefixes() []netip.Prefix {
 // Distance is the great-circle distance in kilometres (see geo.Distance).
 func Distance(lat1, lon1, lat2, lon2 float64) float64 { return geo.Distance(lat1, lon1, lat2, lon2) }
 
-// keyState is the Store's mutable state for one key.
+// keyState is the Store's state for one key: its parsed form and the
+// entry currently published for it. Entries are immutable once published;
+// an update replaces a key's entry with a changed copy.
 type keyState struct {
-	k     Key
-	sites map[string]*value
+	k Key
+	e *entry
 }
 
 // Store owns the current Map. Update is serialised; Map and Lookup on the
@@ -348,6 +353,8 @@ type Store struct {
 	o       Options
 	mu      sync.Mutex // serialises Update and guards state
 	state   map[string]*keyState
+	bits4   [129]int // CIDR keys per prefix length
+	bits6   [129]int
 	cur     atomic.Pointer[Map]
 	updates atomic.Uint64
 }
@@ -355,7 +362,8 @@ type Store struct {
 // NewStore returns a Store with an empty Map.
 func NewStore(o Options) *Store {
 	s := &Store{o: o.withDefaults(), state: make(map[string]*keyState)}
-	s.cur.Store(s.build(0))
+	s.cur.Store(&Map{o: s.o, cidr: map[netip.Prefix]*entry{}, asn: map[uint32]*entry{}, sub: map[string]*entry{},
+		country: map[string]*entry{}, continent: map[string]*entry{}})
 	return s
 }
 
@@ -369,38 +377,52 @@ func (s *Store) Updates() uint64 { return s.updates.Load() }
 // measurement is smoothed into the existing value for its (key, site) with
 // weight 1-2^(-dt/HalfLife), dt being the time since that value's newest
 // measurement (HalfLife 0 replaces; a measurement older than the value is
-// ignored; a zero or future MeasuredAt counts as now). Measurements whose Validate
-// fails are ignored. Values older than MaxAge are stale: Lookup skips them
-// but reports that it did; they are dropped once older than twice MaxAge.
-// A new Map
-// is then built and published atomically; readers keep using the old one
-// until the swap.
+// ignored; a zero or future MeasuredAt counts as now). Measurements whose
+// Validate fails are ignored. Values older than MaxAge are stale: Lookup
+// skips them but reports that it did; they are dropped once older than
+// twice MaxAge. A new Map is then published atomically; readers keep using
+// the old one until the swap. The work is proportional to the keys the
+// update touches, plus one copy of the key index.
 func (s *Store) Update(ms []Measurement, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	hl := s.o.HalfLife
+	touched := make(map[*keyState]bool)
 	for i := range ms {
 		m := &ms[i]
 		if m.Validate() != nil {
 			continue
 		}
-		k, _ := ParseKey(m.Key)
 		at := m.MeasuredAt
 		if at.IsZero() || at.After(now) {
 			// A clock ahead of ours must not pin a value: later
 			// measurements would all look older than it.
 			at = now
 		}
-		ks := s.state[k.String()]
+		ks := s.state[m.Key]
 		if ks == nil {
-			ks = &keyState{k: k, sites: make(map[string]*value, 1)}
-			s.state[k.String()] = ks
+			k, _ := ParseKey(m.Key)
+			name := k.String()
+			if ks = s.state[name]; ks == nil {
+				ks = &keyState{k: k}
+				s.state[name] = ks
+			}
 		}
-		v := ks.sites[m.Site]
-		if v == nil {
-			ks.sites[m.Site] = &value{site: m.Site, ms: m.RTTms, at: at}
+		if !touched[ks] {
+			touched[ks] = true
+			e := &entry{key: ks.k.String()}
+			if ks.e != nil {
+				e.sites = append(make([]value, 0, len(ks.e.sites)+1), ks.e.sites...)
+			}
+			ks.e = e
+		}
+		e := ks.e
+		j := sort.Search(len(e.sites), func(j int) bool { return e.sites[j].site >= m.Site })
+		if j == len(e.sites) || e.sites[j].site != m.Site {
+			e.sites = slices.Insert(e.sites, j, value{site: m.Site, ms: m.RTTms, at: at})
 			continue
 		}
+		v := &e.sites[j]
 		dt := at.Sub(v.at)
 		if dt < 0 {
 			continue
@@ -413,66 +435,105 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 		v.at = at
 	}
 	if s.o.MaxAge > 0 {
-		for name, ks := range s.state {
-			for site, v := range ks.sites {
+		for _, ks := range s.state {
+			old := 0
+			for _, v := range ks.e.sites {
 				if now.Sub(v.at) > 2*s.o.MaxAge {
-					delete(ks.sites, site)
+					old++
 				}
 			}
-			if len(ks.sites) == 0 {
-				delete(s.state, name)
+			if old == 0 {
+				continue
 			}
+			if !touched[ks] {
+				touched[ks] = true
+				ks.e = &entry{key: ks.e.key, sites: append([]value(nil), ks.e.sites...)}
+			}
+			ks.e.sites = slices.DeleteFunc(ks.e.sites, func(v value) bool { return now.Sub(v.at) > 2*s.o.MaxAge })
 		}
 	}
 	u := s.updates.Load() + 1
-	s.cur.Store(s.build(u))
+	s.cur.Store(s.publish(touched, u))
 	s.updates.Store(u)
 }
 
-// build makes a Map from the state; the caller holds s.mu.
-func (s *Store) build(update uint64) *Map {
-	m := &Map{
-		o:         s.o,
-		update:    update,
-		cidr:      make(map[netip.Prefix]*entry),
-		asn:       make(map[uint32]*entry),
-		sub:       make(map[string]*entry),
-		country:   make(map[string]*entry),
-		continent: make(map[string]*entry),
-	}
-	var v4, v6 [129]bool
-	for name, ks := range s.state {
-		e := &entry{key: name, sites: make([]value, 0, len(ks.sites))}
-		for _, v := range ks.sites {
-			e.sites = append(e.sites, *v)
-		}
-		sort.Slice(e.sites, func(i, j int) bool { return e.sites[i].site < e.sites[j].site })
-		m.values += len(e.sites)
+// publish returns the previous Map with the touched keys' entries
+// replaced (or removed when empty); the caller holds s.mu.
+func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
+	prev := s.cur.Load()
+	m := &Map{o: s.o, update: update, values: prev.values,
+		cidr: maps.Clone(prev.cidr), asn: maps.Clone(prev.asn), sub: maps.Clone(prev.sub),
+		country: maps.Clone(prev.country), continent: maps.Clone(prev.continent)}
+	for ks := range touched {
+		var had *entry
 		switch ks.k.Kind {
 		case KindCIDR:
-			m.cidr[ks.k.Prefix] = e
-			if ks.k.Prefix.Addr().Is4() {
-				v4[ks.k.Prefix.Bits()] = true
-			} else {
-				v6[ks.k.Prefix.Bits()] = true
-			}
+			had = prev.cidr[ks.k.Prefix]
 		case KindASN:
-			m.asn[ks.k.ASN] = e
+			had = prev.asn[ks.k.ASN]
 		case KindSubdivision:
-			m.sub[ks.k.Code] = e
+			had = prev.sub[ks.k.Code]
 		case KindCountry:
-			m.country[ks.k.Code] = e
+			had = prev.country[ks.k.Code]
 		case KindContinent:
-			m.continent[ks.k.Code] = e
+			had = prev.continent[ks.k.Code]
 		}
+		if had != nil {
+			m.values -= len(had.sites)
+		}
+		e := ks.e
+		if len(e.sites) == 0 {
+			e = nil
+			delete(s.state, ks.k.String())
+		}
+		if e != nil {
+			m.values += len(e.sites)
+		}
+		if ks.k.Kind == KindCIDR {
+			bits := &s.bits6
+			if ks.k.Prefix.Addr().Is4() {
+				bits = &s.bits4
+			}
+			switch {
+			case had == nil && e != nil:
+				bits[ks.k.Prefix.Bits()]++
+			case had != nil && e == nil:
+				bits[ks.k.Prefix.Bits()]--
+			}
+		}
+		set(m, ks.k, e)
 	}
 	for b := 128; b >= 0; b-- {
-		if v4[b] {
+		if s.bits4[b] > 0 {
 			m.v4Bits = append(m.v4Bits, b)
 		}
-		if v6[b] {
+		if s.bits6[b] > 0 {
 			m.v6Bits = append(m.v6Bits, b)
 		}
 	}
 	return m
+}
+
+// set stores e for k in m, or deletes k when e is nil.
+func set(m *Map, k Key, e *entry) {
+	switch k.Kind {
+	case KindCIDR:
+		setOrDelete(m.cidr, k.Prefix, e)
+	case KindASN:
+		setOrDelete(m.asn, k.ASN, e)
+	case KindSubdivision:
+		setOrDelete(m.sub, k.Code, e)
+	case KindCountry:
+		setOrDelete(m.country, k.Code, e)
+	case KindContinent:
+		setOrDelete(m.continent, k.Code, e)
+	}
+}
+
+func setOrDelete[K comparable](mm map[K]*entry, k K, e *entry) {
+	if e == nil {
+		delete(mm, k)
+	} else {
+		mm[k] = e
+	}
 }

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,22 +86,21 @@ type jsonMeasurement struct {
 // on any bad element it returns no measurements and an error naming name
 // and the element index ("name: [3]: reason").
 func ParseJSON(name string, r io.Reader) ([]Measurement, error) {
-	dec := json.NewDecoder(r)
-	var raw []json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
+	data, err := io.ReadAll(r)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: trailing data after the array", name)
+	// Decode the whole array at once; only when that fails, go element
+	// by element to say which one is wrong.
+	var all []jsonMeasurement
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&all); err != nil || dec.More() {
+		return nil, jsonError(name, data)
 	}
-	out := make([]Measurement, 0, len(raw))
-	for i, el := range raw {
-		var j jsonMeasurement
-		d := json.NewDecoder(strings.NewReader(string(el)))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&j); err != nil {
-			return nil, fmt.Errorf("%s: [%d]: %v", name, i, err)
-		}
+	out := make([]Measurement, 0, len(all))
+	for i := range all {
+		j := &all[i]
 		if j.Key == nil || j.Site == nil || j.RTTms == nil || j.Samples == nil || j.MeasuredAt == nil {
 			return nil, fmt.Errorf("%s: [%d]: %v", name, i, errors.New("missing field (want key, site, rtt_ms, samples, measured_at)"))
 		}
@@ -116,6 +116,28 @@ func ParseJSON(name string, r io.Reader) ([]Measurement, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// jsonError finds what is wrong with data, which does not decode as an
+// array of measurements, naming the element where it can.
+func jsonError(name string, data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var raw []json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%s: trailing data after the array", name)
+	}
+	for i, el := range raw {
+		var j jsonMeasurement
+		d := json.NewDecoder(bytes.NewReader(el))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&j); err != nil {
+			return fmt.Errorf("%s: [%d]: %v", name, i, err)
+		}
+	}
+	return fmt.Errorf("%s: not an array of measurements", name)
 }
 
 // canonical returns the canonical form of a valid key.
