@@ -228,6 +228,7 @@ func (l *latencyWiring) push(format string, body io.Reader) (api.LatencyResult, 
 	if err != nil {
 		return api.LatencyResult{}, err
 	}
+	start := time.Now()
 	var ms []latency.Measurement
 	if format == api.LatencyCSV {
 		ms, err = latency.ParseCSV("body", bytes.NewReader(data))
@@ -242,18 +243,22 @@ func (l *latencyWiring) push(format string, body io.Reader) (api.LatencyResult, 
 		l.count("push", false)
 		return api.LatencyResult{}, fmt.Errorf("%w: the batch holds no measurements", api.ErrBadInput)
 	}
+	parsed := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
-	l.store.Update(ms, now)
-	l.last, l.lastSrc = now, "push"
+	l.store.Update(ms, parsed)
+	stored := time.Now()
+	l.last, l.lastSrc = parsed, "push"
 	l.count("push", true)
 	if t := l.current(); t != nil {
 		l.evaluate(t, "latency push")
 	}
-	l.log.Info("latency push applied", "measurements", len(ms), "update", l.store.Updates(), "networks", l.stats.Networks,
-		"took", l.stats.Took.Round(time.Microsecond))
-	return api.LatencyResult{Applied: len(ms), Update: l.store.Updates(), Networks: l.stats.Networks, Took: l.stats.Took.Round(time.Microsecond).String()}, nil
+	res := api.LatencyResult{Applied: len(ms), Update: l.store.Updates(), Networks: l.stats.Networks,
+		Parse: parsed.Sub(start).Round(time.Microsecond).String(), Store: stored.Sub(parsed).Round(time.Microsecond).String(),
+		Evaluate: l.stats.Took.Round(time.Microsecond).String(), Took: time.Since(start).Round(time.Microsecond).String()}
+	l.log.Info("latency push applied", "measurements", len(ms), "update", res.Update, "networks", res.Networks,
+		"parse", res.Parse, "store", res.Store, "evaluate", res.Evaluate, "took", res.Took)
+	return res, nil
 }
 
 // status describes the map for the admin API.

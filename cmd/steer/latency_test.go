@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,6 +254,117 @@ records:
 	t.Logf("Mumbai by estimate %v after start of the wait", time.Since(start).Round(10*time.Millisecond))
 	if !strings.Contains(p.log(), "a measurement turned stale") {
 		t.Errorf("no stale re-evaluation logged:\n%s", p.log())
+	}
+	p.stop(t)
+}
+
+// TestLatencyBigPush pushes 100,000 measurements through the admin API
+// while a client keeps querying over UDP: every query is answered, the
+// push lands, and the log records how long it took and the query latency
+// before and during (figures, not assertions: the machine is shared).
+func TestLatencyBigPush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pushes 100,000 measurements")
+	}
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	cfg := filepath.Join(dir, "steer.yaml")
+	writeAtomic(t, cfg, fmt.Sprintf(`listen: [%q]
+api: { listen: %q }
+geo: { databases: [%q] }
+latency: { half_life: 5m }
+zones:
+  - origin: example.com
+    file: example.com.zone
+records:
+  - name: shop.example.com
+    pools:
+      mumbai:    { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
+      frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
+      virginia:  { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - default: { by: latency, fallback: [mumbai, frankfurt, virginia] }
+`, addr, apiAddr, city))
+	p := startSteer(t, cfg)
+	var body bytes.Buffer
+	now := time.Now().UTC().Format(time.RFC3339)
+	sites := []string{"mumbai", "frankfurt", "virginia"}
+	for i := 0; i < 100000; i++ {
+		fmt.Fprintf(&body, "%d.%d.%d.0/24,%s,%d,5,%s\n", 1+(i/3)>>16, ((i/3)>>8)&255, (i/3)&255, sites[i%3], 10+(i*37)%200, now)
+	}
+	// One client queries in ping-pong, recording each round trip.
+	measure := func(stop <-chan struct{}) (lat []time.Duration, failed int) {
+		c := &dns.Client{Timeout: 2 * time.Second}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m := new(dns.Msg)
+			m.SetQuestion("shop.example.com.", dns.TypeA)
+			o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+			o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: []byte{1, byte(i >> 8), byte(i), 0}})
+			m.Extra = append(m.Extra, o)
+			start := time.Now()
+			r, _, err := c.Exchange(m, addr)
+			if err != nil || len(r.Answer) == 0 {
+				failed++
+				continue
+			}
+			lat = append(lat, time.Since(start))
+		}
+	}
+	summary := func(lat []time.Duration) string {
+		if len(lat) == 0 {
+			return "no queries"
+		}
+		slices.Sort(lat)
+		return fmt.Sprintf("%d queries, p50 %v, p99 %v, max %v", len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+	}
+	stop := make(chan struct{})
+	time.AfterFunc(time.Second, func() { close(stop) })
+	idle, failed := measure(stop)
+	if failed > 0 {
+		t.Fatalf("%d queries failed before the push", failed)
+	}
+	stop = make(chan struct{})
+	type result struct {
+		lat    []time.Duration
+		failed int
+	}
+	during := make(chan result)
+	go func() {
+		lat, failed := measure(stop)
+		during <- result{lat, failed}
+	}()
+	start := time.Now()
+	req, _ := http.NewRequest("POST", "http://"+apiAddr+"/v1/latency", &body)
+	req.Header.Set("Content-Type", "text/csv")
+	res, err := http.DefaultClient.Do(req)
+	took := time.Since(start)
+	close(stop)
+	d := <-during
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(out), `"applied": 100000`) {
+		t.Fatalf("push: %d %s", res.StatusCode, out)
+	}
+	if d.failed > 0 {
+		t.Fatalf("%d queries failed during the push", d.failed)
+	}
+	t.Logf("100,000-entry push over HTTP took %v: %s", took.Round(time.Millisecond), strings.Join(strings.Fields(string(out)), " "))
+	t.Logf("queries with no push (1 s): %s", summary(idle))
+	t.Logf("queries during the push:    %s", summary(d.lat))
+	// The pushed map steers: 1.0.0.0/24 measured Mumbai 10 ms.
+	if a, _, err := queryECS(addr, "shop.example.com.", netip.MustParsePrefix("1.0.0.0/24")); err != nil || a != "203.0.113.10" {
+		t.Fatalf("1.0.0.0/24 after the push: %s %v", a, err)
 	}
 	p.stop(t)
 }

@@ -30,7 +30,12 @@ type LatencyResult struct {
 	// push is one update).
 	Update uint64 `json:"update"`
 	// Networks is how many client networks were evaluated.
-	Networks int    `json:"networks"`
+	Networks int `json:"networks"`
+	// Parse, Store and Evaluate are how long each step took, Took all of
+	// them (from the body read to the new choices published).
+	Parse    string `json:"parse"`
+	Store    string `json:"store"`
+	Evaluate string `json:"evaluate"`
 	Took     string `json:"took"`
 }
 

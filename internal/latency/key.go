@@ -144,6 +144,11 @@ func (m *Measurement) Validate() error {
 	if _, err := ParseKey(m.Key); err != nil {
 		return err
 	}
+	return m.validateRest()
+}
+
+// validateRest is Validate without the key.
+func (m *Measurement) validateRest() error {
 	if m.Site == "" {
 		return errors.New("empty site")
 	}

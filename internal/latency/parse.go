@@ -24,7 +24,9 @@ func ParseCSV(name string, r io.Reader) ([]Measurement, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	var out []Measurement
+	var p parser
 	line, seen := 0, false
+	var fields [5]string
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -33,15 +35,23 @@ func ParseCSV(name string, r io.Reader) ([]Measurement, error) {
 		}
 		first := !seen
 		seen = true
-		fields := strings.Split(text, ",")
-		for i := range fields {
-			fields[i] = strings.TrimSpace(fields[i])
+		n, rest := 0, text
+		for {
+			f, after, more := strings.Cut(rest, ",")
+			if n < len(fields) {
+				fields[n] = strings.TrimSpace(f)
+			}
+			n++
+			if !more {
+				break
+			}
+			rest = after
 		}
-		if first && strings.EqualFold(strings.Join(fields, ","), csvHeader) {
+		if first && n == 5 && strings.EqualFold(strings.Join(fields[:], ","), csvHeader) {
 			continue
 		}
-		if len(fields) != 5 {
-			return nil, fmt.Errorf("%s:%d: want 5 fields (%s), got %d", name, line, csvHeader, len(fields))
+		if n != 5 {
+			return nil, fmt.Errorf("%s:%d: want 5 fields (%s), got %d", name, line, csvHeader, n)
 		}
 		m := Measurement{Key: fields[0], Site: fields[1]}
 		rtt, err := strconv.ParseFloat(fields[2], 64)
@@ -49,26 +59,67 @@ func ParseCSV(name string, r io.Reader) ([]Measurement, error) {
 			return nil, fmt.Errorf("%s:%d: bad rtt_ms %q", name, line, fields[2])
 		}
 		m.RTTms = rtt
-		n, err := strconv.Atoi(fields[3])
+		samples, err := strconv.Atoi(fields[3])
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: bad samples %q", name, line, fields[3])
 		}
-		m.Samples = n
-		t, err := time.Parse(time.RFC3339, fields[4])
-		if err != nil {
+		m.Samples = samples
+		if m.MeasuredAt, err = p.time(fields[4]); err != nil {
 			return nil, fmt.Errorf("%s:%d: bad measured_at %q (want RFC 3339)", name, line, fields[4])
 		}
-		m.MeasuredAt = t
-		if err := m.Validate(); err != nil {
+		if err := p.finish(&m); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
 		}
-		m.Key = canonical(m.Key)
 		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s:%d: %v", name, line+1, err)
 	}
 	return out, nil
+}
+
+// parser holds what ParseCSV and ParseJSON reuse across entries: batches
+// usually share one timestamp and a handful of sites.
+type parser struct {
+	lastTime string
+	last     time.Time
+	sites    map[string]string
+}
+
+// time parses an RFC 3339 time, remembering the last one.
+func (p *parser) time(s string) (time.Time, error) {
+	if s == p.lastTime && s != "" {
+		return p.last, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	p.lastTime, p.last = s, t
+	return t, nil
+}
+
+// finish validates m (see Measurement.Validate), puts its key in
+// canonical form, and shares one copy of each site name.
+func (p *parser) finish(m *Measurement) error {
+	k, err := ParseKey(m.Key)
+	if err != nil {
+		return err
+	}
+	m.Key = k.String()
+	if err := m.validateRest(); err != nil {
+		return err
+	}
+	if p.sites == nil {
+		p.sites = map[string]string{}
+	}
+	if s, ok := p.sites[m.Site]; ok {
+		m.Site = s
+	} else {
+		m.Site = strings.Clone(m.Site)
+		p.sites[m.Site] = m.Site
+	}
+	return nil
 }
 
 // jsonMeasurement is the JSON form of a Measurement.
@@ -99,20 +150,20 @@ func ParseJSON(name string, r io.Reader) ([]Measurement, error) {
 		return nil, jsonError(name, data)
 	}
 	out := make([]Measurement, 0, len(all))
+	var p parser
 	for i := range all {
 		j := &all[i]
 		if j.Key == nil || j.Site == nil || j.RTTms == nil || j.Samples == nil || j.MeasuredAt == nil {
 			return nil, fmt.Errorf("%s: [%d]: %v", name, i, errors.New("missing field (want key, site, rtt_ms, samples, measured_at)"))
 		}
-		t, err := time.Parse(time.RFC3339, *j.MeasuredAt)
+		t, err := p.time(*j.MeasuredAt)
 		if err != nil {
 			return nil, fmt.Errorf("%s: [%d]: bad measured_at %q (want RFC 3339)", name, i, *j.MeasuredAt)
 		}
 		m := Measurement{Key: *j.Key, Site: *j.Site, RTTms: *j.RTTms, Samples: *j.Samples, MeasuredAt: t}
-		if err := m.Validate(); err != nil {
+		if err := p.finish(&m); err != nil {
 			return nil, fmt.Errorf("%s: [%d]: %v", name, i, err)
 		}
-		m.Key = canonical(m.Key)
 		out = append(out, m)
 	}
 	return out, nil
@@ -138,13 +189,4 @@ func jsonError(name string, data []byte) error {
 		}
 	}
 	return fmt.Errorf("%s: not an array of measurements", name)
-}
-
-// canonical returns the canonical form of a valid key.
-func canonical(s string) string {
-	k, err := ParseKey(s)
-	if err != nil {
-		return s
-	}
-	return k.String()
 }
