@@ -166,6 +166,8 @@ func (e *entry) find(site string) *value {
 type Map struct {
 	o         Options
 	update    uint64
+	prefixGen uint64 // changes whenever the set of CIDR keys does
+	store     *Store // the store that published the map
 	cidr      map[netip.Prefix]*entry
 	v4Bits    []int // prefix lengths present, longest first
 	v6Bits    []int
@@ -217,6 +219,13 @@ func (m *Map) all() []*entry {
 		}
 	}
 	return out
+}
+
+// SamePrefixes reports whether m and o have the same set of CIDR keys for
+// certain (their values may differ), so a caller can keep what it derived
+// from Prefixes.
+func (m *Map) SamePrefixes(o *Map) bool {
+	return m == o || m != nil && o != nil && m.store == o.store && m.store != nil && m.prefixGen == o.prefixGen
 }
 
 // Options returns the options the map was built with, defaults filled in.
@@ -362,7 +371,7 @@ type Store struct {
 // NewStore returns a Store with an empty Map.
 func NewStore(o Options) *Store {
 	s := &Store{o: o.withDefaults(), state: make(map[string]*keyState)}
-	s.cur.Store(&Map{o: s.o, cidr: map[netip.Prefix]*entry{}, asn: map[uint32]*entry{}, sub: map[string]*entry{},
+	s.cur.Store(&Map{o: s.o, store: s, cidr: map[netip.Prefix]*entry{}, asn: map[uint32]*entry{}, sub: map[string]*entry{},
 		country: map[string]*entry{}, continent: map[string]*entry{}})
 	return s
 }
@@ -387,7 +396,7 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	hl := s.o.HalfLife
-	touched := make(map[*keyState]bool)
+	touched := make(map[*keyState]bool, min(len(ms), len(s.state)+len(ms)))
 	for i := range ms {
 		m := &ms[i]
 		if m.Validate() != nil {
@@ -461,7 +470,7 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 // replaced (or removed when empty); the caller holds s.mu.
 func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
 	prev := s.cur.Load()
-	m := &Map{o: s.o, update: update, values: prev.values,
+	m := &Map{o: s.o, update: update, values: prev.values, prefixGen: prev.prefixGen, store: s,
 		cidr: maps.Clone(prev.cidr), asn: maps.Clone(prev.asn), sub: maps.Clone(prev.sub),
 		country: maps.Clone(prev.country), continent: maps.Clone(prev.continent)}
 	for ks := range touched {
@@ -497,8 +506,10 @@ func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
 			switch {
 			case had == nil && e != nil:
 				bits[ks.k.Prefix.Bits()]++
+				m.prefixGen = update
 			case had != nil && e == nil:
 				bits[ks.k.Prefix.Bits()]--
+				m.prefixGen = update
 			}
 		}
 		set(m, ks.k, e)

@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -71,6 +73,7 @@ func (r *Record) latClassOf(info *geo.Info) int32 {
 	}
 	i := int32(len(r.latClasses))
 	r.latClasses = append(r.latClasses, c)
+	r.latClassKeys = append(r.latClassKeys, c.key())
 	r.latClassIndex[c] = i
 	return i
 }
@@ -87,6 +90,7 @@ type LatencyState struct {
 	built          time.Time
 	cells4, cells6 trie
 	cellPrefix     []netip.Prefix // by cell; cell 0 is "no CIDR key"
+	cellKeys       []string       // cellPrefix as text ("-" for cell 0)
 	recs           []*recordLatency
 	// Stats describe the evaluation that built the state.
 	Stats LatencyStats
@@ -126,10 +130,15 @@ func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64,
 	start := time.Now()
 	s := &LatencyState{m: m, h: h, update: update, built: now, recs: make([]*recordLatency, len(t.Records))}
 	prev := t.lat.Load()
-	if prev != nil && prev.m == m {
-		s.cells4, s.cells6, s.cellPrefix = prev.cells4, prev.cells6, prev.cellPrefix
+	if prev != nil && prev.m.SamePrefixes(m) {
+		s.cells4, s.cells6, s.cellPrefix, s.cellKeys = prev.cells4, prev.cells6, prev.cellPrefix, prev.cellKeys
 	} else {
 		s.cells4, s.cells6, s.cellPrefix = buildCells(m.Prefixes())
+		s.cellKeys = make([]string, len(s.cellPrefix))
+		s.cellKeys[0] = "-"
+		for i, p := range s.cellPrefix[1:] {
+			s.cellKeys[i+1] = p.String()
+		}
 	}
 	st := LatencyStats{Update: update, Cells: len(s.cellPrefix) - 1}
 	var ev evaluator
@@ -144,7 +153,7 @@ func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64,
 			al := &rl.acts[ai]
 			al.rankings = [][]uint8{nil}
 			al.byClass = make([]uint32, len(r.latClasses))
-			al.byCell = make(map[uint64]uint32)
+			al.byCell = make(map[uint64]uint32, len(nets)-len(r.latClasses))
 			intern := map[string]uint32{"": 0}
 			for _, n := range nets {
 				rk := ev.evaluate(r, a, s, n, m, h, up, update, now)
@@ -235,10 +244,13 @@ func (r *Record) leavesUnder(t *trie, p netip.Prefix, f func(uint32)) {
 
 // evaluator holds scratch space reused across networks.
 type evaluator struct {
-	sites []latency.Site
-	rtts  []latency.RTT
-	known []latency.RTT
-	rank  []uint8
+	sites  []latency.Site
+	rtts   []latency.RTT
+	known  []latency.RTT
+	rank   []uint8
+	up     uint64
+	r      *Record
+	usable func(site string) bool
 }
 
 // evaluate returns network n's ranking for action a: the current choice
@@ -266,14 +278,17 @@ func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, 
 	if len(ev.known) == 0 {
 		return ev.rank
 	}
-	sort.SliceStable(ev.known, func(i, j int) bool { return ev.known[i].Ms < ev.known[j].Ms })
+	slices.SortStableFunc(ev.known, func(x, y latency.RTT) int { return cmp.Compare(x.Ms, y.Ms) })
 	cur := ""
 	if h != nil {
-		usable := func(site string) bool {
-			p := r.poolIndex(site)
-			return p >= 0 && up&(1<<p) != 0
+		ev.up, ev.r = up, r
+		if ev.usable == nil {
+			ev.usable = func(site string) bool {
+				p := ev.r.poolIndex(site)
+				return p >= 0 && ev.up&(1<<p) != 0
+			}
 		}
-		cur, _ = h.Choose(r.networkKey(a, s, n), ev.known, usable, update)
+		cur, _ = h.Choose(r.networkKey(a, s, n), ev.known, ev.usable, update)
 	}
 	if cur != "" {
 		ev.rank = append(ev.rank, uint8(r.poolIndex(cur)))
@@ -302,11 +317,7 @@ func (r *Record) latencyClient(s *LatencyState, n network) latency.Client {
 // across updates and reloads while the record, the rule, the most specific
 // CIDR key and the geo facts stay the same.
 func (r *Record) networkKey(a *Action, s *LatencyState, n network) string {
-	cidr := "-"
-	if n.cell != 0 {
-		cidr = s.cellPrefix[n.cell].String()
-	}
-	return r.Name + " #" + strconv.Itoa(a.Latency) + " " + cidr + " " + r.latClasses[n.class].key()
+	return r.Name + " #" + strconv.Itoa(a.Latency) + " " + s.cellKeys[n.cell] + " " + r.latClassKeys[n.class]
 }
 
 // poolIndex returns the index of the pool named name, or -1.

@@ -351,7 +351,24 @@ func TestLatencyMatchesDirectEvaluation(t *testing.T) {
 				lines = append(lines, fmt.Sprintf("%s,%s,%d", k, sites[rnd.IntN(3)], 1+rnd.IntN(300)))
 			}
 		}
-		e.update(lines...)
+		// Three updates: half the keys, the rest (new prefixes: the cells
+		// are rebuilt), then new values for existing keys only (the cells
+		// are kept). A fresh anti-flap state before each makes every
+		// network take its best, which the direct evaluation computes.
+		half := len(lines) / 2
+		e.update(lines[:half]...)
+		e.h = latency.NewHysteresis(latency.Options{})
+		e.update(lines[half:]...)
+		var again []string
+		for _, l := range lines[:half] {
+			if rnd.IntN(2) == 0 {
+				f := strings.Split(l, ",")
+				again = append(again, fmt.Sprintf("%s,%s,%d", f[0], f[1], 1+rnd.IntN(300)))
+			}
+		}
+		e.now = e.now.Add(time.Minute)
+		e.h = latency.NewHysteresis(latency.Options{})
+		e.update(again...)
 		m := e.store.Map()
 		for i := range 3000 {
 			a := randIn(netip.MustParsePrefix(bases[rnd.IntN(len(bases))]))

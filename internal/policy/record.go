@@ -60,6 +60,7 @@ type Record struct {
 	latencyActs   []*Action // by: latency actions, by Action.Latency
 	latencyRules  uint64    // rules whose action is by: latency
 	latClasses    []latClass
+	latClassKeys  []string // latClasses[i].key()
 	latClassIndex map[latClass]int32
 	// Stats describe the compiled partition.
 	Stats Stats
