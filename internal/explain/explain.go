@@ -289,11 +289,14 @@ func (r *Report) Text() string {
 				if c.Key != "" {
 					from += " (key " + c.Key + ")"
 				}
+				if c.Estimate != "" {
+					from += " (" + c.Estimate + ")"
+				}
 				usable := "usable"
 				if !c.Usable {
 					usable = "unusable"
 				}
-				p("    %-16s %-10s %-34s %s", c.Pool, rtt, from, usable)
+				p("    %-16s %-10s %-44s %s", c.Pool, rtt, from, usable)
 			}
 			if st := l.State; st != nil {
 				pend := "none"

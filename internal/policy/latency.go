@@ -424,8 +424,10 @@ type LatencyCandidate struct {
 	// or none.
 	Source string `json:"source"`
 	// Key is the map key a measurement came from.
-	Key    string `json:"key,omitempty"`
-	Usable bool   `json:"usable"`
+	Key string `json:"key,omitempty"`
+	// Estimate shows the estimate's arithmetic when Source is estimated.
+	Estimate string `json:"estimate,omitempty"`
+	Usable   bool   `json:"usable"`
 }
 
 // LatencyTrace explains one by: latency decision.
@@ -490,6 +492,10 @@ func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.I
 		lc := LatencyCandidate{Pool: pool.Name, Site: pool.Site, RTT: rt.Ms, Source: rt.Source, Key: rt.Key, Usable: avail&(1<<pool.Index) != 0}
 		if rt.Stale {
 			lc.Source = latency.SourceStale + " → " + rt.Source
+		}
+		if rt.Source == latency.SourceEstimated {
+			o := s.m.Options()
+			lc.Estimate = fmt.Sprintf("2 × %.0f km / %g km/ms + %g ms", Distance(cls.lat, cls.lon, pool.Lat, pool.Lon), o.KmPerMs, o.OverheadMs)
 		}
 		if rt.Source != latency.SourceNone && lc.Usable && rt.Ms < bestMs {
 			best, bestMs = pool.Name, rt.Ms

@@ -126,6 +126,11 @@ func TestLatencyGuwahatiSeed(t *testing.T) {
 			t.Errorf("explain %s: %q, want %q", c.Pool, got, want[c.Pool])
 		}
 	}
+	for _, c := range tr.Candidates {
+		if c.Pool == "frankfurt" && !strings.HasPrefix(c.Estimate, "2 × 10") {
+			t.Errorf("frankfurt's estimate %q does not show Singapore–Frankfurt (about 10,000 km)", c.Estimate)
+		}
+	}
 	if tr.State == nil || tr.State.Current != "virginia" {
 		t.Errorf("explain state %+v, want current virginia", tr.State)
 	}
