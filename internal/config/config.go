@@ -53,6 +53,8 @@ type Config struct {
 	Health HealthOptions `yaml:"health"`
 	// QueryLog configures the query log.
 	QueryLog QueryLog `yaml:"query_log"`
+	// Anycast, when set, announces service prefixes over BGP while healthy.
+	Anycast *Anycast `yaml:"anycast"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -309,6 +311,7 @@ func (c *Config) check(probs *diag.Problems) {
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}
+	c.checkAnycast(probs)
 	origins := map[string]int{}
 	for i := range c.Zones {
 		z := &c.Zones[i]
