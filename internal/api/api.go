@@ -82,6 +82,7 @@ func NewHandler(b Backend, o Options) http.Handler {
 	s.mux.HandleFunc("PUT /v1/targets/{address}/state", s.targetState)
 	s.mux.HandleFunc("PUT /v1/records/{name}/pools/{pool}/state", s.poolState)
 	s.mux.HandleFunc("POST /v1/reload", s.reload)
+	s.anycastRoutes()
 	return s
 }
 
