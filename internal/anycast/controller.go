@@ -208,7 +208,7 @@ func (c *Controller) apply(d Decision, now time.Time) {
 		lv = slog.LevelWarn
 	}
 	c.log.Log(context.Background(), lv, "anycast: prefixes "+action, "reason", d.Reason, "detail", d.Detail,
-		"prepend", d.Prepend, "qps", int(c.ov.rate), "after", took.Round(time.Millisecond))
+		"prepend", d.Prepend, "qps", int(c.ov.rate), "previous_state_lasted", took.Round(time.Millisecond))
 }
 
 // Shutdown withdraws the prefixes for good (reason "shutdown") and reports

@@ -82,9 +82,11 @@ func StartSpeaker(cfg SpeakerConfig, log *slog.Logger) (*Speaker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// GoBGP is chatty at info; session changes are logged below instead.
 	lv := new(slog.LevelVar)
-	lv.Set(slog.LevelWarn) // GoBGP is chatty at info; session changes are logged below
-	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lv))
+	lv.Set(slog.LevelWarn)
+	glog := slog.New(minLevel{log.Handler(), lv}).With("component", "gobgp")
+	s := server.NewBgpServer(server.LoggerOption(glog, lv))
 	go s.Serve() // must run before any other call, which would block otherwise
 	ctx, cancel := context.WithCancel(context.Background())
 	sp := &Speaker{cfg: cfg, bgp: s, log: log, cancel: cancel}
@@ -302,4 +304,22 @@ func (sp *Speaker) Stop() {
 
 func fsmName(s bgp.FSMState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "BGP_FSM_"))
+}
+
+// minLevel passes on records at or above its level only.
+type minLevel struct {
+	slog.Handler
+	min slog.Leveler
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min.Level() && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
