@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -32,6 +34,9 @@ type anycastWiring struct {
 	speaker *anycast.Speaker
 	ctl     *anycast.Controller
 	cancel  context.CancelFunc
+
+	mu       sync.Mutex
+	lastSnap *snapshot.Snapshot // the last snapshot checked for changed anycast settings
 }
 
 // startAnycast starts the BGP speaker and the controller when the
@@ -154,6 +159,7 @@ func (a *anycastWiring) healthScore() (score float64, up, checked int) {
 // self-check after config.
 func (a *anycastWiring) conditions() []anycast.Condition {
 	snap := a.srv.Handler().Snapshot()
+	a.warnIfChanged(snap)
 	cfg := anycast.Condition{Name: "config", OK: true}
 	switch {
 	case snap == nil:
@@ -183,6 +189,19 @@ func (a *anycastWiring) conditions() []anycast.Condition {
 		h.Detail = fmt.Sprintf("score 1.00 (no checked targets), withdraw below %.2f", min)
 	}
 	return []anycast.Condition{cfg, geo, h}
+}
+
+// warnIfChanged logs, once per reloaded snapshot, when its anycast
+// settings differ from the running ones, which a reload does not change.
+func (a *anycastWiring) warnIfChanged(snap *snapshot.Snapshot) {
+	a.mu.Lock()
+	seen := snap == a.lastSnap
+	a.lastSnap = snap
+	a.mu.Unlock()
+	if seen || snap == nil || reflect.DeepEqual(snap.Config.Anycast, a.cfg) {
+		return
+	}
+	a.log.Warn("anycast settings changed in the reloaded configuration; they take effect at the next restart")
 }
 
 // drain withdraws the prefixes for a shutdown and, when they had been
@@ -239,8 +258,8 @@ func (a *anycastWiring) status() *api.AnycastStatus {
 	}
 	out.HealthScore, _, _ = a.healthScore()
 	if st.Announced {
-		// As originated; each eBGP peer sees the local AS once more.
-		for range st.Prepend {
+		// Originated with Prepend copies; each eBGP peer sees one more.
+		for range st.Prepend + 1 {
 			out.ASPath = append(out.ASPath, uint32(a.cfg.LocalAS))
 		}
 	}

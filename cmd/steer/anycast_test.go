@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -260,8 +261,16 @@ records:
 	waitFor(t, 15*time.Second, announced(t, b, "64512 64512 64512 64512"), b.routesString(t), n.log)
 	t.Logf("overload → prepended path at BIRD after %v of load", time.Since(loaded).Round(time.Millisecond))
 	_, body = n.call(t, "GET", "/v1/anycast")
-	if !strings.Contains(body, `"overloaded": true`) {
+	var ov struct {
+		Overloaded bool     `json:"overloaded"`
+		ASPath     []uint32 `json:"as_path"`
+		Reason     string   `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(body), &ov); err != nil || !ov.Overloaded || len(ov.ASPath) != 4 || ov.Reason != "overload" {
 		t.Errorf("GET /v1/anycast while overloaded: %s", body)
+	}
+	if _, m := n.call(t, "GET", "/metrics"); !strings.Contains(m, "steer_anycast_as_path_prepend 3") {
+		t.Error("metrics lack steer_anycast_as_path_prepend 3")
 	}
 	stopLoad.Store(true)
 	loadWG.Wait()
@@ -329,8 +338,29 @@ func TestAnycastStandby(t *testing.T) {
 	if r := b.routes(t); len(r) != 0 {
 		t.Fatalf("a standby node announced %v", r)
 	}
-	if code, body := n.call(t, "POST", "/v1/anycast/announce"); code != 200 || !strings.Contains(body, `"operator_announce"`) {
+	// A reload does not change the anycast settings, and says so.
+	cfg := filepath.Join(n.dir, "steer.yaml")
+	raw, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, cfg, strings.Replace(string(raw), "mode: standby", "mode: active", 1))
+	n.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(n.log(), "anycast settings changed") }, n.log)
+	time.Sleep(500 * time.Millisecond)
+	if r := b.routes(t); len(r) != 0 {
+		t.Fatalf("a reload made a standby node announce %v", r)
+	}
+	code, body := n.call(t, "POST", "/v1/anycast/announce")
+	var st struct {
+		Reason string   `json:"reason"`
+		ASPath []uint32 `json:"as_path"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 || st.Reason != "operator_announce" {
 		t.Fatalf("POST announce: %d %s", code, body)
+	}
+	if len(st.ASPath) != 1 || st.ASPath[0] != 64512 {
+		t.Errorf("the status's AS path is %v, want [64512] (what the peer sees): %s", st.ASPath, body)
 	}
 	took := timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.routesString(t), n.log)
 	t.Logf("standby: POST /v1/anycast/announce → at BIRD after %v", took.Round(time.Millisecond))

@@ -23,11 +23,12 @@ type AnycastBackend interface {
 // AnycastStatus is the body of GET /v1/anycast and the anycast part of
 // /v1/status.
 type AnycastStatus struct {
-	Mode        string             `json:"mode"`    // active or standby
-	Control     string             `json:"control"` // auto, announce or withdraw
-	Announced   bool               `json:"announced"`
-	Prefixes    []string           `json:"prefixes"`
-	ASPath      []uint32           `json:"as_path,omitempty"` // as originated, when announced
+	Mode      string   `json:"mode"`    // active or standby
+	Control   string   `json:"control"` // auto, announce or withdraw
+	Announced bool     `json:"announced"`
+	Prefixes  []string `json:"prefixes"`
+	// ASPath is the AS path an eBGP peer receives, while announced.
+	ASPath      []uint32           `json:"as_path,omitempty"`
 	Reason      string             `json:"reason"`
 	Detail      string             `json:"detail"`
 	Since       time.Time          `json:"since"`
