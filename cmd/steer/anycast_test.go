@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/birdtest"
 	"github.com/steer-dns/steer/internal/dnstest"
 )
 
@@ -64,7 +65,7 @@ func (n *anycastNode) answers() bool {
 // startAnycastNode writes a config peering with b and starts steer. extra
 // is added to the anycast section; records (with health checks) go at the
 // top level.
-func startAnycastNode(t *testing.T, b *bird, anycastExtra, topExtra, password string) *anycastNode {
+func startAnycastNode(t *testing.T, b *birdtest.BIRD, anycastExtra, topExtra, password string) *anycastNode {
 	t.Helper()
 	dir := t.TempDir()
 	n := &anycastNode{dir: dir,
@@ -94,21 +95,21 @@ anycast:
   self_check: { name: probe.example.com, type: TXT, interval: 1s, timeout: 500ms, rise: 2, fall: 2 }
   withdraw_below: 0.8
 %s
-`, n.dns, n.api, topExtra, anycastV4, anycastV6, birdAddr, b.port, birdAS, birdSpeaker, peerExtra, anycastExtra))
+`, n.dns, n.api, topExtra, anycastV4, anycastV6, birdtest.Addr, b.Port, birdtest.AS, birdtest.Speaker, peerExtra, anycastExtra))
 	n.process = startSteer(t, filepath.Join(dir, "steer.yaml"))
 	return n
 }
 
 // announced reports whether BIRD has both prefixes with AS path path.
-func announced(t *testing.T, b *bird, path string) func() bool {
+func announced(t *testing.T, b *birdtest.BIRD, path string) func() bool {
 	return func() bool {
-		r := b.routes(t)
+		r := b.Routes(t)
 		return len(r) == 2 && r[anycastV4] == path && r[anycastV6] == path
 	}
 }
 
-func withdrawn(t *testing.T, b *bird) func() bool {
-	return func() bool { return len(b.routes(t)) == 0 }
+func withdrawn(t *testing.T, b *birdtest.BIRD) func() bool {
+	return func() bool { return len(b.Routes(t)) == 0 }
 }
 
 // timeUntil waits up to limit for cond and returns how long it took.
@@ -128,10 +129,10 @@ func timeUntil(t *testing.T, limit time.Duration, cond func() bool, logs ...func
 // the admin API withdraws and returns to auto; SIGTERM withdraws before
 // the DNS listener closes.
 func TestAnycastWithBIRD(t *testing.T) {
-	b := startBird(t, 64512, "")
+	b := birdtest.Start(t, 64512, "")
 
 	// A real TCP health target on another loopback address.
-	hcPort := freeTCPPort(t, "127.0.0.5")
+	hcPort := birdtest.FreePort(t, "127.0.0.5")
 	hcAddr := fmt.Sprintf("127.0.0.5:%d", hcPort)
 	var hcMu sync.Mutex
 	var hcLn net.Listener
@@ -168,7 +169,7 @@ records:
     rules:
       - default: { pool: site }`, hcPort), "")
 	started := time.Now()
-	waitFor(t, 15*time.Second, announced(t, b, "64512"), b.routesString(t), n.log, b.log)
+	waitFor(t, 15*time.Second, announced(t, b, "64512"), b.Dump, n.log, b.Log)
 	t.Logf("announced %v after steer said it was serving", time.Since(started).Round(time.Millisecond))
 
 	// The status and metrics say so.
@@ -208,7 +209,7 @@ records:
 	limit := 2*time.Second + 2*time.Second
 	writeAtomic(t, filepath.Join(n.dir, "example.com.zone"), anycastZone(2, false))
 	n.cmd.Process.Signal(syscall.SIGHUP)
-	took := timeUntil(t, limit+5*time.Second, withdrawn(t, b), b.routesString(t), n.log)
+	took := timeUntil(t, limit+5*time.Second, withdrawn(t, b), b.Dump, n.log)
 	t.Logf("self-check failing → withdrawn from BIRD after %v (limit %v)", took.Round(time.Millisecond), limit)
 	if took > limit {
 		t.Errorf("withdrawn after %v; want at most %v", took, limit)
@@ -221,7 +222,7 @@ records:
 	}
 	writeAtomic(t, filepath.Join(n.dir, "example.com.zone"), anycastZone(3, true))
 	n.cmd.Process.Signal(syscall.SIGHUP)
-	took = timeUntil(t, 10*time.Second, announced(t, b, "64512"), b.routesString(t), n.log)
+	took = timeUntil(t, 10*time.Second, announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("self-check passing again → re-announced to BIRD after %v", took.Round(time.Millisecond))
 
 	// The health target closes: score 0 < 0.8 → withdrawn; back → re-announced.
@@ -229,7 +230,7 @@ records:
 	hcLn.Close()
 	hcMu.Unlock()
 	hlimit := 2*200*time.Millisecond + 100*time.Millisecond + 2*time.Second
-	took = timeUntil(t, hlimit+5*time.Second, withdrawn(t, b), b.routesString(t), n.log)
+	took = timeUntil(t, hlimit+5*time.Second, withdrawn(t, b), b.Dump, n.log)
 	t.Logf("health score below 0.8 → withdrawn from BIRD after %v (limit %v)", took.Round(time.Millisecond), hlimit)
 	if took > hlimit {
 		t.Errorf("withdrawn after %v; want at most %v", took, hlimit)
@@ -238,7 +239,7 @@ records:
 		t.Errorf("the withdrawal's reason is not logged:\n%s", n.log())
 	}
 	listen()
-	took = timeUntil(t, 10*time.Second, announced(t, b, "64512"), b.routesString(t), n.log)
+	took = timeUntil(t, 10*time.Second, announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("health target back → re-announced to BIRD after %v", took.Round(time.Millisecond))
 
 	// Overload: above 300 qps for a few seconds → AS path prepended
@@ -258,7 +259,7 @@ records:
 		}()
 	}
 	loaded := time.Now()
-	waitFor(t, 15*time.Second, announced(t, b, "64512 64512 64512 64512"), b.routesString(t), n.log)
+	waitFor(t, 15*time.Second, announced(t, b, "64512 64512 64512 64512"), b.Dump, n.log)
 	t.Logf("overload → prepended path at BIRD after %v of load", time.Since(loaded).Round(time.Millisecond))
 	_, body = n.call(t, "GET", "/v1/anycast")
 	var ov struct {
@@ -274,9 +275,9 @@ records:
 	}
 	stopLoad.Store(true)
 	loadWG.Wait()
-	took = timeUntil(t, 15*time.Second, announced(t, b, "64512"), b.routesString(t), n.log)
+	took = timeUntil(t, 15*time.Second, announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("load gone → prepend removed after %v", took.Round(time.Millisecond))
-	if routes := b.routes(t); len(routes) != 2 {
+	if routes := b.Routes(t); len(routes) != 2 {
 		t.Errorf("routes while changing the prepend: %v", routes)
 	}
 
@@ -284,12 +285,12 @@ records:
 	if code, body := n.call(t, "POST", "/v1/anycast/withdraw"); code != 200 || !strings.Contains(body, `"operator_withdraw"`) {
 		t.Fatalf("POST withdraw: %d %s", code, body)
 	}
-	took = timeUntil(t, 5*time.Second, withdrawn(t, b), b.routesString(t), n.log)
+	took = timeUntil(t, 5*time.Second, withdrawn(t, b), b.Dump, n.log)
 	t.Logf("POST /v1/anycast/withdraw → withdrawn from BIRD after %v", took.Round(time.Millisecond))
 	if code, _ := n.call(t, "POST", "/v1/anycast/auto"); code != 200 {
 		t.Fatalf("POST auto: %d", code)
 	}
-	took = timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.routesString(t), n.log)
+	took = timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("POST /v1/anycast/auto → re-announced to BIRD after %v", took.Round(time.Millisecond))
 	if code, _ := n.call(t, "POST", "/v1/anycast/frobnicate"); code != 404 && code != 405 {
 		t.Errorf("POST /v1/anycast/frobnicate: %d", code)
@@ -299,7 +300,7 @@ records:
 	// for the drain period; then the process exits 0.
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	term := time.Now()
-	waitFor(t, 3*time.Second, withdrawn(t, b), b.routesString(t), n.log)
+	waitFor(t, 3*time.Second, withdrawn(t, b), b.Dump, n.log)
 	gone := time.Since(term)
 	if !n.answers() {
 		t.Fatalf("DNS stopped answering before the drain period ended (%v after SIGTERM)\n%s", time.Since(term), n.log())
@@ -326,7 +327,7 @@ records:
 // TestAnycastStandby: a standby node peers but announces nothing until
 // POST /v1/anycast/announce; POST /v1/anycast/auto returns it to standby.
 func TestAnycastStandby(t *testing.T) {
-	b := startBird(t, 64512, "md5-s3cret")
+	b := birdtest.Start(t, 64512, "md5-s3cret")
 	n := startAnycastNode(t, b, "  mode: standby", "", "md5-s3cret")
 	waitFor(t, 10*time.Second, func() bool {
 		_, body := n.call(t, "GET", "/v1/anycast")
@@ -335,7 +336,7 @@ func TestAnycastStandby(t *testing.T) {
 	// Established and the self-check long passed (rise 2 × 1 s): still
 	// nothing at BIRD.
 	time.Sleep(2500 * time.Millisecond)
-	if r := b.routes(t); len(r) != 0 {
+	if r := b.Routes(t); len(r) != 0 {
 		t.Fatalf("a standby node announced %v", r)
 	}
 	// A reload does not change the anycast settings, and says so.
@@ -348,7 +349,7 @@ func TestAnycastStandby(t *testing.T) {
 	n.cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, 5*time.Second, func() bool { return strings.Contains(n.log(), "anycast settings changed") }, n.log)
 	time.Sleep(500 * time.Millisecond)
-	if r := b.routes(t); len(r) != 0 {
+	if r := b.Routes(t); len(r) != 0 {
 		t.Fatalf("a reload made a standby node announce %v", r)
 	}
 	code, body := n.call(t, "POST", "/v1/anycast/announce")
@@ -362,12 +363,12 @@ func TestAnycastStandby(t *testing.T) {
 	if len(st.ASPath) != 1 || st.ASPath[0] != 64512 {
 		t.Errorf("the status's AS path is %v, want [64512] (what the peer sees): %s", st.ASPath, body)
 	}
-	took := timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.routesString(t), n.log)
+	took := timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("standby: POST /v1/anycast/announce → at BIRD after %v", took.Round(time.Millisecond))
 	if code, _ := n.call(t, "POST", "/v1/anycast/auto"); code != 200 {
 		t.Fatalf("POST auto: %d", code)
 	}
-	waitFor(t, 5*time.Second, withdrawn(t, b), b.routesString(t), n.log)
+	waitFor(t, 5*time.Second, withdrawn(t, b), b.Dump, n.log)
 	// Without announcements, SIGTERM does not wait for a drain period.
 	start := time.Now()
 	n.stop(t)

@@ -1,4 +1,9 @@
-package main
+// Package birdtest runs BIRD 2 as a real BGP peer for tests: a passive
+// eBGP route collector on a loopback address, queried with birdc. It owns
+// the BIRD configuration that makes that work on one machine without root
+// (multihop, a private IGP table so learned next hops resolve, short error
+// wait times) and parsing BIRD's view of the learned routes.
+package birdtest
 
 import (
 	"bytes"
@@ -15,19 +20,19 @@ import (
 	"github.com/steer-dns/steer/internal/dnstest"
 )
 
-// The route collector's and the speaker's loopback addresses: BIRD matches
-// its neighbour by source address, so steer binds birdSpeaker.
+// The collector's and the speaker's loopback addresses and the
+// collector's AS. BIRD matches its neighbour by source address, so the
+// speaker must bind Speaker.
 const (
-	birdAddr    = "127.0.53.1"
-	birdSpeaker = "127.0.53.2"
-	birdAS      = 64510
+	Addr    = "127.0.53.1"
+	Speaker = "127.0.53.2"
+	AS      = 64510
 )
 
-// bird is a BIRD 2 process acting as a passive eBGP route collector on
-// loopback, as the README's anycast section describes a peer.
-type bird struct {
-	dir    string
-	port   int
+// BIRD is a running BIRD 2 process.
+type BIRD struct {
+	// Port is the TCP port BIRD listens on at Addr.
+	Port   int
 	socket string
 	cmd    *exec.Cmd
 	mu     sync.Mutex
@@ -35,15 +40,19 @@ type bird struct {
 	done   chan struct{}
 }
 
-// startBird starts BIRD on birdAddr and a free port with a session to
-// birdSpeaker in AS localAS, with a TCP MD5 password when password is set. Learned next hops resolve through a private
-// IGP table routed to "lo", or BIRD would call the routes unreachable.
-func startBird(t *testing.T, localAS int, password string) *bird {
+// Start starts BIRD on Addr and a free port with one session, "steer", to
+// Speaker in AS peerAS, with a TCP MD5 password when password is set.
+// Learned next hops resolve through a private IGP table routed to "lo"
+// (otherwise BIRD calls the routes unreachable). The test is skipped when
+// bird or birdc is missing, unless STEER_REQUIRE_TOOLS=1, where it fails.
+// The process is killed when the test ends.
+func Start(t testing.TB, peerAS int, password string) *BIRD {
 	t.Helper()
 	dnstest.NeedTool(t, "bird")
 	dnstest.NeedTool(t, "birdc")
-	b := &bird{dir: t.TempDir(), done: make(chan struct{})}
-	b.port = freeTCPPort(t, birdAddr)
+	b := &BIRD{done: make(chan struct{})}
+	b.Port = FreePort(t, Addr)
+	dir := t.TempDir()
 	// The control socket path must be short (sun_path is 108 bytes).
 	sockDir, err := os.MkdirTemp("", "bird")
 	if err != nil {
@@ -75,12 +84,12 @@ protocol bgp steer {
 	ipv4 { import all; export none; igp table igp4; };
 	ipv6 { import all; export none; igp table igp6; };
 }
-`, birdAddr, b.port, birdAS, birdSpeaker, localAS, pw)
-	cf := filepath.Join(b.dir, "bird.conf")
+`, Addr, b.Port, AS, Speaker, peerAS, pw)
+	cf := filepath.Join(dir, "bird.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b.cmd = exec.Command("bird", "-f", "-c", cf, "-s", b.socket, "-P", filepath.Join(b.dir, "pid"))
+	b.cmd = exec.Command("bird", "-f", "-c", cf, "-s", b.socket, "-P", filepath.Join(dir, "pid"))
 	b.cmd.Stdout = &lockedWriter{mu: &b.mu, w: &b.out}
 	b.cmd.Stderr = b.cmd.Stdout
 	if err := b.cmd.Start(); err != nil {
@@ -91,10 +100,16 @@ protocol bgp steer {
 		b.cmd.Process.Kill()
 		<-b.done
 	})
-	waitFor(t, 10*time.Second, func() bool {
-		_, err := b.birdc("show protocols")
-		return err == nil
-	}, b.log)
+	end := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := b.birdc("show", "protocols"); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("BIRD did not start\n%s", b.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return b
 }
 
@@ -109,25 +124,30 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func (b *bird) log() string {
+// Log returns BIRD's own log so far.
+func (b *BIRD) Log() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return "bird log:\n" + b.out.String()
 }
 
-func (b *bird) birdc(args ...string) (string, error) {
+func (b *BIRD) birdc(args ...string) (string, error) {
 	out, err := exec.Command("birdc", append([]string{"-s", b.socket}, args...)...).CombinedOutput()
 	return string(out), err
 }
 
-// routes returns BIRD's view of the routes learned from the speaker:
-// prefix → AS path, from "show route all".
-func (b *bird) routes(t *testing.T) map[string]string {
+// Routes returns BIRD's view of the routes learned from the speaker, from
+// "birdc show route all protocol steer": prefix → AS path.
+func (b *BIRD) Routes(t testing.TB) map[string]string {
 	t.Helper()
 	out, err := b.birdc("show", "route", "all", "protocol", "steer")
 	if err != nil {
 		t.Fatalf("birdc: %v\n%s", err, out)
 	}
+	return parseRoutes(out)
+}
+
+func parseRoutes(out string) map[string]string {
 	routes := map[string]string{}
 	prefix := ""
 	for _, line := range strings.Split(out, "\n") {
@@ -147,17 +167,16 @@ func (b *bird) routes(t *testing.T) map[string]string {
 	return routes
 }
 
-// routesString is routes for failure messages.
-func (b *bird) routesString(t *testing.T) func() string {
-	return func() string {
-		out, _ := b.birdc("show", "route", "all")
-		proto, _ := b.birdc("show", "protocols", "all", "steer")
-		return "birdc show route all:\n" + out + "\n" + proto
-	}
+// Dump returns every route and the session's state, for failure messages.
+func (b *BIRD) Dump() string {
+	out, _ := b.birdc("show", "route", "all")
+	proto, _ := b.birdc("show", "protocols", "all", "steer")
+	return "birdc show route all:\n" + out + "\n" + proto
 }
 
-// freeTCPPort returns a TCP port free on addr.
-func freeTCPPort(t *testing.T, addr string) int {
+// FreePort returns a TCP port free on addr; the test is skipped when addr
+// cannot be bound.
+func FreePort(t testing.TB, addr string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
