@@ -234,7 +234,8 @@ func (a *anycastWiring) stop() {
 func (a *anycastWiring) metricsState() metrics.AnycastState {
 	st := a.ctl.State()
 	ms := metrics.AnycastState{Announced: st.Announced, Prepend: st.Prepend, Reason: st.Reason,
-		Since: st.Since, Transitions: st.Transitions}
+		Since: st.Since, Transitions: st.Transitions, QPS: st.QPS}
+	ms.HealthScore, _, _ = a.healthScore()
 	if st.Announced {
 		ms.Prefixes = len(a.cfg.Prefixes)
 	}

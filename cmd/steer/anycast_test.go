@@ -198,6 +198,7 @@ records:
 		`steer_anycast_transitions_total{reason="healthy"} 1`,
 		`steer_anycast_last_transition{reason="healthy"} 1`,
 		`steer_anycast_peer_uptime_seconds{peer="127.0.53.1"}`,
+		`steer_anycast_health_score 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)

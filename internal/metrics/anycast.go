@@ -34,6 +34,8 @@ type AnycastState struct {
 	Since       time.Time
 	Transitions map[string]uint64 // by reason
 	Peers       []AnycastPeer
+	HealthScore float64 // share of checked targets up, compared with withdraw_below
+	QPS         float64 // the last query-rate sample of the overload detector
 }
 
 var (
@@ -50,6 +52,10 @@ var (
 		"Always 1; the reason label is the current state's reason.", []string{"reason"}, nil)
 	descAnycastLastTime = prometheus.NewDesc("steer_anycast_last_transition_timestamp_seconds",
 		"Unix time of the last change of what is announced.", nil, nil)
+	descAnycastHealthScore = prometheus.NewDesc("steer_anycast_health_score",
+		"Share of this node's checked health targets that are up (withdrawn below withdraw_below).", nil, nil)
+	descAnycastQPS = prometheus.NewDesc("steer_anycast_qps",
+		"Query rate the overload detector last measured, in queries per second.", nil, nil)
 	descAnycastPeerUp = prometheus.NewDesc("steer_anycast_peer_up",
 		"Whether the BGP session with a peer is established (1) or not (0).", []string{"peer"}, nil)
 	descAnycastPeerState = prometheus.NewDesc("steer_anycast_peer_session_state",
@@ -64,7 +70,7 @@ type anycastCollector struct{ f func() AnycastState }
 
 func (c anycastCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAnycastAnnounced, descAnycastPrefixes, descAnycastPrepend,
-		descAnycastTransitions, descAnycastLast, descAnycastLastTime, descAnycastPeerUp, descAnycastPeerState, descAnycastPeerUptime} {
+		descAnycastTransitions, descAnycastLast, descAnycastLastTime, descAnycastHealthScore, descAnycastQPS, descAnycastPeerUp, descAnycastPeerState, descAnycastPeerUptime} {
 		ch <- d
 	}
 }
@@ -83,6 +89,8 @@ func (c anycastCollector) Collect(ch chan<- prometheus.Metric) {
 	if !s.Since.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descAnycastLastTime, prometheus.GaugeValue, float64(s.Since.UnixNano())/1e9)
 	}
+	ch <- prometheus.MustNewConstMetric(descAnycastHealthScore, prometheus.GaugeValue, s.HealthScore)
+	ch <- prometheus.MustNewConstMetric(descAnycastQPS, prometheus.GaugeValue, s.QPS)
 	now := time.Now()
 	seen := map[string]bool{}
 	for _, p := range s.Peers {

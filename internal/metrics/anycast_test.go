@@ -29,7 +29,8 @@ func TestAnycastScrape(t *testing.T) {
 		return AnycastState{Announced: true, Prefixes: 2, Prepend: 3, Reason: "overload", Since: since,
 			Transitions: map[string]uint64{"healthy": 2, "self_check_failed": 1, "overload": 1},
 			Peers: []AnycastPeer{{Address: "127.0.53.1", State: "established", Since: since},
-				{Address: "127.0.53.9", State: "active"}}}
+				{Address: "127.0.53.9", State: "active"}},
+			HealthScore: 0.75, QPS: 1234}
 	})
 	text := scrape(t, m)
 	for _, want := range []string{
@@ -45,6 +46,8 @@ func TestAnycastScrape(t *testing.T) {
 		`steer_anycast_peer_session_state{peer="127.0.53.9",state="established"} 0`,
 		`steer_anycast_peer_uptime_seconds{peer="127.0.53.9"} 0`,
 		"steer_anycast_last_transition_timestamp_seconds ",
+		"steer_anycast_health_score 0.75",
+		"steer_anycast_qps 1234",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q", want)
