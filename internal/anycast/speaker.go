@@ -312,14 +312,17 @@ type minLevel struct {
 	min slog.Leveler
 }
 
+// Enabled implements slog.Handler.
 func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.min.Level() && h.Handler.Enabled(ctx, l)
 }
 
+// WithAttrs implements slog.Handler.
 func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 	return minLevel{h.Handler.WithAttrs(as), h.min}
 }
 
+// WithGroup implements slog.Handler.
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
 }

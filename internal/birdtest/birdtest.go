@@ -118,6 +118,7 @@ type lockedWriter struct {
 	w  *bytes.Buffer
 }
 
+// Write implements io.Writer.
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

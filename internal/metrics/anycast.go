@@ -68,6 +68,7 @@ var bgpStates = []string{"idle", "connect", "active", "opensent", "openconfirm",
 
 type anycastCollector struct{ f func() AnycastState }
 
+// Describe implements prometheus.Collector.
 func (c anycastCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAnycastAnnounced, descAnycastPrefixes, descAnycastPrepend,
 		descAnycastTransitions, descAnycastLast, descAnycastLastTime, descAnycastHealthScore, descAnycastQPS, descAnycastPeerUp, descAnycastPeerState, descAnycastPeerUptime} {
@@ -75,6 +76,7 @@ func (c anycastCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Collect implements prometheus.Collector.
 func (c anycastCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.f()
 	ch <- prometheus.MustNewConstMetric(descAnycastAnnounced, prometheus.GaugeValue, boolValue(s.Announced))
