@@ -247,7 +247,9 @@ records:
 	// three times (BIRD sees 4 × 64512); load stops → back to one.
 	var stopLoad atomic.Bool
 	var loadWG sync.WaitGroup
-	for range 4 {
+	// Paced well above the threshold but far from saturating the node,
+	// so the self-check keeps passing on a busy CI machine.
+	for range 2 {
 		loadWG.Add(1)
 		go func() {
 			defer loadWG.Done()
@@ -256,6 +258,7 @@ records:
 			m.SetQuestion("www.example.com.", dns.TypeA)
 			for !stopLoad.Load() {
 				c.Exchange(m, n.dns)
+				time.Sleep(time.Millisecond)
 			}
 		}()
 	}
@@ -267,10 +270,12 @@ records:
 		Overloaded bool     `json:"overloaded"`
 		ASPath     []uint32 `json:"as_path"`
 		Reason     string   `json:"reason"`
+		QPS        float64  `json:"qps"`
 	}
 	if err := json.Unmarshal([]byte(body), &ov); err != nil || !ov.Overloaded || len(ov.ASPath) != 4 || ov.Reason != "overload" {
 		t.Errorf("GET /v1/anycast while overloaded: %s", body)
 	}
+	t.Logf("measured load %.0f qps (qps_above 300)", ov.QPS)
 	if _, m := n.call(t, "GET", "/metrics"); !strings.Contains(m, "steer_anycast_as_path_prepend 3") {
 		t.Error("metrics lack steer_anycast_as_path_prepend 3")
 	}
