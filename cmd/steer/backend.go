@@ -25,6 +25,7 @@ type backend struct {
 	srv          *dnsserver.Server
 	hc           *healthWiring
 	lat          *latencyWiring
+	ac           *anycastWiring // nil without anycast
 	path, source string
 	reloadMu     sync.Mutex
 }
@@ -84,6 +85,7 @@ func (b *backend) Reload() error {
 func (b *backend) Status() api.Status {
 	snap := b.srv.Handler().Snapshot()
 	st := api.Status{Version: versionString(), Loaded: snap.Loaded}
+	st.Anycast = b.ac.status()
 	for _, z := range snap.Zones.Zones() {
 		st.Zones = append(st.Zones, api.ZoneStatus{Origin: z.Origin, Serial: z.Serial(), Records: z.Records, File: z.File})
 	}

@@ -236,8 +236,14 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("cannot listen", "err", err)
 		return 1
 	}
+	ac, err := startAnycast(log, snap, srv, hc, met)
+	if err != nil {
+		log.Error("anycast", "err", err)
+		return 1
+	}
+	defer ac.stop()
 	if c := snap.Config.API; c.Listen != "" {
-		stop, err := startAPI(log, c, snap.Config, &backend{log: log, srv: srv, hc: hc, lat: lw, path: *path, source: source}, met)
+		stop, err := startAPI(log, c, snap.Config, &backend{log: log, srv: srv, hc: hc, lat: lw, ac: ac, path: *path, source: source}, met)
 		if err != nil {
 			log.Error("admin API", "err", err)
 			return 1
@@ -290,6 +296,7 @@ func serve(args []string, stderr io.Writer) int {
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String())
+		ac.drain() // withdraw first; DNS keeps answering for the drain period
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := srv.Shutdown(ctx)
 		cancel()

@@ -84,6 +84,7 @@ func NewHandler(b Backend, o Options) http.Handler {
 	s.mux.HandleFunc("POST /v1/reload", s.reload)
 	s.mux.HandleFunc("POST /v1/latency", s.postLatency)
 	s.mux.HandleFunc("GET /v1/latency", s.getLatency)
+	s.anycastRoutes()
 	return s
 }
 

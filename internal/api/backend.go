@@ -45,6 +45,7 @@ type Status struct {
 	Records []RecordStatus `json:"records"`
 	Zones   []ZoneStatus   `json:"zones"`
 	Geo     []GeoStatus    `json:"geo"`
+	Anycast *AnycastStatus `json:"anycast,omitempty"`
 }
 
 // RecordStatus is one steered record.

@@ -55,6 +55,8 @@ type Config struct {
 	QueryLog QueryLog `yaml:"query_log"`
 	// Latency configures the latency map (by: latency).
 	Latency Latency `yaml:"latency"`
+	// Anycast, when set, announces service prefixes over BGP while healthy.
+	Anycast *Anycast `yaml:"anycast"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -312,6 +314,7 @@ func (c *Config) check(probs *diag.Problems) {
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}
+	c.checkAnycast(probs)
 	origins := map[string]int{}
 	for i := range c.Zones {
 		z := &c.Zones[i]
