@@ -186,7 +186,17 @@ func bind(addr string) (*listener, error) {
 }
 
 // bindRaw opens n batched UDP sockets sharing ap.
+//
+// SO_REUSEPORT would also let them join sockets that already hold ap, in
+// another process of the same user or a server of this one still closing,
+// and the kernel would then hand part of the queries to those. A plain
+// bind first makes an address in use an error, as for any listener.
 func bindRaw(ap netip.AddrPort, n int) ([]*rawUDP, error) {
+	probe, err := net.ListenUDP(udpNetwork(ap), net.UDPAddrFromAddrPort(ap))
+	if err != nil {
+		return nil, err
+	}
+	probe.Close()
 	var raws []*rawUDP
 	for range n {
 		u, err := listenRawUDP(ap)
@@ -200,6 +210,14 @@ func bindRaw(ap netip.AddrPort, n int) ([]*rawUDP, error) {
 		raws = append(raws, u)
 	}
 	return raws, nil
+}
+
+// udpNetwork names ap's family for net.ListenUDP.
+func udpNetwork(ap netip.AddrPort) string {
+	if ap.Addr().Is4() {
+		return "udp4"
+	}
+	return "udp6"
 }
 
 func (ln *listener) close() {
