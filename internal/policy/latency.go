@@ -129,6 +129,12 @@ func (t *Table) Latency() *LatencyState { return t.lat.Load() }
 func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
 	start := time.Now()
 	s := &LatencyState{m: m, h: h, update: update, built: now, recs: make([]*recordLatency, len(t.Records))}
+	if !slices.ContainsFunc(t.Records, (*Record).HasLatency) {
+		// Nothing steers by latency: no cells to split, no networks.
+		s.Stats = LatencyStats{Update: update, Took: time.Since(start)}
+		t.lat.Store(s)
+		return s.Stats
+	}
 	prev := t.lat.Load()
 	if prev != nil && prev.m.SamePrefixes(m) {
 		s.cells4, s.cells6, s.cellPrefix, s.cellKeys = prev.cells4, prev.cells6, prev.cellPrefix, prev.cellKeys
