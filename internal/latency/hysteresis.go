@@ -28,7 +28,7 @@ type choice struct {
 
 // NewHysteresis returns an empty Hysteresis.
 func NewHysteresis(o Options) *Hysteresis {
-	return &Hysteresis{o: o.withDefaults(), st: make(map[string]*choice)}
+	return &Hysteresis{o: o.WithDefaults(), st: make(map[string]*choice)}
 }
 
 // Choose returns the site for network among rtts and why. Sites for which
@@ -124,17 +124,6 @@ func basis(r *RTT) string {
 		return r.Key
 	}
 	return r.Source
-}
-
-// Current returns the site remembered for network, if any.
-func (h *Hysteresis) Current(network string) (string, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c := h.st[network]
-	if c == nil {
-		return "", false
-	}
-	return c.current, true
 }
 
 // State describes one network's anti-flap state.

@@ -95,8 +95,8 @@ func TestHysteresisUnusable(t *testing.T) {
 	if site, why := h.Choose("net", rt("a", 50.0), func(string) bool { return false }, 4); site != "" {
 		t.Fatalf("nothing usable: %s (%s)", site, why)
 	}
-	if cur, ok := h.Current("net"); !ok || cur != "a" {
-		t.Fatalf("Current = %s %v", cur, ok)
+	if st, ok := h.State("net"); !ok || st.Current != "a" {
+		t.Fatalf("State = %+v %v", st, ok)
 	}
 	// Sites with no RTT never win over a measured one, nor flap among themselves.
 	none := []RTT{{Site: "x", Source: SourceNone}, {Site: "y", Source: SourceNone}}

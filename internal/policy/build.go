@@ -378,6 +378,28 @@ func (b *builder) rules(rc config.Record) {
 	}
 }
 
+// rankAll sets the candidates a ranking action (geoproximity, latency)
+// orders: the fallback list when given, else every pool, which is then
+// also the fallback order (a client the ranking knows nothing about takes
+// the pools in configuration order, not "all down"). It returns how many
+// candidates have a location.
+func (b *builder) rankAll(a *Action, ac config.Action) (located int) {
+	if ac.Fallback != nil {
+		a.Candidates = a.Pools
+	} else {
+		for _, p := range b.r.Pools {
+			a.Candidates = append(a.Candidates, p.Index)
+		}
+		a.Pools = a.Candidates
+	}
+	for _, p := range a.Candidates {
+		if b.r.Pools[p].HasLoc {
+			located++
+		}
+	}
+	return located
+}
+
 func isZeroAction(a config.Action) bool {
 	return a.Pool == "" && a.Split == nil && a.Sticky == "" && a.Multivalue == 0 &&
 		a.Pools == nil && a.Failover == nil && a.By == "" && a.Fallback == nil
@@ -478,23 +500,7 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 		switch ac.By {
 		case "geoproximity":
 			a.Kind = ActProximity
-			if ac.Fallback != nil {
-				a.Candidates = a.Pools
-			} else {
-				for _, p := range r.Pools {
-					a.Candidates = append(a.Candidates, p.Index)
-				}
-				// A client with no location takes the pools in
-				// configuration order (not "all down" while all are up).
-				a.Pools = a.Candidates
-			}
-			located := 0
-			for _, p := range a.Candidates {
-				if r.Pools[p].HasLoc {
-					located++
-				}
-			}
-			if located == 0 {
+			if b.rankAll(&a, ac) == 0 {
 				b.errf(at+".by", "record %s: geoproximity needs pools with a location", r.Name)
 			}
 			for _, p := range a.Candidates {
@@ -509,21 +515,7 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 			}
 		case "latency":
 			a.Kind = ActLatency
-			if ac.Fallback != nil {
-				a.Candidates = a.Pools
-			} else {
-				for _, p := range r.Pools {
-					a.Candidates = append(a.Candidates, p.Index)
-				}
-				a.Pools = a.Candidates
-			}
-			located := 0
-			for _, p := range a.Candidates {
-				if r.Pools[p].HasLoc {
-					located++
-				}
-			}
-			if located == 0 && len(b.cfg.Latency.Files) == 0 {
+			if b.rankAll(&a, ac) == 0 && len(b.cfg.Latency.Files) == 0 {
 				b.warnf(at+".by", "record %s: by: latency has no latency files and no pool with a location to estimate from: it answers in fallback order until measurements are pushed", r.Name)
 			}
 		default:

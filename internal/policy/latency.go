@@ -264,12 +264,8 @@ type evaluator struct {
 // with no RTT (no measurement and no location to estimate from) are left
 // out: the action's fallback order covers them.
 func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, m *latency.Map, h *latency.Hysteresis, up uint64, update uint64, now time.Time) []uint8 {
-	c := r.latencyClient(s, n)
-	ev.sites = ev.sites[:0]
-	for _, p := range a.Candidates {
-		pool := r.Pools[p]
-		ev.sites = append(ev.sites, latency.Site{Name: pool.Site, Lat: pool.Lat, Lon: pool.Lon, HasLocation: pool.HasLoc})
-	}
+	c := r.latClasses[n.class].client(s, n.cell)
+	ev.sites = r.latencySites(ev.sites[:0], a)
 	ev.rtts = m.Lookup(ev.rtts[:0], &c, ev.sites, now)
 	ev.known = ev.known[:0]
 	for i := range ev.rtts {
@@ -307,16 +303,25 @@ func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, 
 	return ev.rank
 }
 
-// latencyClient is what the map is asked about network n.
-func (r *Record) latencyClient(s *LatencyState, n network) latency.Client {
-	cl := &r.latClasses[n.class]
-	c := latency.Client{ASN: cl.asn, Subdivision: cl.subdivision, Country: cl.country, Continent: cl.contin,
-		Lat: cl.lat, Lon: cl.lon, HasLocation: cl.hasLoc}
-	if n.cell != 0 {
-		p := s.cellPrefix[n.cell]
-		c.Addr, c.Bits = p.Addr(), p.Bits()
+// client is what the map is asked about the network of class c in cell:
+// the whole cell prefix (cell 0: no CIDR key at all) with c's geo facts.
+func (c *latClass) client(s *LatencyState, cell uint32) latency.Client {
+	lc := latency.Client{ASN: c.asn, Subdivision: c.subdivision, Country: c.country, Continent: c.contin,
+		Lat: c.lat, Lon: c.lon, HasLocation: c.hasLoc}
+	if cell != 0 {
+		p := s.cellPrefix[cell]
+		lc.Addr, lc.Bits = p.Addr(), p.Bits()
 	}
-	return c
+	return lc
+}
+
+// latencySites appends the sites of a's candidates to dst.
+func (r *Record) latencySites(dst []latency.Site, a *Action) []latency.Site {
+	for _, p := range a.Candidates {
+		pool := r.Pools[p]
+		dst = append(dst, latency.Site{Name: pool.Site, Lat: pool.Lat, Lon: pool.Lon, HasLocation: pool.HasLoc})
+	}
+	return dst
 }
 
 // networkKey is network n's anti-flap identity for action a of r: stable
@@ -478,20 +483,9 @@ func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.I
 	if !ok {
 		g = -1
 	}
-	c := latency.Client{ASN: cls.asn, Subdivision: cls.subdivision, Country: cls.country, Continent: cls.contin,
-		Lat: cls.lat, Lon: cls.lon, HasLocation: cls.hasLoc}
-	cidr := "-"
-	if cell != 0 {
-		cp := s.cellPrefix[cell]
-		c.Addr, c.Bits, cidr = cp.Addr(), cp.Bits(), cp.String()
-	}
-	tr.Network = cidr + " " + cls.key()
-	var sites []latency.Site
-	for _, pi := range a.Candidates {
-		pool := r.Pools[pi]
-		sites = append(sites, latency.Site{Name: pool.Site, Lat: pool.Lat, Lon: pool.Lon, HasLocation: pool.HasLoc})
-	}
-	rtts := s.m.Lookup(nil, &c, sites, now)
+	c := cls.client(s, cell)
+	tr.Network = s.cellKeys[cell] + " " + cls.key()
+	rtts := s.m.Lookup(nil, &c, r.latencySites(nil, a), now)
 	best, bestMs := "", math.Inf(1)
 	for i, rt := range rtts {
 		pool := r.Pools[a.Candidates[i]]
