@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,12 +46,6 @@ func newLatency(log *slog.Logger, current func() *policy.Table) *latencyWiring {
 	return &latencyWiring{log: log, current: current, stamps: map[string]fileStamp{}}
 }
 
-// options converts the configuration's latency block.
-func latencyOptions(l *config.Latency) latency.Options {
-	hl, age, margin, rounds, km, over := l.LatencyOptions()
-	return latency.Options{HalfLife: hl, MaxAge: age, SwitchMargin: margin, SwitchRounds: rounds, KmPerMs: km, OverheadMs: over}
-}
-
 // prepare takes snap's latency settings, reads the latency files that are
 // new or changed, and evaluates snap's table, before snap goes live. New
 // smoothing or anti-flap settings start a fresh map (every file read
@@ -60,7 +54,7 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cfg := snap.Config
-	o := latencyOptions(&cfg.Latency)
+	o := cfg.Latency.LatencyOptions()
 	if l.store == nil || o != l.opts {
 		if l.store != nil {
 			l.log.Info("latency settings changed: starting a fresh latency map")
@@ -74,7 +68,7 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
 		l.files = append(l.files, cfg.Resolve(f))
 	}
 	for p := range l.stamps {
-		if !contains(l.files, p) {
+		if !slices.Contains(l.files, p) {
 			delete(l.stamps, p)
 		}
 	}
@@ -82,15 +76,6 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
 	if snap.Policies != nil {
 		l.evaluate(snap.Policies, "load")
 	}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // readChanged applies every file whose stamp differs from the one last
@@ -102,15 +87,14 @@ func (l *latencyWiring) readChanged() bool {
 	for _, p := range l.files {
 		var st fileStamp
 		if l.fsys.FS == nil {
-			fi, err := os.Stat(p)
-			if err != nil {
+			var err error
+			if st, err = stampOf(p); err != nil {
 				if _, seen := l.stamps[p]; !seen {
 					l.log.Error("latency file not read", "file", p, "err", err)
 				}
 				l.stamps[p] = st
 				continue
 			}
-			st = fileStamp{fi.ModTime(), fi.Size()}
 		}
 		if old, ok := l.stamps[p]; ok && old == st {
 			continue
@@ -266,9 +250,9 @@ func (l *latencyWiring) status() api.LatencyStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.store.Map()
-	return api.LatencyStatus{Update: l.store.Updates(), Values: m.Len(), Prefixes: len(m.Prefixes()), Networks: l.stats.Networks,
+	return api.LatencyStatus{Update: l.store.Updates(), Values: m.Len(), Prefixes: m.NumPrefixes(), Networks: l.stats.Networks,
 		LastUpdate: l.last, LastSource: l.lastSrc, Files: append([]string(nil), l.files...),
-		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRound: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin}
+		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRounds: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin}
 }
 
 // info is the metrics' view of the map.

@@ -13,6 +13,16 @@ type fileStamp struct {
 	size int64
 }
 
+// stampOf returns p's stamp; a file that cannot be stat'ed has the zero
+// stamp (and the error).
+func stampOf(p string) (fileStamp, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{fi.ModTime(), fi.Size()}, nil
+}
+
 // watcher polls files for changes. Polling, rather than inotify, also sees
 // files replaced by rename and works on any filesystem; these files change
 // at most a few times a day.
@@ -36,10 +46,7 @@ func (w *watcher) poll() bool {
 	seen := map[string]bool{}
 	for _, p := range w.paths() {
 		seen[p] = true
-		var st fileStamp
-		if fi, err := os.Stat(p); err == nil {
-			st = fileStamp{fi.ModTime(), fi.Size()}
-		}
+		st, _ := stampOf(p)
 		if old, ok := w.stamps[p]; ok && old != st {
 			diff = true
 		}

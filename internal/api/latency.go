@@ -41,17 +41,17 @@ type LatencyResult struct {
 
 // LatencyStatus is the body of GET /v1/latency.
 type LatencyStatus struct {
-	Update      uint64    `json:"update"`
-	Values      int       `json:"values"`
-	Prefixes    int       `json:"prefixes"`
-	Networks    int       `json:"networks"`
-	LastUpdate  time.Time `json:"last_update,omitempty"`
-	LastSource  string    `json:"last_source,omitempty"`
-	Files       []string  `json:"files,omitempty"`
-	HalfLife    string    `json:"half_life"`
-	MaxAge      string    `json:"max_age"`
-	SwitchRound int       `json:"switch_rounds"`
-	Margin      float64   `json:"switch_margin"`
+	Update       uint64    `json:"update"`
+	Values       int       `json:"values"`
+	Prefixes     int       `json:"prefixes"`
+	Networks     int       `json:"networks"`
+	LastUpdate   time.Time `json:"last_update,omitempty"`
+	LastSource   string    `json:"last_source,omitempty"`
+	Files        []string  `json:"files,omitempty"`
+	HalfLife     string    `json:"half_life"`
+	MaxAge       string    `json:"max_age"`
+	SwitchRounds int       `json:"switch_rounds"`
+	Margin       float64   `json:"switch_margin"`
 }
 
 // latencyFormat picks the push format from the Content-Type: text/csv is

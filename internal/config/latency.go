@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/latency"
 )
 
 // Latency configures the latency map that by: latency steers with (see
@@ -40,30 +41,19 @@ type LatencyEstimate struct {
 	OverheadMs *float64 `yaml:"overhead_ms"`
 }
 
-// Defaults of the latency block.
-const (
-	DefaultSwitchMargin = 0.2
-	DefaultSwitchRounds = 3
-	DefaultKmPerMs      = 200
-	DefaultOverheadMs   = 5
-)
-
-// LatencyOptions returns the latency settings with defaults filled in.
-func (l *Latency) LatencyOptions() (halfLife, maxAge time.Duration, margin float64, rounds int, kmPerMs, overheadMs float64) {
-	margin, rounds, kmPerMs, overheadMs = DefaultSwitchMargin, DefaultSwitchRounds, DefaultKmPerMs, DefaultOverheadMs
+// LatencyOptions returns the latency settings with the defaults of
+// package latency filled in where the file leaves them out (an explicit
+// overhead_ms: 0 stays 0).
+func (l *Latency) LatencyOptions() latency.Options {
+	o := latency.Options{HalfLife: time.Duration(l.HalfLife), MaxAge: time.Duration(l.MaxAge),
+		SwitchRounds: l.SwitchRounds, KmPerMs: l.Estimate.KmPerMs, OverheadMs: latency.DefaultOverheadMs}
 	if l.SwitchMargin != nil {
-		margin = *l.SwitchMargin
-	}
-	if l.SwitchRounds != 0 {
-		rounds = l.SwitchRounds
-	}
-	if l.Estimate.KmPerMs != 0 {
-		kmPerMs = l.Estimate.KmPerMs
+		o.SwitchMargin = *l.SwitchMargin
 	}
 	if l.Estimate.OverheadMs != nil {
-		overheadMs = *l.Estimate.OverheadMs
+		o.OverheadMs = *l.Estimate.OverheadMs
 	}
-	return time.Duration(l.HalfLife), time.Duration(l.MaxAge), margin, rounds, kmPerMs, overheadMs
+	return o.WithDefaults()
 }
 
 func (c *Config) checkLatency(probs *diag.Problems) {

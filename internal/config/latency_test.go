@@ -15,18 +15,18 @@ latency:
   switch_rounds: 4
   estimate: { km_per_ms: 150, overhead_ms: 0 }
 `)
-	hl, age, margin, rounds, km, over := c.Latency.LatencyOptions()
-	if hl != 5*time.Minute || age != time.Hour || margin != 0.25 || rounds != 4 || km != 150 || over != 0 {
-		t.Fatalf("options %v %v %v %v %v %v", hl, age, margin, rounds, km, over)
+	o := c.Latency.LatencyOptions()
+	if o.HalfLife != 5*time.Minute || o.MaxAge != time.Hour || o.SwitchMargin != 0.25 || o.SwitchRounds != 4 || o.KmPerMs != 150 || o.OverheadMs != 0 {
+		t.Fatalf("options %+v", o)
 	}
 	if len(c.Latency.Files) != 2 {
 		t.Fatalf("files %v", c.Latency.Files)
 	}
 	// Defaults: the issue's 20 % over 3 updates, 200 km/ms and 5 ms.
 	c = mustParse(t, "listen: [\"127.0.0.1:53\"]\n")
-	hl, age, margin, rounds, km, over = c.Latency.LatencyOptions()
-	if hl != 0 || age != 0 || margin != 0.2 || rounds != 3 || km != 200 || over != 5 {
-		t.Fatalf("defaults %v %v %v %v %v %v", hl, age, margin, rounds, km, over)
+	o = c.Latency.LatencyOptions()
+	if o.HalfLife != 0 || o.MaxAge != 0 || o.SwitchMargin != 0.2 || o.SwitchRounds != 3 || o.KmPerMs != 200 || o.OverheadMs != 5 {
+		t.Fatalf("defaults %+v", o)
 	}
 }
 

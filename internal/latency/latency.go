@@ -73,8 +73,9 @@ type Options struct {
 	OverheadMs float64
 }
 
-// withDefaults fills zero fields with the defaults.
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with zero fields (but OverheadMs, taken as
+// given) set to the defaults.
+func (o Options) WithDefaults() Options {
 	if o.SwitchMargin == 0 {
 		o.SwitchMargin = DefaultSwitchMargin
 	}
@@ -231,7 +232,7 @@ func (m *Map) SamePrefixes(o *Map) bool {
 // Options returns the options the map was built with, defaults filled in.
 func (m *Map) Options() Options {
 	if m == nil {
-		return Options{}.withDefaults()
+		return Options{}.WithDefaults()
 	}
 	return m.o
 }
@@ -272,7 +273,7 @@ func (m *Map) Lookup(dst []RTT, c *Client, sites []Site, now time.Time) []RTT {
 			if m != nil {
 				o = m.o
 			}
-			o = o.withDefaults()
+			o = o.WithDefaults()
 			r.Ms = 2*Distance(c.Lat, c.Lon, s.Lat, s.Lon)/o.KmPerMs + o.OverheadMs
 			r.Source = SourceEstimated
 		}
@@ -326,6 +327,14 @@ func (m *Map) chain(chain *[maxChain]*entry, c *Client) int {
 	return n
 }
 
+// NumPrefixes returns how many CIDR keys the map has.
+func (m *Map) NumPrefixes() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.cidr)
+}
+
 // Prefixes returns every CIDR key of the map, sorted (IPv4 first, then by
 // address and length).
 func (m *Map) Prefixes() []netip.Prefix {
@@ -370,7 +379,7 @@ type Store struct {
 
 // NewStore returns a Store with an empty Map.
 func NewStore(o Options) *Store {
-	s := &Store{o: o.withDefaults(), state: make(map[string]*keyState)}
+	s := &Store{o: o.WithDefaults(), state: make(map[string]*keyState)}
 	s.cur.Store(&Map{o: s.o, store: s, cidr: map[netip.Prefix]*entry{}, asn: map[uint32]*entry{}, sub: map[string]*entry{},
 		country: map[string]*entry{}, continent: map[string]*entry{}})
 	return s
