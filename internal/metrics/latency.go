@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,27 +14,16 @@ type LatencyInfo struct {
 	EvalTook   time.Duration // how long the last evaluation took
 }
 
-// latencyMetrics are registered on first use, so a server without latency
-// steering exports none.
-type latencyMetrics struct {
-	updates *prometheus.CounterVec
-}
-
-var latencyOnce sync.Map // *Metrics -> *latencyMetrics
-
-func (m *Metrics) latency() *latencyMetrics {
-	if v, ok := latencyOnce.Load(m); ok {
-		return v.(*latencyMetrics)
-	}
-	lm := &latencyMetrics{updates: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "steer_latency_updates_total",
-		Help: "Latency map updates by source (file, push, stale) and result (applied, rejected).",
-	}, []string{"source", "result"})}
-	if v, loaded := latencyOnce.LoadOrStore(m, lm); loaded {
-		return v.(*latencyMetrics)
-	}
-	m.registry.MustRegister(lm.updates)
-	return lm
+// latency returns the latency update counter, registering it once.
+func (m *Metrics) latency() *prometheus.CounterVec {
+	m.latencyOnce.Do(func() {
+		m.latencyUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "steer_latency_updates_total",
+			Help: "Latency map updates by source (file, push, stale) and result (applied, rejected).",
+		}, []string{"source", "result"})
+		m.registry.MustRegister(m.latencyUpdates)
+	})
+	return m.latencyUpdates
 }
 
 // LatencyUpdate counts one latency update from source ("file", "push" or
@@ -45,7 +33,7 @@ func (m *Metrics) LatencyUpdate(source string, applied bool) {
 	if !applied {
 		res = "rejected"
 	}
-	m.latency().updates.WithLabelValues(source, res).Inc()
+	m.latency().WithLabelValues(source, res).Inc()
 }
 
 // SetLatency sets the function read at scrape time for the latency map's

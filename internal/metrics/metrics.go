@@ -12,6 +12,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,6 +171,10 @@ type Metrics struct {
 	checkNanos   atomic.Uint64                       // sum of check durations in nanoseconds
 	checks       [2]atomic.Uint64                    // 0 ok, 1 fail
 	transitions  [numTransitions]atomic.Uint64
+
+	// latencyUpdates is registered on first use (see latency.go).
+	latencyOnce    sync.Once
+	latencyUpdates *prometheus.CounterVec
 
 	registry *prometheus.Registry
 	handler  http.Handler
