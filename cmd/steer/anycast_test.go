@@ -3,9 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,15 +43,7 @@ type anycastNode struct {
 
 func (n *anycastNode) call(t *testing.T, method, path string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+n.api+path, nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return apiCall(t, n.api, "s3cret", method, path, "", "")
 }
 
 // answers reports whether the node answers a DNS query for its zone.

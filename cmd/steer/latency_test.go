@@ -17,6 +17,19 @@ import (
 	"github.com/miekg/dns"
 )
 
+// latencyRecords is shop.example.com steered by latency between three
+// sites (pool names are the sites).
+const latencyRecords = `records:
+  - name: shop.example.com
+    ttl: 30
+    pools:
+      mumbai:    { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
+      frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
+      virginia:  { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - default: { by: latency, fallback: [mumbai, frankfurt, virginia] }
+`
+
 // queryECS asks for name's A record with a client subnet and returns the
 // first address and the scope.
 func queryECS(addr, name string, subnet netip.Prefix) (string, int, error) {
@@ -79,16 +92,7 @@ latency:
 zones:
   - origin: example.com
     file: example.com.zone
-records:
-  - name: shop.example.com
-    ttl: 30
-    pools:
-      mumbai:    { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
-      frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
-      virginia:  { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
-    rules:
-      - default: { by: latency, fallback: [mumbai, frankfurt, virginia] }
-`, addr, apiAddr, city))
+`+latencyRecords+``, addr, apiAddr, city))
 
 	// steer check accepts it.
 	if out, err := exec.Command(steerBin, "check", "--config", cfg).CombinedOutput(); err != nil {
@@ -112,18 +116,7 @@ records:
 	}
 
 	call := func(method, path, ctype, body string) (int, string) {
-		req, _ := http.NewRequest(method, "http://"+apiAddr+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer s3cret")
-		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return apiCall(t, apiAddr, "s3cret", method, path, ctype, body)
 	}
 	// Virginia becomes much faster for Guwahati: the answer moves after
 	// exactly three pushes (switch_rounds), not before.
@@ -279,15 +272,7 @@ latency: { half_life: 5m }
 zones:
   - origin: example.com
     file: example.com.zone
-records:
-  - name: shop.example.com
-    pools:
-      mumbai:    { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
-      frankfurt: { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
-      virginia:  { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
-    rules:
-      - default: { by: latency, fallback: [mumbai, frankfurt, virginia] }
-`, addr, apiAddr, city))
+`+latencyRecords+``, addr, apiAddr, city))
 	p := startSteer(t, cfg)
 	var body bytes.Buffer
 	now := time.Now().UTC().Format(time.RFC3339)

@@ -157,6 +157,27 @@ func (p *process) stop(t *testing.T) {
 	}
 }
 
+// apiCall sends a request to the admin API at addr, with the bearer token
+// (none when empty) and, when ctype is set, that Content-Type, and returns
+// the status and the body.
+func apiCall(t *testing.T, addr, token, method, path, ctype, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
 func query(addr, name string, qtype uint16) (*dns.Msg, error) {
 	c := &dns.Client{Timeout: 2 * time.Second}
 	m := new(dns.Msg)
@@ -630,17 +651,11 @@ records:
 		return r.Answer[0].(*dns.A).A.String()
 	}
 	call := func(method, path, body string, auth bool) (int, string) {
-		req, _ := http.NewRequest(method, "http://"+apiAddr+path, strings.NewReader(body))
+		token := ""
 		if auth {
-			req.Header.Set("Authorization", "Bearer s3cret")
+			token = "s3cret"
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return apiCall(t, apiAddr, token, method, path, "", body)
 	}
 	if code, _ := call("GET", "/healthz", "", false); code != 200 {
 		t.Fatalf("healthz: %d", code)

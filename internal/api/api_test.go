@@ -18,6 +18,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/latency"
 )
 
 // fake is a Backend that records its calls.
@@ -32,6 +33,7 @@ type fake struct {
 	reloads   int
 	reloadErr error
 	stateErr  error
+	pushes    [][]latency.Measurement // POST /v1/latency batches applied
 }
 
 type targetCall struct {

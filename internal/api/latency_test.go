@@ -10,9 +10,6 @@ import (
 	"github.com/steer-dns/steer/internal/latency"
 )
 
-// latencyPushes records what the fake was pushed, parsed as the server does.
-var latencyPushes = map[*fake][][]latency.Measurement{}
-
 func (f *fake) PushLatency(format string, body io.Reader) (LatencyResult, error) {
 	var ms []latency.Measurement
 	var err error
@@ -26,12 +23,14 @@ func (f *fake) PushLatency(format string, body io.Reader) (LatencyResult, error)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	latencyPushes[f] = append(latencyPushes[f], ms)
-	return LatencyResult{Applied: len(ms), Update: uint64(len(latencyPushes[f]))}, nil
+	f.pushes = append(f.pushes, ms)
+	return LatencyResult{Applied: len(ms), Update: uint64(len(f.pushes))}, nil
 }
 
 func (f *fake) LatencyStatus() LatencyStatus {
-	return LatencyStatus{Update: uint64(len(latencyPushes[f]))}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return LatencyStatus{Update: uint64(len(f.pushes))}
 }
 
 func TestLatencyPush(t *testing.T) {
@@ -42,7 +41,7 @@ func TestLatencyPush(t *testing.T) {
 	          {"key":"IN","site":"frankfurt","rtt_ms":150,"samples":3,"measured_at":"2026-11-30T10:00:00Z"}]`
 	// Unauthenticated: refused, nothing applied.
 	jsonError(t, do(t, h, "POST", "/v1/latency", good), 401)
-	if len(latencyPushes[f]) != 0 {
+	if len(f.pushes) != 0 {
 		t.Fatal("an unauthenticated push was applied")
 	}
 	w := do(t, h, "POST", "/v1/latency", good, append(auth, "Content-Type", "application/json")...)
@@ -69,7 +68,7 @@ func TestLatencyPush(t *testing.T) {
 		t.Errorf("bad CSV message %q does not name the line", msg)
 	}
 	jsonError(t, do(t, h, "POST", "/v1/latency", good, append(auth, "Content-Type", "text/plain")...), 415)
-	if n := len(latencyPushes[f]); n != 2 {
+	if n := len(f.pushes); n != 2 {
 		t.Fatalf("%d pushes applied, want 2", n)
 	}
 	// Larger than the general body limit is fine here.
