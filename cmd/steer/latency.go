@@ -148,7 +148,7 @@ func (l *latencyWiring) evaluate(t *policy.Table, why string) {
 	l.stats = t.SetLatency(m, l.hyst, l.store.Updates(), now)
 	if l.stats.Networks > 0 {
 		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks,
-			"cells", l.stats.Cells, "took", l.stats.Took.Round(time.Microsecond))
+			"cells", l.stats.Cells, "rankings", l.stats.Rankings, "took", l.stats.Took.Round(time.Microsecond))
 	}
 	if l.timer != nil {
 		l.timer.Stop()

@@ -87,7 +87,6 @@ type LatencyState struct {
 	m              *latency.Map
 	h              *latency.Hysteresis
 	update         uint64
-	built          time.Time
 	cells4, cells6 trie
 	cellPrefix     []netip.Prefix // by cell; cell 0 is "no CIDR key"
 	cellKeys       []string       // cellPrefix as text ("-" for cell 0)
@@ -128,7 +127,7 @@ func (t *Table) Latency() *LatencyState { return t.lat.Load() }
 // switches at once.
 func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
 	start := time.Now()
-	s := &LatencyState{m: m, h: h, update: update, built: now, recs: make([]*recordLatency, len(t.Records))}
+	s := &LatencyState{m: m, h: h, update: update, recs: make([]*recordLatency, len(t.Records))}
 	if !slices.ContainsFunc(t.Records, (*Record).HasLatency) {
 		// Nothing steers by latency: no cells to split, no networks.
 		s.Stats = LatencyStats{Update: update, Took: time.Since(start)}
