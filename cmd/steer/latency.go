@@ -29,7 +29,6 @@ type latencyWiring struct {
 	current func() *policy.Table // the table being served (nil: none)
 
 	mu      sync.Mutex // serialises updates and evaluations
-	cfg     config.Latency
 	opts    latency.Options
 	store   *latency.Store
 	hyst    *latency.Hysteresis
@@ -62,7 +61,7 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
 		l.opts, l.store, l.hyst = o, latency.NewStore(o), latency.NewHysteresis(o)
 		clear(l.stamps)
 	}
-	l.cfg, l.fsys = cfg.Latency, cfg
+	l.fsys = cfg
 	l.files = l.files[:0]
 	for _, f := range cfg.Latency.Files {
 		l.files = append(l.files, cfg.Resolve(f))
