@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -165,10 +166,24 @@ type Manager struct {
 	mu        sync.RWMutex
 	checkers  map[Key]*checker
 	overrides map[netip.Addr]*override
-	restored  map[Key]State // from LoadState, for keys without a result yet
+	pools     map[[2]string]*override // by record and pool
+	restored  map[Key]State           // from LoadState, for keys without a result yet
 	onChange  []func()
 	onResult  func(k Key, took time.Duration, pass bool, from, to Status)
 	closed    bool
+	stateFile string      // saved on every change; "" for none
+	saveTimer *time.Timer // a pending coalesced save of status changes
+
+	// saveMu serialises saves: each takes its snapshot under it, so a
+	// later save never writes older state.
+	saveMu      sync.Mutex
+	saveFailing bool // the last save to stateFile failed (and was logged)
+
+	// statusSaveDelay coalesces the saves of status changes; tests pin it.
+	statusSaveDelay time.Duration
+	// beforeWrite, if set, is called by saves between taking the state and
+	// writing it; tests use it to widen races.
+	beforeWrite func()
 
 	// jitter returns the delay before a checker's first run; tests pin it.
 	jitter func(interval time.Duration) time.Duration
@@ -183,7 +198,10 @@ func NewManager(log *slog.Logger) *Manager {
 		log:       log,
 		checkers:  map[Key]*checker{},
 		overrides: map[netip.Addr]*override{},
+		pools:     map[[2]string]*override{},
 		restored:  map[Key]State{},
+
+		statusSaveDelay: time.Second,
 		jitter: func(iv time.Duration) time.Duration {
 			return time.Duration(rand.Int64N(int64(iv)))
 		},
@@ -266,6 +284,7 @@ func (m *Manager) Apply(checks map[string]Check, keys []Key) {
 	}
 	if len(stop) > 0 || len(start) > 0 {
 		m.log.Info("health checks applied", "targets", len(want), "started", len(start), "stopped", len(stop))
+		m.saveSoon()
 		m.notify()
 	}
 }
@@ -284,7 +303,7 @@ func (m *Manager) restore(c *checker, rs State) {
 	c.m.provisional = true
 	c.state.Status = rs.Status
 	c.state.Since = rs.Since
-	c.state.Reason = "restored: " + rs.Reason
+	c.state.Reason = "restored: " + strings.TrimPrefix(rs.Reason, "restored: ")
 }
 
 func (m *Manager) isClosed() bool {
@@ -353,8 +372,9 @@ func (m *Manager) once(ctx context.Context, c *checker, probe prober) {
 		if status == Down {
 			lvl = slog.LevelWarn
 		}
-		m.log.Log(context.Background(), lvl, "health status changed", "addr", c.key.Addr,
-			"check", c.key.Check, "from", old, "to", status, "reason", reason)
+		m.log.Log(context.Background(), lvl, "target "+status.String(), "key", c.key.String(),
+			"from", old.String(), "to", status.String(), "reason", reason)
+		m.saveSoon()
 		m.notify()
 	}
 }

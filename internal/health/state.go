@@ -1,6 +1,8 @@
 package health
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,7 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -47,42 +49,6 @@ func (m *Manager) Usable(k Key) bool {
 	return usable(s, o)
 }
 
-// SetOverride sets an external state for a target address, applying to all
-// its checks: OverrideUp, OverrideDown, OverrideDrain, or OverrideNone
-// ("auto") to clear it. A non-zero expires ends the override then (and
-// OnChange functions are called); an expiry already past clears it.
-func (m *Manager) SetOverride(addr netip.Addr, o Override, expires time.Time) {
-	m.mu.Lock()
-	if old := m.overrides[addr]; old != nil && old.timer != nil {
-		old.timer.Stop()
-	}
-	delete(m.overrides, addr)
-	if o != OverrideNone && (expires.IsZero() || time.Now().Before(expires)) && !m.closed {
-		ov := &override{o: o, expires: expires}
-		if !expires.IsZero() {
-			ov.timer = time.AfterFunc(time.Until(expires), func() { m.expire(addr, ov) })
-		}
-		m.overrides[addr] = ov
-	}
-	m.mu.Unlock()
-	m.log.Info("health override set", "addr", addr, "override", o, "expires", expires)
-	m.notify()
-}
-
-// expire removes ov if it is still addr's override.
-func (m *Manager) expire(addr netip.Addr, ov *override) {
-	m.mu.Lock()
-	cur := m.overrides[addr] == ov
-	if cur {
-		delete(m.overrides, addr)
-	}
-	m.mu.Unlock()
-	if cur {
-		m.log.Info("health override expired", "addr", addr, "override", ov.o)
-		m.notify()
-	}
-}
-
 // OnResult sets a function called after every check with its duration,
 // whether it passed, and the status before and after (metrics). It is
 // called without locks held and must be safe for concurrent use.
@@ -92,10 +58,11 @@ func (m *Manager) OnResult(f func(k Key, took time.Duration, pass bool, from, to
 	m.mu.Unlock()
 }
 
-// OnChange registers f, called after any Usable result may have changed:
-// status transitions, overrides set or expired, Apply starting or stopping
-// checkers. f is called without locks held, from the goroutine that made
-// the change (a checker, a timer, or the caller of SetOverride or Apply),
+// OnChange registers f, called after any Usable result or pool override may
+// have changed: status transitions, target or pool overrides set or
+// expired, LoadState, Apply starting or stopping checkers. f is called
+// without locks held, from the goroutine that made the change (a checker, a
+// timer, or the caller of SetOverride, SetPoolOverride, LoadState or Apply),
 // possibly concurrently, so it must be safe for concurrent use and quick.
 func (m *Manager) OnChange(f func()) {
 	m.mu.Lock()
@@ -112,9 +79,10 @@ func (m *Manager) notify() {
 	}
 }
 
-// Close stops every checker and override timer and waits for the checkers
-// to end. The Manager keeps answering Usable and Snapshot from its last
-// state; Apply and SetOverride do nothing after Close.
+// Close stops every checker and timer, waits for the checkers to end and,
+// with a state file, saves the final state. The Manager keeps answering
+// Usable, Snapshot and the override queries from its last state; Apply,
+// SetOverride and SetPoolOverride do nothing after Close.
 func (m *Manager) Close() {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
@@ -133,6 +101,15 @@ func (m *Manager) Close() {
 			o.timer.Stop()
 		}
 	}
+	for _, o := range m.pools {
+		if o.timer != nil {
+			o.timer.Stop()
+		}
+	}
+	if m.saveTimer != nil {
+		m.saveTimer.Stop()
+		m.saveTimer = nil
+	}
 	m.mu.Unlock()
 	for _, c := range cs {
 		c.cancel()
@@ -140,7 +117,11 @@ func (m *Manager) Close() {
 	for _, c := range cs {
 		<-c.done
 	}
+	m.save(true)
 }
+
+// stateVersion is the version SaveState writes. Version 1 had no pools.
+const stateVersion = 2
 
 // stateFile is the JSON layout of SaveState.
 type stateFile struct {
@@ -148,6 +129,7 @@ type stateFile struct {
 	Saved     time.Time       `json:"saved"`
 	Targets   []savedTarget   `json:"targets"`
 	Overrides []savedOverride `json:"overrides,omitempty"`
+	Pools     []savedPool     `json:"pools,omitempty"` // since version 2
 }
 
 type savedTarget struct {
@@ -164,13 +146,90 @@ type savedOverride struct {
 	Expires  time.Time  `json:"expires,omitzero"`
 }
 
-// SaveState writes the last known status of every key with a known status,
-// and the active overrides, to path as JSON (atomically: a temporary file
-// renamed over it).
-func (m *Manager) SaveState(path string) error {
-	now := time.Now()
-	f := stateFile{Version: 1, Saved: now.UTC()}
+type savedPool struct {
+	Record   string    `json:"record"`
+	Pool     string    `json:"pool"`
+	Override string    `json:"override"`
+	Expires  time.Time `json:"expires,omitzero"`
+}
+
+// SetStateFile makes the Manager save its state to path (as SaveState)
+// after every override change (target or pool: set, cleared or expired),
+// before the call making it returns; status changes are saved too,
+// coalesced to at most one save per second; Close saves once more. A
+// failing save is logged once until a save succeeds again. "" stops saving.
+// Call LoadState first: a change before it would overwrite the file unread.
+func (m *Manager) SetStateFile(path string) {
+	m.mu.Lock()
+	m.stateFile = path
+	m.mu.Unlock()
+}
+
+// persist saves the state file, if any, now.
+func (m *Manager) persist() { m.save(false) }
+
+// saveSoon saves the state file, if any, after statusSaveDelay, coalescing
+// the changes made meanwhile.
+func (m *Manager) saveSoon() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stateFile == "" || m.closed || m.saveTimer != nil {
+		return
+	}
+	m.saveTimer = time.AfterFunc(m.statusSaveDelay, func() {
+		m.mu.Lock()
+		m.saveTimer = nil
+		m.mu.Unlock()
+		m.persist()
+	})
+}
+
+// save writes the state file, if one is set, unless the Manager is closed
+// (final: the save of Close). Failures are logged once per streak.
+func (m *Manager) save(final bool) {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
 	m.mu.RLock()
+	path := m.stateFile
+	if path == "" || (m.closed && !final) {
+		m.mu.RUnlock()
+		return
+	}
+	f := m.stateLocked(time.Now())
+	hook := m.beforeWrite
+	m.mu.RUnlock()
+	if hook != nil {
+		hook()
+	}
+	if err := writeState(path, f); err != nil {
+		if !m.saveFailing {
+			m.log.Warn("health state file not saved", "file", path, "err", err)
+		}
+		m.saveFailing = true
+		return
+	}
+	if m.saveFailing {
+		m.log.Info("health state file saved again", "file", path)
+		m.saveFailing = false
+	}
+}
+
+// SaveState writes the last known status of every key with a known status
+// (including statuses restored by LoadState for keys not yet applied), and
+// the active target and pool overrides, to path as JSON, atomically: a
+// temporary file in the same directory, synced, then renamed over it.
+func (m *Manager) SaveState(path string) error {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
+	m.mu.RLock()
+	f := m.stateLocked(time.Now())
+	m.mu.RUnlock()
+	return writeState(path, f)
+}
+
+// stateLocked returns the state to save, sorted. Called with m.mu held.
+func (m *Manager) stateLocked(now time.Time) stateFile {
+	f := stateFile{Version: stateVersion, Saved: now.UTC(), Targets: []savedTarget{}}
 	for k, c := range m.checkers {
 		if c.m.status == Unknown {
 			continue
@@ -180,33 +239,56 @@ func (m *Manager) SaveState(path string) error {
 			Since: c.state.Since.UTC(), Reason: c.state.Reason,
 		})
 	}
+	for k, rs := range m.restored {
+		if _, ok := m.checkers[k]; ok || rs.Status == Unknown {
+			continue
+		}
+		f.Targets = append(f.Targets, savedTarget{
+			Addr: k.Addr, Check: k.Check, Status: rs.Status.String(), Since: rs.Since.UTC(), Reason: rs.Reason,
+		})
+	}
 	for a, o := range m.overrides {
 		if o.active(now) {
-			so := savedOverride{Addr: a, Override: o.o.String()}
-			if !o.expires.IsZero() {
-				so.Expires = o.expires.UTC()
-			}
-			f.Overrides = append(f.Overrides, so)
+			f.Overrides = append(f.Overrides, savedOverride{Addr: a, Override: o.o.String(), Expires: utc(o.expires)})
 		}
 	}
-	m.mu.RUnlock()
-	sort.Slice(f.Targets, func(i, j int) bool {
-		a, b := f.Targets[i], f.Targets[j]
-		if c := a.Addr.Compare(b.Addr); c != 0 {
-			return c < 0
+	for k, o := range m.pools {
+		if o.active(now) {
+			f.Pools = append(f.Pools, savedPool{Record: k[0], Pool: k[1], Override: o.o.String(), Expires: utc(o.expires)})
 		}
-		return a.Check < b.Check
+	}
+	slices.SortFunc(f.Targets, func(a, b savedTarget) int {
+		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Check, b.Check))
 	})
-	sort.Slice(f.Overrides, func(i, j int) bool { return f.Overrides[i].Addr.Less(f.Overrides[j].Addr) })
+	slices.SortFunc(f.Overrides, func(a, b savedOverride) int { return a.Addr.Compare(b.Addr) })
+	slices.SortFunc(f.Pools, func(a, b savedPool) int {
+		return cmp.Or(cmp.Compare(a.Record, b.Record), cmp.Compare(a.Pool, b.Pool))
+	})
+	return f
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+// writeState writes f to path atomically.
+func writeState(path string, f stateFile) error {
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("health state %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("health state: %w", err)
+		return fmt.Errorf("health state %s: %w", path, err)
 	}
 	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -215,15 +297,22 @@ func (m *Manager) SaveState(path string) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("health state: %w", err)
+		return fmt.Errorf("health state %s: %w", path, err)
+	}
+	// Make the rename itself durable; not every system can sync a directory.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
 	}
 	return nil
 }
 
-// LoadState restores statuses and overrides saved by SaveState. A missing
-// file is not an error (first start). Restored statuses apply to the keys of
-// the next Apply (or to keys already applied with no result yet) until their
-// first real result; expired overrides are dropped.
+// LoadState restores statuses and target and pool overrides saved by
+// SaveState (version 1 or 2). A missing file is not an error (first start);
+// an unreadable one, unknown fields or an unknown version are, naming the
+// file, and restore nothing. Restored statuses apply to the keys of the next
+// Apply (or to keys already applied with no result yet) until their first
+// real result; expired overrides are dropped, the others expire when due.
 func (m *Manager) LoadState(path string) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -233,13 +322,47 @@ func (m *Manager) LoadState(path string) error {
 		return fmt.Errorf("health state: %w", err)
 	}
 	var f stateFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
 		return fmt.Errorf("health state %s: %w", path, err)
 	}
-	if f.Version != 1 {
-		return fmt.Errorf("health state %s: unknown version %d", path, f.Version)
+	if dec.More() {
+		return fmt.Errorf("health state %s: data after the state", path)
 	}
+	switch {
+	case f.Version != 1 && f.Version != 2:
+		return fmt.Errorf("health state %s: unknown version %d", path, f.Version)
+	case f.Version == 1 && len(f.Pools) > 0:
+		return fmt.Errorf("health state %s: pools in a version 1 file", path)
+	}
+	type restoredOverride struct {
+		o       Override
+		expires time.Time
+	}
+	overrides := map[netip.Addr]restoredOverride{}
+	for i, so := range f.Overrides {
+		o, err := ParseOverride(so.Override)
+		if err != nil || !so.Addr.IsValid() {
+			return fmt.Errorf("health state %s: overrides[%d]: %v", path, i, cmp.Or(err, errors.New("no address")))
+		}
+		overrides[so.Addr] = restoredOverride{o, so.Expires}
+	}
+	pools := map[[2]string]restoredOverride{}
+	for i, sp := range f.Pools {
+		o, err := ParseOverride(sp.Override)
+		if err != nil || sp.Record == "" || sp.Pool == "" {
+			return fmt.Errorf("health state %s: pools[%d]: %v", path, i, cmp.Or(err, errors.New("record and pool required")))
+		}
+		pools[[2]string{sp.Record, sp.Pool}] = restoredOverride{o, sp.Expires}
+	}
+
+	nt, no, np := 0, 0, 0
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
 	for _, t := range f.Targets {
 		var s Status
 		switch t.Status {
@@ -250,6 +373,7 @@ func (m *Manager) LoadState(path string) error {
 		default:
 			continue
 		}
+		nt++
 		k := Key{Addr: t.Addr, Check: t.Check}
 		rs := State{Status: s, Since: t.Since, Reason: t.Reason}
 		if c := m.checkers[k]; c != nil {
@@ -260,17 +384,20 @@ func (m *Manager) LoadState(path string) error {
 		}
 		m.restored[k] = rs
 	}
-	m.mu.Unlock()
-	for _, so := range f.Overrides {
-		o, err := ParseOverride(so.Override)
-		if err != nil || o == OverrideNone {
-			continue
+	for a, ro := range overrides {
+		if o, _, _ := setOverride(m.overrides, a, ro.o, ro.expires, func(ov *override) { m.expire(a, ov) }); o != OverrideNone {
+			no++
 		}
-		if !so.Expires.IsZero() && !time.Now().Before(so.Expires) {
-			continue
-		}
-		m.SetOverride(so.Addr, o, so.Expires)
 	}
+	for k, ro := range pools {
+		if o, _, _ := setOverride(m.pools, k, ro.o, ro.expires, func(ov *override) { m.expirePool(k, ov) }); o != OverrideNone {
+			np++
+		}
+	}
+	m.mu.Unlock()
+	m.log.Info("health state restored", "file", path, "version", f.Version, "targets", nt,
+		"overrides", no, "pools", np, "dropped", len(overrides)+len(pools)-no-np)
+	m.persist()
 	m.notify()
 	return nil
 }
