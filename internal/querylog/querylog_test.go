@@ -243,7 +243,7 @@ func TestUnderLoadNeverBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newLog(f, f, 1, 16)
-	l.w = bufio.NewWriterSize(slowWriter{f}, 64) // tiny bufio buffer: a slow write per line or so
+	l.out, l.limit = slowWriter{f}, 64 // a slow write per line or so
 	go l.run()
 
 	const workers, per = 4, 50000
