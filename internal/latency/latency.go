@@ -96,6 +96,9 @@ type Measurement struct {
 	RTTms      float64   // round-trip time in milliseconds, >= 0
 	Samples    int       // how many probes the value summarises, >= 1
 	MeasuredAt time.Time // when it was measured
+	// Origin is where the measurement was read (set by ParseCSV and
+	// ParseJSON); Check names entries by it.
+	Origin Origin
 }
 
 // Client is what Lookup knows about the client network asking.

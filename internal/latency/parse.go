@@ -19,7 +19,7 @@ const csvHeader = "key,site,rtt_ms,samples,measured_at"
 // (measured_at in RFC 3339). Blank lines and lines starting with '#' are
 // skipped; the first non-comment line may be the header above. It is all or
 // nothing: on any bad line it returns no measurements and an error
-// "name:line: reason".
+// "name:line: reason". Each measurement's Origin records name and line.
 func ParseCSV(name string, r io.Reader) ([]Measurement, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
@@ -53,7 +53,7 @@ func ParseCSV(name string, r io.Reader) ([]Measurement, error) {
 		if n != 5 {
 			return nil, fmt.Errorf("%s:%d: want 5 fields (%s), got %d", name, line, csvHeader, n)
 		}
-		m := Measurement{Key: fields[0], Site: fields[1]}
+		m := Measurement{Key: fields[0], Site: fields[1], Origin: Origin{Name: name, Pos: line}}
 		rtt, err := strconv.ParseFloat(fields[2], 64)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: bad rtt_ms %q", name, line, fields[2])
@@ -135,7 +135,8 @@ type jsonMeasurement struct {
 // {"key","site","rtt_ms","samples","measured_at"} (every field required,
 // measured_at in RFC 3339, unknown fields rejected). It is all or nothing:
 // on any bad element it returns no measurements and an error naming name
-// and the element index ("name: [3]: reason").
+// and the element index ("name: [3]: reason"). Each measurement's Origin
+// records name and index.
 func ParseJSON(name string, r io.Reader) ([]Measurement, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -160,7 +161,8 @@ func ParseJSON(name string, r io.Reader) ([]Measurement, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: [%d]: bad measured_at %q (want RFC 3339)", name, i, *j.MeasuredAt)
 		}
-		m := Measurement{Key: *j.Key, Site: *j.Site, RTTms: *j.RTTms, Samples: *j.Samples, MeasuredAt: t}
+		m := Measurement{Key: *j.Key, Site: *j.Site, RTTms: *j.RTTms, Samples: *j.Samples, MeasuredAt: t,
+			Origin: Origin{Name: name, JSON: true, Pos: i}}
 		if err := p.finish(&m); err != nil {
 			return nil, fmt.Errorf("%s: [%d]: %v", name, i, err)
 		}
