@@ -49,6 +49,11 @@ type Snapshot struct {
 	GeoFiles []string
 	// HealthChecks are the health check templates, by name.
 	HealthChecks map[string]health.Check
+	// Degraded lists the zones not served as configured because their
+	// file failed to load (BuildWith only; empty after Build). A snapshot
+	// with degraded zones is still a good build: the node serves, but
+	// should report itself degraded.
+	Degraded []ZoneProblem
 }
 
 // HealthKeys lists every (address, check) pair the steered records' pools
@@ -105,102 +110,6 @@ func healthChecks(cfg *config.Config, errs *diag.Problems) map[string]health.Che
 	return out
 }
 
-// Build loads every zone cfg names and assembles a Snapshot. Problems in any
-// file are all reported (as diag.Problems); warnings never stop a load.
-func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) {
-	var errs diag.Problems
-	var zones []*zone.Zone
-	for _, zc := range cfg.Zones {
-		file := cfg.Resolve(zc.File)
-		z, zerrs, zwarns := zone.Load(cfg.FS, zc.Origin, file)
-		warns = append(warns, zwarns...)
-		for i, p := range zerrs {
-			// A zone-wide problem (unreadable file, no SOA) is pointed at
-			// the configuration entry that names the zone.
-			if p.File == file && p.Line == 0 {
-				zerrs[i] = diag.Problem{File: cfg.File, Line: zc.Line, Msg: fmt.Sprintf("zone %s (%s): %s", zc.Origin, file, p.Msg)}
-			}
-		}
-		if len(zerrs) > 0 {
-			errs = append(errs, zerrs...)
-			continue
-		}
-		zones = append(zones, z)
-	}
-	set := zone.NewSet(zones)
-	checks := healthChecks(cfg, &errs)
-	var geoSet *geo.Set
-	var geoFiles []string
-	var table *policy.Table
-	if len(cfg.Records) > 0 && len(errs) == 0 {
-		geoSet = &geo.Set{}
-		for i, name := range cfg.Geo.Databases {
-			path := name
-			if name != geo.EmbeddedName {
-				path = cfg.Resolve(name)
-			}
-			d, err := geo.Open(path)
-			if err != nil {
-				errs.Add(cfg.File, cfg.Line(fmt.Sprintf("geo.databases[%d]", i)), "geo database %s: %v", name, err)
-				continue
-			}
-			geoSet.DBs = append(geoSet.DBs, d)
-			if name != geo.EmbeddedName {
-				geoFiles = append(geoFiles, path)
-			}
-		}
-		if len(errs) == 0 {
-			var pwarns diag.Problems
-			var err error
-			table, pwarns, err = policy.Build(cfg, geoSet)
-			warns = append(warns, pwarns...)
-			if err != nil {
-				errs = append(errs, err.(diag.Problems)...)
-			}
-		}
-		if table != nil {
-			for _, r := range table.Records {
-				z := set.Find(r.Name)
-				if z == nil {
-					errs.Add(cfg.File, r.Line, "record %s is in no served zone (a steered name needs a zone for its SOA and NS)", r.Name)
-					continue
-				}
-				rtype := r.Type
-				if rtype != dns.TypeCNAME {
-					rtype = dns.TypeA
-				}
-				if err := z.MarkSteered(r.Name, rtype); err != nil {
-					errs.Add(cfg.File, r.Line, "record %s: %v", r.Name, err)
-				}
-			}
-		}
-	}
-	if err := errs.Err(); err != nil {
-		return nil, warns, err
-	}
-	set.Precompile()
-	s := &Snapshot{
-		Geo:               geoSet,
-		GeoFiles:          geoFiles,
-		HealthChecks:      checks,
-		Policies:          table,
-		ECS:               *cfg.ECS.Enabled,
-		MaxSourceV4:       cfg.ECS.MaxSourceV4,
-		MaxSourceV6:       cfg.ECS.MaxSourceV6,
-		Config:            cfg,
-		Zones:             set,
-		Identity:          cfg.Identity,
-		Listen:            cfg.Listen,
-		TCPMaxConnections: cfg.TCP.MaxConnections,
-		TCPIdleTimeout:    time.Duration(cfg.TCP.IdleTimeout),
-		Loaded:            time.Now(),
-	}
-	if cfg.VersionBind != config.VersionHidden {
-		s.Version = cfg.VersionBind
-	}
-	return s, warns, nil
-}
-
 // Summary describes the snapshot in one line for logs.
 func (s *Snapshot) Summary() string {
 	records := 0
@@ -208,6 +117,9 @@ func (s *Snapshot) Summary() string {
 		records += z.Records
 	}
 	out := fmt.Sprintf("%d zones, %d records", len(s.Zones.Zones()), records)
+	if len(s.Degraded) > 0 {
+		out += fmt.Sprintf(" (%d zones degraded)", len(s.Degraded))
+	}
 	if s.Policies != nil {
 		out += fmt.Sprintf(", %d steered records compiled in %v against %s", len(s.Policies.Records), s.Policies.CompileTime.Round(time.Millisecond), s.Geo.Summary())
 	}

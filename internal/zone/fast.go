@@ -32,6 +32,7 @@ const (
 // escapes) for the fast path. It does not allocate.
 func (s *Set) Classify(name string) (FastKind, *Zone, *Node) {
 	z := s.Find(name)
+	// A failed zone has no apex: the general path answers its SERVFAIL.
 	if z == nil || z.apex == nil || z.Origin == "." {
 		return FastNone, nil, nil
 	}
@@ -101,6 +102,9 @@ func (z *Zone) Negative() *NegativeSOA { return &z.negWire }
 // set is published (after MarkSteered).
 func (s *Set) Precompile() {
 	for _, z := range s.list {
+		if z.Failed != "" {
+			continue // no data to compile; answered SERVFAIL
+		}
 		z.negWire = negativeSOA(z)
 		for _, n := range z.nodes {
 			if strings.HasPrefix(n.name, "*.") {

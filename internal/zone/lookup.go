@@ -23,8 +23,17 @@ func NewSet(zones []*Zone) *Set {
 	return s
 }
 
-// Zones returns the zones of the set in configuration order.
+// Zones returns the zones of the set in configuration order, failed
+// zones included.
 func (s *Set) Zones() []*Zone { return s.list }
+
+// Zone returns the zone whose origin is exactly origin (canonical), or nil.
+func (s *Set) Zone(origin string) *Zone {
+	if s == nil {
+		return nil
+	}
+	return s.zones[origin]
+}
 
 // Find returns the most specific zone that contains name (canonical form),
 // or nil when name is in no served zone.
@@ -75,8 +84,9 @@ type Steering interface {
 const maxChain = 12
 
 // Lookup answers qname (any case) and qtype from the set. Names in no served
-// zone get REFUSED. CNAME and DNAME chains are followed while they stay in
-// served zones; a loop or an over-long chain stops with what was found.
+// zone get REFUSED, and names in a failed zone (see NewFailed) SERVFAIL.
+// CNAME and DNAME chains are followed while they stay in served zones that
+// loaded; a loop or an over-long chain stops with what was found.
 func (s *Set) Lookup(qname string, qtype uint16) Answer {
 	var a Answer
 	s.LookupInto(&a, qname, qtype)
@@ -111,6 +121,14 @@ func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) 
 		return
 	}
 	a.Zone = z
+	if z.Failed != "" {
+		// The zone is ours but has no data: neither REFUSED (a resolver
+		// would give up on us) nor a parent zone's answer (which would
+		// deny names that exist), but a server failure, so resolvers
+		// try another server (RFC 1035 §4.1.1, RFC 2308 §7.1).
+		a.Rcode = dns.RcodeServerFailure
+		return
+	}
 	a.Authoritative = true
 	var visited [maxChain]string
 	for step := 0; step < maxChain; step++ {
@@ -129,8 +147,10 @@ func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) 
 			break
 		}
 		nz := s.Find(next)
-		if nz == nil {
-			break // out of our zones: the resolver follows it
+		if nz == nil || nz.Failed != "" {
+			// Out of our zones, or into one that failed to load: the
+			// resolver follows the chain (and gets SERVFAIL there).
+			break
 		}
 		name, z = next, nz
 	}

@@ -31,6 +31,15 @@ type Zone struct {
 	NegSOA *dns.SOA
 	// Records is the number of resource records loaded.
 	Records int
+	// Failed, when not empty, says why the zone could not be loaded (see
+	// NewFailed): the zone has no data, and every query for a name in it
+	// is answered SERVFAIL, as Knot and NSD answer for a zone that failed
+	// to load. It is never "" for a zone made by NewFailed.
+	Failed string
+
+	// source is a self-contained master file text that parses back into
+	// this zone's records (see Source).
+	source []byte
 
 	nodes map[string]*node
 	apex  *node
@@ -90,7 +99,26 @@ func Load(fsys fs.FS, origin, file string) (z *Zone, errs, warns diag.Problems) 
 
 var parseErrRe = regexp.MustCompile(`^(?:(.*): )?dns: (.*) at line: (\d+):(\d+)$`)
 
-// Parse is Load with the file's contents already read.
+// NewFailed returns the stand-in for a zone that could not be loaded: it
+// holds no data, and lookups answer SERVFAIL for every name in it (rather
+// than REFUSED, or the answer of a parent zone that is served). reason is
+// why it failed, for status and logs.
+func NewFailed(origin, file, reason string) *Zone {
+	if reason == "" {
+		reason = "failed to load"
+	}
+	return &Zone{Origin: dns.CanonicalName(origin), File: file, Failed: reason, nodes: map[string]*node{}}
+}
+
+// Source returns a self-contained master file text that parses (with
+// Parse, for the same origin) back into this zone's records: the file as
+// read when it has no $INCLUDE, else the loaded records written out one
+// per line. It is what a last good copy of the zone is kept as. It is nil
+// for a failed zone, and must not be modified.
+func (z *Zone) Source() []byte { return z.source }
+
+// Parse is Load with the file's contents already read. The zone keeps
+// data (see Source): the caller must not modify it afterwards.
 func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns diag.Problems) {
 	origin = dns.CanonicalName(origin)
 	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
@@ -276,7 +304,54 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 	if len(errs) > 0 {
 		return nil, errs, warns
 	}
+	z.source = data
+	if hasInclude(data) {
+		// The text alone would read its includes again, which may be the
+		// very files that break later: keep the records instead.
+		z.source = z.flatten()
+	}
 	return z, nil, warns
+}
+
+// hasInclude reports whether data may hold an $INCLUDE directive (a
+// mention in a comment or a string counts too, which only costs a
+// flattened Source).
+func hasInclude(data []byte) bool {
+	return bytes.Contains(bytes.ToUpper(data), []byte("$INCLUDE"))
+}
+
+// flatten writes the zone's records as a master file with absolute names,
+// one record per line, names in canonical order and RRsets by type.
+func (z *Zone) flatten() []byte {
+	names := make([]string, 0, len(z.nodes))
+	for name, n := range z.nodes {
+		if len(n.rrsets) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return canonicalLess(names[i], names[j]) })
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "; zone %s as loaded from %s (which includes other files), written out by steer\n", z.Origin, z.File)
+	for _, name := range names {
+		for _, s := range z.nodes[name].rrsets {
+			for _, rr := range s.rrs {
+				b.WriteString(rr.String())
+				b.WriteByte('\n')
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+// canonicalLess orders names by their labels from the root down.
+func canonicalLess(a, b string) bool {
+	la, lb := dns.SplitDomainName(a), dns.SplitDomainName(b)
+	for i, j := len(la)-1, len(lb)-1; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if la[i] != lb[j] {
+			return la[i] < lb[j]
+		}
+	}
+	return len(la) < len(lb)
 }
 
 // MarkSteered makes name (canonical, inside the zone) a steered name: its
@@ -284,6 +359,9 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 // Steering at query time. It must be called before the zone is published,
 // and fails when the zone's own data at name would conflict.
 func (z *Zone) MarkSteered(name string, rtype uint16) error {
+	if z.Failed != "" {
+		return fmt.Errorf("zone %s failed to load (%s)", z.Origin, z.Failed)
+	}
 	if !dns.IsSubDomain(z.Origin, name) {
 		return fmt.Errorf("%s is not in zone %s", name, z.Origin)
 	}
@@ -339,10 +417,18 @@ func parent(name, origin string) string {
 	return name[off:]
 }
 
-// Serial returns the zone's SOA serial.
-func (z *Zone) Serial() uint32 { return z.SOA.Serial }
+// Serial returns the zone's SOA serial (0 for a failed zone).
+func (z *Zone) Serial() uint32 {
+	if z.SOA == nil {
+		return 0
+	}
+	return z.SOA.Serial
+}
 
 // String describes the zone for logs.
 func (z *Zone) String() string {
+	if z.Failed != "" {
+		return fmt.Sprintf("%s (failed: %s; answered SERVFAIL, from %s)", z.Origin, z.Failed, z.File)
+	}
 	return fmt.Sprintf("%s (serial %d, %d records, from %s)", z.Origin, z.SOA.Serial, z.Records, z.File)
 }

@@ -1,0 +1,337 @@
+package snapshot
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/zone"
+)
+
+// Options control how BuildWith treats a zone whose file fails to load.
+type Options struct {
+	// Previous is the snapshot served until now, on a reload: a zone that
+	// fails keeps the copy it has there (same origin).
+	Previous *Snapshot
+	// CacheDir is where the last good copy of every zone is kept across
+	// restarts, one file per origin (see CacheFile); "" keeps none. After
+	// a successful build each zone loaded from its own file is written
+	// there when it changed, and a zone that fails with no copy in
+	// Previous is loaded from there.
+	CacheDir string
+}
+
+// What a degraded zone is served from (ZoneProblem.Serving); a zone read
+// from the cache says "last good copy (from cache <path>)".
+const (
+	ServingPrevious = "last good copy (from previous load)"
+	ServingServfail = "SERVFAIL"
+)
+
+func servingCache(path string) string { return "last good copy (from cache " + path + ")" }
+
+// ZoneProblem is a zone BuildWith could not load from its file as
+// configured, and what is served for it instead.
+type ZoneProblem struct {
+	// Origin is the zone (canonical) and File its configured file.
+	Origin, File string
+	// Problem is the first problem, as file:line: message, with a count
+	// of the others; Problems holds them all (they are among the build's
+	// warnings too).
+	Problem  string
+	Problems diag.Problems
+	// Serving is ServingPrevious, a cache copy or ServingServfail.
+	Serving string
+	// Skipped names the steered records inside the zone that cannot be
+	// answered while it is SERVFAIL.
+	Skipped []string
+}
+
+// Build loads every zone cfg names and assembles a Snapshot. Problems in any
+// file are all reported (as diag.Problems); warnings never stop a load.
+// Build is strict: a zone that fails to load rejects the whole
+// configuration (steer check, tests). A node uses BuildWith.
+func Build(cfg *config.Config) (snap *Snapshot, warns diag.Problems, err error) {
+	return build(cfg, Options{}, true)
+}
+
+// BuildWith is Build for a serving node, which, like Knot and NSD, fails
+// only the zone whose file fails to load rather than the whole
+// configuration. Such a zone is served from, in order: its copy in
+// opts.Previous, its copy in opts.CacheDir, or else as a failed zone that
+// answers SERVFAIL for every name in it. Each one is listed in
+// Snapshot.Degraded and its problems (file:line of the zone file) are
+// among the warnings: the build still succeeds. A zone file that loads
+// but conflicts with a steered record is treated the same way when a last
+// good copy agrees with the records, and rejects the configuration
+// otherwise. Anything wrong with the configuration itself (records, geo
+// databases, health checks) is an error, as with Build.
+func BuildWith(cfg *config.Config, opts Options) (snap *Snapshot, warns diag.Problems, err error) {
+	return build(cfg, opts, false)
+}
+
+func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Problems, error) {
+	var errs, warns diag.Problems
+	checks := healthChecks(cfg, &errs)
+	var geoSet *geo.Set
+	var geoFiles []string
+	var table *policy.Table
+	if len(cfg.Records) > 0 && len(errs) == 0 {
+		geoSet, geoFiles = openGeo(cfg, &errs)
+		if len(errs) == 0 {
+			var pwarns diag.Problems
+			var err error
+			table, pwarns, err = policy.Build(cfg, geoSet)
+			warns = append(warns, pwarns...)
+			if err != nil {
+				errs = append(errs, err.(diag.Problems)...)
+			}
+		}
+	}
+
+	// Each steered record belongs to the most specific configured zone
+	// that contains it, whether that zone loads or not.
+	origins := map[string]bool{}
+	for _, zc := range cfg.Zones {
+		origins[dns.CanonicalName(zc.Origin)] = true
+	}
+	steered := map[string][]*policy.Record{}
+	if table != nil {
+		for _, r := range table.Records {
+			o, ok := enclosing(origins, r.Name)
+			if !ok {
+				errs.Add(cfg.File, r.Line, "record %s is in no served zone (a steered name needs a zone for its SOA and NS)", r.Name)
+				continue
+			}
+			steered[o] = append(steered[o], r)
+		}
+	}
+
+	var zones, fresh []*zone.Zone
+	var degraded []ZoneProblem
+	for _, zc := range cfg.Zones {
+		origin := dns.CanonicalName(zc.Origin)
+		file := cfg.Resolve(zc.File)
+		recs := steered[origin]
+		z, zerrs, zwarns := zone.Load(cfg.FS, zc.Origin, file)
+		warns = append(warns, zwarns...)
+		for i, p := range zerrs {
+			// A zone-wide problem (unreadable file, no SOA) is pointed at
+			// the configuration entry that names the zone.
+			if p.File == file && p.Line == 0 {
+				zerrs[i] = diag.Problem{File: cfg.File, Line: zc.Line, Msg: fmt.Sprintf("zone %s (%s): %s", zc.Origin, file, p.Msg)}
+			}
+		}
+		var merrs diag.Problems
+		if z != nil {
+			merrs = mark(cfg, z, recs)
+		}
+		if len(zerrs) == 0 && len(merrs) == 0 {
+			zones = append(zones, z)
+			fresh = append(fresh, z)
+			continue
+		}
+		if strict {
+			errs = append(errs, zerrs...)
+			errs = append(errs, merrs...)
+			continue
+		}
+		fz, serving, notes := fallback(cfg, origin, recs, opts)
+		if fz == nil && len(zerrs) == 0 {
+			// The file loads but conflicts with the steered records, and
+			// no last good copy agrees with them: the configuration is at
+			// fault as much as the zone, so it is rejected, as by Build.
+			errs = append(errs, merrs...)
+			continue
+		}
+		probs := append(append(diag.Problems{}, zerrs...), merrs...)
+		_ = probs.Err() // sorts by file and line
+		zp := ZoneProblem{Origin: origin, File: file, Problems: probs, Problem: probs[0].String()}
+		if len(probs) > 1 {
+			zp.Problem += fmt.Sprintf(" (and %d more)", len(probs)-1)
+		}
+		warns = append(warns, probs...)
+		for _, n := range notes {
+			warns.Add(cfg.File, zc.Line, "zone %s: %s", origin, n)
+		}
+		if fz != nil {
+			zp.Serving = serving
+			zones = append(zones, fz)
+		} else {
+			zp.Serving = ServingServfail
+			zones = append(zones, zone.NewFailed(origin, file, zp.Problem))
+			for _, r := range recs {
+				zp.Skipped = append(zp.Skipped, r.Name)
+				warns.Add(cfg.File, r.Line, "record %s is in zone %s, which failed to load: it is answered SERVFAIL", r.Name, origin)
+			}
+		}
+		warns.Add(cfg.File, zc.Line, "zone %s (%s) failed to load; serving %s", origin, file, zp.Serving)
+		degraded = append(degraded, zp)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, warns, err
+	}
+	set := zone.NewSet(zones)
+	set.Precompile()
+	if opts.CacheDir != "" {
+		// Only now: a zone is kept as a last good copy once the whole
+		// configuration it belongs to has been accepted.
+		for _, z := range fresh {
+			if path, err := saveCopy(opts.CacheDir, z); err != nil {
+				warns.Add(path, 0, "cannot keep the last good copy of zone %s: %v", z.Origin, err)
+			}
+		}
+	}
+	s := &Snapshot{
+		Geo:               geoSet,
+		GeoFiles:          geoFiles,
+		HealthChecks:      checks,
+		Policies:          table,
+		ECS:               *cfg.ECS.Enabled,
+		MaxSourceV4:       cfg.ECS.MaxSourceV4,
+		MaxSourceV6:       cfg.ECS.MaxSourceV6,
+		Config:            cfg,
+		Zones:             set,
+		Identity:          cfg.Identity,
+		Listen:            cfg.Listen,
+		TCPMaxConnections: cfg.TCP.MaxConnections,
+		TCPIdleTimeout:    time.Duration(cfg.TCP.IdleTimeout),
+		Loaded:            time.Now(),
+		Degraded:          degraded,
+	}
+	if cfg.VersionBind != config.VersionHidden {
+		s.Version = cfg.VersionBind
+	}
+	return s, warns, nil
+}
+
+// mark makes the records' names steered in z, which is not published yet.
+func mark(cfg *config.Config, z *zone.Zone, recs []*policy.Record) diag.Problems {
+	var errs diag.Problems
+	for _, r := range recs {
+		rtype := r.Type
+		if rtype != dns.TypeCNAME {
+			rtype = dns.TypeA
+		}
+		if err := z.MarkSteered(r.Name, rtype); err != nil {
+			errs.Add(cfg.File, r.Line, "record %s: %v", r.Name, err)
+		}
+	}
+	return errs
+}
+
+// fallback finds a last good copy of the zone origin that takes the
+// steered records recs: the one in opts.Previous, else the one in
+// opts.CacheDir. notes says why a copy that exists was not usable.
+//
+// The copy is always parsed again from its text (zone.Source), never
+// reused as the *zone.Zone object: that object is published, read by
+// queries in flight without locks, and MarkSteered and Precompile write
+// to it. Even when the steered names would be the same, a fresh parse is
+// the simple way to be sure nothing published is ever written.
+func fallback(cfg *config.Config, origin string, recs []*policy.Record, opts Options) (*zone.Zone, string, []string) {
+	var notes []string
+	try := func(file string, src []byte, what string) *zone.Zone {
+		z, errs, _ := zone.Parse(nil, origin, file, src)
+		if len(errs) > 0 {
+			notes = append(notes, fmt.Sprintf("the %s does not load either: %v", what, errs[0]))
+			return nil
+		}
+		if merrs := mark(cfg, z, recs); len(merrs) > 0 {
+			notes = append(notes, fmt.Sprintf("the %s conflicts with the steered records: %s", what, merrs[0].Msg))
+			return nil
+		}
+		return z
+	}
+	if opts.Previous != nil {
+		if pz := opts.Previous.Zones.Zone(origin); pz != nil && pz.Source() != nil {
+			if z := try(pz.File, pz.Source(), "copy from the previous load"); z != nil {
+				return z, ServingPrevious, nil
+			}
+		}
+	}
+	if opts.CacheDir != "" {
+		path, src, err := loadCopy(opts.CacheDir, origin)
+		switch {
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("cannot read the cached copy: %v", err))
+		case src != nil:
+			if z := try(path, src, "cached copy "+path); z != nil {
+				return z, servingCache(path), notes
+			}
+		}
+	}
+	return nil, "", notes
+}
+
+// enclosing returns the most specific of origins that contains name.
+func enclosing(origins map[string]bool, name string) (string, bool) {
+	for off, end := 0, false; !end; off, end = dns.NextLabel(name, off) {
+		if origins[name[off:]] {
+			return name[off:], true
+		}
+	}
+	if origins["."] {
+		return ".", true
+	}
+	return "", false
+}
+
+// openGeo opens the geo databases cfg names.
+func openGeo(cfg *config.Config, errs *diag.Problems) (*geo.Set, []string) {
+	geoSet := &geo.Set{}
+	var files []string
+	for i, name := range cfg.Geo.Databases {
+		path := name
+		if name != geo.EmbeddedName {
+			path = cfg.Resolve(name)
+		}
+		d, err := geo.Open(path)
+		if err != nil {
+			errs.Add(cfg.File, cfg.Line(fmt.Sprintf("geo.databases[%d]", i)), "geo database %s: %v", name, err)
+			continue
+		}
+		geoSet.DBs = append(geoSet.DBs, d)
+		if name != geo.EmbeddedName {
+			files = append(files, path)
+		}
+	}
+	return geoSet, files
+}
+
+// WithGeo rebuilds s against its geo databases as they are on disk now:
+// it re-opens them and recompiles the steered records, and returns a new
+// snapshot that shares everything else with s (configuration, zones,
+// degraded zones). It reads neither the configuration nor any zone file,
+// so an edit waiting there stays unserved until an explicit reload. When
+// a database does not open or a record no longer compiles against it, it
+// returns the error and s serves on. The caller must wire the new
+// Policies (health, latency, metrics hooks) as after a reload.
+//
+// The shared zones need no new MarkSteered: the configuration is the
+// same, so the steered names and types are too, and the marks are in the
+// zones already; the zones are not written to. Nor does the policy table
+// point into the zones, or they into it: the zones only flag steered
+// names, and queries look the record up by name in the snapshot's table.
+func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
+	n := *s
+	n.Loaded = time.Now()
+	if len(s.Config.Records) == 0 {
+		return &n, nil, nil // no steered record: no database is opened
+	}
+	var errs diag.Problems
+	geoSet, files := openGeo(s.Config, &errs)
+	if err := errs.Err(); err != nil {
+		return nil, nil, err
+	}
+	table, warns, err := policy.Build(s.Config, geoSet)
+	if err != nil {
+		return nil, warns, err
+	}
+	n.Geo, n.GeoFiles, n.Policies = geoSet, files, table
+	return &n, warns, nil
+}
