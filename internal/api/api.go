@@ -21,6 +21,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -43,6 +44,10 @@ type Options struct {
 	Metrics http.Handler
 	// Log receives request errors and state changes (nil: discarded).
 	Log *slog.Logger
+	// RefuseChanges, when set, refuses every PUT, POST and DELETE with
+	// 403 and this reason (a node with no token on a non-loopback
+	// address). See Handler.SetAuth.
+	RefuseChanges string
 }
 
 // Public patterns: served without authentication.
@@ -53,23 +58,44 @@ const (
 )
 
 type server struct {
-	b     Backend
-	log   *slog.Logger
-	token [sha256.Size]byte
-	auth  bool
-	mux   *http.ServeMux
+	b    Backend
+	log  *slog.Logger
+	auth atomic.Pointer[authState]
+	mux  *http.ServeMux
+}
+
+// authState is what a request is checked against; SetAuth swaps it.
+type authState struct {
+	token  [sha256.Size]byte
+	auth   bool
+	refuse string
+}
+
+// Handler is the admin API's http.Handler.
+type Handler struct{ s *server }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.ServeHTTP(w, r) }
+
+// SetAuth replaces the token and the refusal reason (see Options) for the
+// requests that follow; a reload rotates the token with it.
+func (h *Handler) SetAuth(token, refuseChanges string) {
+	a := &authState{refuse: refuseChanges}
+	if token != "" {
+		a.auth = true
+		a.token = sha256.Sum256([]byte(token))
+	}
+	h.s.auth.Store(a)
 }
 
 // NewHandler returns the admin API handler for b.
-func NewHandler(b Backend, o Options) http.Handler {
+func NewHandler(b Backend, o Options) *Handler {
 	s := &server{b: b, log: o.Log, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if o.Token != "" {
-		s.auth = true
-		s.token = sha256.Sum256([]byte(o.Token))
-	}
+	h := &Handler{s}
+	h.SetAuth(o.Token, o.RefuseChanges)
 	s.mux.HandleFunc(patHealthz, func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "ok")
 	})
@@ -85,7 +111,7 @@ func NewHandler(b Backend, o Options) http.Handler {
 	s.mux.HandleFunc("POST /v1/latency", s.postLatency)
 	s.mux.HandleFunc("GET /v1/latency", s.getLatency)
 	s.anycastRoutes()
-	return s
+	return h
 }
 
 // ServeHTTP limits the body, authenticates everything but the public
@@ -104,6 +130,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case patHealthz, patReadyz, patMetrics:
 	default:
 		if !s.authorized(w, r) {
+			return
+		}
+		if a := s.auth.Load(); a.refuse != "" && pattern != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.log.Warn("admin API: change refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", a.refuse)
+			writeError(w, http.StatusForbidden, a.refuse)
 			return
 		}
 	}
@@ -144,7 +175,8 @@ func (e *errorRewriter) Write(b []byte) (int, error) {
 }
 
 func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if !s.auth {
+	a := s.auth.Load()
+	if !a.auth {
 		return true
 	}
 	h := r.Header.Get("Authorization")
@@ -155,7 +187,7 @@ func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
-	if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
+	if subtle.ConstantTimeCompare(got[:], a.token[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="steer", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, "invalid bearer token")
 		s.log.Warn("admin API: invalid token", "remote", r.RemoteAddr, "path", r.URL.Path)
@@ -167,7 +199,13 @@ func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ok, why := s.b.Ready()
 	if ok {
-		writeText(w, http.StatusOK, "ready")
+		// A degraded node (a zone on its last good copy) still serves:
+		// 200, with the reason for whoever reads it.
+		msg := "ready"
+		if why != "" {
+			msg += ", " + why
+		}
+		writeText(w, http.StatusOK, msg)
 		return
 	}
 	if why == "" {
@@ -347,10 +385,14 @@ func (s *server) targetState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.b.SetTargetState(addr, state, expires); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		code := http.StatusBadRequest
+		if errors.Is(err, ErrNotFound) {
+			code = http.StatusNotFound
+		}
+		writeError(w, code, err.Error())
 		return
 	}
-	s.log.Info("admin API: target state set", "address", addr, "state", state, "expires", expires, "remote", r.RemoteAddr)
+	s.log.Debug("admin API: target state set", "address", addr, "state", state, "expires", expires, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -368,18 +410,26 @@ func (s *server) poolState(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	s.log.Info("admin API: pool state set", "record", record, "pool", pool, "state", state, "expires", expires, "remote", r.RemoteAddr)
+	s.log.Debug("admin API: pool state set", "record", record, "pool", pool, "state", state, "expires", expires, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// reload answers 200 with the result when the reload applied, 422 with it
+// (and "error" listing the problems) when the configuration was rejected.
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
-	if err := s.b.Reload(); err != nil {
-		s.log.Warn("admin API: reload rejected", "err", err)
-		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	res, err := s.b.Reload(r.Context())
+	if err != nil && !res.Applied && res.Seq == 0 {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.log.Info("admin API: reloaded", "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	if err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, struct {
+			Error string `json:"error"`
+			ReloadResult
+		}{err.Error(), res})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

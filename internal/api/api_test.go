@@ -97,11 +97,15 @@ func (f *fake) SetPoolState(record, pool, state string, expires time.Time) error
 	return nil
 }
 
-func (f *fake) Reload() error {
+func (f *fake) Reload(context.Context) (ReloadResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reloads++
-	return f.reloadErr
+	res := ReloadResult{Seq: uint64(f.reloads), Trigger: "api", Applied: f.reloadErr == nil, Took: "1ms"}
+	if f.reloadErr != nil {
+		res.Problems = strings.Split(f.reloadErr.Error(), "\n")
+	}
+	return res, f.reloadErr
 }
 
 func do(t *testing.T, h http.Handler, method, target, body string, hdr ...string) *httptest.ResponseRecorder {
@@ -375,8 +379,8 @@ func TestReload(t *testing.T) {
 	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("reload: %d %s", w.Code, w.Body)
 	}
-	var ok map[string]string
-	if err := json.Unmarshal(w.Body.Bytes(), &ok); err != nil || ok["status"] != "reloaded" {
+	var ok ReloadResult
+	if err := json.Unmarshal(w.Body.Bytes(), &ok); err != nil || !ok.Applied || ok.Seq != 1 {
 		t.Fatalf("body %q", w.Body)
 	}
 	f.reloadErr = errors.New("steer.yaml:12: unknown pool \"us\"\nsteer.yaml:20: bad ttl")
@@ -387,7 +391,34 @@ func TestReload(t *testing.T) {
 	if f.reloads != 2 {
 		t.Fatalf("reloads %d", f.reloads)
 	}
+	var rej ReloadResult
+	json.Unmarshal(do(t, h, "POST", "/v1/reload", "").Body.Bytes(), &rej)
+	if rej.Applied || len(rej.Problems) != 2 {
+		t.Fatalf("rejected result %+v, want both problems listed", rej)
+	}
 	jsonError(t, do(t, h, "GET", "/v1/reload", ""), 405)
+}
+
+// A node with no token on a non-loopback address refuses every change
+// with 403 and the reason, still answers reads, and SetAuth lifts it.
+func TestRefuseChanges(t *testing.T) {
+	f := &fake{}
+	h := NewHandler(f, Options{RefuseChanges: "no token configured"})
+	if msg := jsonError(t, do(t, h, "POST", "/v1/reload", ""), 403); msg != "no token configured" {
+		t.Fatalf("403 reason %q", msg)
+	}
+	jsonError(t, do(t, h, "PUT", "/v1/targets/192.0.2.1/state", `{"state":"down"}`), 403)
+	if w := do(t, h, "GET", "/v1/status", ""); w.Code != 200 {
+		t.Fatalf("status %d", w.Code)
+	}
+	if f.reloads != 0 || len(f.targets) != 0 {
+		t.Fatalf("a refused change reached the backend: %d reloads, %v", f.reloads, f.targets)
+	}
+	h.SetAuth("tok", "")
+	if w := do(t, h, "POST", "/v1/reload", "", "Authorization", "Bearer tok"); w.Code != 200 {
+		t.Fatalf("after SetAuth: %d %s", w.Code, w.Body)
+	}
+	jsonError(t, do(t, h, "POST", "/v1/reload", ""), 401)
 }
 
 func TestBodyLimit(t *testing.T) {

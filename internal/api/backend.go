@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io"
 	"net/netip"
 	"time"
@@ -21,21 +22,47 @@ type Backend interface {
 	Explain(req explain.Request) (*explain.Report, error)
 	// SetTargetState sets an external state for a health-check target
 	// address: "up", "down", "drain" or "auto", with an optional expiry
-	// (zero: none). It fails for an unknown state.
+	// (zero: none). It fails for an unknown state, and with ErrNotFound for
+	// an address that is no pool's target.
 	SetTargetState(addr netip.Addr, state string, expires time.Time) error
 	// SetPoolState does the same for one pool of one steered record. It
 	// fails for an unknown record, pool or state (ErrNotFound for the
 	// first two).
 	SetPoolState(record, pool, state string, expires time.Time) error
-	// Reload re-reads the configuration as SIGHUP does; the error lists
-	// every problem when the new configuration is rejected.
-	Reload() error
+	// Reload re-reads the configuration as SIGHUP does and waits for the
+	// result; the error lists every problem when the new configuration is
+	// rejected (the result then says so too).
+	Reload(ctx context.Context) (ReloadResult, error)
 	// PushLatency applies one batch of latency measurements read from body
 	// in format (LatencyJSON or LatencyCSV) as one update, all or nothing;
 	// a batch it rejects is an ErrBadInput naming the bad entry.
 	PushLatency(format string, body io.Reader) (LatencyResult, error)
 	// LatencyStatus describes the latency map.
 	LatencyStatus() LatencyStatus
+}
+
+// ReloadResult is the outcome of one reload, as logged and as the body of
+// POST /v1/reload.
+type ReloadResult struct {
+	// Seq numbers the reloads of this process, from 1.
+	Seq uint64 `json:"seq"`
+	// Trigger is what asked for it ("SIGHUP", "api", "geo file ...").
+	// Requests that arrive during a reload share the next one, so Trigger
+	// may list several.
+	Trigger string `json:"trigger"`
+	// Applied is false when the new configuration was rejected whole.
+	Applied bool `json:"applied"`
+	// Problems are the reasons for a rejection, each file:line: message.
+	Problems []string `json:"problems,omitempty"`
+	// Warnings are non-fatal problems: warnings of the configuration,
+	// zones that failed alone and serve their last good copy or SERVFAIL.
+	Warnings []string `json:"warnings,omitempty"`
+	// Changed says what the reload changed, one line per setting or zone.
+	Changed []string `json:"changed,omitempty"`
+	// RestartNeeded names each changed setting the reload could not apply.
+	RestartNeeded []string `json:"restart_needed,omitempty"`
+	// Took is how long the reload took.
+	Took string `json:"took"`
 }
 
 // Status is the body of GET /v1/status.
@@ -46,6 +73,11 @@ type Status struct {
 	Zones   []ZoneStatus   `json:"zones"`
 	Geo     []GeoStatus    `json:"geo"`
 	Anycast *AnycastStatus `json:"anycast,omitempty"`
+	// Degraded lists what serves but not as configured (zones on their
+	// last good copy or answering SERVFAIL); empty when all is well.
+	Degraded []string `json:"degraded,omitempty"`
+	// LastReload is the outcome of the latest reload, if any.
+	LastReload *ReloadResult `json:"last_reload,omitempty"`
 }
 
 // RecordStatus is one steered record.
@@ -87,6 +119,8 @@ type ZoneStatus struct {
 	Serial  uint32 `json:"serial"`
 	Records int    `json:"records"`
 	File    string `json:"file"`
+	// Serving is "file", "last good copy ..." or "SERVFAIL: reason".
+	Serving string `json:"serving,omitempty"`
 }
 
 // GeoStatus is one loaded geo database.
