@@ -30,6 +30,10 @@ type Request struct {
 
 // Report is the explanation.
 type Report struct {
+	// Source says what answered: a running node (live health, overrides
+	// and latency) or the configuration alone (offline). Set by the
+	// caller; empty for the API's own answer.
+	Source    string   `json:"source,omitempty"`
 	Query     string   `json:"query"`
 	Input     Input    `json:"input"`
 	Steer     []Step   `json:"steering,omitempty"`
@@ -178,12 +182,16 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 		if p.Target != "" {
 			ps.Addresses = append(ps.Addresses, p.Target)
 		}
-		bit := uint64(1) << p.Index
-		switch {
-		case r.Enabled&bit == 0:
-			ps.State = "disabled (enabled: false)"
-		case q.Up&bit == 0:
-			ps.State = "down"
+		// One classification for status, metrics and explain. q.Up is
+		// what this query could use; a pool usable for the other family
+		// only is "up" there but not here, which the state says.
+		state, why, _ := snap.Policies.PoolState(r, p)
+		if state == "up" && q.Up&(uint64(1)<<p.Index) == 0 {
+			state, why = "down", "no usable address of the asked family"
+		}
+		ps.State = state
+		if why != "" && state != "up" || strings.Contains(why, "operator") {
+			ps.State += " (" + why + ")"
 		}
 		s.Pools = append(s.Pools, ps)
 	}
@@ -241,6 +249,9 @@ func geoInfo(g *geo.Set, info *geo.Info) GeoInfo {
 func (r *Report) Text() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	if r.Source != "" {
+		p("%s", r.Source)
+	}
 	p("query:    %s", r.Query)
 	if r.Input.ECS != "" {
 		p("ecs:      %s%s", r.Input.ECS, map[bool]string{true: " (truncated by ecs.max_source)", false: ""}[r.Input.Truncated])

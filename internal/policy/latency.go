@@ -78,6 +78,23 @@ func (r *Record) latClassOf(info *geo.Info) int32 {
 	return i
 }
 
+// LatencySites returns the site names the latency map may measure for
+// t's latency-steered records (what a latency push may name).
+func (t *Table) LatencySites() map[string]bool {
+	out := map[string]bool{}
+	if t == nil {
+		return out
+	}
+	for _, r := range t.Records {
+		for _, a := range r.latencyActs {
+			for _, p := range a.Candidates {
+				out[r.Pools[p].Site] = true
+			}
+		}
+	}
+	return out
+}
+
 // HasLatency reports whether r has a by: latency rule.
 func (r *Record) HasLatency() bool { return len(r.latencyActs) > 0 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math/bits"
 	"net/netip"
 	"sync"
@@ -70,9 +71,10 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 // health checks last reported it. The query path reads it through an
 // atomic pointer; SetHealth swaps in a new one.
 type Health struct {
-	pools    [][2]uint64 // per record: usable pools for A (0) and AAAA (1)
-	addrs    [][]uint64  // per record, per pool: usable addresses (V4 then V6)
-	degraded []bool      // per record: a pool is down or drained
+	pools    [][2]uint64      // per record: usable pools for A (0) and AAAA (1)
+	addrs    [][]uint64       // per record, per pool: usable addresses (V4 then V6)
+	degraded []bool           // per record: a pool is down or drained
+	ovr      [][]PoolOverride // per record, per pool: the operator's override
 }
 
 // SetHealth recomputes the usable pools and addresses of every record from
@@ -86,16 +88,19 @@ type Health struct {
 // addresses whatever the checks say, or PoolDown (down or drained) to give
 // it no answers.
 func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool func(record, pool string) PoolOverride) {
-	h := &Health{pools: make([][2]uint64, len(t.Records)), addrs: make([][]uint64, len(t.Records)), degraded: make([]bool, len(t.Records))}
+	h := &Health{pools: make([][2]uint64, len(t.Records)), addrs: make([][]uint64, len(t.Records)),
+		degraded: make([]bool, len(t.Records)), ovr: make([][]PoolOverride, len(t.Records))}
 	for i, r := range t.Records {
 		h.addrs[i] = make([]uint64, len(r.Pools))
+		h.ovr[i] = make([]PoolOverride, len(r.Pools))
 		for _, p := range r.Pools {
 			bit := uint64(1) << p.Index
 			ov := PoolAuto
 			if pool != nil {
 				ov = pool(r.Name, p.Name)
 			}
-			if ov == PoolDown {
+			h.ovr[i][p.Index] = ov
+			if ov == PoolDown || ov == PoolDrain {
 				h.degraded[i] = true
 				continue // no answers, no addresses
 			}
@@ -149,10 +154,41 @@ type PoolOverride uint8
 
 // The pool overrides.
 const (
-	PoolAuto PoolOverride = iota // follow the health checks
-	PoolUp                       // answer with every address
-	PoolDown                     // no answers (down or drained)
+	PoolAuto  PoolOverride = iota // follow the health checks
+	PoolUp                        // answer with every address
+	PoolDown                      // no answers: a known failure
+	PoolDrain                     // no answers: a planned removal
 )
+
+// PoolState classifies pool p of r now, the one place status, metrics,
+// explain and the transition log read it from: "disabled" (enabled:
+// false), "drain", "down" or "up" as set by the operator ("up" then
+// answers with every address), or "down"/"up" as the checks say. reason
+// says why in words; override is true when the operator decided.
+func (t *Table) PoolState(r *Record, p *Pool) (state, reason string, override bool) {
+	bit := uint64(1) << p.Index
+	if r.Enabled&bit == 0 {
+		return "disabled", "enabled: false", false
+	}
+	h := t.health.Load()
+	if h != nil && r.Index < len(h.ovr) && p.Index < len(h.ovr[r.Index]) {
+		switch h.ovr[r.Index][p.Index] {
+		case PoolUp:
+			return "up", "set up by the operator", true
+		case PoolDown:
+			return "down", "set down by the operator", true
+		case PoolDrain:
+			return "drain", "drained by the operator", true
+		}
+	}
+	if (t.Up(r, dns.TypeA)|t.Up(r, dns.TypeAAAA))&bit == 0 {
+		if p.Check == "" {
+			return "down", "none of its addresses is usable (target overrides)", false
+		}
+		return "down", fmt.Sprintf("fewer than %d of its addresses pass %s", p.MinUp, p.Check), false
+	}
+	return "up", "", false
+}
 
 // Up returns the pools of r usable now for qtype: enabled, and healthy.
 func (t *Table) Up(r *Record, qtype uint16) uint64 {
