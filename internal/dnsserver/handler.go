@@ -52,13 +52,13 @@ const headerLen = 12
 type Handler struct {
 	snap     atomic.Pointer[snapshot.Snapshot]
 	metrics  *metrics.Metrics
-	querylog *querylog.Log
+	querylog atomic.Pointer[querylog.Log] // nil: off
 }
 
-// SetQueryLog makes the handler log a sample of queries to l (set before
-// serving). A sampled query is answered through the general path with a
+// SetQueryLog makes the handler log a sample of queries to l (nil: none);
+// it may be called while serving. A sampled query is answered through the general path with a
 // trace, so the logged rule and pools are the ones actually sent.
-func (h *Handler) SetQueryLog(l *querylog.Log) { h.querylog = l }
+func (h *Handler) SetQueryLog(l *querylog.Log) { h.querylog.Store(l) }
 
 // SetMetrics makes the handler count every query in m (set before serving).
 func (h *Handler) SetMetrics(m *metrics.Metrics) { h.metrics = m }
@@ -103,8 +103,8 @@ func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
 // packet must be dropped: it is shorter than a header or is itself a
 // response.
 func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
-	if h.querylog.Sampled() {
-		return h.logged(req, t, from, buf)
+	if ql := h.querylog.Load(); ql.Sampled() {
+		return h.logged(ql, req, t, from, buf)
 	}
 	var st stats
 	out := h.handle(req, t, from, buf, nil, &st)
@@ -161,7 +161,7 @@ func (h *Handler) count(t Transport, out []byte, st *stats) {
 
 // logged answers a sampled query through the general path, recording the
 // steering decision, and queues its log entry (never blocking).
-func (h *Handler) logged(req []byte, t Transport, from netip.Addr, buf []byte) []byte {
+func (h *Handler) logged(ql *querylog.Log, req []byte, t Transport, from netip.Addr, buf []byte) []byte {
 	start := time.Now()
 	e := querylog.Entry{Time: start, Client: from, Scope: -1, Transport: t.String()}
 	var st stats
@@ -206,7 +206,7 @@ func (h *Handler) logged(req []byte, t Transport, from netip.Addr, buf []byte) [
 			}
 		}
 	}
-	h.querylog.Write(&e)
+	ql.Write(&e)
 	return out
 }
 

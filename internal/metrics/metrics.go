@@ -158,6 +158,7 @@ type Metrics struct {
 	steer atomic.Pointer[steerTable]
 
 	reloads         [2]atomic.Uint64 // 0 ok, 1 rejected
+	zonesDegraded   atomic.Int64     // zones serving a last good copy or SERVFAIL
 	lastReloadNanos atomic.Int64     // Unix nanoseconds of the last successful reload; 0 if none
 	health          atomic.Pointer[func() (up, down, unknown int)]
 	healthDetail    atomic.Pointer[func() ([]TargetState, []PoolState)]
@@ -460,6 +461,10 @@ func (m *Metrics) Reload(ok bool) {
 	}
 }
 
+// SetZonesDegraded sets how many zones failed to load and serve their
+// last good copy or SERVFAIL (steer_zones_degraded).
+func (m *Metrics) SetZonesDegraded(n int) { m.zonesDegraded.Store(int64(n)) }
+
 // SetHealth sets the function read at scrape time for the number of health
 // check targets up, down and of unknown state (steer_health_targets). A nil f
 // removes the metric.
@@ -496,6 +501,8 @@ var (
 	descReloads = prometheus.NewDesc("steer_reloads_total",
 		"Configuration reloads, by result (ok or rejected).",
 		[]string{"result"}, nil)
+	descZonesDegraded = prometheus.NewDesc("steer_zones_degraded",
+		"Zones whose file failed to load, serving their last good copy or SERVFAIL.", nil, nil)
 	descLastReload = prometheus.NewDesc("steer_config_last_reload_success_timestamp_seconds",
 		"Unix time of the last successful configuration reload (0 if none).", nil, nil)
 	descHealth = prometheus.NewDesc("steer_health_targets",
@@ -544,7 +551,7 @@ type collector struct{ m *Metrics }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueries, descBytes, descDropped, descTruncated,
-		descSteered, descReloads, descLastReload, descHealth, descDecisions, descECS, descScope,
+		descSteered, descReloads, descZonesDegraded, descLastReload, descHealth, descDecisions, descECS, descScope,
 		descTargetUp, descPoolUp, descCheckDuration, descChecks, descTransitions, descGeoBuild, descQueryLog} {
 		ch <- d
 	}
@@ -614,6 +621,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(m.reloads[0].Load()), "ok")
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(m.reloads[1].Load()), "rejected")
+	ch <- prometheus.MustNewConstMetric(descZonesDegraded, prometheus.GaugeValue, float64(m.zonesDegraded.Load()))
 	last := 0.0
 	if ns := m.lastReloadNanos.Load(); ns != 0 {
 		last = float64(ns) / 1e9
