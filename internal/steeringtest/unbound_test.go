@@ -1,7 +1,6 @@
 package steeringtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,24 +35,6 @@ func freePort(t *testing.T) int {
 	}
 	t.Fatal("no free port for both UDP and TCP")
 	return 0
-}
-
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // unboundConf is a recursive resolver on 127.0.0.1:port that sends ECS to
@@ -116,7 +96,7 @@ func TestUnboundForwardsECS(t *testing.T) {
 	}
 
 	cmd := exec.CommandContext(ctx, "unbound", "-d", "-c", conf)
-	var logs lockedBuffer
+	var logs dnstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
