@@ -343,7 +343,7 @@ func TestAnycastStandby(t *testing.T) {
 	}
 	writeAtomic(t, cfg, strings.Replace(string(raw), "mode: standby", "mode: active", 1))
 	n.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(n.log(), "anycast settings changed") }, n.log)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(n.log(), `takes effect at the next restart" setting="anycast`) }, n.log)
 	time.Sleep(500 * time.Millisecond)
 	if r := b.Routes(t); len(r) != 0 {
 		t.Fatalf("a reload made a standby node announce %v", r)

@@ -1,38 +1,33 @@
 // Command steer is a GeoDNS authoritative nameserver and traffic-steering
 // engine.
 //
-//	steer serve [--config FILE]   run the server (the embedded demo without --config)
+//	steer serve [--config FILE]   run a node (the embedded demo without --config)
 //	steer check --config FILE     validate a configuration and everything it names
-//	steer explain --config FILE NAME [--type A] [--ecs PREFIX] [--from IP] [--json]
-//	                              say why a client gets the answer it gets
+//	steer explain NAME ...        say why a client gets the answer it gets
 //	steer version                 print the version
+//
+// This package parses flags, turns signals into calls of the running node
+// (internal/node) and prints; the node does the rest.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/miekg/dns"
-	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
-	"github.com/steer-dns/steer/internal/dnsserver"
-	"github.com/steer-dns/steer/internal/explain"
-	"github.com/steer-dns/steer/internal/metrics"
-	"github.com/steer-dns/steer/internal/policy"
-	"github.com/steer-dns/steer/internal/querylog"
-	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/node"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -45,13 +40,17 @@ func main() {
 const usage = `steer: a GeoDNS authoritative nameserver
 
 usage:
-  steer serve [--config FILE] [--log-format text|json] [--log-level LEVEL]
+  steer serve [--config FILE] [--listen ADDR]... [--pid-file FILE]
+              [--log-format text|json] [--log-level LEVEL] [--watch-interval 5s]
   steer check --config FILE
-  steer explain [--config FILE] NAME [--type A] [--ecs PREFIX] [--from IP] [--json]
+  steer explain NAME [--config FILE | --api URL [--token-file FILE]] [--offline]
+              [--type A] [--ecs PREFIX] [--from IP] [--json]
   steer version
 
 Without --config, serve runs the embedded demo configuration
 (zone example.com on 127.0.0.1:5353 and [::1]:5353).
+Signals: SIGHUP reloads the configuration and zones and reopens the query
+log; SIGUSR1 reopens the query log only; SIGTERM and SIGINT stop.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -91,23 +90,6 @@ func versionString() string {
 	return v
 }
 
-// loadConfig reads path, or the embedded demo when path is empty.
-func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
-		return config.LoadDemo()
-	}
-	return config.Load(path)
-}
-
-// load reads the configuration and everything it names into a snapshot.
-func load(path string) (*snapshot.Snapshot, diag.Problems, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return snapshot.Build(cfg)
-}
-
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -119,33 +101,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "steer check: --config FILE is required")
 		return 2
 	}
-	snap, warns, err := load(*path)
+	summary, warns, err := node.Check(*path)
 	for _, w := range warns {
-		fmt.Fprintln(stderr, w.File+lineSuffix(w.Line)+": warning: "+w.Msg)
+		fmt.Fprintln(stderr, w)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	lerrs, lwarns := checkLatencyFiles(snap.Config)
-	for _, w := range lwarns {
-		fmt.Fprintln(stderr, w)
-	}
-	if len(lerrs) > 0 {
-		for _, e := range lerrs {
-			fmt.Fprintln(stderr, e)
-		}
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, snap.Summary())
+	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, summary)
 	return 0
-}
-
-func lineSuffix(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(":%d", n)
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
@@ -163,13 +128,22 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is neither text nor json", format)
 }
 
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file (default: the embedded demo)")
+	var listen listFlag
+	fs.Var(&listen, "listen", "address to serve DNS on, host:port (repeatable; replaces the config's listen)")
+	pidFile := fs.String("pid-file", "", "write the process ID to this file")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	watchInterval := fs.Duration("watch-interval", 5*time.Second, "how often geo database files are checked for changes")
+	watchInterval := fs.Duration("watch-interval", 5*time.Second, "how often geo database, latency and health feed files are checked for changes")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -178,164 +152,74 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "steer serve:", err)
 		return 2
 	}
-	source := *path
-	if source == "" {
-		source = "embedded demo"
+	for _, a := range listen {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			fmt.Fprintf(stderr, "steer serve: --listen %q: want host:port\n", a)
+			return 2
+		}
 	}
-
 	// Take the signals before anything can send one: SIGHUP's default
 	// action would kill a server that has just said it is serving.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
-
-	snap, warns, err := load(*path)
-	logWarnings(log, warns)
-	if err != nil {
-		logProblems(log, "configuration rejected", err)
-		return 1
-	}
-	srv := dnsserver.New(snap, log)
-	met := metrics.New()
-	srv.Handler().SetMetrics(met)
-	if c := snap.Config.QueryLog; c.Path != "" {
-		path := c.Path
-		if path != "stdout" {
-			path = snap.Config.Resolve(path)
-		}
-		ql, err := querylog.Open(querylog.Options{Path: path, Sample: c.Sample})
-		if err != nil {
-			log.Error("query log", "err", err)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
+	if *pidFile != "" {
+		if err := os.WriteFile(*pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			log.Error("pid file", "err", err)
 			return 1
 		}
-		defer ql.Close()
-		srv.Handler().SetQueryLog(ql)
-		met.SetQueryLog(func() (uint64, uint64) { return ql.Written(), ql.Dropped() })
+		defer os.Remove(*pidFile)
 	}
-	// Health checks live across reloads; every change recomputes which
-	// pools and addresses the current snapshot may answer with.
-	hc := newHealth(log, srv)
-	hc.metrics = met
-	defer hc.manager.Close()
-	if f := snap.Config.Health.StateFile; f != "" {
-		hc.stateFile = snap.Config.Resolve(f)
-		if err := hc.manager.LoadState(hc.stateFile); err != nil {
-			log.Warn("health state file not restored", "file", hc.stateFile, "err", err)
-		}
-		defer hc.save()
+	// Loading can take a while (geo databases, zones): SIGTERM during it
+	// stops at once, as nothing is listening yet.
+	type made struct {
+		n   *node.Node
+		err error
 	}
-	met.SetHealth(hc.counts)
-	hc.wireMetrics(met)
-	hc.prepare(snap)
-	// The latency map lives across reloads too; its files are read before
-	// the first answer, so every network starts from measurements.
-	lw := newLatency(log, func() *policy.Table { return srv.Handler().Snapshot().Policies })
-	lw.met = met
-	met.SetLatency(lw.info)
-	lw.prepare(snap)
-	if err := srv.Start(); err != nil {
-		log.Error("cannot listen", "err", err)
-		return 1
-	}
-	ac, err := startAnycast(log, snap, srv, hc, met)
-	if err != nil {
-		log.Error("anycast", "err", err)
-		return 1
-	}
-	defer ac.stop()
-	if c := snap.Config.API; c.Listen != "" {
-		stop, err := startAPI(log, c, snap.Config, &backend{log: log, srv: srv, hc: hc, lat: lw, ac: ac, path: *path, source: source}, met)
-		if err != nil {
-			log.Error("admin API", "err", err)
-			return 1
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			stop(ctx)
-		}()
-	}
-	// Geo databases are reloaded when their files change, and the health
-	// feed file is applied when it does; config and zone files only on
-	// SIGHUP (a half-written zone must never go live). Each watcher takes
-	// its baseline before its file is read, so no change slips between.
-	ctx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
-	if f := snap.Config.Health.FeedFile; f != "" {
-		fd := &feed{path: snap.Config.Resolve(f), hc: hc, log: log}
-		w := newWatcher(func() []string { return []string{fd.path} })
-		if err := fd.load(); err != nil {
-			log.Error("health feed rejected", "err", err)
-		}
-		go w.run(ctx, *watchInterval, func() {
-			if err := fd.load(); err != nil {
-				log.Error("health feed rejected; the previous one stays", "err", err)
+	ready := make(chan made, 1)
+	go func() {
+		n, err := node.New(node.Options{ConfigPath: *path, Listen: listen, Log: log, WatchInterval: *watchInterval, Version: versionString()})
+		ready <- made{n, err}
+	}()
+	var n *node.Node
+	hup := false // a SIGHUP during start-up reloads once started
+	for n == nil {
+		select {
+		case m := <-ready:
+			if m.err != nil {
+				logProblems(log, "configuration rejected", m.err)
+				return 1
 			}
-		})
+			n = m.n
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+				log.Info("stopped during start-up", "signal", sig.String())
+				return 0
+			}
+			hup = hup || sig == syscall.SIGHUP
+		}
 	}
-	go lw.run(ctx, *watchInterval)
-	geoChanged := make(chan struct{}, 1)
-	go newWatcher(func() []string { return srv.Handler().Snapshot().GeoFiles }).run(ctx, *watchInterval, func() {
-		select {
-		case geoChanged <- struct{}{}:
+	if err := n.Start(context.Background()); err != nil {
+		logProblems(log, "start failed", err)
+		return 1
+	}
+	if hup {
+		n.RequestReload("SIGHUP during start-up")
+	}
+	for sig := range sigs {
+		switch sig {
+		case syscall.SIGHUP:
+			n.RequestReload("SIGHUP")
+		case syscall.SIGUSR1:
+			n.ReopenLogs()
 		default:
+			log.Info("shutting down", "signal", sig.String())
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			n.Shutdown(ctx)
+			cancel()
+			return 0
 		}
-	})
-	log.Info("serving", "config", source, "version", version, "data", snap.Summary())
-
-	for {
-		var sig os.Signal
-		select {
-		case <-geoChanged:
-			log.Info("a geo database file changed; reloading")
-			reload(log, srv, hc, lw, *path, source)
-			continue
-		case sig = <-sigs:
-		}
-		if sig == syscall.SIGHUP {
-			reload(log, srv, hc, lw, *path, source)
-			continue
-		}
-		log.Info("shutting down", "signal", sig.String())
-		ac.drain() // withdraw first; DNS keeps answering for the drain period
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := srv.Shutdown(ctx)
-		cancel()
-		if err != nil {
-			log.Warn("shutdown did not finish in time", "err", err)
-		}
-		log.Info("stopped")
-		return 0
 	}
-}
-
-// reload re-reads the configuration and swaps it in only when all of it is
-// valid; otherwise the old one keeps serving.
-func reload(log *slog.Logger, srv *dnsserver.Server, hc *healthWiring, lw *latencyWiring, path, source string) error {
-	start := time.Now()
-	snap, warns, err := load(path)
-	logWarnings(log, warns)
-	if err != nil {
-		logProblems(log, "reload rejected; still serving the previous configuration", err)
-		hc.reloaded(false)
-		return err
-	}
-	hc.prepare(snap)
-	lw.prepare(snap)
-	if err := srv.Apply(snap); err != nil {
-		log.Error("reload rejected; still serving the previous configuration", "err", err)
-		hc.reloaded(false)
-		return err
-	}
-	hc.reloaded(true)
-	lw.refresh()
-	log.Info("reloaded", "config", source, "data", snap.Summary(), "took", time.Since(start).Round(time.Microsecond))
-	return nil
-}
-
-func logWarnings(log *slog.Logger, warns diag.Problems) {
-	for _, w := range warns {
-		log.Warn(w.String())
-	}
+	return 0
 }
 
 func logProblems(log *slog.Logger, msg string, err error) {
@@ -346,77 +230,7 @@ func logProblems(log *slog.Logger, msg string, err error) {
 		}
 		return
 	}
-	log.Error(msg, "err", strings.TrimSpace(err.Error()))
-}
-
-func explainCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file (default: the embedded demo)")
-	qtype := fs.String("type", "A", "query type")
-	ecsFlag := fs.String("ecs", "", "client subnet to send, e.g. 49.36.0.0/24 (default: none)")
-	from := fs.String("from", "127.0.0.1", "resolver address the query comes from")
-	asJSON := fs.Bool("json", false, "print JSON")
-	// Accept the name anywhere among the flags: Go's flag package stops at
-	// the first non-flag argument, so parse again after it.
-	var name string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if name != "" {
-			fmt.Fprintf(stderr, "steer explain: one NAME only (got %q and %q)\n", name, fs.Arg(0))
-			return 2
-		}
-		name, rest = fs.Arg(0), fs.Args()[1:]
+	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		log.Error(msg, "problem", line)
 	}
-	if name == "" {
-		fmt.Fprintln(stderr, "steer explain: a NAME to explain is required")
-		return 2
-	}
-	t, ok := dns.StringToType[strings.ToUpper(*qtype)]
-	if !ok {
-		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *qtype)
-		return 2
-	}
-	req := explain.Request{Name: name, Qtype: t}
-	var err error
-	if req.From, err = netip.ParseAddr(*from); err != nil {
-		fmt.Fprintf(stderr, "steer explain: --from %q is not an IP address\n", *from)
-		return 2
-	}
-	if *ecsFlag != "" {
-		if req.ECS, err = netip.ParsePrefix(*ecsFlag); err != nil {
-			if a, err2 := netip.ParseAddr(*ecsFlag); err2 == nil {
-				req.ECS = netip.PrefixFrom(a, a.BitLen())
-			} else {
-				fmt.Fprintf(stderr, "steer explain: --ecs %q is not a prefix such as 49.36.0.0/24\n", *ecsFlag)
-				return 2
-			}
-		}
-	}
-	snap, _, err := load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	// Explain with the latency files as a server would start with them.
-	newLatency(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil).prepare(snap)
-	rep, err := explain.Run(dnsserver.NewHandler(snap), req)
-	if err != nil {
-		fmt.Fprintln(stderr, "steer explain:", err)
-		return 1
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
-		return 0
-	}
-	fmt.Fprint(stdout, rep.Text())
-	return 0
 }

@@ -1,8 +1,7 @@
-package main
+package node
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,6 +38,7 @@ type latencyWiring struct {
 	lastSrc string
 	stats   policy.LatencyStats
 	timer   *time.Timer
+	pending map[string]bool // during prepare: the sites of the snapshot being prepared
 }
 
 func newLatency(log *slog.Logger, current func() *policy.Table) *latencyWiring {
@@ -62,6 +62,9 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
 		clear(l.stamps)
 	}
 	l.fsys = cfg
+	// Files read before the swap are checked against the new records.
+	l.pending = snap.Policies.LatencySites()
+	defer func() { l.pending = nil }()
 	l.files = l.files[:0]
 	for _, f := range cfg.Latency.Files {
 		l.files = append(l.files, cfg.Resolve(f))
@@ -108,6 +111,9 @@ func (l *latencyWiring) readChanged() bool {
 			continue
 		}
 		ms, err := parseLatency(p, data)
+		if err == nil {
+			err = latency.Check(ms, l.sites(), time.Now())
+		}
 		if err != nil {
 			l.log.Error("latency file rejected; the map keeps its previous values", "err", err)
 			l.count("file", false)
@@ -121,6 +127,17 @@ func (l *latencyWiring) readChanged() bool {
 		applied = true
 	}
 	return applied
+}
+
+// sites are the site names the served records' latency rules measure.
+func (l *latencyWiring) sites() map[string]bool {
+	if l.pending != nil || l.current == nil {
+		return l.pending
+	}
+	if t := l.current(); t != nil {
+		return t.LatencySites()
+	}
+	return nil
 }
 
 // parseLatency reads a latency file: JSON when its name ends in .json,
@@ -186,22 +203,29 @@ func (l *latencyWiring) poll() {
 	}
 }
 
-// run polls the files every interval until ctx ends.
-func (l *latencyWiring) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			l.mu.Lock()
-			if l.timer != nil {
-				l.timer.Stop()
-			}
-			l.mu.Unlock()
-			return
-		case <-t.C:
-			l.poll()
+// changed reports whether a latency file differs from the one last read.
+func (l *latencyWiring) changed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fsys == nil || l.fsys.FS != nil {
+		return false
+	}
+	for _, p := range l.files {
+		st, _ := stampOf(p)
+		if old, ok := l.stamps[p]; !ok || old != st {
+			return true
 		}
+	}
+	return false
+}
+
+// stop ends the stale timer.
+func (l *latencyWiring) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
 	}
 }
 
@@ -225,6 +249,10 @@ func (l *latencyWiring) push(format string, body io.Reader) (api.LatencyResult, 
 	if len(ms) == 0 {
 		l.count("push", false)
 		return api.LatencyResult{}, fmt.Errorf("%w: the batch holds no measurements", api.ErrBadInput)
+	}
+	if err := latency.Check(ms, l.sites(), time.Now()); err != nil {
+		l.count("push", false)
+		return api.LatencyResult{}, fmt.Errorf("%w: %v (nothing applied)", api.ErrBadInput, err)
 	}
 	parsed := time.Now()
 	l.mu.Lock()
@@ -261,15 +289,9 @@ func (l *latencyWiring) info() metrics.LatencyInfo {
 	return metrics.LatencyInfo{Values: l.store.Map().Len(), Networks: l.stats.Networks, LastUpdate: l.last, EvalTook: l.stats.Took}
 }
 
-func (b *backend) PushLatency(format string, body io.Reader) (api.LatencyResult, error) {
-	return b.lat.push(format, body)
-}
-
-func (b *backend) LatencyStatus() api.LatencyStatus { return b.lat.status() }
-
 // checkLatencyFiles parses every latency file of cfg as serve would, for
 // steer check; a missing file is only a warning (serve starts without it).
-func checkLatencyFiles(cfg *config.Config) (errs, warns []string) {
+func checkLatencyFiles(cfg *config.Config, sites map[string]bool) (errs, warns []string) {
 	for _, f := range cfg.Latency.Files {
 		p := cfg.Resolve(f)
 		data, err := config.ReadFile(cfg.FS, p)
@@ -277,7 +299,11 @@ func checkLatencyFiles(cfg *config.Config) (errs, warns []string) {
 			warns = append(warns, fmt.Sprintf("%s: warning: latency file not readable (serve starts without it): %v", cfg.File, err))
 			continue
 		}
-		if _, err := parseLatency(p, data); err != nil {
+		ms, err := parseLatency(p, data)
+		if err == nil {
+			err = latency.Check(ms, sites, time.Now())
+		}
+		if err != nil {
 			errs = append(errs, err.Error())
 		}
 	}

@@ -1,14 +1,12 @@
-package main
+package node
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -34,9 +32,6 @@ type anycastWiring struct {
 	speaker *anycast.Speaker
 	ctl     *anycast.Controller
 	cancel  context.CancelFunc
-
-	mu       sync.Mutex
-	lastSnap *snapshot.Snapshot // the last snapshot checked for changed anycast settings
 }
 
 // startAnycast starts the BGP speaker and the controller when the
@@ -159,12 +154,11 @@ func (a *anycastWiring) healthScore() (score float64, up, checked int) {
 // self-check after config.
 func (a *anycastWiring) conditions() []anycast.Condition {
 	snap := a.srv.Handler().Snapshot()
-	a.warnIfChanged(snap)
 	cfg := anycast.Condition{Name: "config", OK: true}
 	switch {
 	case snap == nil:
 		cfg.OK, cfg.Detail = false, "no configuration loaded"
-	case len(snap.Zones.Zones()) == 0:
+	case servingZones(snap) == 0:
 		cfg.OK, cfg.Detail = false, "no zone loaded"
 	default:
 		cfg.Detail = fmt.Sprintf("loaded %s", snap.Loaded.Format(time.RFC3339))
@@ -189,19 +183,6 @@ func (a *anycastWiring) conditions() []anycast.Condition {
 		h.Detail = fmt.Sprintf("score 1.00 (no checked targets), withdraw below %.2f", min)
 	}
 	return []anycast.Condition{cfg, geo, h}
-}
-
-// warnIfChanged logs, once per reloaded snapshot, when its anycast
-// settings differ from the running ones, which a reload does not change.
-func (a *anycastWiring) warnIfChanged(snap *snapshot.Snapshot) {
-	a.mu.Lock()
-	seen := snap == a.lastSnap
-	a.lastSnap = snap
-	a.mu.Unlock()
-	if seen || snap == nil || reflect.DeepEqual(snap.Config.Anycast, a.cfg) {
-		return
-	}
-	a.log.Warn("anycast settings changed in the reloaded configuration; they take effect at the next restart")
 }
 
 // drain withdraws the prefixes for a shutdown and, when they had been
@@ -281,21 +262,32 @@ func (a *anycastWiring) status() *api.AnycastStatus {
 
 // Anycast implements api.AnycastBackend.
 func (b *backend) Anycast() (*api.AnycastStatus, error) {
-	if b.ac == nil {
+	if b.n.ac == nil {
 		return nil, fmt.Errorf("anycast is not configured: %w", api.ErrNotFound)
 	}
-	return b.ac.status(), nil
+	return b.n.ac.status(), nil
 }
 
 // SetAnycastControl implements api.AnycastBackend.
 func (b *backend) SetAnycastControl(control string) (*api.AnycastStatus, error) {
-	if b.ac == nil {
+	if b.n.ac == nil {
 		return nil, fmt.Errorf("anycast is not configured: %w", api.ErrNotFound)
 	}
 	ctl, err := anycast.ParseControl(control)
 	if err != nil {
 		return nil, err
 	}
-	b.ac.ctl.SetControl(ctl)
-	return b.ac.status(), nil
+	b.n.ac.ctl.SetControl(ctl)
+	return b.n.ac.status(), nil
+}
+
+// servingZones counts the zones that answer (not SERVFAIL stand-ins).
+func servingZones(snap *snapshot.Snapshot) int {
+	n := 0
+	for _, z := range snap.Zones.Zones() {
+		if z.Failed == "" {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/config"
+)
+
+// apiWiring runs the admin API as configured: a reload moves it to a new
+// listen address, rotates its token, and turns it on or off.
+type apiWiring struct {
+	n *Node
+
+	mu     sync.Mutex
+	h      *api.Handler
+	listen string // as configured; "" when off
+	bound  string
+	token  string // in force
+	stopFn func(context.Context) error
+}
+
+// apiToken reads the configured token: "" when none is configured; an
+// error for a missing or empty token file or an unset or empty variable.
+func apiToken(cfg *config.Config) (string, error) {
+	c := cfg.API
+	switch {
+	case c.TokenFile != "":
+		t, err := api.LoadToken(cfg.Resolve(c.TokenFile))
+		if err != nil {
+			return "", fmt.Errorf("%s%s: api.token_file: %w", cfg.File, lineSuffix(cfg.Line("api.token_file")), err)
+		}
+		return t, nil
+	case c.TokenEnv != "":
+		t := strings.TrimSpace(os.Getenv(c.TokenEnv))
+		if t == "" {
+			return "", fmt.Errorf("%s%s: api.token_env: $%s is unset or empty", cfg.File, lineSuffix(cfg.Line("api.token_env")), c.TokenEnv)
+		}
+		return t, nil
+	}
+	return "", nil
+}
+
+// refuseReason is why changes through the API are refused: no token and
+// an address that is not loopback (a host name counts as not loopback,
+// unless it is localhost). "" when changes are allowed.
+func refuseReason(c config.API, token string) string {
+	if token != "" || c.TokenFile != "" || c.TokenEnv != "" || c.Listen == "" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err == nil {
+		if host == "localhost" {
+			return ""
+		}
+		if a, err := netip.ParseAddr(host); err == nil && a.IsLoopback() {
+			return ""
+		}
+	}
+	return fmt.Sprintf("changes refused: the admin API listens on %s, which is not a loopback address, and has no token (set api.token_file or api.token_env)", c.Listen)
+}
+
+// check validates the API settings at New.
+func (a *apiWiring) check(cfg *config.Config) error {
+	_, err := apiToken(cfg)
+	return err
+}
+
+// start serves the API of cfg, if any.
+func (a *apiWiring) start(cfg *config.Config) error {
+	next, err := a.prepare(cfg)
+	if err != nil {
+		return err
+	}
+	token, _ := apiToken(cfg)
+	next.commit(token)
+	return nil
+}
+
+// apiChange is a prepared change: a listener already bound at the new
+// address, or none when the address is the same.
+type apiChange struct {
+	a      *apiWiring
+	cfg    *config.Config
+	listen string
+	bound  string
+	stop   func(context.Context) error
+	h      *api.Handler
+}
+
+// prepare binds the new address when it changed (so a taken port rejects
+// the reload with nothing changed).
+func (a *apiWiring) prepare(cfg *config.Config) (*apiChange, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := &apiChange{a: a, cfg: cfg, listen: cfg.API.Listen}
+	if ch.listen == "" || ch.listen == a.listen && a.h != nil {
+		return ch, nil
+	}
+	n := a.n
+	ch.h = api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
+	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, n.log)
+	if err != nil {
+		return nil, fmt.Errorf("%s%s: api.listen: %w", cfg.File, lineSuffix(cfg.Line("api.listen")), err)
+	}
+	ch.bound, ch.stop = bound, stop
+	return ch, nil
+}
+
+func (c *apiChange) abort() {
+	if c != nil && c.stop != nil {
+		c.stop(context.Background())
+	}
+}
+
+// commit switches to the prepared listener (stopping the old one), sets
+// the token and the refusal, and says what changed.
+func (c *apiChange) commit(token string) []string {
+	a := c.a
+	a.mu.Lock()
+	var changed []string
+	var oldStop func(context.Context) error
+	switch {
+	case c.stop != nil:
+		if a.stopFn != nil {
+			changed = append(changed, fmt.Sprintf("api.listen %s -> %s", a.listen, c.listen))
+		}
+		oldStop = a.stopFn
+		a.h, a.stopFn, a.bound = c.h, c.stop, c.bound
+	case c.listen == "" && a.stopFn != nil:
+		oldStop = a.stopFn
+		a.h, a.stopFn, a.bound = nil, nil, ""
+		changed = append(changed, "api off")
+	}
+	a.listen = c.listen
+	if a.h != nil && token != a.token && a.token != "" {
+		changed = append(changed, "api token rotated")
+	}
+	a.token = token
+	h := a.h
+	a.mu.Unlock()
+	if oldStop != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		oldStop(ctx)
+		cancel()
+	}
+	if h != nil {
+		refuse := refuseReason(c.cfg.API, token)
+		h.SetAuth(token, refuse)
+		if refuse != "" {
+			a.n.log.Warn("the admin API has no token and does not listen on loopback: it answers reads but refuses every change", "listen", c.listen)
+		}
+	}
+	return changed
+}
+
+func (a *apiWiring) addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bound
+}
+
+func (a *apiWiring) stop(ctx context.Context) {
+	a.mu.Lock()
+	stop := a.stopFn
+	a.stopFn, a.h = nil, nil
+	a.mu.Unlock()
+	if stop != nil {
+		stop(ctx)
+	}
+}

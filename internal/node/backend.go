@@ -1,0 +1,174 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/health"
+)
+
+// backend is the running node as the admin API sees it.
+type backend struct{ n *Node }
+
+func (b *backend) Ready() (bool, string) {
+	srv := b.n.srv
+	if len(srv.Addrs()) == 0 {
+		return false, "no listener is up"
+	}
+	snap := srv.Handler().Snapshot()
+	if snap == nil {
+		return false, "no configuration loaded"
+	}
+	if d := degraded(snap); len(d) > 0 {
+		// Still serving: a load balancer must not take the node out for
+		// one broken zone, but the reason is there to read.
+		return true, "degraded: " + d[0]
+	}
+	return true, ""
+}
+
+func (b *backend) Explain(req explain.Request) (*explain.Report, error) {
+	return explain.Run(b.n.srv.Handler(), req)
+}
+
+// SetTargetState overrides a target address; an address that no pool of
+// the served records lists is refused with ErrNotFound.
+func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Time) error {
+	o, err := health.ParseOverride(state)
+	if err != nil {
+		return err
+	}
+	addr = addr.Unmap()
+	if !b.n.isTarget(addr) {
+		return fmt.Errorf("%s is no address of any pool of the served records: %w", addr, api.ErrNotFound)
+	}
+	b.n.hc.manager.SetOverride(addr, o, expires)
+	return nil
+}
+
+// isTarget reports whether a pool of the served records lists addr.
+func (n *Node) isTarget(addr netip.Addr) bool {
+	snap := n.srv.Handler().Snapshot()
+	if snap.Policies == nil {
+		return false
+	}
+	for _, r := range snap.Policies.Records {
+		for _, p := range r.Pools {
+			for _, a := range p.Addrs() {
+				if a == addr {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (b *backend) SetPoolState(record, pool, state string, expires time.Time) error {
+	o, err := health.ParseOverride(state)
+	if err != nil {
+		return err
+	}
+	name, err := b.n.findPool(record, pool)
+	if err != nil {
+		return err
+	}
+	b.n.hc.manager.SetPoolOverride(name, pool, o, expires)
+	return nil
+}
+
+// findPool returns record's canonical name when it is served and has
+// pool; otherwise an ErrNotFound naming what is unknown.
+func (n *Node) findPool(record, pool string) (string, error) {
+	snap := n.srv.Handler().Snapshot()
+	r := snap.Policies.Get(dns.CanonicalName(record))
+	if r == nil {
+		return "", fmt.Errorf("record %s is not a steered record: %w", record, api.ErrNotFound)
+	}
+	for _, p := range r.Pools {
+		if p.Name == pool {
+			return r.Name, nil
+		}
+	}
+	return "", fmt.Errorf("record %s has no pool %s: %w", r.Name, pool, api.ErrNotFound)
+}
+
+func (b *backend) Reload(ctx context.Context) (api.ReloadResult, error) {
+	return b.n.Reload(ctx)
+}
+
+func (b *backend) PushLatency(format string, body io.Reader) (api.LatencyResult, error) {
+	return b.n.lat.push(format, body)
+}
+
+func (b *backend) LatencyStatus() api.LatencyStatus { return b.n.lat.status() }
+
+func (b *backend) Status() api.Status { return b.n.Status() }
+
+// Status describes everything being served now.
+func (n *Node) Status() api.Status {
+	snap := n.srv.Handler().Snapshot()
+	st := api.Status{Version: n.opts.Version, Loaded: snap.Loaded, LastReload: n.lastResult.Load()}
+	st.Anycast = n.ac.status()
+	st.Degraded = degraded(snap)
+	failed := map[string]string{}
+	for _, d := range snap.Degraded {
+		failed[d.Origin] = d.Serving
+	}
+	for _, z := range snap.Zones.Zones() {
+		zs := api.ZoneStatus{Origin: z.Origin, Serial: z.Serial(), Records: z.Records, File: z.File, Serving: "file"}
+		if s, ok := failed[z.Origin]; ok {
+			zs.Serving = s
+		}
+		st.Zones = append(st.Zones, zs)
+	}
+	if snap.Geo != nil {
+		for _, d := range snap.Geo.DBs {
+			st.Geo = append(st.Geo, api.GeoStatus{Name: d.Name, Type: d.Type, Layout: d.Layout.String(), Built: d.Built})
+		}
+	}
+	if snap.Policies == nil {
+		return st
+	}
+	states := n.hc.manager.Snapshot()
+	t := snap.Policies
+	for _, r := range t.Records {
+		rs := api.RecordStatus{Name: r.Name, Type: dns.TypeToString[r.Type], TTL: r.TTL}
+		for _, p := range r.Pools {
+			state, why, _ := t.PoolState(r, p)
+			ps := api.PoolStatus{Name: p.Name, State: state, Reason: why, LastAnswered: t.LastAnswered(r, p.Index)}
+			if o, exp, ok := n.hc.manager.PoolOverride(r.Name, p.Name); ok {
+				if !exp.IsZero() {
+					ps.Expires = &exp
+				}
+				if o == health.OverrideDrain {
+					safe := t.DrainSafe(r, p.Index)
+					ps.DrainSafe = &safe
+				}
+			}
+			for _, a := range p.Addrs() {
+				ts := api.TargetStatus{Address: a.String(), Check: p.Check, State: "unchecked"}
+				if p.Check != "" {
+					s := states[health.Key{Addr: a, Check: p.Check}]
+					ts.State, ts.Reason, ts.Since = s.Status.String(), s.Reason, s.Since
+					if s.LastLatency > 0 {
+						ts.LastLatency = s.LastLatency.String()
+					}
+				}
+				if o, _, ok := n.hc.manager.TargetOverride(a); ok {
+					ts.State = o.String() + " (override)"
+				}
+				ps.Targets = append(ps.Targets, ts)
+			}
+			rs.Pools = append(rs.Pools, ps)
+		}
+		st.Records = append(st.Records, rs)
+	}
+	return st
+}

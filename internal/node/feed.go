@@ -1,0 +1,229 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/health"
+)
+
+// feedFile is the external state feed (health.feed_file):
+//
+//	{"targets": {"192.0.2.10": {"state": "drain", "expires": "30m"}},
+//	 "pools":   {"shop.example.com/eu-central": {"state": "down", "expires": "2026-12-01T00:00:00Z"}}}
+//
+// expires is a Go duration (from the file's modification time, so that
+// reading the same file again after a restart keeps the expiry) or an RFC 3339
+// time; omitted means no expiry. Entries that disappear from the file are
+// set back to auto.
+type feedFile struct {
+	Targets map[string]feedEntry `json:"targets"`
+	Pools   map[string]feedEntry `json:"pools"`
+}
+
+type feedEntry struct {
+	State   string `json:"state"`
+	Expires string `json:"expires"`
+}
+
+// feedWiring applies the health feed file (health.feed_file) to the
+// health manager: read whole and applied whole, or rejected whole with the
+// file and every reason while the previous feed stays.
+type feedWiring struct {
+	n *Node
+
+	mu      sync.Mutex
+	path    string // resolved; "" when none
+	stamp   fileStamp
+	targets map[netip.Addr]bool // set by the feed last time
+	pools   map[[2]string]bool
+}
+
+// apply takes cfg's feed file (a reload may add, move or drop it) and
+// reads it; it returns what changed.
+func (f *feedWiring) apply(cfg *config.Config) []string {
+	p := ""
+	if cfg.Health.FeedFile != "" {
+		p = cfg.Resolve(cfg.Health.FeedFile)
+	}
+	f.mu.Lock()
+	old := f.path
+	f.path = p
+	f.mu.Unlock()
+	var changed []string
+	if p != old {
+		if old != "" {
+			changed = append(changed, fmt.Sprintf("health.feed_file %s -> %s", old, orNone(p)))
+		} else {
+			changed = append(changed, "health.feed_file "+p)
+		}
+	}
+	f.poll()
+	return changed
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// changed reports whether the file differs from the one last read.
+func (f *feedWiring) changed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.path == "" {
+		return false
+	}
+	st, _ := stampOf(f.path)
+	return st != f.stamp
+}
+
+// poll reads the file when it changed and applies it; a rejected feed is
+// logged and the previous one stays.
+func (f *feedWiring) poll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.path == "" {
+		f.clearLocked()
+		return
+	}
+	st, _ := stampOf(f.path)
+	if st == f.stamp && f.targets != nil {
+		return
+	}
+	// The stamp is taken before the read: a change racing the read is
+	// seen again at the next poll.
+	f.stamp = st
+	if err := f.loadLocked(); err != nil {
+		f.n.log.Error("health feed rejected; the previous one stays", "file", f.path, "err", err)
+	}
+}
+
+// clearLocked sets back to auto whatever the feed had set.
+func (f *feedWiring) clearLocked() {
+	m := f.n.hc.manager
+	for a := range f.targets {
+		m.SetOverride(a, health.OverrideNone, time.Time{})
+	}
+	for k := range f.pools {
+		m.SetPoolOverride(k[0], k[1], health.OverrideNone, time.Time{})
+	}
+	f.targets, f.pools = nil, nil
+}
+
+func parseExpires(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("expires %q is neither a duration such as 30m nor an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+// loadLocked reads the feed and applies it whole, or, if any entry is bad
+// (a bad state or expiry, an address that is no pool's target, a record
+// or pool that is not served), applies nothing and reports every problem.
+func (f *feedWiring) loadLocked() error {
+	data, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		data = []byte("{}")
+	} else if err != nil {
+		return err
+	}
+	var ff feedFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ff); err != nil {
+		return fmt.Errorf("%s: %w", f.path, err)
+	}
+	now := time.Now()
+	if fi, err := os.Stat(f.path); err == nil {
+		now = fi.ModTime()
+	}
+	type target struct {
+		o   health.Override
+		exp time.Time
+	}
+	type pool struct {
+		o   health.Override
+		exp time.Time
+	}
+	targets := map[netip.Addr]target{}
+	pools := map[[2]string]pool{}
+	var probs []string
+	for a, e := range ff.Targets {
+		addr, err := netip.ParseAddr(a)
+		o, err2 := health.ParseOverride(strings.ToLower(e.State))
+		exp, err3 := parseExpires(e.Expires, now)
+		if err := errors.Join(err, err2, err3); err != nil {
+			probs = append(probs, fmt.Sprintf("targets[%q]: %v", a, err))
+			continue
+		}
+		if !f.n.isTarget(addr.Unmap()) {
+			probs = append(probs, fmt.Sprintf("targets[%q]: no pool of the served records has this address", a))
+			continue
+		}
+		targets[addr.Unmap()] = target{o, exp}
+	}
+	for k, e := range ff.Pools {
+		rec, name, ok := strings.Cut(k, "/")
+		o, err := health.ParseOverride(strings.ToLower(e.State))
+		exp, err2 := parseExpires(e.Expires, now)
+		switch {
+		case !ok || rec == "" || name == "":
+			probs = append(probs, fmt.Sprintf("pools[%q]: write record/pool", k))
+		case err != nil || err2 != nil:
+			probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, errors.Join(err, err2)))
+		default:
+			canon, err := f.n.findPool(rec, name)
+			if err != nil {
+				probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, strings.TrimSuffix(err.Error(), ": "+api.ErrNotFound.Error())))
+				continue
+			}
+			pools[[2]string{canon, name}] = pool{o, exp}
+		}
+	}
+	if len(probs) > 0 {
+		sort.Strings(probs)
+		return fmt.Errorf("%s: %s", f.path, strings.Join(probs, "; "))
+	}
+	m := f.n.hc.manager
+	for a := range f.targets {
+		if _, still := targets[a]; !still {
+			m.SetOverride(a, health.OverrideNone, time.Time{})
+		}
+	}
+	for k := range f.pools {
+		if _, still := pools[k]; !still {
+			m.SetPoolOverride(k[0], k[1], health.OverrideNone, time.Time{})
+		}
+	}
+	f.targets, f.pools = map[netip.Addr]bool{}, map[[2]string]bool{}
+	for a, t := range targets {
+		m.SetOverride(a, t.o, t.exp)
+		f.targets[a] = true
+	}
+	for k, p := range pools {
+		m.SetPoolOverride(k[0], k[1], p.o, p.exp)
+		f.pools[k] = true
+	}
+	f.n.log.Info("health feed applied", "file", f.path, "targets", len(targets), "pools", len(pools))
+	return nil
+}

@@ -1,0 +1,238 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// healthWiring connects the health manager (checks, target and pool
+// overrides, the state file) to the snapshots the server answers from,
+// and logs each pool transition once.
+type healthWiring struct {
+	manager *health.Manager
+	srv     *dnsserver.Server
+	met     *metrics.Metrics
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	stateFile string
+	last      map[[2]string]poolSeen // record, pool -> state last logged
+	allDown   map[string]bool        // records last seen failing open
+}
+
+func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *healthWiring {
+	h := &healthWiring{manager: health.NewManager(log), srv: srv, met: met, log: log,
+		last: map[[2]string]poolSeen{}, allDown: map[string]bool{}}
+	h.manager.OnChange(h.refresh)
+	h.manager.OnResult(func(k health.Key, took time.Duration, pass bool, from, to health.Status) {
+		met.CheckDone(took, pass)
+		if from != to {
+			met.Transition(to.String())
+		}
+		log.Debug("health check", "target", k.Addr.String(), "check", k.Check, "pass", pass, "status", to.String(),
+			"took", took.Round(time.Microsecond))
+	})
+	met.SetHealth(h.counts)
+	h.wireMetrics()
+	return h
+}
+
+// poolSeen is a pool's state as last logged.
+type poolSeen struct {
+	state, why string
+	ovr        bool // set by the operator
+}
+
+// setStateFile makes the manager keep its state (target statuses, target
+// and pool overrides with their expiries) in cfg's state file, restoring
+// it the first time a file is named.
+func (h *healthWiring) setStateFile(cfg *config.Config) {
+	f := ""
+	if cfg.Health.StateFile != "" {
+		f = cfg.Resolve(cfg.Health.StateFile)
+	}
+	h.mu.Lock()
+	same := f == h.stateFile
+	h.stateFile = f
+	h.mu.Unlock()
+	if same {
+		return
+	}
+	if f != "" {
+		if err := h.manager.LoadState(f); err != nil {
+			h.log.Error("health state file not restored; starting without its overrides", "file", f, "err", err)
+		}
+	}
+	h.manager.SetStateFile(f)
+}
+
+func (h *healthWiring) close() { h.manager.Close() }
+
+// counts tallies the checked targets by status, for the metrics gauge.
+func (h *healthWiring) counts() (up, down, unknown int) {
+	for _, s := range h.manager.Snapshot() {
+		switch s.Status {
+		case health.Up:
+			up++
+		case health.Down:
+			down++
+		default:
+			unknown++
+		}
+	}
+	return
+}
+
+// poolOverride is the operator's state for a pool, as policy takes it.
+func (h *healthWiring) poolOverride(record, pool string) policy.PoolOverride {
+	o, _, ok := h.manager.PoolOverride(record, pool)
+	if !ok {
+		return policy.PoolAuto
+	}
+	switch o {
+	case health.OverrideUp:
+		return policy.PoolUp
+	case health.OverrideDrain:
+		return policy.PoolDrain
+	}
+	return policy.PoolDown
+}
+
+func (h *healthWiring) usable(a netip.Addr, check string) bool {
+	return h.manager.Usable(health.Key{Addr: a, Check: check})
+}
+
+// refresh recomputes the served snapshot's usable pools and addresses and
+// logs what changed.
+func (h *healthWiring) refresh() {
+	if s := h.srv.Handler().Snapshot(); s != nil && s.Policies != nil {
+		s.Policies.SetHealth(h.usable, h.poolOverride)
+		h.logTransitions(s.Policies)
+	}
+}
+
+// logTransitions logs one line per pool whose state changed since the
+// last call (record, pool, from, to, reason) and one per record that
+// starts or stops failing open (no usable pool: answering with all).
+func (h *healthWiring) logTransitions(t *policy.Table) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[[2]string]bool{}
+	for _, r := range t.Records {
+		all := true
+		for _, p := range r.Pools {
+			k := [2]string{r.Name, p.Name}
+			seen[k] = true
+			state, why, ovr := t.PoolState(r, p)
+			if state == "up" {
+				all = false
+			}
+			cur := poolSeen{state, why, ovr}
+			prev, ok := h.last[k]
+			h.last[k] = cur
+			switch {
+			case !ok:
+				if state != "up" {
+					h.log.Warn("pool not in service", "record", r.Name, "pool", p.Name, "state", state, "reason", why)
+				}
+			case prev == cur:
+			case ovr, prev.ovr && state == "up":
+				// The health manager's override line already said it.
+			default:
+				lvl := slog.LevelInfo
+				if state != "up" {
+					lvl = slog.LevelWarn
+				}
+				h.log.Log(context.Background(), lvl, "pool "+state, "record", r.Name, "pool", p.Name, "from", prev.state, "to", state, "reason", why)
+			}
+		}
+		all = all && len(r.Pools) > 0 && r.Enabled != 0
+		if all != h.allDown[r.Name] {
+			if all {
+				h.log.Error("record has no usable pool: failing open", "record", r.Name, "when_all_down", r.WhenAllDown)
+			} else if _, was := h.allDown[r.Name]; was {
+				h.log.Info("record has a usable pool again", "record", r.Name)
+			}
+		}
+		h.allDown[r.Name] = all
+	}
+	for k := range h.last {
+		if !seen[k] {
+			delete(h.last, k)
+		}
+	}
+}
+
+// prepare starts and stops checkers for snap's pools (keeping the state
+// of targets that stay) and gives snap the current health before it is
+// swapped in.
+func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
+	h.manager.Apply(snap.HealthChecks, snap.HealthKeys())
+	if snap.Policies == nil {
+		return
+	}
+	var names []string
+	var pools [][]string
+	var rules []int
+	for _, r := range snap.Policies.Records {
+		names = append(names, r.Name)
+		var ps []string
+		for _, p := range r.Pools {
+			ps = append(ps, p.Name)
+		}
+		pools = append(pools, ps)
+		rules = append(rules, len(r.Rules))
+	}
+	h.met.SetRecords(names, pools, rules)
+	snap.Policies.Observe = h.met.Steered
+	snap.Policies.Decided = h.met.Decision
+	snap.Policies.SetHealth(h.usable, h.poolOverride)
+}
+
+// wireMetrics connects the current snapshot's state to the metrics read
+// at scrape time.
+func (h *healthWiring) wireMetrics() {
+	h.met.SetHealthDetail(func() ([]metrics.TargetState, []metrics.PoolState) {
+		snap := h.srv.Handler().Snapshot()
+		if snap == nil || snap.Policies == nil {
+			return nil, nil
+		}
+		var ts []metrics.TargetState
+		var ps []metrics.PoolState
+		t := snap.Policies
+		for _, r := range t.Records {
+			for _, p := range r.Pools {
+				state, _, _ := t.PoolState(r, p)
+				ps = append(ps, metrics.PoolState{Record: r.Name, Pool: p.Name, Up: state == "up"})
+				if p.Check == "" {
+					continue
+				}
+				for _, a := range p.Addrs() {
+					ts = append(ts, metrics.TargetState{Record: r.Name, Pool: p.Name, Address: a.String(), Check: p.Check,
+						Up: h.usable(a, p.Check)})
+				}
+			}
+		}
+		return ts, ps
+	})
+	h.met.SetGeo(func() map[string]time.Time {
+		snap := h.srv.Handler().Snapshot()
+		out := map[string]time.Time{}
+		if snap != nil && snap.Geo != nil {
+			for _, d := range snap.Geo.DBs {
+				out[d.Name] = d.Built
+			}
+		}
+		return out
+	})
+}

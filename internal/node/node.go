@@ -1,0 +1,421 @@
+// Package node owns a running steer node: it loads the configuration and
+// every file it names, opens the DNS listeners, and runs what feeds the
+// answers beside them (health checks, the latency map, the health feed,
+// geo database watchers, the query log, the admin API, metrics and the
+// anycast speaker). Every change reaches the served snapshot through one
+// serialised reload path (see reload.go). cmd/steer only parses flags,
+// turns signals into calls of this package and prints.
+//
+// Lifecycle, as Caddy's App: New validates everything and opens nothing;
+// Start opens and starts the parts in order and, when a later part fails,
+// stops those already started; Shutdown stops them in reverse order.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// Options configures New.
+type Options struct {
+	// ConfigPath is the configuration file; empty serves the embedded demo.
+	ConfigPath string
+	// Listen, when not empty, replaces the configuration's listen
+	// addresses (at start and at every reload).
+	Listen []string
+	// Log receives the node's log; nil discards it.
+	Log *slog.Logger
+	// WatchInterval is how often geo database, latency and feed files are
+	// polled for changes (default 5 s).
+	WatchInterval time.Duration
+	// Version is reported by status and logs.
+	Version string
+	// AfterReload, when set, is called after every reload with its result
+	// (before waiters are told): tests observe reloads through it.
+	AfterReload func(Result)
+}
+
+// Result is the outcome of one reload.
+type Result = api.ReloadResult
+
+// Node is one running steer node.
+type Node struct {
+	opts   Options
+	log    *slog.Logger
+	source string // the config file, or "embedded demo"
+
+	srv  *dnsserver.Server
+	met  *metrics.Metrics
+	hc   *healthWiring
+	lat  *latencyWiring
+	ql   *queryLog
+	api  *apiWiring
+	ac   *anycastWiring
+	feed *feedWiring
+
+	// first is the snapshot New built and Start serves.
+	first *snapshot.Snapshot
+	// geoWatch polls the geo database files, from a baseline taken
+	// right after New read them.
+	geoWatch *watcher
+
+	// The reload path (reload.go).
+	reloadMu   sync.Mutex
+	pending    pendingReload
+	kick       chan struct{}
+	seq        atomic.Uint64
+	running    atomic.Int32 // reloads running now: never more than one
+	lastResult atomic.Pointer[Result]
+
+	ctx      context.Context // ends at Shutdown: watchers and the reload loop
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup
+	stops    []func(context.Context) // what Start started, in order
+	started  bool
+	shutOnce sync.Once
+}
+
+// New reads the configuration and everything it names and checks it all,
+// opening no listener: an API token file that is missing or empty, an
+// unset token variable, a query log that cannot be opened or a broken
+// configuration fail here, before any part starts. A zone file that
+// cannot be loaded does not fail New: that zone serves its last good copy
+// or SERVFAIL and the node reports itself degraded.
+func New(o Options) (*Node, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.WatchInterval <= 0 {
+		o.WatchInterval = 5 * time.Second
+	}
+	n := &Node{opts: o, log: o.Log, source: o.ConfigPath, kick: make(chan struct{}, 1)}
+	if n.source == "" {
+		n.source = "embedded demo"
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	start := time.Now()
+	cfg, err := loadConfig(o.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	n.log.Debug("reload step", "step", "read config", "took", time.Since(start).Round(time.Microsecond))
+	snap, warns, err := n.build(cfg, nil)
+	logWarnings(n.log, warns)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateFiles(cfg); err != nil {
+		return nil, err
+	}
+	n.first = snap
+	n.met = metrics.New()
+	n.srv = dnsserver.New(snap, n.log)
+	n.geoWatch = newWatcher(func() []string { return n.srv.Handler().Snapshot().GeoFiles })
+	n.srv.Handler().SetMetrics(n.met)
+	n.ql = newQueryLog(n.log, n.srv.Handler(), n.met)
+	if err := n.ql.apply(cfg); err != nil {
+		return nil, err
+	}
+	n.hc = newHealth(n.log, n.srv, n.met)
+	n.lat = newLatency(n.log, func() *policy.Table { return n.srv.Handler().Snapshot().Policies })
+	n.lat.met = n.met
+	n.met.SetLatency(n.lat.info)
+	n.api = &apiWiring{n: n}
+	if err := n.api.check(cfg); err != nil {
+		return nil, err
+	}
+	n.feed = &feedWiring{n: n}
+	return n, nil
+}
+
+// loadConfig reads path, or the embedded demo when path is empty.
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.LoadDemo()
+	}
+	return config.Load(path)
+}
+
+// build compiles cfg into a snapshot. Zones that fail alone are served
+// from prev's copy, or the copy kept beside the state file, or SERVFAIL.
+func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Snapshot, diag.Problems, error) {
+	start := time.Now()
+	snap, warns, err := snapshot.BuildWith(cfg, snapshot.Options{Previous: prev, CacheDir: zoneCacheDir(cfg)})
+	if err != nil {
+		return nil, warns, err
+	}
+	if len(n.opts.Listen) > 0 {
+		snap.Listen = append([]string(nil), n.opts.Listen...)
+	}
+	n.log.Debug("reload step", "step", "build snapshot", "data", snap.Summary(), "took", time.Since(start).Round(time.Microsecond))
+	return snap, warns, nil
+}
+
+// zoneCacheDir is where last good copies of zone files are kept: a
+// "zones" directory beside the health state file; none without one.
+func zoneCacheDir(cfg *config.Config) string {
+	if cfg.Health.StateFile == "" || cfg.FS != nil {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(cfg.Resolve(cfg.Health.StateFile)), "zones")
+}
+
+// Check validates a configuration and every file it names as New would,
+// for steer check: zones that fail are errors here (a node would start
+// with them degraded), and so are token files and latency files.
+func Check(path string) (summary string, warns []string, err error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return "", nil, err
+	}
+	snap, ws, err := snapshot.Build(cfg)
+	for _, w := range ws {
+		warns = append(warns, w.File+lineSuffix(w.Line)+": warning: "+w.Msg)
+	}
+	if err != nil {
+		return "", warns, err
+	}
+	var errs []string
+	if err := validateFiles(cfg); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if _, err := apiToken(cfg); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if r := refuseReason(cfg.API, ""); r != "" && cfg.API.Listen != "" {
+		warns = append(warns, fmt.Sprintf("%s%s: warning: api.listen %s is not a loopback address and no token is set: changes through the API will be refused (set api.token_file)",
+			cfg.File, lineSuffix(cfg.Line("api.listen")), cfg.API.Listen))
+	}
+	lerrs, lwarns := checkLatencyFiles(cfg, snap.Policies.LatencySites())
+	warns = append(warns, lwarns...)
+	errs = append(errs, lerrs...)
+	if len(errs) > 0 {
+		return "", warns, errors.New(strings.Join(errs, "\n"))
+	}
+	return snap.Summary(), warns, nil
+}
+
+// validateFiles checks the files the configuration names that the
+// snapshot does not read: anycast peer password files.
+func validateFiles(cfg *config.Config) error {
+	if cfg.Anycast == nil {
+		return nil
+	}
+	var probs []string
+	for i, p := range cfg.Anycast.Peers {
+		if p.PasswordFile == "" {
+			continue
+		}
+		b, err := config.ReadFile(cfg.FS, cfg.Resolve(p.PasswordFile))
+		if err == nil && strings.TrimSpace(string(b)) == "" {
+			err = errors.New("the file is empty")
+		}
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("%s%s: anycast peer %s password_file: %v", cfg.File,
+				lineSuffix(cfg.Line(fmt.Sprintf("anycast.peers[%d].password_file", i))), p.Address, err))
+		}
+	}
+	if len(probs) > 0 {
+		return errors.New(strings.Join(probs, "\n"))
+	}
+	return nil
+}
+
+func lineSuffix(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(":%d", n)
+}
+
+// Start restores operator state, opens the listeners and starts every
+// part; when one fails, those already started are stopped and the error
+// returned. ctx bounds the start itself.
+func (n *Node) Start(ctx context.Context) (err error) {
+	if n.started {
+		return errors.New("node: already started")
+	}
+	n.started = true
+	defer func() {
+		if err != nil {
+			n.unwind(context.Background())
+		}
+	}()
+	snap := n.first
+	cfg := snap.Config
+	step := func(name string, t time.Time) {
+		n.log.Debug("start step", "step", name, "took", time.Since(t).Round(time.Microsecond))
+	}
+	// The query log is closed last, after the listeners: queries in flight
+	// may still write to it.
+	n.onStop(func(context.Context) { n.ql.close() })
+	t := time.Now()
+	n.hc.setStateFile(cfg)
+	n.onStop(func(context.Context) { n.hc.close() })
+	n.hc.prepare(snap)
+	step("health", t)
+	t = time.Now()
+	n.lat.prepare(snap)
+	n.onStop(func(context.Context) { n.lat.stop() })
+	step("latency", t)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t = time.Now()
+	if err := n.srv.Start(); err != nil {
+		return fmt.Errorf("cannot listen: %w", err)
+	}
+	n.onStop(func(ctx context.Context) {
+		if err := n.srv.Shutdown(ctx); err != nil {
+			n.log.Warn("DNS shutdown did not finish in time", "err", err)
+		}
+	})
+	n.logDegraded(snap)
+	step("listeners", t)
+	if err := n.api.start(cfg); err != nil {
+		return err
+	}
+	n.onStop(n.api.stop)
+	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc, n.met); err != nil {
+		return fmt.Errorf("anycast: %w", err)
+	}
+	n.onStop(func(context.Context) { n.ac.stop() })
+	// Watchers and the reload loop run until Shutdown; each watcher takes
+	// its baseline before its file is read, so no change slips between.
+	n.feed.apply(cfg)
+	n.loops.Add(3)
+	go n.reloadLoop()
+	go n.watchGeo(n.geoWatch)
+	go n.watchInputs()
+	n.log.Info("serving", "config", n.source, "version", n.opts.Version, "data", snap.Summary(),
+		"listen", strings.Join(addrStrings(n.srv.Addrs()), " "))
+	return nil
+}
+
+func (n *Node) onStop(f func(context.Context)) { n.stops = append(n.stops, f) }
+
+// unwind stops what Start started, last first.
+func (n *Node) unwind(ctx context.Context) {
+	n.cancel()
+	n.loops.Wait()
+	for i := len(n.stops) - 1; i >= 0; i-- {
+		n.stops[i](ctx)
+	}
+	n.stops = nil
+}
+
+// Shutdown withdraws the anycast prefixes first (DNS keeps answering for
+// the drain period), then stops the watchers and reloads, the DNS
+// listeners, the API, the health checks (saving their state) and the
+// query log. It may be called once; later calls return at once.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutOnce.Do(func() {
+		n.ac.drain()
+		n.unwind(ctx)
+		n.log.Info("stopped")
+	})
+	return nil
+}
+
+// Addrs returns the DNS listeners' bound addresses.
+func (n *Node) Addrs() []netip.AddrPort { return n.srv.Addrs() }
+
+// APIAddr returns the admin API's bound address ("" without one).
+func (n *Node) APIAddr() string { return n.api.addr() }
+
+// Server returns the DNS server (tests query its handler directly).
+func (n *Node) Server() *dnsserver.Server { return n.srv }
+
+// Metrics returns the node's metrics.
+func (n *Node) Metrics() *metrics.Metrics { return n.met }
+
+// ReloadsRunning reports how many reloads are running now (0 or 1).
+func (n *Node) ReloadsRunning() int { return int(n.running.Load()) }
+
+// ReopenLogs reopens the query log (logrotate's SIGUSR1).
+func (n *Node) ReopenLogs() {
+	if err := n.ql.reopen(); err != nil {
+		n.log.Error("query log not reopened", "err", err)
+	}
+}
+
+func addrStrings(as []netip.AddrPort) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}
+
+func logWarnings(log *slog.Logger, warns diag.Problems) {
+	for _, w := range warns {
+		log.Warn(w.String())
+	}
+}
+
+// problemLines lists err's problems, one file:line: message each.
+func problemLines(err error) []string {
+	var ps diag.Problems
+	if errors.As(err, &ps) {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = p.String()
+		}
+		return out
+	}
+	return strings.Split(strings.TrimSpace(err.Error()), "\n")
+}
+
+// degraded lists what the snapshot serves not as configured.
+func degraded(snap *snapshot.Snapshot) []string {
+	var out []string
+	for _, d := range snap.Degraded {
+		out = append(out, fmt.Sprintf("zone %s: %s; serving %s", d.Origin, d.Problem, d.Serving))
+	}
+	return out
+}
+
+func (n *Node) logDegraded(snap *snapshot.Snapshot) {
+	for _, d := range snap.Degraded {
+		n.log.Error("zone failed to load", "zone", d.Origin, "file", d.File, "problem", d.Problem, "serving", d.Serving)
+	}
+	n.met.SetZonesDegraded(len(snap.Degraded))
+}
+
+// ExplainOffline explains req against the configuration at path alone
+// (the embedded demo when empty): every pool as its checks have not yet
+// said, no operator overrides, the latency files as a node would start
+// with them. steer explain --offline uses it; a running node's
+// /v1/explain tells the live answer.
+func ExplainOffline(path string, req explain.Request, log *slog.Logger) (*explain.Report, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	snap, _, err := snapshot.Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	newLatency(log, nil).prepare(snap)
+	return explain.Run(dnsserver.NewHandler(snap), req)
+}

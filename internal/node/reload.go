@@ -1,0 +1,343 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/steer-dns/steer/internal/snapshot"
+)
+
+// The one reload path. SIGHUP, POST /v1/reload and every file watcher ask
+// through request; one goroutine (reloadLoop) runs the reloads one at a
+// time. Requests that arrive while a reload runs are merged into exactly
+// one more reload after it, which reads the files anew: none is lost, none
+// overlaps another, and the last files written are the ones served.
+//
+// What each trigger reloads is its own input only:
+//   - kindConfig (SIGHUP, the API): the configuration, zones and
+//     everything they name, and the query log reopened;
+//   - kindGeo (a geo database file changed): the geo databases and the
+//     policies compiled against them, with the served config and zones;
+//   - kindInputs (the poll of the latency and health feed files): those
+//     files only.
+
+type reloadKind uint8
+
+const (
+	kindConfig reloadKind = 1 << iota
+	kindGeo
+	kindInputs
+)
+
+// pendingReload is what waits for the next run.
+type pendingReload struct {
+	kinds    reloadKind
+	triggers []string
+	waiters  []chan Result
+}
+
+// request queues a reload of kind and returns a channel that receives its
+// result (buffered: a caller that does not wait loses nothing).
+func (n *Node) request(kind reloadKind, trigger string) <-chan Result {
+	ch := make(chan Result, 1)
+	n.reloadMu.Lock()
+	n.pending.kinds |= kind
+	if !containsString(n.pending.triggers, trigger) {
+		n.pending.triggers = append(n.pending.triggers, trigger)
+	}
+	n.pending.waiters = append(n.pending.waiters, ch)
+	n.reloadMu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default: // a kick is already pending; it will see this request
+	}
+	return ch
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Reload re-reads the configuration, zones and everything they name, as
+// SIGHUP does, and waits for the result (or ctx). The error is non-nil
+// when the configuration was rejected and the old one keeps serving.
+func (n *Node) Reload(ctx context.Context) (Result, error) {
+	return n.wait(ctx, n.request(kindConfig, "api"))
+}
+
+// RequestReload asks for a reload without waiting (SIGHUP); its result
+// is logged.
+func (n *Node) RequestReload(trigger string) { n.request(kindConfig, trigger) }
+
+func (n *Node) wait(ctx context.Context, ch <-chan Result) (Result, error) {
+	select {
+	case r := <-ch:
+		if !r.Applied {
+			return r, errors.New(strings.Join(r.Problems, "\n"))
+		}
+		return r, nil
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	case <-n.ctx.Done():
+		return Result{}, errors.New("node: shutting down")
+	}
+}
+
+// reloadLoop runs the queued reloads one at a time until Shutdown.
+func (n *Node) reloadLoop() {
+	defer n.loops.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.kick:
+		}
+		n.reloadMu.Lock()
+		p := n.pending
+		n.pending = pendingReload{}
+		n.reloadMu.Unlock()
+		if p.kinds == 0 {
+			continue
+		}
+		n.running.Add(1) // only this goroutine reloads: at most 1
+		res := n.runReload(p)
+		n.running.Add(-1)
+		if n.opts.AfterReload != nil {
+			n.opts.AfterReload(res)
+		}
+		for _, w := range p.waiters {
+			w <- res
+		}
+	}
+}
+
+// runReload does one reload of the kinds in p.
+func (n *Node) runReload(p pendingReload) Result {
+	start := time.Now()
+	res := Result{Seq: n.seq.Add(1), Trigger: strings.Join(p.triggers, ", "), Applied: true}
+	switch {
+	case p.kinds&kindConfig != 0:
+		n.reloadConfig(&res)
+	case p.kinds&kindGeo != 0:
+		n.reloadGeo(&res)
+	}
+	if p.kinds&kindInputs != 0 && p.kinds&kindConfig == 0 {
+		n.lat.poll()
+		n.feed.poll()
+	}
+	res.Took = time.Since(start).Round(time.Microsecond).String()
+	if p.kinds&(kindConfig|kindGeo) != 0 {
+		n.met.Reload(res.Applied)
+		n.lastResult.Store(&res)
+		n.logResult(&res)
+	}
+	return res
+}
+
+func (n *Node) logResult(res *Result) {
+	if !res.Applied {
+		for _, p := range res.Problems {
+			n.log.Error("reload rejected; still serving the previous configuration", "trigger", res.Trigger, "problem", p)
+		}
+		return
+	}
+	for _, w := range res.RestartNeeded {
+		n.log.Warn("reload: a changed setting takes effect at the next restart", "setting", w)
+	}
+	snap := n.srv.Handler().Snapshot()
+	n.log.Info("reloaded", "trigger", res.Trigger, "seq", res.Seq, "config", n.source, "data", snap.Summary(),
+		"changed", strings.Join(res.Changed, "; "), "took", res.Took)
+}
+
+func (n *Node) reject(res *Result, err error) {
+	res.Applied = false
+	res.Problems = problemLines(err)
+}
+
+// reloadConfig re-reads everything and applies it all, or nothing when
+// the configuration is invalid. Settings that cannot change while
+// running are named in res.RestartNeeded.
+func (n *Node) reloadConfig(res *Result) {
+	step := func(name string, t time.Time) {
+		n.log.Debug("reload step", "step", name, "took", time.Since(t).Round(time.Microsecond))
+	}
+	t := time.Now()
+	cfg, err := loadConfig(n.opts.ConfigPath)
+	if err != nil {
+		n.reject(res, err)
+		return
+	}
+	step("read config", t)
+	old := n.srv.Handler().Snapshot()
+	snap, warns, err := n.build(cfg, old)
+	logWarnings(n.log, warns)
+	for _, w := range warns {
+		res.Warnings = append(res.Warnings, w.String())
+	}
+	if err != nil {
+		n.reject(res, err)
+		return
+	}
+	// Validate what applying would need before anything changes.
+	if err := validateFiles(cfg); err != nil {
+		n.reject(res, err)
+		return
+	}
+	token, err := apiToken(cfg)
+	if err != nil {
+		n.reject(res, err)
+		return
+	}
+	qlNext, err := n.ql.prepare(cfg)
+	if err != nil {
+		n.reject(res, err)
+		return
+	}
+	apiNext, err := n.api.prepare(cfg)
+	if err != nil {
+		qlNext.abort()
+		n.reject(res, err)
+		return
+	}
+	t = time.Now()
+	n.hc.setStateFile(cfg)
+	n.hc.prepare(snap)
+	step("health", t)
+	t = time.Now()
+	n.lat.prepare(snap)
+	step("latency", t)
+	t = time.Now()
+	if err := n.srv.Apply(snap); err != nil {
+		qlNext.abort()
+		apiNext.abort()
+		n.reject(res, err)
+		return
+	}
+	step("swap", t)
+	n.hc.refresh()
+	n.lat.refresh()
+	res.Changed = append(res.Changed, describeChanges(old, snap)...)
+	res.Changed = append(res.Changed, qlNext.commit()...)
+	res.Changed = append(res.Changed, apiNext.commit(token)...)
+	res.Changed = append(res.Changed, n.feed.apply(cfg)...)
+	res.RestartNeeded = append(res.RestartNeeded, restartNeeded(old, snap)...)
+	res.Warnings = append(res.Warnings, degraded(snap)...)
+	n.logDegraded(snap)
+}
+
+// reloadGeo re-opens the geo databases and recompiles the policies with
+// the configuration and zones being served: a pending edit of the config
+// or a zone stays unserved until an explicit reload.
+func (n *Node) reloadGeo(res *Result) {
+	old := n.srv.Handler().Snapshot()
+	snap, warns, err := old.WithGeo()
+	logWarnings(n.log, warns)
+	if err != nil {
+		n.reject(res, err)
+		return
+	}
+	n.hc.prepare(snap)
+	n.lat.prepare(snap)
+	if err := n.srv.Apply(snap); err != nil {
+		n.reject(res, err)
+		return
+	}
+	n.hc.refresh()
+	n.lat.refresh()
+	if snap.Geo == nil {
+		return
+	}
+	for _, d := range snap.Geo.DBs {
+		res.Changed = append(res.Changed, fmt.Sprintf("geo database %s built %s", d.Name, d.Built.Format(time.RFC3339)))
+	}
+}
+
+// describeChanges lists zone serials and record counts that changed.
+func describeChanges(old, cur *snapshot.Snapshot) []string {
+	var out []string
+	was := map[string]uint32{}
+	for _, z := range old.Zones.Zones() {
+		was[z.Origin] = z.Serial()
+	}
+	for _, z := range cur.Zones.Zones() {
+		s, ok := was[z.Origin]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("zone %s added (serial %d)", z.Origin, z.Serial()))
+		case s != z.Serial():
+			out = append(out, fmt.Sprintf("zone %s serial %d -> %d", z.Origin, s, z.Serial()))
+		}
+		delete(was, z.Origin)
+	}
+	for o := range was {
+		out = append(out, "zone "+o+" removed")
+	}
+	nr := func(s *snapshot.Snapshot) int {
+		if s.Policies == nil {
+			return 0
+		}
+		return len(s.Policies.Records)
+	}
+	if a, b := nr(old), nr(cur); a != b {
+		out = append(out, fmt.Sprintf("steered records %d -> %d", a, b))
+	}
+	if !reflect.DeepEqual(old.Listen, cur.Listen) {
+		out = append(out, fmt.Sprintf("listen %v -> %v", old.Listen, cur.Listen))
+	}
+	return out
+}
+
+// restartNeeded names the settings a reload changed but cannot apply.
+func restartNeeded(old, cur *snapshot.Snapshot) []string {
+	var out []string
+	if !reflect.DeepEqual(old.Config.Anycast, cur.Config.Anycast) {
+		out = append(out, "anycast (the BGP speaker keeps its settings until the next restart)")
+	}
+	return out
+}
+
+// watchGeo polls the geo database files and queues a geo reload when one
+// changes.
+func (n *Node) watchGeo(w *watcher) {
+	defer n.loops.Done()
+	n.every(func() {
+		if w.poll() {
+			n.log.Info("a geo database file changed; recompiling what depends on it")
+			n.request(kindGeo, "geo database file changed")
+		}
+	})
+}
+
+// watchInputs polls the latency and health feed files through the reload
+// path, so they never apply in the middle of a reload.
+func (n *Node) watchInputs() {
+	defer n.loops.Done()
+	n.every(func() {
+		if n.lat.changed() || n.feed.changed() {
+			n.request(kindInputs, "input file changed")
+		}
+	})
+}
+
+// every calls f each WatchInterval until Shutdown.
+func (n *Node) every(f func()) {
+	t := time.NewTicker(n.opts.WatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
