@@ -329,3 +329,50 @@ func TestServeListenFlag(t *testing.T) {
 	}
 	p.stop(t)
 }
+
+// SIGTERM while the policies are still being compiled stops at once with
+// status 0 instead of waiting out the compile.
+func TestSIGTERMDuringStartup(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
+	var recs strings.Builder
+	for i := 0; i < 12; i++ { // each compiled against the embedded database: seconds in all
+		fmt.Fprintf(&recs, `  - name: s%d.example.com
+    pools:
+      a: { address: 192.0.2.%d }
+      b: { address: 198.51.100.%d }
+    rules:
+      - match: { continent: [EU, AF] }
+        pool: a
+      - match: { country: [IN, %s] }
+        pool: b
+      - default: { pool: a }
+`, i, i+1, i+1, []string{"US", "DE", "FR", "BR", "JP", "CN", "GB", "IT", "ES", "CA", "MX", "AU"}[i])
+	}
+	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf("listen: [%q]\nzones:\n  - { origin: example.com, file: example.com.zone }\nrecords:\n%s", addr, recs.String()))
+	var out bytes.Buffer
+	cmd := exec.Command(steerBin, "serve", "--config", filepath.Join(dir, "steer.yaml"))
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit %v after SIGTERM during start-up\n%s", err, out.String())
+		}
+	case <-time.After(3 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("SIGTERM during start-up was not honoured within 3 s\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "stopped during start-up") {
+		t.Fatalf("the start-up finished before the signal (make the config slower to compile):\n%s", out.String())
+	}
+	t.Logf("stopped %v after SIGTERM during start-up", time.Since(start).Round(time.Millisecond))
+}
