@@ -11,6 +11,7 @@ package geo
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -91,8 +92,12 @@ type Database struct {
 	Built time.Time
 	// IPVersion is 4 or 6.
 	IPVersion int
-	// ModTime is the file's modification time when it was opened.
+	// ModTime is the file's modification time when it was opened, Size
+	// its size then and Sum the SHA-256 of the bytes read: a reload that
+	// reads the same bytes reuses this database.
 	ModTime time.Time
+	Size    int64
+	Sum     [sha256.Size]byte
 
 	r *maxminddb.Reader
 
@@ -134,8 +139,17 @@ func OpenEmbedded() (*Database, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded geo database: %w", err)
 	}
-	return newDatabase(EmbeddedName, r, time.Time{})
+	d, err := newDatabase(EmbeddedName, r, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	d.Size, d.Sum = int64(len(embeddedData)), embeddedSum()
+	return d, nil
 }
+
+var embeddedSumOnce = sync.OnceValue(func() [sha256.Size]byte { return sha256.Sum256(embeddedData) })
+
+func embeddedSum() [sha256.Size]byte { return embeddedSumOnce() }
 
 // Open opens the mmdb file at path, reading it whole (so a later change of
 // the file cannot affect a database in use) and detecting its layout.
@@ -155,7 +169,12 @@ func Open(path string) (*Database, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a usable MaxMind DB: %w", path, err)
 	}
-	return newDatabase(path, r, st.ModTime())
+	d, err := newDatabase(path, r, st.ModTime())
+	if err != nil {
+		return nil, err
+	}
+	d.Size, d.Sum = int64(len(data)), sha256.Sum256(data)
+	return d, nil
 }
 
 func newDatabase(name string, r *maxminddb.Reader, mod time.Time) (*Database, error) {

@@ -32,6 +32,12 @@ type Table struct {
 	Decided func(record, rule int)
 	// CompileTime is how long compiling every record took.
 	CompileTime time.Duration
+	// Compiled counts the partitions compiled for this table, Shared the
+	// records that took one compiled for another record of it, Reused
+	// those that took one from the previous table (see share.go).
+	Compiled, Shared, Reused int
+
+	geo *geo.Set // the databases the partitions were compiled against
 }
 
 // Get returns the record named name (canonical), or nil.
@@ -51,7 +57,23 @@ var subdivisionRe = regexp.MustCompile(`^[A-Z]{2}-[A-Z0-9]{1,3}$`)
 // Build compiles every record of cfg against g. Every problem is reported
 // with the configuration file and line; warnings do not stop the build.
 func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
-	t := &Table{byName: map[string]*Record{}}
+	return BuildWith(cfg, g, nil)
+}
+
+// BuildWith is Build that takes each partition it can from prev (the
+// table being served) instead of compiling it: when prev was compiled
+// against the same geo set, a record whose rules, candidates and their
+// locations are unchanged reuses its partition. Within the build, records
+// with equal rules share one.
+func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Problems, error) {
+	t := &Table{byName: map[string]*Record{}, geo: g}
+	compiled := map[string]*Record{}
+	previous := map[string]*Record{}
+	if prev != nil && prev.geo == g {
+		for _, r := range prev.Records {
+			previous[r.ckey] = r
+		}
+	}
 	var errs, warns diag.Problems
 	start := time.Now()
 	hasASN := false
@@ -70,9 +92,21 @@ func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
 			errs.Add(cfg.File, r.Line, "record %s is already defined at line %d", r.Name, prev.Line)
 			continue
 		}
-		if err := r.compile(g); err != nil {
-			errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
-			continue
+		r.ckey = r.compileKey()
+		if src := compiled[r.ckey]; src != nil {
+			r.sharePartition(src)
+			t.Shared++
+		} else if src := previous[r.ckey]; src != nil {
+			r.sharePartition(src)
+			compiled[r.ckey] = r
+			t.Reused++
+		} else {
+			if err := r.compile(g); err != nil {
+				errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
+				continue
+			}
+			compiled[r.ckey] = r
+			t.Compiled++
 		}
 		b.shadowed(r)
 		b.disabled(r)

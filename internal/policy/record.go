@@ -64,6 +64,7 @@ type Record struct {
 	latClassIndex map[latClass]int32
 	// Stats describe the compiled partition.
 	Stats Stats
+	ckey  string // what the partition depends on (share.go)
 }
 
 // Stats describe a compiled partition.

@@ -81,11 +81,16 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var geoFiles []string
 	var table *policy.Table
 	if len(cfg.Records) > 0 && len(errs) == 0 {
-		geoSet, geoFiles = openGeo(cfg, &errs)
+		var prevGeo *geo.Set
+		var prevTable *policy.Table
+		if opts.Previous != nil {
+			prevGeo, prevTable = opts.Previous.Geo, opts.Previous.Policies
+		}
+		geoSet, geoFiles = openGeo(cfg, &errs, prevGeo)
 		if len(errs) == 0 {
 			var pwarns diag.Problems
 			var err error
-			table, pwarns, err = policy.Build(cfg, geoSet)
+			table, pwarns, err = policy.BuildWith(cfg, geoSet, prevTable)
 			warns = append(warns, pwarns...)
 			if err != nil {
 				errs = append(errs, err.(diag.Problems)...)
@@ -281,10 +286,16 @@ func enclosing(origins map[string]bool, name string) (string, bool) {
 	return "", false
 }
 
-// openGeo opens the geo databases cfg names.
-func openGeo(cfg *config.Config, errs *diag.Problems) (*geo.Set, []string) {
+// openGeo opens the geo databases cfg names. A database of prev whose
+// file reads back the same bytes (SHA-256) is taken instead of the new
+// copy; when every database is prev's, in prev's order, prev itself is
+// returned, so the policies compiled against it can be reused. The files
+// are always read: a size and modification time can stay the same across
+// a rewrite within one clock tick, their bytes cannot.
+func openGeo(cfg *config.Config, errs *diag.Problems, prev *geo.Set) (*geo.Set, []string) {
 	geoSet := &geo.Set{}
 	var files []string
+	same := prev != nil && len(prev.DBs) == len(cfg.Geo.Databases)
 	for i, name := range cfg.Geo.Databases {
 		path := name
 		if name != geo.EmbeddedName {
@@ -295,10 +306,21 @@ func openGeo(cfg *config.Config, errs *diag.Problems) (*geo.Set, []string) {
 			errs.Add(cfg.File, cfg.Line(fmt.Sprintf("geo.databases[%d]", i)), "geo database %s: %v", name, err)
 			continue
 		}
+		if prev != nil {
+			for _, old := range prev.DBs {
+				if old.Name == path && old.Sum == d.Sum {
+					d = old
+				}
+			}
+		}
+		same = same && i < len(prev.DBs) && prev.DBs[i] == d
 		geoSet.DBs = append(geoSet.DBs, d)
 		if name != geo.EmbeddedName {
 			files = append(files, path)
 		}
+	}
+	if same && len(geoSet.DBs) == len(prev.DBs) {
+		return prev, files
 	}
 	return geoSet, files
 }
@@ -324,11 +346,11 @@ func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
 		return &n, nil, nil // no steered record: no database is opened
 	}
 	var errs diag.Problems
-	geoSet, files := openGeo(s.Config, &errs)
+	geoSet, files := openGeo(s.Config, &errs, s.Geo)
 	if err := errs.Err(); err != nil {
 		return nil, nil, err
 	}
-	table, warns, err := policy.Build(s.Config, geoSet)
+	table, warns, err := policy.BuildWith(s.Config, geoSet, s.Policies)
 	if err != nil {
 		return nil, warns, err
 	}

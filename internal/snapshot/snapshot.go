@@ -121,7 +121,11 @@ func (s *Snapshot) Summary() string {
 		out += fmt.Sprintf(" (%d zones degraded)", len(s.Degraded))
 	}
 	if s.Policies != nil {
-		out += fmt.Sprintf(", %d steered records compiled in %v against %s", len(s.Policies.Records), s.Policies.CompileTime.Round(time.Millisecond), s.Geo.Summary())
+		t := s.Policies
+		out += fmt.Sprintf(", %d steered records compiled in %v against %s", len(t.Records), t.CompileTime.Round(time.Millisecond), s.Geo.Summary())
+		if t.Shared > 0 || t.Reused > 0 {
+			out += fmt.Sprintf(" (%d partitions compiled, %d reused from the previous load, %d records sharing one)", t.Compiled, t.Reused, t.Shared)
+		}
 	}
 	return out
 }

@@ -1,0 +1,61 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Records whose compiled partitions would be equal share one: the
+// partition (tries, outcomes, resolver masks, latency classes) depends
+// only on the rules' matches and action kinds, the candidates that
+// geoproximity and latency rank with their pools' locations and biases,
+// and the geo databases. compileKey says all of that in one string, so a
+// config of 10,000 records over a handful of distinct policies compiles a
+// handful of partitions, and a reload reuses those of the previous table
+// when its databases are the same. A record still binds its own pools,
+// addresses, TTLs and names to the shared outcomes, which refer to pools
+// by position only.
+
+// compileKey describes everything compile reads from r.
+func (r *Record) compileKey() string {
+	var b strings.Builder
+	for _, rule := range r.Rules {
+		fmt.Fprintf(&b, "rule %d default=%t kind=%d prox=%d lat=%d cand=%v|", rule.Index, rule.Default,
+			rule.Action.Kind, rule.Action.Proximity, rule.Action.Latency, rule.Action.Candidates)
+		writeMatch(&b, rule.Match)
+		b.WriteByte('\n')
+	}
+	// rank reads the candidates' locations and biases.
+	seen := map[int]bool{}
+	for _, a := range r.proximity {
+		for _, p := range a.Candidates {
+			if !seen[p] {
+				seen[p] = true
+				pool := r.Pools[p]
+				fmt.Fprintf(&b, "pool %d loc=%t %v %v bias=%d\n", p, pool.HasLoc, pool.Lat, pool.Lon, pool.Bias)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "client=%x resolver=%x default=%x latency=%x proximity=%d\n",
+		r.clientRules, r.resolverRules, r.defaultBit, r.latencyRules, len(r.proximity))
+	return b.String()
+}
+
+func writeMatch(b *strings.Builder, m *Match) {
+	if m == nil {
+		b.WriteString("-")
+		return
+	}
+	fmt.Fprintf(b, "{c=%q k=%q s=%q a=%v n=%v r=%t not=", m.Countries, m.Continents, m.Subdivisions, m.ASNs, m.CIDRs, m.Resolver)
+	writeMatch(b, m.Not)
+	b.WriteString("}")
+}
+
+// sharePartition makes r answer from src's compiled partition (equal
+// compile keys). Everything shared is immutable once compiled.
+func (r *Record) sharePartition(src *Record) {
+	r.v4, r.v6, r.r4, r.r6 = src.v4, src.v6, src.r4, src.r6
+	r.outcomes, r.masks = src.outcomes, src.masks
+	r.latClasses, r.latClassKeys, r.latClassIndex = src.latClasses, src.latClassKeys, src.latClassIndex
+	r.Stats = src.Stats
+}

@@ -1,0 +1,158 @@
+package policy_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/policy"
+)
+
+// shareRecords is n records over the same geo rules with their own pools
+// and TTLs, plus one record with a different policy and one whose
+// geoproximity pools sit elsewhere.
+func shareRecords(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `
+  - name: r%d.example.com
+    ttl: %d
+    pools:
+      in:  { address: 203.0.113.%d, location: { lat: 19.08, lon: 72.88 } }
+      eu:  { address: 198.51.100.%d, location: { lat: 50.11, lon: 8.68 } }
+      us:  { address: 192.0.2.%d, location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - match: { country: [IN, LK] }
+        pool: in
+      - match: { continent: EU }
+        split: [{ pool: eu, weight: 3 }, { pool: us, weight: 1 }]
+        sticky: client_subnet
+      - default: { by: geoproximity }
+`, i, 30+i, i+1, i+1, i+1)
+	}
+	b.WriteString(`
+  - name: other.example.com
+    pools:
+      in:  { address: 203.0.113.200, location: { lat: 19.08, lon: 72.88 } }
+      eu:  { address: 198.51.100.200, location: { lat: 50.11, lon: 8.68 } }
+      us:  { address: 192.0.2.200, location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - match: { country: DE }
+        pool: eu
+      - default: { by: geoproximity }
+  - name: moved.example.com
+    pools:
+      in:  { address: 203.0.113.201, location: { lat: 1.35, lon: 103.82 } }
+      eu:  { address: 198.51.100.201, location: { lat: 50.11, lon: 8.68 } }
+      us:  { address: 192.0.2.201, location: { lat: 38.95, lon: -77.45 } }
+    rules:
+      - match: { country: [IN, LK] }
+        pool: in
+      - match: { continent: EU }
+        split: [{ pool: eu, weight: 3 }, { pool: us, weight: 1 }]
+        sticky: client_subnet
+      - default: { by: geoproximity }
+`)
+	return b.String()
+}
+
+// Records with the same rules share one compiled partition and decide
+// exactly as if each had its own: same pools (by position), rule and ECS
+// scope for random clients. Different rules or moved geoproximity pools
+// get their own.
+func TestSharedPartitionsDecideAsOwn(t *testing.T) {
+	yaml := configYAML(t, []string{cityDB}, shareRecords(6))
+	shared := mustBuild(t, yaml)
+	if shared.Compiled != 3 || shared.Shared != 5 {
+		t.Fatalf("compiled %d partitions, %d records sharing; want 3 and 5", shared.Compiled, shared.Shared)
+	}
+	// The reference: every record compiled alone.
+	own := map[string]*policy.Record{}
+	for _, r := range shared.Records {
+		one := mustBuild(t, configYAML(t, []string{cityDB}, recordYAML(t, yaml, r.Name)))
+		own[r.Name] = one.Records[0]
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 4000; i++ {
+		var a netip.Addr
+		bits := 24
+		if i%2 == 0 {
+			a = netip.AddrFrom4([4]byte{byte(rng.IntN(224)), byte(rng.IntN(256)), byte(rng.IntN(256)), 0})
+		} else {
+			var b [16]byte
+			b[0], b[1] = 0x20, byte(rng.IntN(16))
+			for j := 2; j < 6; j++ {
+				b[j] = byte(rng.IntN(256))
+			}
+			a, bits = netip.AddrFrom16(b), 48
+		}
+		for _, r := range shared.Records {
+			q := query(r, a.String(), bits, "192.0.2.53")
+			got, want := r.Decide(q), own[r.Name].Decide(query(own[r.Name], a.String(), bits, "192.0.2.53"))
+			if got != want {
+				t.Fatalf("%s for %s/%d: shared partition decides %+v, its own %+v", r.Name, a, bits, got, want)
+			}
+		}
+	}
+	if got := shared.Get("r3.example.com.").TTL; got != 33 {
+		t.Fatalf("a sharing record keeps its own TTL: %d", got)
+	}
+}
+
+// recordYAML cuts record name's block out of a config's records.
+func recordYAML(t *testing.T, yaml, name string) string {
+	t.Helper()
+	name = strings.TrimSuffix(name, ".")
+	_, recs, _ := strings.Cut(yaml, "records:")
+	for _, block := range strings.Split(recs, "\n  - ") {
+		if strings.HasPrefix(block, "name: "+name+"\n") {
+			return "\n  - " + block
+		}
+	}
+	t.Fatalf("no record %s", name)
+	return ""
+}
+
+// A reload against the same databases reuses every unchanged partition
+// and compiles only what changed.
+func TestBuildWithReusesUnchangedPartitions(t *testing.T) {
+	yaml := configYAML(t, []string{cityDB}, shareRecords(4))
+	cfg, err := config.Parse(nil, "steer.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := geoSetFor(t, cityDB)
+	first, _, err := policy.BuildWith(cfg, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One record's rules change, another's weights do not matter to
+	// compilation (splits are decided per query), addresses change.
+	edited := strings.Replace(yaml, "match: { country: DE }", "match: { country: FR }", 1)
+	edited = strings.Replace(edited, "203.0.113.1,", "203.0.113.99,", 1)
+	cfg2, err := config.Parse(nil, "steer.yaml", []byte(edited))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := policy.BuildWith(cfg2, g, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Compiled != 1 || second.Reused != 2 {
+		t.Fatalf("after changing one policy: compiled %d, reused %d; want 1 and 2", second.Compiled, second.Reused)
+	}
+	if r := second.Get("other.example.com."); r.Decide(query(r, "91.64.1.0", 24, "")).Rule == 0 {
+		t.Fatalf("the changed record still decides with its old rules")
+	}
+	// Another geo set: nothing is reused.
+	third, _, err := policy.BuildWith(cfg2, geoSetFor(t, cityDB), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Reused != 0 || third.Compiled != 3 {
+		t.Fatalf("against other databases: compiled %d, reused %d; want 3 and 0", third.Compiled, third.Reused)
+	}
+}
