@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/steer-dns/steer/internal/diag"
 	"go.yaml.in/yaml/v3"
@@ -86,6 +87,19 @@ func walkKeys(n *yaml.Node, prefix string, t reflect.Type, probs *diag.Problems,
 }
 
 func yamlFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := computeFields(t)
+	fieldCache.Store(t, m)
+	return m
+}
+
+// fieldCache holds yamlFields by type: a config of 10,000 records walks
+// the same few struct types 10,000 times. The maps are never modified.
+var fieldCache sync.Map
+
+func computeFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
