@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -118,11 +120,26 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 
 	var zones, fresh []*zone.Zone
 	var degraded []ZoneProblem
+	reused := 0
 	for _, zc := range cfg.Zones {
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
-		z, zerrs, zwarns := zone.Load(cfg.FS, zc.Origin, file)
+		data, rerr := zone.ReadFile(cfg.FS, file)
+		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && sameSteered(opts.Previous, pz, recs) {
+			// The same bytes and the same steered names: the zone being
+			// served is kept as it is (marked and precompiled already).
+			zones = append(zones, pz)
+			reused++
+			continue
+		}
+		var z *zone.Zone
+		var zerrs, zwarns diag.Problems
+		if rerr != nil {
+			zerrs.Add(file, 0, "%v", rerr)
+		} else {
+			z, zerrs, zwarns = zone.Parse(cfg.FS, zc.Origin, file, data)
+		}
 		warns = append(warns, zwarns...)
 		for i, p := range zerrs {
 			// A zone-wide problem (unreadable file, no SOA) is pointed at
@@ -207,11 +224,47 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		TCPIdleTimeout:    time.Duration(cfg.TCP.IdleTimeout),
 		Loaded:            time.Now(),
 		Degraded:          degraded,
+		ZonesReused:       reused,
 	}
 	if cfg.VersionBind != config.VersionHidden {
 		s.Version = cfg.VersionBind
 	}
 	return s, warns, nil
+}
+
+// previousZone is prev's zone for origin, if it loaded (nil otherwise).
+func previousZone(prev *Snapshot, origin string) *zone.Zone {
+	if prev == nil {
+		return nil
+	}
+	return prev.Zones.Zone(origin)
+}
+
+// sameSteered reports whether recs steer exactly the names (and types)
+// that prev's records steer in pz, so pz's marks are right as they are.
+func sameSteered(prev *Snapshot, pz *zone.Zone, recs []*policy.Record) bool {
+	var was []*policy.Record
+	if prev.Policies != nil {
+		for _, r := range prev.Policies.Records {
+			if prev.Zones.Find(r.Name) == pz {
+				was = append(was, r)
+			}
+		}
+	}
+	return steeredKey(was) == steeredKey(recs)
+}
+
+func steeredKey(recs []*policy.Record) string {
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		t := "A"
+		if r.Type == dns.TypeCNAME {
+			t = "CNAME"
+		}
+		keys[i] = r.Name + "/" + t
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, " ")
 }
 
 // mark makes the records' names steered in z, which is not published yet.

@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,4 +52,43 @@ func TestBuildWithReusesGeoAndPolicies(t *testing.T) {
 	}
 	expectAnswer(t, changed, "shop.example.com.", 1, "NOERROR", "A 10.0.0.2")
 	expectAnswer(t, same, "shop.example.com.", 1, "NOERROR", "A 10.0.0.1")
+}
+
+// A reload keeps each zone whose file has the same bytes and whose
+// steered names are the same, parses the others, and answers alike.
+func TestBuildWithReusesUnchangedZones(t *testing.T) {
+	cfg, dir := setup(t, labZone)
+	first, _, err := snapshot.BuildWith(cfg, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "org.zone"), orgZone+"new IN A 192.0.2.77\n")
+	second, _, err := snapshot.BuildWith(reload(t, dir), snapshot.Options{Previous: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ZonesReused != 2 || second.Zones.Zone("example.com.") != first.Zones.Zone("example.com.") ||
+		second.Zones.Zone("example.org.") == first.Zones.Zone("example.org.") {
+		t.Fatalf("reused %d zones; example.com kept %v, example.org kept %v", second.ZonesReused,
+			second.Zones.Zone("example.com.") == first.Zones.Zone("example.com."), second.Zones.Zone("example.org.") == first.Zones.Zone("example.org."))
+	}
+	expectAnswer(t, second, "new.example.org.", 1, "NOERROR", "A 192.0.2.77")
+	expectAnswer(t, second, "shop.example.com.", 1, "NOERROR", "A 10.0.0.1")
+	expectAnswer(t, second, "www.example.com.", 1, "NOERROR", "A 192.0.2.2")
+	// A record steered in example.com no more: the same bytes, but its
+	// marks differ, so the zone is parsed again and shop is a plain name.
+	raw, err := os.ReadFile(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "steer.yaml"), strings.Replace(string(raw), "name: shop.example.com", "name: shop2.example.com", 1))
+	third, _, err := snapshot.BuildWith(reload(t, dir), snapshot.Options{Previous: second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Zones.Zone("example.com.") == second.Zones.Zone("example.com.") {
+		t.Fatal("a zone whose steered names changed was kept with the old marks")
+	}
+	expectAnswer(t, third, "shop.example.com.", 1, "NXDOMAIN")
+	expectAnswer(t, third, "shop2.example.com.", 1, "NOERROR", "A 10.0.0.1")
 }

@@ -47,6 +47,9 @@ type Snapshot struct {
 	MaxSourceV6 int
 	// GeoFiles are the geo database files on disk, watched for changes.
 	GeoFiles []string
+	// ZonesReused counts the zones kept from the previous snapshot because
+	// their files had the same bytes.
+	ZonesReused int
 	// HealthChecks are the health check templates, by name.
 	HealthChecks map[string]health.Check
 	// Degraded lists the zones not served as configured because their
@@ -119,6 +122,9 @@ func (s *Snapshot) Summary() string {
 	out := fmt.Sprintf("%d zones, %d records", len(s.Zones.Zones()), records)
 	if len(s.Degraded) > 0 {
 		out += fmt.Sprintf(" (%d zones degraded)", len(s.Degraded))
+	}
+	if s.ZonesReused > 0 {
+		out += fmt.Sprintf(" (%d zones unchanged, kept)", s.ZonesReused)
 	}
 	if s.Policies != nil {
 		t := s.Policies

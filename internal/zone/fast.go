@@ -102,9 +102,10 @@ func (z *Zone) Negative() *NegativeSOA { return &z.negWire }
 // set is published (after MarkSteered).
 func (s *Set) Precompile() {
 	for _, z := range s.list {
-		if z.Failed != "" {
-			continue // no data to compile; answered SERVFAIL
+		if z.Failed != "" || z.precompiled {
+			continue // no data to compile (SERVFAIL), or kept from a reload and published
 		}
+		z.precompiled = true
 		z.negWire = negativeSOA(z)
 		for _, n := range z.nodes {
 			if strings.HasPrefix(n.name, "*.") {

@@ -40,6 +40,12 @@ type Zone struct {
 	// source is a self-contained master file text that parses back into
 	// this zone's records (see Source).
 	source []byte
+	// fromFile is set when source is the file's own bytes (no $INCLUDE):
+	// a reload that reads the same bytes may keep this zone (Unchanged).
+	fromFile bool
+	// precompiled is set once Precompile has run: a zone kept across a
+	// reload is published already and is never written again.
+	precompiled bool
 
 	nodes map[string]*node
 	apex  *node
@@ -116,6 +122,16 @@ func NewFailed(origin, file, reason string) *Zone {
 // per line. It is what a last good copy of the zone is kept as. It is nil
 // for a failed zone, and must not be modified.
 func (z *Zone) Source() []byte { return z.source }
+
+// ReadFile reads a zone file as Load does.
+func ReadFile(fsys fs.FS, file string) ([]byte, error) { return readFile(fsys, file) }
+
+// Unchanged reports whether z was loaded from file and data is its very
+// bytes, so that a reload may keep z instead of parsing data again. A zone
+// with $INCLUDE is never unchanged: its included files may differ.
+func (z *Zone) Unchanged(file string, data []byte) bool {
+	return z != nil && z.Failed == "" && z.fromFile && z.File == file && bytes.Equal(z.source, data)
+}
 
 // Parse is Load with the file's contents already read. The zone keeps
 // data (see Source): the caller must not modify it afterwards.
@@ -305,7 +321,9 @@ func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns d
 		return nil, errs, warns
 	}
 	z.source = data
+	z.fromFile = true
 	if hasInclude(data) {
+		z.fromFile = false
 		// The text alone would read its includes again, which may be the
 		// very files that break later: keep the records instead.
 		z.source = z.flatten()
