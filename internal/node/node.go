@@ -82,6 +82,7 @@ type Node struct {
 	kick       chan struct{}
 	seq        atomic.Uint64
 	running    atomic.Int32 // reloads running now: never more than one
+	freeing    atomic.Bool  // a release of memory to the system is due
 	lastResult atomic.Pointer[Result]
 
 	ctx      context.Context // ends at Shutdown: watchers and the reload loop
@@ -111,16 +112,19 @@ func New(o Options) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	start := time.Now()
+	n.log.Info("loading", "config", n.source)
 	cfg, err := loadConfig(o.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
-	n.log.Debug("reload step", "step", "read config", "took", time.Since(start).Round(time.Microsecond))
+	n.log.Info("configuration read; loading zones and geo databases, compiling policies", "zones", len(cfg.Zones),
+		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
 	snap, warns, err := n.build(cfg, nil)
 	logWarnings(n.log, warns)
 	if err != nil {
 		return nil, err
 	}
+	n.log.Info("loaded", "data", snap.Summary(), "took", time.Since(start).Round(time.Millisecond))
 	if err := validateFiles(cfg); err != nil {
 		return nil, err
 	}
@@ -259,6 +263,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}()
 	snap := n.first
+	n.first = nil // served from here on; a reload must be able to free it
 	cfg := snap.Config
 	step := func(name string, t time.Time) {
 		n.log.Debug("start step", "step", name, "took", time.Since(t).Round(time.Microsecond))
@@ -304,6 +309,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	go n.reloadLoop()
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
+	n.releaseMemory()
 	n.log.Info("serving", "config", n.source, "version", n.opts.Version, "data", snap.Summary(),
 		"listen", strings.Join(addrStrings(n.srv.Addrs()), " "))
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -232,6 +233,21 @@ func (n *Node) reloadConfig(res *Result) {
 	res.RestartNeeded = append(res.RestartNeeded, restartNeeded(old, snap)...)
 	res.Warnings = append(res.Warnings, degraded(snap)...)
 	n.logDegraded(snap)
+	n.releaseMemory()
+}
+
+// releaseMemory returns the memory of the replaced snapshot (and of the
+// build's garbage) to the system shortly after a swap, once the queries
+// that started on the old snapshot have finished, so RSS goes back to the
+// steady state instead of staying at the reload's peak.
+func (n *Node) releaseMemory() {
+	if n.freeing.Swap(true) {
+		return // one is due already
+	}
+	time.AfterFunc(time.Second, func() {
+		n.freeing.Store(false)
+		debug.FreeOSMemory()
+	})
 }
 
 // reloadGeo re-opens the geo databases and recompiles the policies with
@@ -253,6 +269,7 @@ func (n *Node) reloadGeo(res *Result) {
 	}
 	n.hc.refresh()
 	n.lat.refresh()
+	n.releaseMemory()
 	if snap.Geo == nil {
 		return
 	}
