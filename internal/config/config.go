@@ -45,6 +45,8 @@ type Config struct {
 	ECS ECS `yaml:"ecs"`
 	// Records are the steered names.
 	Records []Record `yaml:"records"`
+	// Policies are rule sets records refer to by name (Record.Policy).
+	Policies map[string]Policy `yaml:"policies"`
 	// HealthChecks are the named check templates pools refer to.
 	HealthChecks map[string]HealthCheck `yaml:"health_checks"`
 	// API configures the admin HTTP API (off when Listen is empty).

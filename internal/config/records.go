@@ -50,8 +50,21 @@ type Record struct {
 	Rules       []Rule `yaml:"rules"`
 	OnUnhealthy string `yaml:"on_unhealthy"`
 	WhenAllDown string `yaml:"when_all_down"`
+	// Policy names an entry of policies whose rules (and on_unhealthy and
+	// when_all_down, unless the record sets its own) the record uses
+	// instead of rules of its own; its pools give the names they refer to.
+	Policy string `yaml:"policy"`
 
 	Line int `yaml:"-"`
+}
+
+// Policy is a set of rules defined once and referred to by name from any
+// number of records (policies: NAME), as gdnsd's geoip maps are; records
+// sharing one are compiled once.
+type Policy struct {
+	Rules       []Rule `yaml:"rules"`
+	OnUnhealthy string `yaml:"on_unhealthy"`
+	WhenAllDown string `yaml:"when_all_down"`
 }
 
 // Pool is one site: its addresses (or CNAME target) and where it is.

@@ -82,8 +82,9 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			hasASN = true
 		}
 	}
+	warnedPolicy := map[string]bool{}
 	for i := range cfg.Records {
-		b := &builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN}
+		b := &builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy}
 		r := b.record()
 		if r == nil {
 			continue
@@ -134,9 +135,46 @@ type builder struct {
 	hasASN      bool
 	r           *Record
 	poolIdx     map[string]int
+	// policy is the named policy the record's rules come from ("" for
+	// inline rules): problems in them point at policies.NAME, and its
+	// warnings are given once, for the first record using it.
+	policy       string
+	warnedPolicy map[string]bool
 }
 
-func (b *builder) path(s string) string { return fmt.Sprintf("records[%d]%s", b.idx, s) }
+func policyNames(cfg *config.Config) string {
+	if len(cfg.Policies) == 0 {
+		return "none defined"
+	}
+	names := make([]string, 0, len(cfg.Policies))
+	for n := range cfg.Policies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// inPolicy reports whether at (".rules[...]" and so on) lies in the named
+// policy the record uses rather than in the record.
+func (b *builder) inPolicy(at string) bool {
+	if b.policy == "" {
+		return false
+	}
+	for _, k := range []string{".rules", ".on_unhealthy", ".when_all_down"} {
+		if strings.HasPrefix(at, k) {
+			return k == ".rules" || b.cfg.Records[b.idx].OnUnhealthy == "" && k == ".on_unhealthy" ||
+				b.cfg.Records[b.idx].WhenAllDown == "" && k == ".when_all_down"
+		}
+	}
+	return false
+}
+
+func (b *builder) path(s string) string {
+	if b.inPolicy(s) {
+		return "policies." + b.policy + s
+	}
+	return fmt.Sprintf("records[%d]%s", b.idx, s)
+}
 
 func (b *builder) line(s string) int {
 	if l := b.cfg.Line(b.path(s)); l != 0 {
@@ -150,6 +188,13 @@ func (b *builder) errf(at string, format string, args ...any) {
 }
 
 func (b *builder) warnf(at string, format string, args ...any) {
+	if b.inPolicy(at) {
+		if b.warnedPolicy[b.policy+"\x00"+at] {
+			return
+		}
+		b.warnedPolicy[b.policy+"\x00"+at] = true
+		format = "policy " + b.policy + ": " + format
+	}
 	b.warns.Add(b.cfg.File, b.line(at), format, args...)
 }
 
@@ -166,6 +211,25 @@ func (b *builder) record() *Record {
 	}
 	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true}
 	b.r = r
+	if rc.Policy != "" {
+		pol, ok := b.cfg.Policies[rc.Policy]
+		switch {
+		case !ok:
+			b.errf(".policy", "record %s: no policy %q (policies: %s)", r.Name, rc.Policy, policyNames(b.cfg))
+			return nil
+		case len(rc.Rules) > 0:
+			b.errf(".rules", "record %s has rules and policy %s: give one or the other", r.Name, rc.Policy)
+			return nil
+		}
+		b.policy = rc.Policy
+		rc.Rules = pol.Rules
+		if rc.OnUnhealthy == "" {
+			rc.OnUnhealthy = pol.OnUnhealthy
+		}
+		if rc.WhenAllDown == "" {
+			rc.WhenAllDown = pol.WhenAllDown
+		}
+	}
 	switch strings.ToUpper(rc.Type) {
 	case "A", "AAAA", "":
 		r.Type = dns.TypeA

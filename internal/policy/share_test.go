@@ -156,3 +156,64 @@ func TestBuildWithReusesUnchangedPartitions(t *testing.T) {
 		t.Fatalf("against other databases: compiled %d, reused %d; want 3 and 0", third.Compiled, third.Reused)
 	}
 }
+
+// policies: NAME defines rules once; records refer to it with policy:
+// NAME, decide as with the same rules inline, and share one partition.
+// Mistakes in a policy point at the policy's lines; its warnings come
+// once, not once per record.
+func TestNamedPolicies(t *testing.T) {
+	pools := `
+    pools:
+      in:  { address: 203.0.113.%[1]d, location: { lat: 19.08, lon: 72.88 } }
+      eu:  { address: 198.51.100.%[1]d, location: { lat: 50.11, lon: 8.68 } }
+      us:  { address: 192.0.2.%[1]d, location: { lat: 38.95, lon: -77.45 } }`
+	rules := `
+      - match: { country: [IN, LK] }
+        pool: in
+      - match: { country: IN }   # shadowed
+        pool: eu
+      - default: { by: geoproximity }`
+	var recs strings.Builder
+	for i := 1; i <= 50; i++ {
+		fmt.Fprintf(&recs, "\n  - name: n%d.example.com\n    policy: larkbook-geo"+pools, i)
+	}
+	fmt.Fprintf(&recs, "\n  - name: inline.example.com"+pools+"\n    rules:"+rules, 99)
+	yaml := configYAML(t, []string{cityDB}, recs.String()) + "\npolicies:\n  larkbook-geo:\n    rules:" + rules + "\n"
+	table, warns, err := build(t, yaml)
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, numbered(yaml))
+	}
+	if table.Compiled != 1 || table.Shared != 50 {
+		t.Fatalf("compiled %d, shared %d; want 1 partition for all 51 records", table.Compiled, table.Shared)
+	}
+	shadowed := 0
+	for _, w := range warns {
+		if strings.Contains(w.Msg, "never") || strings.Contains(w.Msg, "shadow") {
+			shadowed++
+		}
+	}
+	if shadowed != 2 { // once for the policy, once for the inline record
+		t.Fatalf("%d shadowing warnings, want 2 (one per rule set, not per record):\n%v", shadowed, warns)
+	}
+	inline := table.Get("inline.example.com.")
+	for _, c := range []string{"49.36.0.0", "91.64.0.0", "8.8.8.0", "203.0.113.0"} {
+		for i := 1; i <= 50; i += 7 {
+			r := table.Get(fmt.Sprintf("n%d.example.com.", i))
+			if got, want := r.Decide(query(r, c, 24, "")), inline.Decide(query(inline, c, 24, "")); got != want {
+				t.Fatalf("%s for %s: %+v by the policy, %+v inline", r.Name, c, got, want)
+			}
+		}
+	}
+	// Mistakes.
+	bad := configYAML(t, []string{cityDB}, "\n  - name: a.example.com\n    policy: nosuch # <-"+fmt.Sprintf(pools, 1))
+	_, _, err = build(t, bad)
+	expectProblem(t, "error", problems(t, err), lineOf(t, bad, "# <-"), `no policy "nosuch"`)
+	both := configYAML(t, []string{cityDB}, "\n  - name: a.example.com\n    policy: p"+fmt.Sprintf(pools, 1)+"\n    rules: # <-\n      - default: { pool: in }") +
+		"\npolicies:\n  p:\n    rules:\n      - default: { pool: in }\n"
+	_, _, err = build(t, both)
+	expectProblem(t, "error", problems(t, err), lineOf(t, both, "# <-"), "has rules and policy p")
+	inPolicy := configYAML(t, []string{cityDB}, "\n  - name: a.example.com\n    policy: p"+fmt.Sprintf(pools, 1)) +
+		"\npolicies:\n  p:\n    rules:\n      - default: { pool: sin } # <-\n"
+	_, _, err = build(t, inPolicy)
+	expectProblem(t, "error", problems(t, err), lineOf(t, inPolicy, "# <-"), "sin")
+}
