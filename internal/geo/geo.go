@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oschwald/maxminddb-golang/v2"
@@ -365,6 +366,8 @@ func (d *Database) lookup(addr netip.Addr) (rec record, found bool, bits int, er
 // each field the first database (in configuration order) that knows it wins.
 type Set struct {
 	DBs []*Database
+
+	partition atomic.Pointer[partitionState] // see Partition
 }
 
 // Lookup returns what the databases know about addr and the widest prefix

@@ -83,6 +83,12 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		}
 	}
 	warnedPolicy := map[string]bool{}
+	type built struct {
+		b *builder
+		r *Record
+	}
+	var recs []built
+	toCompile := map[string]bool{}
 	for i := range cfg.Records {
 		b := &builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy}
 		r := b.record()
@@ -93,7 +99,25 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			errs.Add(cfg.File, r.Line, "record %s is already defined at line %d", r.Name, prev.Line)
 			continue
 		}
+		t.byName[r.Name] = r
 		r.ckey = r.compileKey()
+		if previous[r.ckey] == nil {
+			toCompile[r.ckey] = true
+		}
+		recs = append(recs, built{b, r})
+	}
+	// Two or more partitions to compile against one geo set: walk the
+	// databases once into a shared partition and look clients up there.
+	var part *geo.Partition
+	if len(toCompile) >= 2 {
+		var err error
+		if part, err = g.Partition(unrouted); err != nil {
+			errs.Add(cfg.File, 0, "compiling the geo databases: %v", err)
+			return nil, warns, errs.Err()
+		}
+	}
+	for _, br := range recs {
+		b, r := br.b, br.r
 		if src := compiled[r.ckey]; src != nil {
 			r.sharePartition(src)
 			t.Shared++
@@ -102,8 +126,9 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			compiled[r.ckey] = r
 			t.Reused++
 		} else {
-			if err := r.compile(g); err != nil {
+			if err := r.compile(g, part); err != nil {
 				errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
+				delete(t.byName, r.Name)
 				continue
 			}
 			compiled[r.ckey] = r
@@ -113,7 +138,6 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		b.disabled(r)
 		r.Index = len(t.Records)
 		t.Records = append(t.Records, r)
-		t.byName[r.Name] = r
 	}
 	t.CompileTime = time.Since(start)
 	startClock()

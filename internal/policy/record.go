@@ -177,9 +177,10 @@ const (
 	MaxRules = 64
 )
 
-// compile builds the partitions of r against g.
-func (r *Record) compile(g *geo.Set) error {
-	c := &compiler{r: r, geo: g, index: map[string]uint32{}}
+// compile builds the partitions of r against g, looking clients up in
+// part (g compiled once) when it is not nil.
+func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
+	c := &compiler{r: r, geo: g, part: part, index: map[string]uint32{}}
 	for _, rule := range r.Rules {
 		if rule.Match != nil {
 			c.cidrs = rule.Match.cidrs(c.cidrs)
@@ -212,6 +213,7 @@ func (r *Record) compile(g *geo.Set) error {
 type compiler struct {
 	r     *Record
 	geo   *geo.Set
+	part  *geo.Partition // nil: look up in geo
 	cidrs []netip.Prefix
 	index map[string]uint32 // outcome key -> index
 	masks map[uint64]uint32 // resolver mask -> index
@@ -253,10 +255,14 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 	var info geo.Info
 	uniform := 0
 	if p.Addr().Is4() || !unrouted(p) {
-		var err error
-		info, uniform, err = c.geo.LookupInfo(p.Addr())
-		if err != nil {
-			return 0, err
+		if c.part != nil {
+			info, uniform = c.part.LookupInfo(p.Addr())
+		} else {
+			var err error
+			info, uniform, err = c.geo.LookupInfo(p.Addr())
+			if err != nil {
+				return 0, err
+			}
 		}
 	}
 	for _, cidr := range c.cidrs {

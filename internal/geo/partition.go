@@ -1,0 +1,157 @@
+package geo
+
+import (
+	"net/netip"
+	"sort"
+	"sync"
+)
+
+// Partition is a Set compiled once: the address space split into the
+// networks over which every database's answer is the same, each with its
+// Info. Compiling several policies against a Set looks their clients up
+// here (a binary search) instead of walking and decoding the databases
+// once per policy: the databases are walked once per file version.
+type Partition struct {
+	v4    []leaf4 // sorted by start
+	v6    []leaf6
+	infos []Info
+}
+
+type leaf4 struct {
+	start uint32
+	info  uint32
+	bits  uint8
+}
+
+type leaf6 struct {
+	hi, lo uint64
+	info   uint32
+	bits   uint8
+}
+
+// infoKey is Info without Networks, to deduplicate infos.
+type infoKey struct {
+	country, continent, subdivision string
+	asn                             uint32
+	lat, lon                        float64
+	hasLoc, centroid                bool
+}
+
+// partitionState caches a Set's Partition.
+type partitionState struct {
+	once sync.Once
+	p    *Partition
+	err  error
+}
+
+// Partition returns s compiled (once per Set: later calls return the same
+// one, and it lives as long as s). skip names IPv6 space never looked up
+// (it is left as one empty leaf); it must be the same function on every
+// call.
+func (s *Set) Partition(skip func(netip.Prefix) bool) (*Partition, error) {
+	st := s.partition.Load()
+	if st == nil {
+		s.partition.CompareAndSwap(nil, &partitionState{})
+		st = s.partition.Load()
+	}
+	st.once.Do(func() { st.p, st.err = s.buildPartition(skip) })
+	return st.p, st.err
+}
+
+func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
+	p := &Partition{}
+	index := map[infoKey]uint32{}
+	add := func(info Info) uint32 {
+		k := infoKey{info.Country, info.Continent, info.Subdivision, info.ASN, info.Lat, info.Lon, info.HasLocation, info.LocationIsCentroid}
+		if i, ok := index[k]; ok {
+			return i
+		}
+		i := uint32(len(p.infos))
+		p.infos = append(p.infos, Info{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision,
+			ASN: info.ASN, Lat: info.Lat, Lon: info.Lon, HasLocation: info.HasLocation, LocationIsCentroid: info.LocationIsCentroid})
+		index[k] = i
+		return i
+	}
+	var walk func(pfx netip.Prefix) error
+	walk = func(pfx netip.Prefix) error {
+		leaf := func(i uint32, bits int) {
+			a := pfx.Addr()
+			if a.Is4() {
+				b := a.As4()
+				p.v4 = append(p.v4, leaf4{start: uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]), info: i, bits: uint8(bits)})
+				return
+			}
+			hi, lo := split16(a.As16())
+			p.v6 = append(p.v6, leaf6{hi: hi, lo: lo, info: i, bits: uint8(bits)})
+		}
+		info, uniform, err := s.LookupInfo(pfx.Addr())
+		if err != nil {
+			return err
+		}
+		if pfx.Addr().Is6() && skip != nil && skip(pfx) {
+			// Never looked up inside, but its first address is the first
+			// of every prefix above it that starts there: answer that
+			// address as the databases do.
+			leaf(add(info), uniform)
+			return nil
+		}
+		if uniform <= pfx.Bits() || pfx.Bits() == pfx.Addr().BitLen() {
+			leaf(add(info), uniform)
+			return nil
+		}
+		lo, hi := halvesOf(pfx)
+		if err := walk(lo); err != nil {
+			return err
+		}
+		return walk(hi)
+	}
+	if err := walk(netip.PrefixFrom(netip.IPv4Unspecified(), 0)); err != nil {
+		return nil, err
+	}
+	if err := walk(netip.PrefixFrom(netip.IPv6Unspecified(), 0)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func split16(b [16]byte) (hi, lo uint64) {
+	for i := 0; i < 8; i++ {
+		hi = hi<<8 | uint64(b[i])
+		lo = lo<<8 | uint64(b[8+i])
+	}
+	return hi, lo
+}
+
+// halvesOf splits p into its two children.
+func halvesOf(p netip.Prefix) (netip.Prefix, netip.Prefix) {
+	bits := p.Bits() + 1
+	lo := netip.PrefixFrom(p.Addr(), bits)
+	b := p.Addr().AsSlice()
+	i := p.Bits()
+	b[i/8] |= 0x80 >> (i % 8)
+	hiAddr, _ := netip.AddrFromSlice(b)
+	return lo, netip.PrefixFrom(hiAddr, bits)
+}
+
+// LookupInfo is Set.LookupInfo answered from the partition: the same Info
+// and uniform prefix length for every address the walk covered.
+func (p *Partition) LookupInfo(addr netip.Addr) (Info, int) {
+	addr = addr.Unmap()
+	if addr.Is4() {
+		b := addr.As4()
+		a := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+		i := sort.Search(len(p.v4), func(i int) bool { return p.v4[i].start > a }) - 1
+		l := p.v4[i]
+		return p.infos[l.info], int(l.bits)
+	}
+	hi, lo := split16(addr.As16())
+	i := sort.Search(len(p.v6), func(i int) bool {
+		l := &p.v6[i]
+		return l.hi > hi || l.hi == hi && l.lo > lo
+	}) - 1
+	l := p.v6[i]
+	return p.infos[l.info], int(l.bits)
+}
+
+// Leaves returns the number of networks of each family.
+func (p *Partition) Leaves() (v4, v6 int) { return len(p.v4), len(p.v6) }
