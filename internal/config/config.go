@@ -18,6 +18,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -67,6 +68,8 @@ type Config struct {
 	FS fs.FS `yaml:"-"`
 	// Lines maps dotted key paths (e.g. "listen[1]") to their line in File.
 	Lines map[string]int `yaml:"-"`
+
+	raw []byte // the bytes parsed, for LoadAgain
 }
 
 // TCP holds the TCP transport's limits.
@@ -145,6 +148,31 @@ func LoadFS(fsys fs.FS, p string) (*Config, error) {
 	return Parse(fsys, p, data)
 }
 
+// LoadAgain is LoadFS for a reload: when the file at p reads back the
+// bytes prev was parsed from, it returns prev itself (same reports true),
+// which the caller must treat as read-only, as every loaded Config is.
+func LoadAgain(fsys fs.FS, p string, prev *Config) (c *Config, same bool, err error) {
+	data, err := ReadFile(fsys, p)
+	if err != nil {
+		return nil, false, diag.Problems{{File: p, Msg: err.Error()}}
+	}
+	if prev != nil && prev.File == p && sameFS(prev.FS, fsys) && bytes.Equal(prev.raw, data) {
+		return prev, true, nil
+	}
+	c, err = Parse(fsys, p, data)
+	return c, false, err
+}
+
+// sameFS reports whether a and b are the same file system; values of an
+// incomparable type (a map such as fstest.MapFS) never are.
+func sameFS(a, b fs.FS) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
+
 // ReadFile reads p from fsys, or from the local disk when fsys is nil.
 func ReadFile(fsys fs.FS, p string) ([]byte, error) {
 	if fsys == nil {
@@ -183,7 +211,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 		}
 		return nil, probs.Err()
 	}
-	c := &Config{File: file, FS: fsys, Lines: map[string]int{}}
+	c := &Config{File: file, FS: fsys, Lines: map[string]int{}, raw: data}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]

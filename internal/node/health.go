@@ -194,8 +194,12 @@ func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 		rules = append(rules, len(r.Rules))
 	}
 	h.met.SetRecords(names, pools, rules)
-	snap.Policies.Observe = h.met.Steered
-	snap.Policies.Decided = h.met.Decision
+	if snap.Policies.Observe == nil {
+		// Set once per table: a reload of an unchanged configuration
+		// serves the same table, already published.
+		snap.Policies.Observe = h.met.Steered
+		snap.Policies.Decided = h.met.Decision
+	}
 	snap.Policies.SetHealth(h.usable, h.poolOverride)
 }
 

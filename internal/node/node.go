@@ -157,6 +157,15 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
+// reloadConfigFile reads the configuration again, keeping prev's parse
+// when the file has the same bytes.
+func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, error) {
+	if path == "" {
+		return config.LoadAgain(config.DemoFS(), config.DemoPath, prev)
+	}
+	return config.LoadAgain(nil, path, prev)
+}
+
 // build compiles cfg into a snapshot. Zones that fail alone are served
 // from prev's copy, or the copy kept beside the state file, or SERVFAIL.
 func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Snapshot, diag.Problems, error) {

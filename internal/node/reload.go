@@ -172,13 +172,16 @@ func (n *Node) reloadConfig(res *Result) {
 		n.log.Debug("reload step", "step", name, "took", time.Since(t).Round(time.Microsecond))
 	}
 	t := time.Now()
-	cfg, err := loadConfig(n.opts.ConfigPath)
+	old := n.srv.Handler().Snapshot()
+	cfg, same, err := reloadConfigFile(n.opts.ConfigPath, old.Config)
 	if err != nil {
 		n.reject(res, err)
 		return
 	}
 	step("read config", t)
-	old := n.srv.Handler().Snapshot()
+	if same {
+		n.log.Debug("reload: the configuration file is unchanged; its parse is kept")
+	}
 	snap, warns, err := n.build(cfg, old)
 	logWarnings(n.log, warns)
 	for _, w := range warns {

@@ -92,7 +92,14 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if len(errs) == 0 {
 			var pwarns diag.Problems
 			var err error
-			table, pwarns, err = policy.BuildWith(cfg, geoSet, prevTable)
+			if prevTable != nil && opts.Previous.Config == cfg && geoSet == prevGeo {
+				// The same parsed configuration (its file had the same
+				// bytes) against the same databases: the served table is
+				// the answer. Its warnings were given when it was built.
+				table = prevTable
+			} else {
+				table, pwarns, err = policy.BuildWith(cfg, geoSet, prevTable)
+			}
 			warns = append(warns, pwarns...)
 			if err != nil {
 				errs = append(errs, err.(diag.Problems)...)

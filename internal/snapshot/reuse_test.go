@@ -1,6 +1,7 @@
 package snapshot_test
 
 import (
+	"github.com/steer-dns/steer/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,4 +92,39 @@ func TestBuildWithReusesUnchangedZones(t *testing.T) {
 	}
 	expectAnswer(t, third, "shop.example.com.", 1, "NXDOMAIN")
 	expectAnswer(t, third, "shop2.example.com.", 1, "NOERROR", "A 10.0.0.1")
+}
+
+// A reload of a configuration file with the same bytes keeps its parse,
+// and with the same databases the served table itself: nothing is built.
+func TestReloadOfUnchangedConfigBuildsNothing(t *testing.T) {
+	cfg, dir := setup(t, labZone)
+	path := filepath.Join(dir, "steer.yaml")
+	first, _, err := snapshot.BuildWith(cfg, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, same, err := config.LoadAgain(nil, path, cfg)
+	if err != nil || !same || again != cfg {
+		t.Fatalf("LoadAgain of the same bytes: %v %v (same parse %v)", err, same, again == cfg)
+	}
+	second, _, err := snapshot.BuildWith(again, snapshot.Options{Previous: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Policies != first.Policies || second.ZonesReused != 3 {
+		t.Fatalf("unchanged: table kept %v, zones kept %d", second.Policies == first.Policies, second.ZonesReused)
+	}
+	raw, _ := os.ReadFile(path)
+	writeFile(t, path, string(raw)+"\n# a comment\n")
+	changed, same, err := config.LoadAgain(nil, path, cfg)
+	if err != nil || same || changed == cfg {
+		t.Fatalf("LoadAgain of new bytes must parse them: %v %v", err, same)
+	}
+	third, _, err := snapshot.BuildWith(changed, snapshot.Options{Previous: second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Policies == second.Policies || third.Policies.Reused != 2 || third.Policies.Compiled != 0 {
+		t.Fatalf("a new parse builds a new table from reused partitions: reused %d compiled %d", third.Policies.Reused, third.Policies.Compiled)
+	}
 }
