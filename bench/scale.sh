@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Scale harness: steer beside gdnsd with many steered names over a few
+# distinct policies (issue 12). For each size it generates the same names,
+# zone and geo maps for both servers (gdnsd: one geoip map per policy,
+# resources referring to it; steer: one named policy per map, records
+# referring to it), starts each server and measures
+#   - the time from exec to the first correct steered answer (the last
+#     name, with an Indian client subnet, must get Mumbai),
+#   - RSS once answering,
+# and for steer also a reload that changes nothing and one that changes
+# one record (POST /v1/reload, which waits for the reload).
+#
+#   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--no-install]
+#
+# Traffic goes to 127.0.0.1 only; every server it starts is stopped when it
+# exits. Results: a markdown table on stdout and in bench/results/scale-<time>/.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+SIZES="1 100 1000 10000"
+POLICIES=5
+INSTALL=1
+STEER_PORT=${STEER_PORT:-5311}
+STEER_API=${STEER_API:-5312}
+GDNSD_PORT=${GDNSD_PORT:-5313}
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--sizes) SIZES=$2; shift 2 ;;
+	--policies) POLICIES=$2; shift 2 ;;
+	--no-install) INSTALL=0; shift ;;
+	*) echo "usage: $0 [--sizes \"1 100 1000 10000\"] [--policies N] [--no-install]" >&2; exit 2 ;;
+	esac
+done
+
+WORK=$(mktemp -d)
+OUT="$REPO/bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$OUT"
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+log() { echo "== $*" >&2; }
+die() { echo "scale.sh: $*" >&2; exit 1; }
+
+if [ "$INSTALL" = 1 ] && ! command -v gdnsd >/dev/null; then
+	log "installing gdnsd (its service kept off)"
+	created=0
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && created=1
+	fi
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gdnsd bind9-dnsutils >/dev/null
+	[ "$created" = 1 ] && rm -f /usr/sbin/policy-rc.d
+	systemctl disable gdnsd.service >/dev/null 2>&1 || true
+fi
+for c in gdnsd dig curl go; do command -v "$c" >/dev/null || die "$c not found"; done
+
+log "building steer and geoconv"
+(cd "$REPO" && go build -o "$WORK/steer" ./cmd/steer && go build -o "$WORK/geoconv" ./bench/geoconv)
+# gdnsd reads GeoIP2 layouts only: both servers load the same converted file.
+"$WORK/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" -out "$WORK/geo.mmdb" 2>/dev/null
+COUNTRIES=(US DE FR BR JP CN GB IT ES CA MX AU)
+CONTINENTS=(NA EU EU SA AS AS EU EU EU NA NA OC) # of each country, for gdnsd's nested map
+
+zone_base() {
+	cat <<'EOF'
+$ORIGIN example.com.
+$TTL 3600
+@       300 IN SOA  ns1.example.com. hostmaster.example.com. 2026113001 7200 3600 1209600 300
+        IN NS   ns1
+ns1     IN A    192.0.2.53
+EOF
+}
+
+# gen N DIR: the steer and gdnsd configurations for N names.
+gen() {
+	local n=$1 d=$2 i k
+	mkdir -p "$d/steer" "$d/gdnsd/zones"
+	zone_base >"$d/steer/example.com.zone"
+	{
+		echo "listen: [\"127.0.0.1:$STEER_PORT\"]"
+		echo "api: { listen: \"127.0.0.1:$STEER_API\" }"
+		echo "geo: { databases: [$WORK/geo.mmdb] }"
+		echo "zones: [{ origin: example.com, file: example.com.zone }]"
+		echo "policies:"
+		for ((k = 0; k < POLICIES; k++)); do
+			cat <<EOF
+  p$k:
+    rules:
+      - match: { country: [IN, ${COUNTRIES[$k]}] }
+        pool: mumbai
+      - match: { continent: EU }
+        pool: frankfurt
+      - default: { pool: virginia }
+EOF
+		done
+		echo "records:"
+		for ((i = 0; i < n; i++)); do
+			printf '  - { name: s%d.example.com, ttl: 60, policy: p%d, pools: { mumbai: { address: 203.0.113.%d }, frankfurt: { address: 198.51.100.%d }, virginia: { address: 192.0.2.%d } } }\n' \
+				"$i" $((i % POLICIES)) $((i % 250 + 1)) $((i % 250 + 1)) $((i % 250 + 1))
+		done
+	} >"$d/steer/steer.yaml"
+	{
+		zone_base
+		for ((i = 0; i < n; i++)); do echo "s$i 60 DYNA geoip!s$i"; done
+	} >"$d/gdnsd/zones/example.com"
+	{
+		cat <<EOF
+options => {
+  listen => [ 127.0.0.1:$GDNSD_PORT ]
+  run_dir => $d/gdnsd/run
+  state_dir => $d/gdnsd/state
+  edns_client_subnet => true
+  udp_threads => 1
+  tcp_threads => 1
+}
+plugins => { geoip => {
+  maps => {
+EOF
+		for ((k = 0; k < POLICIES; k++)); do
+			local cc=${COUNTRIES[$k]} ct=${CONTINENTS[$k]} as eu other=""
+			as="AS => { default => [ virginia ], IN => [ mumbai ] }"
+			eu="EU => [ frankfurt ]"
+			case "$ct" in
+			AS) as="AS => { default => [ virginia ], IN => [ mumbai ], $cc => [ mumbai ] }" ;;
+			EU) eu="EU => { default => [ frankfurt ], $cc => [ mumbai ] }" ;;
+			*) other=", $ct => { default => [ virginia ], $cc => [ mumbai ] }" ;;
+			esac
+			echo "    p$k => { geoip2_db => $WORK/geo.mmdb, datacenters => [ virginia, mumbai, frankfurt ],"
+			echo "      map => { default => [ virginia ], $as, $eu$other } }"
+		done
+		echo "  }"
+		echo "  resources => {"
+		for ((i = 0; i < n; i++)); do
+			printf '    s%d => { map => p%d, dcmap => { virginia => 192.0.2.%d, mumbai => 203.0.113.%d, frankfurt => 198.51.100.%d } }\n' \
+				"$i" $((i % POLICIES)) $((i % 250 + 1)) $((i % 250 + 1)) $((i % 250 + 1))
+		done
+		echo "  }"
+		echo "} }"
+	} >"$d/gdnsd/config"
+}
+
+# answered PORT NAME WANT: the steered answer is right.
+answered() {
+	[ "$(dig @127.0.0.1 -p "$1" "$2" A +norec +subnet=49.36.0.0/24 +short +time=1 +tries=1 2>/dev/null)" = "$3" ]
+}
+
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+now() { date +%s.%N; }
+
+# wait_answer PID PORT NAME WANT LIMIT: seconds from now until answered.
+wait_answer() {
+	local pid=$1 start t
+	start=$(now)
+	while ! answered "$2" "$3" "$4"; do
+		kill -0 "$pid" 2>/dev/null || return 1
+		t=$(now)
+		awk -v a="$t" -v b="$start" -v l="$5" 'BEGIN { exit !(a - b > l) }' && return 1
+		sleep 0.05
+	done
+	awk -v a="$(now)" -v b="$start" 'BEGIN { printf "%.2f", a - b }'
+}
+
+reload_ms() {
+	curl -s -o /dev/null -w '%{time_total}' -X POST "http://127.0.0.1:$STEER_API/v1/reload" | awk '{ printf "%.0f", $1 * 1000 }'
+}
+
+{
+	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer reload, nothing changed | steer reload, one record changed |"
+	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+} >"$OUT/table.md"
+for n in $SIZES; do
+	d="$WORK/n$n"
+	gen "$n" "$d"
+	last="s$((n - 1)).example.com"
+	want="203.0.113.$(((n - 1) % 250 + 1))"
+	log "$n names: steer"
+	start=$(now)
+	"$WORK/steer" serve --config "$d/steer/steer.yaml" >"$OUT/steer-$n.log" 2>&1 &
+	sp=$!
+	PIDS+=("$sp")
+	if t=$(wait_answer "$sp" "$STEER_PORT" "$last" "$want" 600); then
+		st=$(awk -v a="$(now)" -v b="$start" 'BEGIN { printf "%.2f", a - b }')
+	else
+		st="failed"
+	fi
+	srss=$(rss_kib "$sp" || echo 0)
+	r0=$(reload_ms)
+	sed -i "0,/address: 203.0.113.1 }/s//address: 203.0.113.251 }/" "$d/steer/steer.yaml"
+	r1=$(reload_ms)
+	kill "$sp"; wait "$sp" 2>/dev/null || true
+	log "$n names: gdnsd"
+	start=$(now)
+	gdnsd -c "$d/gdnsd" start >"$OUT/gdnsd-$n.log" 2>&1 &
+	gp=$!
+	PIDS+=("$gp")
+	if wait_answer "$gp" "$GDNSD_PORT" "$last" "$want" 600 >/dev/null; then
+		gt=$(awk -v a="$(now)" -v b="$start" 'BEGIN { printf "%.2f", a - b }')
+	else
+		gt="failed"
+	fi
+	grss=$(rss_kib "$gp" || echo 0)
+	kill "$gp"; wait "$gp" 2>/dev/null || true
+	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "–" }'; }
+	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s ms | %s ms |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
+		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$r0" "$r1" >>"$OUT/table.md"
+done
+cat "$OUT/table.md"
+echo "results: $OUT" >&2
