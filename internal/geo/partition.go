@@ -155,3 +155,46 @@ func (p *Partition) LookupInfo(addr netip.Addr) (Info, int) {
 
 // Leaves returns the number of networks of each family.
 func (p *Partition) Leaves() (v4, v6 int) { return len(p.v4), len(p.v6) }
+
+// Cursor looks addresses up in a Partition in ascending order, as a
+// compile's walk visits them: each lookup moves forward from the last one
+// (a lookup below it starts over with a binary search).
+type Cursor struct {
+	p      *Partition
+	i4, i6 int
+}
+
+// Cursor returns a new cursor at the start of the partition.
+func (p *Partition) Cursor() *Cursor { return &Cursor{p: p} }
+
+// Infos returns the number of distinct infos (the range of Lookup's index).
+func (p *Partition) Infos() int { return len(p.infos) }
+
+// Lookup is LookupInfo with the info's index in the partition (equal
+// indexes, equal infos); the Info must not be modified.
+func (c *Cursor) Lookup(addr netip.Addr) (*Info, uint32, int) {
+	p := c.p
+	addr = addr.Unmap()
+	if addr.Is4() {
+		b := addr.As4()
+		a := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+		if p.v4[c.i4].start > a {
+			c.i4 = sort.Search(len(p.v4), func(i int) bool { return p.v4[i].start > a }) - 1
+		}
+		for c.i4+1 < len(p.v4) && p.v4[c.i4+1].start <= a {
+			c.i4++
+		}
+		l := &p.v4[c.i4]
+		return &p.infos[l.info], l.info, int(l.bits)
+	}
+	hi, lo := split16(addr.As16())
+	after := func(l *leaf6) bool { return l.hi > hi || l.hi == hi && l.lo > lo }
+	if after(&p.v6[c.i6]) {
+		c.i6 = sort.Search(len(p.v6), func(i int) bool { return after(&p.v6[i]) }) - 1
+	}
+	for c.i6+1 < len(p.v6) && !after(&p.v6[c.i6+1]) {
+		c.i6++
+	}
+	l := &p.v6[c.i6]
+	return &p.infos[l.info], l.info, int(l.bits)
+}

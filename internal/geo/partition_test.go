@@ -28,6 +28,17 @@ func testPartition(t *testing.T, set *Set) {
 	if again, _ := set.Partition(skip); again != part {
 		t.Fatal("a set's partition is built once")
 	}
+	// A cursor answers as LookupInfo, in ascending order and after a jump
+	// back.
+	cur := part.Cursor()
+	for _, s := range []string{"0.0.0.0", "1.0.0.0", "1.0.0.1", "49.36.0.0", "200.1.2.3", "8.8.8.8", "::", "2001:db8::", "2a00::", "2400::1"} {
+		a := netip.MustParseAddr(s)
+		want, wu := part.LookupInfo(a)
+		got, _, gu := cur.Lookup(a)
+		if got.Country != want.Country || gu != wu {
+			t.Fatalf("cursor at %s: %+v /%d, want %+v /%d", a, *got, gu, want, wu)
+		}
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 20000; i++ {
 		var a netip.Addr

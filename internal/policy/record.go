@@ -181,6 +181,9 @@ const (
 // part (g compiled once) when it is not nil.
 func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
 	c := &compiler{r: r, geo: g, part: part, index: map[string]uint32{}}
+	if part != nil {
+		c.cur = part.Cursor()
+	}
 	for _, rule := range r.Rules {
 		if rule.Match != nil {
 			c.cidrs = rule.Match.cidrs(c.cidrs)
@@ -211,15 +214,19 @@ func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
 }
 
 type compiler struct {
-	r     *Record
-	geo   *geo.Set
-	part  *geo.Partition // nil: look up in geo
-	cidrs []netip.Prefix
-	index map[string]uint32 // outcome key -> index
-	masks map[uint64]uint32 // resolver mask -> index
-	b     trieBuilder
-	key   []byte
-	ranks map[[2]float64][][]uint8 // rankings by client location
+	r    *Record
+	geo  *geo.Set
+	part *geo.Partition // nil: look up in geo
+	cur  *geo.Cursor    // on part
+	// memo and rmemo hold the leaf value of each of part's infos (client
+	// and resolver tries), when no CIDR match makes leaves depend on more.
+	memo, rmemo []uint32
+	cidrs       []netip.Prefix
+	index       map[string]uint32 // outcome key -> index
+	masks       map[uint64]uint32 // resolver mask -> index
+	b           trieBuilder
+	key         []byte
+	ranks       map[[2]float64][][]uint8 // rankings by client location
 }
 
 // unrouted reports IPv6 space that holds no real clients once IPv4-mapped
@@ -253,10 +260,16 @@ func (c *compiler) build(root netip.Prefix, resolver bool) (trie, error) {
 
 func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 	var info geo.Info
+	ip := &info
 	uniform := 0
+	memo := -1 // the partition's index of ip, when the leaf may be memoized
 	if p.Addr().Is4() || !unrouted(p) {
-		if c.part != nil {
-			info, uniform = c.part.LookupInfo(p.Addr())
+		if c.cur != nil {
+			var idx uint32
+			ip, idx, uniform = c.cur.Lookup(p.Addr())
+			if len(c.cidrs) == 0 {
+				memo = int(idx) // no CIDR match: the leaf depends on the facts alone
+			}
 		} else {
 			var err error
 			info, uniform, err = c.geo.LookupInfo(p.Addr())
@@ -271,10 +284,31 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 		}
 	}
 	if uniform <= p.Bits() || p.Bits() == p.Addr().BitLen() {
+		memos := &c.memo
 		if resolver {
-			return c.b.leaf(c.resolverLeaf(&info, p)), nil
+			memos = &c.rmemo
 		}
-		return c.b.leaf(c.outcomeOf(&info, p)), nil
+		if memo >= 0 {
+			if *memos == nil {
+				*memos = make([]uint32, c.part.Infos())
+				for i := range *memos {
+					(*memos)[i] = ^uint32(0)
+				}
+			}
+			if v := (*memos)[memo]; v != ^uint32(0) {
+				return c.b.leaf(v), nil
+			}
+		}
+		var v uint32
+		if resolver {
+			v = c.resolverLeaf(ip, p)
+		} else {
+			v = c.outcomeOf(ip, p)
+		}
+		if memo >= 0 {
+			(*memos)[memo] = v
+		}
+		return c.b.leaf(v), nil
 	}
 	lo, hi := halves(p)
 	a, err := c.node(lo, resolver)

@@ -42,6 +42,8 @@ func shareRecords(n int) string {
     rules:
       - match: { country: DE }
         pool: eu
+      - match: { cidr: [49.36.0.0/14, 2001:db8::/33, 8.8.8.0/24] }
+        pool: us
       - default: { by: geoproximity }
   - name: moved.example.com
     pools:
