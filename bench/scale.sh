@@ -6,7 +6,7 @@
 # referring to it), starts each server and measures
 #   - the time from exec to the first correct steered answer (the last
 #     name, with an Indian client subnet, must get Mumbai),
-#   - RSS once answering,
+#   - RSS 3 s after the first answer (steady state),
 # and for steer also a reload that changes nothing and one that changes
 # one record (POST /v1/reload, which waits for the reload).
 #
@@ -186,6 +186,7 @@ for n in $SIZES; do
 	else
 		st="failed"
 	fi
+	sleep 3 # steady state: RSS after the start-up's garbage is returned
 	srss=$(rss_kib "$sp" || echo 0)
 	r0=$(reload_ms)
 	sed -i "0,/address: 203.0.113.1 }/s//address: 203.0.113.251 }/" "$d/steer/steer.yaml"
@@ -201,6 +202,7 @@ for n in $SIZES; do
 	else
 		gt="failed"
 	fi
+	sleep 3
 	grss=$(rss_kib "$gp" || echo 0)
 	kill "$gp"; wait "$gp" 2>/dev/null || true
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "–" }'; }

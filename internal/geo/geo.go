@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oschwald/maxminddb-golang/v2"
@@ -366,8 +365,6 @@ func (d *Database) lookup(addr netip.Addr) (rec record, found bool, bits int, er
 // each field the first database (in configuration order) that knows it wins.
 type Set struct {
 	DBs []*Database
-
-	partition atomic.Pointer[partitionState] // see Partition
 }
 
 // Lookup returns what the databases know about addr and the widest prefix

@@ -3,14 +3,13 @@ package geo
 import (
 	"net/netip"
 	"sort"
-	"sync"
 )
 
 // Partition is a Set compiled once: the address space split into the
 // networks over which every database's answer is the same, each with its
 // Info. Compiling several policies against a Set looks their clients up
 // here (a binary search) instead of walking and decoding the databases
-// once per policy: the databases are walked once per file version.
+// once per policy: the databases are walked once per build.
 type Partition struct {
 	v4    []leaf4 // sorted by start
 	v6    []leaf6
@@ -37,25 +36,12 @@ type infoKey struct {
 	hasLoc, centroid                bool
 }
 
-// partitionState caches a Set's Partition.
-type partitionState struct {
-	once sync.Once
-	p    *Partition
-	err  error
-}
-
-// Partition returns s compiled (once per Set: later calls return the same
-// one, and it lives as long as s). skip names IPv6 space never looked up
-// (it is left as one empty leaf); it must be the same function on every
-// call.
+// Partition compiles s (a walk over every database). skip names IPv6
+// space never looked up (it is left as one leaf). The result is not kept
+// by s: a build that compiles several policies makes one and drops it, so
+// it costs memory only while compiling.
 func (s *Set) Partition(skip func(netip.Prefix) bool) (*Partition, error) {
-	st := s.partition.Load()
-	if st == nil {
-		s.partition.CompareAndSwap(nil, &partitionState{})
-		st = s.partition.Load()
-	}
-	st.once.Do(func() { st.p, st.err = s.buildPartition(skip) })
-	return st.p, st.err
+	return s.buildPartition(skip)
 }
 
 func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
