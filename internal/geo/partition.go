@@ -85,7 +85,7 @@ func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
 			leaf(add(info), uniform)
 			return nil
 		}
-		lo, hi := halvesOf(pfx)
+		lo, hi := Halves(pfx)
 		if err := walk(lo); err != nil {
 			return err
 		}
@@ -108,8 +108,9 @@ func split16(b [16]byte) (hi, lo uint64) {
 	return hi, lo
 }
 
-// halvesOf splits p into its two children.
-func halvesOf(p netip.Prefix) (netip.Prefix, netip.Prefix) {
+// Halves splits p into its two children (p must be shorter than a host
+// prefix): the walks over the address space here and in policy use it.
+func Halves(p netip.Prefix) (netip.Prefix, netip.Prefix) {
 	bits := p.Bits() + 1
 	lo := netip.PrefixFrom(p.Addr(), bits)
 	b := p.Addr().AsSlice()

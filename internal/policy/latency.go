@@ -427,7 +427,7 @@ func buildCells(prefixes []netip.Prefix) (v4, v6 trie, cells []netip.Prefix) {
 			if len(ps) == 0 {
 				return b.leaf(cur)
 			}
-			lo, hi := halves(p)
+			lo, hi := geo.Halves(p)
 			split := sort.Search(len(ps), func(i int) bool { return !lo.Contains(ps[i].Addr()) })
 			z := node(lo, ps[:split], cur)
 			o := node(hi, ps[split:], cur)

@@ -310,7 +310,7 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 		}
 		return c.b.leaf(v), nil
 	}
-	lo, hi := halves(p)
+	lo, hi := geo.Halves(p)
 	a, err := c.node(lo, resolver)
 	if err != nil {
 		return 0, err
@@ -320,17 +320,6 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 		return 0, err
 	}
 	return c.b.node(a, b), nil
-}
-
-// halves splits p into its two children.
-func halves(p netip.Prefix) (netip.Prefix, netip.Prefix) {
-	bits := p.Bits() + 1
-	lo := netip.PrefixFrom(p.Addr(), bits)
-	b := p.Addr().AsSlice()
-	i := p.Bits()
-	b[i/8] |= 0x80 >> (i % 8)
-	hiAddr, _ := netip.AddrFromSlice(b)
-	return lo, netip.PrefixFrom(hiAddr, bits)
 }
 
 // evalMask returns the rules whose match holds for info at p, among the
