@@ -10,7 +10,11 @@
 # and for steer also a reload that changes nothing and one that changes
 # one record (POST /v1/reload, which waits for the reload).
 #
-#   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--no-install]
+#   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--db FILE] [--no-install]
+#
+# --db is a GeoIP2-shaped database both servers load instead of the
+# embedded one converted (bench/citygen writes a City-shaped one with
+# millions of networks).
 #
 # Traffic goes to 127.0.0.1 only; every server it starts is stopped when it
 # exits. Results: a markdown table on stdout and in bench/results/scale-<time>/.
@@ -20,6 +24,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 SIZES="1 100 1000 10000"
 POLICIES=5
 INSTALL=1
+DB=""
 STEER_PORT=${STEER_PORT:-5311}
 STEER_API=${STEER_API:-5312}
 GDNSD_PORT=${GDNSD_PORT:-5313}
@@ -27,8 +32,9 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--sizes) SIZES=$2; shift 2 ;;
 	--policies) POLICIES=$2; shift 2 ;;
+	--db) DB=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
 	--no-install) INSTALL=0; shift ;;
-	*) echo "usage: $0 [--sizes \"1 100 1000 10000\"] [--policies N] [--no-install]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--sizes \"1 100 1000 10000\"] [--policies N] [--db FILE] [--no-install]" >&2; exit 2 ;;
 	esac
 done
 
@@ -59,7 +65,11 @@ for c in gdnsd dig curl go; do command -v "$c" >/dev/null || die "$c not found";
 log "building steer and geoconv"
 (cd "$REPO" && go build -o "$WORK/steer" ./cmd/steer && go build -o "$WORK/geoconv" ./bench/geoconv)
 # gdnsd reads GeoIP2 layouts only: both servers load the same converted file.
-"$WORK/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" -out "$WORK/geo.mmdb" 2>/dev/null
+if [ -n "$DB" ]; then
+	ln -s "$DB" "$WORK/geo.mmdb"
+else
+	"$WORK/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" -out "$WORK/geo.mmdb" 2>/dev/null
+fi
 COUNTRIES=(US DE FR BR JP CN GB IT ES CA MX AU)
 CONTINENTS=(NA EU EU SA AS AS EU EU EU NA NA OC) # of each country, for gdnsd's nested map
 
