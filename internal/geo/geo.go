@@ -397,22 +397,35 @@ func (s *Set) lookup(addr netip.Addr, networks bool) (Info, int, error) {
 		if networks {
 			info.Networks[i], _ = addr.Prefix(bits)
 		}
-		if info.Country == "" {
-			info.Country = rec.country
-		}
-		if info.Continent == "" {
-			info.Continent = rec.continent
-		}
-		if info.Subdivision == "" {
-			info.Subdivision = rec.subdivision
-		}
-		if info.ASN == 0 {
-			info.ASN = rec.asn
-		}
-		if !info.HasLocation && rec.hasLoc {
-			info.Lat, info.Lon, info.HasLocation = rec.lat, rec.lon, true
-		}
+		info.add(&rec)
 	}
+	info.finish()
+	return info, uniform, nil
+}
+
+// add fills what info does not know yet from rec (the first database that
+// knows a field wins).
+func (info *Info) add(rec *record) {
+	if info.Country == "" {
+		info.Country = rec.country
+	}
+	if info.Continent == "" {
+		info.Continent = rec.continent
+	}
+	if info.Subdivision == "" {
+		info.Subdivision = rec.subdivision
+	}
+	if info.ASN == 0 {
+		info.ASN = rec.asn
+	}
+	if !info.HasLocation && rec.hasLoc {
+		info.Lat, info.Lon, info.HasLocation = rec.lat, rec.lon, true
+	}
+}
+
+// finish derives the continent from the country, and a location from the
+// country's centroid, when no database gave them.
+func (info *Info) finish() {
 	if info.Continent == "" && info.Country != "" {
 		info.Continent = ContinentOf(info.Country)
 	}
@@ -422,7 +435,6 @@ func (s *Set) lookup(addr netip.Addr, networks bool) (Info, int, error) {
 			info.HasLocation, info.LocationIsCentroid = true, true
 		}
 	}
-	return info, uniform, nil
 }
 
 // RawLookup is one plain maxminddb lookup in the first database, for

@@ -1,6 +1,9 @@
 package geo
 
 import (
+	"fmt"
+
+	maxminddb "github.com/oschwald/maxminddb-golang/v2"
 	"net/netip"
 	"sort"
 )
@@ -14,6 +17,10 @@ type Partition struct {
 	v4    []leaf4 // sorted by start
 	v6    []leaf6
 	infos []Info
+	index map[infoKey]uint32 // while building
+	// v4in6: IPv6 addresses in ::/96 are answered from the IPv4 leaves
+	// (an IPv6 database keeps IPv4 there), their bits counted from ::.
+	v4in6 bool
 }
 
 type leaf4 struct {
@@ -41,35 +48,101 @@ type infoKey struct {
 // by s: a build that compiles several policies makes one and drops it, so
 // it costs memory only while compiling.
 func (s *Set) Partition(skip func(netip.Prefix) bool) (*Partition, error) {
+	if len(s.DBs) == 1 {
+		// One database: its own list of networks, in one pass, instead of
+		// a lookup per prefix of the walk.
+		p, ok, err := s.DBs[0].networksPartition()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return p, nil
+		}
+	}
 	return s.buildPartition(skip)
 }
 
-func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
-	p := &Partition{}
-	index := map[infoKey]uint32{}
-	add := func(info Info) uint32 {
-		k := infoKey{info.Country, info.Continent, info.Subdivision, info.ASN, info.Lat, info.Lon, info.HasLocation, info.LocationIsCentroid}
-		if i, ok := index[k]; ok {
-			return i
-		}
-		i := uint32(len(p.infos))
-		p.infos = append(p.infos, Info{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision,
-			ASN: info.ASN, Lat: info.Lat, Lon: info.Lon, HasLocation: info.HasLocation, LocationIsCentroid: info.LocationIsCentroid})
-		index[k] = i
+// intern returns the index of info in p, adding it when new.
+func (p *Partition) intern(info *Info) uint32 {
+	k := infoKey{info.Country, info.Continent, info.Subdivision, info.ASN, info.Lat, info.Lon, info.HasLocation, info.LocationIsCentroid}
+	if i, ok := p.index[k]; ok {
 		return i
 	}
+	i := uint32(len(p.infos))
+	p.infos = append(p.infos, Info{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision,
+		ASN: info.ASN, Lat: info.Lat, Lon: info.Lon, HasLocation: info.HasLocation, LocationIsCentroid: info.LocationIsCentroid})
+	p.index[k] = i
+	return i
+}
+
+func (p *Partition) leaf(a netip.Addr, info uint32, bits int) {
+	if a.Is4() {
+		b := a.As4()
+		p.v4 = append(p.v4, leaf4{start: uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]), info: info, bits: uint8(bits)})
+		return
+	}
+	hi, lo := split16(a.As16())
+	p.v6 = append(p.v6, leaf6{hi: hi, lo: lo, info: info, bits: uint8(bits)})
+}
+
+// networksPartition lists d's networks, with and without data, aliases
+// included, in address order: the same facts and uniform prefix lengths
+// as lookups give. ok is false when the tree is not of the expected shape
+// (then the caller walks instead).
+func (d *Database) networksPartition() (p *Partition, ok bool, err error) {
+	p = &Partition{index: map[infoKey]uint32{}, v4in6: d.IPVersion == 6}
+	var empty Info
+	empty.finish()
+	for res := range d.r.Networks(maxminddb.IncludeNetworksWithoutData(), maxminddb.IncludeAliasedNetworks()) {
+		if err := res.Err(); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", d.Name, err)
+		}
+		pfx := res.Prefix()
+		if !pfx.IsValid() {
+			return nil, false, nil
+		}
+		var info Info
+		if res.Found() {
+			rec, err := d.decode(res)
+			if err != nil {
+				return nil, false, fmt.Errorf("%s: %w", d.Name, err)
+			}
+			info.add(&rec)
+		}
+		info.finish()
+		p.leaf(pfx.Addr(), p.intern(&info), pfx.Bits())
+	}
+	if d.IPVersion == 4 {
+		p.v6 = []leaf6{{info: p.intern(&empty)}} // an IPv4 database knows nothing of IPv6
+	}
+	p.index = nil
+	// The lists must cover their families from the first address, in
+	// order; IPv6 from ::1:0:0 when ::/96 holds IPv4.
+	first6 := leaf6{}
+	if p.v4in6 {
+		first6.lo = 1 << 32
+	}
+	if len(p.v4) == 0 || p.v4[0].start != 0 || len(p.v6) == 0 || p.v6[0].hi != first6.hi || p.v6[0].lo != first6.lo {
+		return nil, false, nil
+	}
+	for i := 1; i < len(p.v4); i++ {
+		if p.v4[i].start <= p.v4[i-1].start {
+			return nil, false, nil
+		}
+	}
+	for i := 1; i < len(p.v6); i++ {
+		a, b := p.v6[i-1], p.v6[i]
+		if b.hi < a.hi || b.hi == a.hi && b.lo <= a.lo {
+			return nil, false, nil
+		}
+	}
+	return p, true, nil
+}
+
+func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
+	p := &Partition{index: map[infoKey]uint32{}}
 	var walk func(pfx netip.Prefix) error
 	walk = func(pfx netip.Prefix) error {
-		leaf := func(i uint32, bits int) {
-			a := pfx.Addr()
-			if a.Is4() {
-				b := a.As4()
-				p.v4 = append(p.v4, leaf4{start: uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]), info: i, bits: uint8(bits)})
-				return
-			}
-			hi, lo := split16(a.As16())
-			p.v6 = append(p.v6, leaf6{hi: hi, lo: lo, info: i, bits: uint8(bits)})
-		}
 		info, uniform, err := s.LookupInfo(pfx.Addr())
 		if err != nil {
 			return err
@@ -78,11 +151,11 @@ func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
 			// Never looked up inside, but its first address is the first
 			// of every prefix above it that starts there: answer that
 			// address as the databases do.
-			leaf(add(info), uniform)
+			p.leaf(pfx.Addr(), p.intern(&info), uniform)
 			return nil
 		}
 		if uniform <= pfx.Bits() || pfx.Bits() == pfx.Addr().BitLen() {
-			leaf(add(info), uniform)
+			p.leaf(pfx.Addr(), p.intern(&info), uniform)
 			return nil
 		}
 		lo, hi := Halves(pfx)
@@ -97,6 +170,7 @@ func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {
 	if err := walk(netip.PrefixFrom(netip.IPv6Unspecified(), 0)); err != nil {
 		return nil, err
 	}
+	p.index = nil
 	return p, nil
 }
 
@@ -132,6 +206,10 @@ func (p *Partition) LookupInfo(addr netip.Addr) (Info, int) {
 		return p.infos[l.info], int(l.bits)
 	}
 	hi, lo := split16(addr.As16())
+	if p.v4in6 && hi == 0 && lo < 1<<32 {
+		info, bits := p.LookupInfo(netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)}))
+		return info, bits + 96
+	}
 	i := sort.Search(len(p.v6), func(i int) bool {
 		l := &p.v6[i]
 		return l.hi > hi || l.hi == hi && l.lo > lo
@@ -175,6 +253,10 @@ func (c *Cursor) Lookup(addr netip.Addr) (*Info, uint32, int) {
 		return &p.infos[l.info], l.info, int(l.bits)
 	}
 	hi, lo := split16(addr.As16())
+	if p.v4in6 && hi == 0 && lo < 1<<32 {
+		info, idx, bits := c.Lookup(netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)}))
+		return info, idx, bits + 96
+	}
 	after := func(l *leaf6) bool { return l.hi > hi || l.hi == hi && l.lo > lo }
 	if after(&p.v6[c.i6]) {
 		c.i6 = sort.Search(len(p.v6), func(i int) bool { return after(&p.v6[i]) }) - 1

@@ -64,3 +64,55 @@ func testPartition(t *testing.T, set *Set) {
 	v4, v6 := part.Leaves()
 	t.Logf("%d IPv4 and %d IPv6 networks, %d distinct infos", v4, v6, len(part.infos))
 }
+
+// A one-database partition is read from the database's own list of
+// networks; it must answer exactly as the walk over lookups does, at
+// every network start the walk finds (the addresses a compile asks) and
+// at random addresses.
+func TestNetworksPartitionMatchesWalk(t *testing.T) {
+	emb, err := OpenEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*Database{openTestDB(t, "larkbook-city.mmdb"), openTestDB(t, "larkbook-asn.mmdb"),
+		openTestDB(t, "larkbook-country-flat.mmdb"), emb} {
+		t.Run(d.Name, func(t *testing.T) {
+			set := &Set{DBs: []*Database{d}}
+			fast, ok, err := d.networksPartition()
+			if err != nil || !ok {
+				t.Fatalf("networksPartition: ok %v, %v", ok, err)
+			}
+			walk, err := set.buildPartition(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(a netip.Addr) {
+				t.Helper()
+				want, wu := walk.LookupInfo(a)
+				got, gu := fast.LookupInfo(a)
+				real, ru, _ := set.LookupInfo(a)
+				if got.Country != want.Country || got.Continent != want.Continent || got.Subdivision != want.Subdivision ||
+					got.ASN != want.ASN || got.Lat != want.Lat || got.Lon != want.Lon || got.HasLocation != want.HasLocation || gu != ru || wu != ru {
+					t.Fatalf("%s: networks %+v /%d, walk %+v /%d, lookup %+v /%d", a, got, gu, want, wu, real, ru)
+				}
+			}
+			for _, l := range walk.v4 {
+				check(netip.AddrFrom4([4]byte{byte(l.start >> 24), byte(l.start >> 16), byte(l.start >> 8), byte(l.start)}))
+			}
+			for i, l := range walk.v6 {
+				if i%7 != 0 && len(walk.v6) > 100000 {
+					continue // the embedded database: a seventh of them
+				}
+				var b [16]byte
+				for j := 0; j < 8; j++ {
+					b[j], b[8+j] = byte(l.hi>>(56-8*j)), byte(l.lo>>(56-8*j))
+				}
+				check(netip.AddrFrom16(b))
+			}
+			for _, s := range []string{"::", "::1", "::0.0.0.1", "::1.2.3.4", "::ffff:1.2.3.4", "2002::", "2002:c000:201::", "2001::", "64:ff9b::1.2.3.4"} {
+				check(netip.MustParseAddr(s))
+			}
+			t.Logf("%d+%d networks from the list, %d+%d from the walk", len(fast.v4), len(fast.v6), len(walk.v4), len(walk.v6))
+		})
+	}
+}
