@@ -93,6 +93,8 @@ func (d *Database) networksPartition() (p *Partition, ok bool, err error) {
 	p = &Partition{index: map[infoKey]uint32{}, v4in6: d.IPVersion == 6}
 	var empty Info
 	empty.finish()
+	emptyIdx := p.intern(&empty)
+	byOffset := map[uintptr]uint32{} // a record's offset -> its info's index
 	for res := range d.r.Networks(maxminddb.IncludeNetworksWithoutData(), maxminddb.IncludeAliasedNetworks()) {
 		if err := res.Err(); err != nil {
 			return nil, false, fmt.Errorf("%s: %w", d.Name, err)
@@ -101,16 +103,22 @@ func (d *Database) networksPartition() (p *Partition, ok bool, err error) {
 		if !pfx.IsValid() {
 			return nil, false, nil
 		}
-		var info Info
+		idx := emptyIdx
 		if res.Found() {
-			rec, err := d.decode(res)
-			if err != nil {
-				return nil, false, fmt.Errorf("%s: %w", d.Name, err)
+			var ok bool
+			if idx, ok = byOffset[res.Offset()]; !ok {
+				rec, err := d.decode(res)
+				if err != nil {
+					return nil, false, fmt.Errorf("%s: %w", d.Name, err)
+				}
+				var info Info
+				info.add(&rec)
+				info.finish()
+				idx = p.intern(&info)
+				byOffset[res.Offset()] = idx
 			}
-			info.add(&rec)
 		}
-		info.finish()
-		p.leaf(pfx.Addr(), p.intern(&info), pfx.Bits())
+		p.leaf(pfx.Addr(), idx, pfx.Bits())
 	}
 	if d.IPVersion == 4 {
 		p.v6 = []leaf6{{info: p.intern(&empty)}} // an IPv4 database knows nothing of IPv6

@@ -106,10 +106,12 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		}
 		recs = append(recs, built{b, r})
 	}
-	// Two or more partitions to compile against one geo set: walk the
-	// databases once into a shared partition and look clients up there.
+	// Two or more partitions to compile against one geo set, or any
+	// against a single database (whose list of networks is read in one
+	// pass): compile the databases once into a shared partition and look
+	// clients up there.
 	var part *geo.Partition
-	if len(toCompile) >= 2 {
+	if len(toCompile) >= 2 || len(toCompile) == 1 && len(g.DBs) == 1 {
 		var err error
 		if part, err = g.Partition(unrouted); err != nil {
 			errs.Add(cfg.File, 0, "compiling the geo databases: %v", err)
