@@ -82,6 +82,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var geoSet *geo.Set
 	var geoFiles []string
 	var table *policy.Table
+	policiesKept := false
 	if len(cfg.Records) > 0 && len(errs) == 0 {
 		var prevGeo *geo.Set
 		var prevTable *policy.Table
@@ -97,6 +98,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				// bytes) against the same databases: the served table is
 				// the answer. Its warnings were given when it was built.
 				table = prevTable
+				policiesKept = true
 			} else {
 				table, pwarns, err = policy.BuildWith(cfg, geoSet, prevTable)
 			}
@@ -232,6 +234,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		Loaded:            time.Now(),
 		Degraded:          degraded,
 		ZonesReused:       reused,
+		PoliciesKept:      policiesKept,
 	}
 	if cfg.VersionBind != config.VersionHidden {
 		s.Version = cfg.VersionBind

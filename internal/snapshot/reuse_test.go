@@ -111,7 +111,7 @@ func TestReloadOfUnchangedConfigBuildsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Policies != first.Policies || second.ZonesReused != 3 {
+	if second.Policies != first.Policies || !second.PoliciesKept || second.ZonesReused != 3 || !strings.Contains(second.Summary(), "unchanged") {
 		t.Fatalf("unchanged: table kept %v, zones kept %d", second.Policies == first.Policies, second.ZonesReused)
 	}
 	raw, _ := os.ReadFile(path)

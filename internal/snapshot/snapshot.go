@@ -50,6 +50,9 @@ type Snapshot struct {
 	// ZonesReused counts the zones kept from the previous snapshot because
 	// their files had the same bytes.
 	ZonesReused int
+	// PoliciesKept is set when Policies is the previous snapshot's table,
+	// kept because neither the configuration nor the databases changed.
+	PoliciesKept bool
 	// HealthChecks are the health check templates, by name.
 	HealthChecks map[string]health.Check
 	// Degraded lists the zones not served as configured because their
@@ -128,6 +131,9 @@ func (s *Snapshot) Summary() string {
 	}
 	if s.Policies != nil {
 		t := s.Policies
+		if s.PoliciesKept {
+			return out + fmt.Sprintf(", %d steered records (unchanged: the table being served is kept) against %s", len(t.Records), s.Geo.Summary())
+		}
 		out += fmt.Sprintf(", %d steered records compiled in %v against %s", len(t.Records), t.CompileTime.Round(time.Millisecond), s.Geo.Summary())
 		if t.Shared > 0 || t.Reused > 0 {
 			out += fmt.Sprintf(" (%d partitions compiled, %d reused from the previous load, %d records sharing one)", t.Compiled, t.Reused, t.Shared)
