@@ -28,10 +28,10 @@
 //
 // Reopen closes the file and opens the same path again, for rotation by
 // rename (mv q.log q.log.1, then Reopen: new lines go to a new q.log; lines
-// written before Reopen are flushed to the old file first). Reconfigure
-// switches to another path and/or sample rate, SetSample changes only the
-// sample rate; the rate is an atomic read by Sampled on the query path. None
-// of them blocks Write, which never waits for the writer goroutine.
+// written before Reopen are flushed to the old file first). SetSample
+// changes the sample rate, an atomic read by Sampled on the query path; a
+// new path is a new Log. Neither blocks Write, which never waits for the
+// writer goroutine.
 package querylog
 
 import (
@@ -66,7 +66,7 @@ const flushSize = 64 << 10
 // inlineAnswers is the number of answer addresses copied without allocation.
 const inlineAnswers = 8
 
-// ErrClosed is returned by Reopen, Reconfigure and SetSample on a closed Log.
+// ErrClosed is returned by Reopen and SetSample on a closed Log.
 var ErrClosed = errors.New("querylog: closed")
 
 // Entry is one logged query.
@@ -103,10 +103,7 @@ type record struct {
 
 // ctl is a request to the writer goroutine, which owns the output.
 type ctl struct {
-	reopen bool         // reopen the current path
-	path   string       // else switch to path if it differs from the current one
-	log    *slog.Logger // nil keeps the current logger
-	reply  chan error
+	reply chan error
 }
 
 // Log is a sampled, asynchronous query log. A nil *Log is valid and inert.
@@ -242,29 +239,7 @@ func (l *Log) Reopen() error {
 	if l == nil {
 		return nil
 	}
-	return l.request(ctl{reopen: true})
-}
-
-// Reconfigure applies a new configuration to an open Log: o.Sample, o.Path
-// (switching file, with Reopen's semantics, when it differs from the current
-// path) and o.Log when it is not nil. Buffer is fixed at Open and ignored.
-// If the new path cannot be opened nothing changes and the error is
-// returned.
-func (l *Log) Reconfigure(o Options) error {
-	if err := validSample(o.Sample); err != nil {
-		return err
-	}
-	if o.Path == "" {
-		return errors.New("querylog: empty path")
-	}
-	if l == nil {
-		return ErrClosed
-	}
-	if err := l.request(ctl{path: o.Path, log: o.Log}); err != nil {
-		return err
-	}
-	l.sample.Store(math.Float64bits(o.Sample))
-	return nil
+	return l.request(ctl{})
 }
 
 // request hands c to the writer goroutine and waits for its answer.
@@ -358,7 +333,7 @@ func (l *Log) run() {
 				r := <-l.ch
 				l.add(&r)
 			}
-			c.reply <- l.switchTo(c)
+			c.reply <- l.switchTo()
 		case <-l.done:
 			for len(l.ch) > 0 {
 				r := <-l.ch
@@ -462,20 +437,12 @@ func (l *Log) untear(frag int64) {
 	l.torn = true
 }
 
-// switchTo flushes to the current output, then opens the current path again
-// (c.reopen) or c.path (when it differs from the current one) and closes the
-// previous file. Standard output is never closed or reopened.
-func (l *Log) switchTo(c ctl) error {
-	if c.log != nil {
-		l.log = c.log
-	}
-	path := c.path
-	if c.reopen {
-		path = l.path
-	} else if path == l.path {
-		return nil
-	}
-	if path == "" || path == "stdout" && l.path == "stdout" {
+// switchTo flushes to the current output, then opens the current path
+// again and closes the previous file. Standard output is never closed or
+// reopened.
+func (l *Log) switchTo() error {
+	path := l.path
+	if path == "" || path == "stdout" {
 		return nil
 	}
 	l.flush()

@@ -260,8 +260,8 @@ func TestReopenStdoutAndClosed(t *testing.T) {
 		t.Fatalf("SetSample after Close = %v", err)
 	}
 	var nl *Log
-	if nl.Reopen() != nil || nl.SetSample(0.5) != nil || nl.Reconfigure(Options{Path: "stdout", Sample: 1}) == nil {
-		t.Fatal("nil Log: Reopen/SetSample must be inert, Reconfigure must fail")
+	if nl.Reopen() != nil || nl.SetSample(0.5) != nil {
+		t.Fatal("nil Log: Reopen/SetSample must be inert")
 	}
 }
 
@@ -306,44 +306,6 @@ func TestSetSample(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(1000, func() { _ = l.Sampled() }); a != 0 {
 		t.Fatalf("Sampled allocated %v times", a)
-	}
-}
-
-func TestReconfigure(t *testing.T) {
-	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
-	l, err := Open(Options{Path: a, Sample: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Write(entry(0))
-	if err := l.Reconfigure(Options{Path: a, Sample: 0.5}); err != nil { // same path: no reopen
-		t.Fatal(err)
-	}
-	if err := l.Reconfigure(Options{Path: filepath.Join(dir, "no", "c.log"), Sample: 0.25}); err == nil {
-		t.Fatal("Reconfigure to an unopenable path succeeded")
-	}
-	if s := math.Float64frombits(l.sample.Load()); s != 0.5 {
-		t.Fatalf("failed Reconfigure changed the sample to %v", s)
-	}
-	if err := l.Reconfigure(Options{Path: b, Sample: 0.001}); err != nil {
-		t.Fatal(err)
-	}
-	if s := math.Float64frombits(l.sample.Load()); s != 0.001 {
-		t.Fatalf("sample %v after Reconfigure", s)
-	}
-	for _, bad := range []Options{{Path: b, Sample: 0}, {Path: "", Sample: 1}} {
-		if err := l.Reconfigure(bad); err == nil {
-			t.Errorf("Reconfigure(%+v) accepted", bad)
-		}
-	}
-	l.Write(entry(1))
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if na, nb := names(t, a), names(t, b); len(na) != 1 || len(nb) != 1 || na[0] != "q0.example." || nb[0] != "q1.example." {
-		t.Fatalf("a.log %v, b.log %v", na, nb)
 	}
 }
 
