@@ -12,6 +12,7 @@ import (
 
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
 )
 
 // apiWiring runs the admin API as configured: a reload moves it to a new
@@ -27,6 +28,13 @@ type apiWiring struct {
 	stopFn func(context.Context) error
 }
 
+// problem is one problem at cfg's line for key, as a diag.Problems error.
+func problem(cfg *config.Config, key, format string, args ...any) error {
+	var ps diag.Problems
+	ps.Add(cfg.File, cfg.Line(key), format, args...)
+	return ps
+}
+
 // apiToken reads the configured token: "" when none is configured; an
 // error for a missing or empty token file or an unset or empty variable.
 func apiToken(cfg *config.Config) (string, error) {
@@ -35,13 +43,13 @@ func apiToken(cfg *config.Config) (string, error) {
 	case c.TokenFile != "":
 		t, err := api.LoadToken(cfg.Resolve(c.TokenFile))
 		if err != nil {
-			return "", fmt.Errorf("%s%s: api.token_file: %w", cfg.File, lineSuffix(cfg.Line("api.token_file")), err)
+			return "", problem(cfg, "api.token_file", "api.token_file: %v", err)
 		}
 		return t, nil
 	case c.TokenEnv != "":
 		t := strings.TrimSpace(os.Getenv(c.TokenEnv))
 		if t == "" {
-			return "", fmt.Errorf("%s%s: api.token_env: $%s is unset or empty", cfg.File, lineSuffix(cfg.Line("api.token_env")), c.TokenEnv)
+			return "", problem(cfg, "api.token_env", "api.token_env: $%s is unset or empty", c.TokenEnv)
 		}
 		return t, nil
 	}
@@ -65,12 +73,6 @@ func refuseReason(c config.API, token string) string {
 		}
 	}
 	return fmt.Sprintf("changes refused: the admin API listens on %s, which is not a loopback address, and has no token (set api.token_file or api.token_env)", c.Listen)
-}
-
-// check validates the API settings at New.
-func (a *apiWiring) check(cfg *config.Config) error {
-	_, err := apiToken(cfg)
-	return err
 }
 
 // start serves the API of cfg, if any.
@@ -108,7 +110,7 @@ func (a *apiWiring) prepare(cfg *config.Config) (*apiChange, error) {
 	ch.h = api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
 	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, n.log)
 	if err != nil {
-		return nil, fmt.Errorf("%s%s: api.listen: %w", cfg.File, lineSuffix(cfg.Line("api.listen")), err)
+		return nil, problem(cfg, "api.listen", "api.listen: %v", err)
 	}
 	ch.bound, ch.stop = bound, stop
 	return ch, nil

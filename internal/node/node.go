@@ -81,8 +81,7 @@ type Node struct {
 	pending    pendingReload
 	kick       chan struct{}
 	seq        atomic.Uint64
-	running    atomic.Int32 // reloads running now: never more than one
-	freeing    atomic.Bool  // a release of memory to the system is due
+	freeing    atomic.Bool // a release of memory to the system is due
 	lastResult atomic.Pointer[Result]
 
 	ctx      context.Context // ends at Shutdown: watchers and the reload loop
@@ -142,7 +141,7 @@ func New(o Options) (*Node, error) {
 	n.lat.met = n.met
 	n.met.SetLatency(n.lat.info)
 	n.api = &apiWiring{n: n}
-	if err := n.api.check(cfg); err != nil {
+	if err := tokenError(cfg); err != nil {
 		return nil, err
 	}
 	n.feed = &feedWiring{n: n}
@@ -199,22 +198,21 @@ func Check(path string) (summary string, warns []string, err error) {
 		return "", nil, err
 	}
 	snap, ws, err := snapshot.Build(cfg)
+	if refuseReason(cfg.API, "") != "" {
+		ws.Add(cfg.File, cfg.Line("api.listen"), "api.listen %s is not a loopback address and no token is set: changes through the API will be refused (set api.token_file)", cfg.API.Listen)
+	}
 	for _, w := range ws {
-		warns = append(warns, w.File+lineSuffix(w.Line)+": warning: "+w.Msg)
+		w.Msg = "warning: " + w.Msg
+		warns = append(warns, w.String())
 	}
 	if err != nil {
 		return "", warns, err
 	}
 	var errs []string
-	if err := validateFiles(cfg); err != nil {
-		errs = append(errs, err.Error())
-	}
-	if _, err := apiToken(cfg); err != nil {
-		errs = append(errs, err.Error())
-	}
-	if r := refuseReason(cfg.API, ""); r != "" && cfg.API.Listen != "" {
-		warns = append(warns, fmt.Sprintf("%s%s: warning: api.listen %s is not a loopback address and no token is set: changes through the API will be refused (set api.token_file)",
-			cfg.File, lineSuffix(cfg.Line("api.listen")), cfg.API.Listen))
+	for _, err := range []error{validateFiles(cfg), tokenError(cfg)} {
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	lerrs, lwarns := checkLatencyFiles(cfg, snap.Policies.LatencySites())
 	warns = append(warns, lwarns...)
@@ -225,13 +223,18 @@ func Check(path string) (summary string, warns []string, err error) {
 	return snap.Summary(), warns, nil
 }
 
+func tokenError(cfg *config.Config) error {
+	_, err := apiToken(cfg)
+	return err
+}
+
 // validateFiles checks the files the configuration names that the
 // snapshot does not read: anycast peer password files.
 func validateFiles(cfg *config.Config) error {
 	if cfg.Anycast == nil {
 		return nil
 	}
-	var probs []string
+	var probs diag.Problems
 	for i, p := range cfg.Anycast.Peers {
 		if p.PasswordFile == "" {
 			continue
@@ -241,21 +244,10 @@ func validateFiles(cfg *config.Config) error {
 			err = errors.New("the file is empty")
 		}
 		if err != nil {
-			probs = append(probs, fmt.Sprintf("%s%s: anycast peer %s password_file: %v", cfg.File,
-				lineSuffix(cfg.Line(fmt.Sprintf("anycast.peers[%d].password_file", i))), p.Address, err))
+			probs.Add(cfg.File, cfg.Line(fmt.Sprintf("anycast.peers[%d].password_file", i)), "anycast peer %s password_file: %v", p.Address, err)
 		}
 	}
-	if len(probs) > 0 {
-		return errors.New(strings.Join(probs, "\n"))
-	}
-	return nil
-}
-
-func lineSuffix(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(":%d", n)
+	return probs.Err()
 }
 
 // Start restores operator state, opens the listeners and starts every
@@ -354,15 +346,6 @@ func (n *Node) Addrs() []netip.AddrPort { return n.srv.Addrs() }
 
 // APIAddr returns the admin API's bound address ("" without one).
 func (n *Node) APIAddr() string { return n.api.addr() }
-
-// Server returns the DNS server (tests query its handler directly).
-func (n *Node) Server() *dnsserver.Server { return n.srv }
-
-// Metrics returns the node's metrics.
-func (n *Node) Metrics() *metrics.Metrics { return n.met }
-
-// ReloadsRunning reports how many reloads are running now (0 or 1).
-func (n *Node) ReloadsRunning() int { return int(n.running.Load()) }
 
 // ReopenLogs reopens the query log (logrotate's SIGUSR1).
 func (n *Node) ReopenLogs() {

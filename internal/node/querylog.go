@@ -70,7 +70,7 @@ func (q *queryLog) prepare(cfg *config.Config) (*qlChange, error) {
 	if ch.path != "" && (q.cur == nil || ch.path != q.path) {
 		l, err := querylog.Open(querylog.Options{Path: ch.path, Sample: cfg.QueryLog.Sample, Log: q.log})
 		if err != nil {
-			return nil, fmt.Errorf("%s%s: query_log: %w", cfg.File, lineSuffix(cfg.Line("query_log.path")), err)
+			return nil, problem(cfg, "query_log.path", "query_log: %v", err)
 		}
 		ch.opened = l
 	}

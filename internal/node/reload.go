@@ -109,9 +109,7 @@ func (n *Node) reloadLoop() {
 		if p.kinds == 0 {
 			continue
 		}
-		n.running.Add(1) // only this goroutine reloads: at most 1
 		res := n.runReload(p)
-		n.running.Add(-1)
 		if n.opts.AfterReload != nil {
 			n.opts.AfterReload(res)
 		}
