@@ -45,29 +45,26 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 		return err
 	}
 	addr = addr.Unmap()
-	if !b.n.isTarget(addr) {
+	if !b.n.targets()[addr] {
 		return fmt.Errorf("%s is no address of any pool of the served records: %w", addr, api.ErrNotFound)
 	}
 	b.n.hc.manager.SetOverride(addr, o, expires)
 	return nil
 }
 
-// isTarget reports whether a pool of the served records lists addr.
-func (n *Node) isTarget(addr netip.Addr) bool {
-	snap := n.srv.Handler().Snapshot()
-	if snap.Policies == nil {
-		return false
-	}
-	for _, r := range snap.Policies.Records {
-		for _, p := range r.Pools {
-			for _, a := range p.Addrs() {
-				if a == addr {
-					return true
+// targets is the set of addresses the pools of the served records list.
+func (n *Node) targets() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	if t := n.srv.Handler().Snapshot().Policies; t != nil {
+		for _, r := range t.Records {
+			for _, p := range r.Pools {
+				for _, a := range p.Addrs() {
+					out[a] = true
 				}
 			}
 		}
 	}
-	return false
+	return out
 }
 
 func (b *backend) SetPoolState(record, pool, state string, expires time.Time) error {

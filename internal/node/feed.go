@@ -168,6 +168,7 @@ func (f *feedWiring) loadLocked() error {
 	targets := map[netip.Addr]target{}
 	pools := map[[2]string]pool{}
 	var probs []string
+	served := f.n.targets()
 	for a, e := range ff.Targets {
 		addr, err := netip.ParseAddr(a)
 		o, err2 := health.ParseOverride(strings.ToLower(e.State))
@@ -176,7 +177,7 @@ func (f *feedWiring) loadLocked() error {
 			probs = append(probs, fmt.Sprintf("targets[%q]: %v", a, err))
 			continue
 		}
-		if !f.n.isTarget(addr.Unmap()) {
+		if !served[addr.Unmap()] {
 			probs = append(probs, fmt.Sprintf("targets[%q]: no pool of the served records has this address", a))
 			continue
 		}

@@ -130,12 +130,13 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var zones, fresh []*zone.Zone
 	var degraded []ZoneProblem
 	reused := 0
+	prevSteered := steeredByZone(opts.Previous)
 	for _, zc := range cfg.Zones {
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
 		data, rerr := zone.ReadFile(cfg.FS, file)
-		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && sameSteered(opts.Previous, pz, recs) {
+		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && steeredKey(prevSteered[pz]) == steeredKey(recs) {
 			// The same bytes and the same steered names: the zone being
 			// served is kept as it is (marked and precompiled already).
 			zones = append(zones, pz)
@@ -250,18 +251,18 @@ func previousZone(prev *Snapshot, origin string) *zone.Zone {
 	return prev.Zones.Zone(origin)
 }
 
-// sameSteered reports whether recs steer exactly the names (and types)
-// that prev's records steer in pz, so pz's marks are right as they are.
-func sameSteered(prev *Snapshot, pz *zone.Zone, recs []*policy.Record) bool {
-	var was []*policy.Record
-	if prev.Policies != nil {
+// steeredByZone groups prev's records by the zone that serves them, so a
+// zone kept as it is must steer exactly the names recs do (its marks).
+func steeredByZone(prev *Snapshot) map[*zone.Zone][]*policy.Record {
+	out := map[*zone.Zone][]*policy.Record{}
+	if prev != nil && prev.Policies != nil {
 		for _, r := range prev.Policies.Records {
-			if prev.Zones.Find(r.Name) == pz {
-				was = append(was, r)
+			if z := prev.Zones.Find(r.Name); z != nil {
+				out[z] = append(out[z], r)
 			}
 		}
 	}
-	return steeredKey(was) == steeredKey(recs)
+	return out
 }
 
 func steeredKey(recs []*policy.Record) string {
