@@ -2,6 +2,7 @@ package zone
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/miekg/dns"
 )
@@ -99,7 +100,9 @@ func (z *Zone) Negative() *NegativeSOA { return &z.negWire }
 
 // Precompile packs every plain RRset of every zone of the set into a wire
 // template, as the general path would answer it. It must run before the
-// set is published (after MarkSteered).
+// set is published (after MarkSteered). A zone parsed with workers packs
+// its nodes on that many goroutines; one parsed with a Previous zone keeps
+// the templates of RRsets it shares with it.
 func (s *Set) Precompile() {
 	for _, z := range s.list {
 		if z.Failed != "" || z.precompiled {
@@ -107,42 +110,186 @@ func (s *Set) Precompile() {
 		}
 		z.precompiled = true
 		z.negWire = negativeSOA(z)
+		nodes := make([]*node, 0, len(z.nodes))
 		for _, n := range z.nodes {
+			nodes = append(nodes, n)
 			if strings.HasPrefix(n.name, "*.") {
 				if p := z.nodes[n.name[2:]]; p != nil {
 					p.wildChild = true
 				}
 			}
 		}
-		for _, n := range z.nodes {
-			n.templates = nil
-			n.plain = !(n.cut || n.occluded || n.cname != nil || n.dname != nil)
-			if !n.plain {
-				continue
-			}
-			for _, rs := range n.rrsets {
-				if n.steered && (rs.rtype == dns.TypeA || rs.rtype == dns.TypeAAAA) {
-					continue
+		workers := max(1, min(z.workers, len(nodes)/4096))
+		var wg sync.WaitGroup
+		for w := range workers {
+			part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]
+			wg.Go(func() {
+				p := packer{s: s, z: z}
+				for _, n := range part {
+					p.node(n)
 				}
-				if rs.rtype == dns.TypeDS {
-					continue // DS may be answered from a parent zone
-				}
-				a := s.Lookup(n.name, rs.rtype)
-				m := &dns.Msg{
-					MsgHdr:   dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode},
-					Compress: true,
-					Question: []dns.Question{{Name: n.name, Qtype: rs.rtype, Qclass: dns.ClassINET}},
-					Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
-				}
-				wire, err := m.Pack()
-				if err != nil || a.Referral || len(a.Answer) == 0 {
-					n.plain = false // answer it the general way
-					continue
-				}
-				n.templates = append(n.templates, template{rs.rtype, wire})
-			}
+			})
+		}
+		wg.Wait()
+		z.prev, z.workers = nil, 0
+	}
+}
+
+// packer makes the templates of one goroutine's share of a zone's nodes,
+// their bytes cut from large blocks rather than allocated one by one.
+type packer struct {
+	s           *Set
+	z           *Zone
+	scratch     []byte
+	out         []byte
+	msg         dns.Msg
+	arena       []byte
+	templates   []template
+}
+
+// arenaBlock is the size of the blocks templates are cut from.
+const arenaBlock = 64 << 10
+
+func (p *packer) node(n *node) {
+	n.templates = nil
+	n.plain = !(n.cut || n.occluded || n.cname != nil || n.dname != nil)
+	if !n.plain {
+		return
+	}
+	var pn *node
+	if p.z.prev != nil {
+		pn = p.z.prev.nodes[n.name]
+	}
+	count := 0
+	for _, rs := range n.rrsets {
+		if !(n.steered && (rs.rtype == dns.TypeA || rs.rtype == dns.TypeAAAA)) && rs.rtype != dns.TypeDS {
+			count++
 		}
 	}
+	if count == 0 {
+		return
+	}
+	if len(p.templates)+count > cap(p.templates) {
+		p.templates = make([]template, 0, max(count, 256))
+	}
+	start := len(p.templates)
+	for _, rs := range n.rrsets {
+		if n.steered && (rs.rtype == dns.TypeA || rs.rtype == dns.TypeAAAA) {
+			continue
+		}
+		if rs.rtype == dns.TypeDS {
+			continue // DS may be answered from a parent zone
+		}
+		var wire []byte
+		if direct[rs.rtype] {
+			if pn != nil && pn.plain && sameSlice(pn.get(rs.rtype), rs.rrs) {
+				wire = pn.Template(rs.rtype)
+			}
+			if wire == nil {
+				wire = p.direct(n.name, rs.rrs)
+			}
+		} else {
+			a := p.s.Lookup(n.name, rs.rtype)
+			m := &dns.Msg{
+				MsgHdr:   dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode},
+				Compress: true,
+				Question: []dns.Question{{Name: n.name, Qtype: rs.rtype, Qclass: dns.ClassINET}},
+				Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
+			}
+			w, err := m.Pack()
+			if err == nil && !a.Referral && len(a.Answer) > 0 {
+				wire = p.keep(w)
+			}
+		}
+		if wire == nil {
+			n.plain = false // answer it the general way
+			continue
+		}
+		p.templates = append(p.templates, template{rs.rtype, wire})
+	}
+	n.templates = p.templates[start:len(p.templates):len(p.templates)]
+	if pn != nil && len(pn.templates) == len(n.templates) {
+		for i, t := range n.templates {
+			if pt := pn.templates[i]; pt.qtype != t.qtype || len(pt.wire) == 0 || len(t.wire) == 0 || &pt.wire[0] != &t.wire[0] {
+				return
+			}
+		}
+		n.templates = pn.templates // all the previous zone's: share the list too
+		p.templates = p.templates[:start]
+	}
+}
+
+// direct lists the types whose answer at a plain node is the RRset alone
+// (no additional section) and whose data holds no names to compress: their
+// template is packed straight from the RRset, without a lookup.
+var direct = map[uint16]bool{
+	dns.TypeA: true, dns.TypeAAAA: true, dns.TypeTXT: true, dns.TypeSPF: true,
+	dns.TypeCAA: true, dns.TypeSSHFP: true, dns.TypeTLSA: true, dns.TypeHINFO: true,
+	dns.TypeLOC: true, dns.TypeDNSKEY: true, dns.TypeOPENPGPKEY: true,
+}
+
+// direct packs the answer to (name, type of rrs) as Msg.Pack would: the
+// header with QR and AA, the question, and the RRset with its owner
+// compressed to the question's name. The message is packed without
+// compression (Msg.Pack then builds no map, and unlike PackRR it writes
+// nothing into the records, which the general path may be packing at the
+// same time) and each owner is then cut down to a pointer. It returns nil
+// when the answer would not fit a DNS message.
+func (p *packer) direct(name string, rrs []dns.RR) []byte {
+	if p.scratch == nil {
+		p.scratch = make([]byte, dns.MaxMsgSize)
+		p.out = make([]byte, 0, dns.MaxMsgSize)
+	}
+	p.msg.MsgHdr = dns.MsgHdr{Response: true, Authoritative: true}
+	p.msg.Question = append(p.msg.Question[:0], dns.Question{Name: name, Qtype: rrs[0].Header().Rrtype, Qclass: dns.ClassINET})
+	p.msg.Answer = rrs
+	w, err := p.msg.PackBuffer(p.scratch)
+	p.msg.Answer = nil
+	if err != nil {
+		return nil
+	}
+	qend := len(w) // the question ends where the first record starts
+	for _, rr := range rrs {
+		qend -= dns.Len(rr)
+	}
+	owner := qend - 4 - 12 // the question's name, which each owner repeats
+	if owner <= 0 || qend <= 12 {
+		return nil
+	}
+	out := append(p.out[:0], w[:qend]...)
+	for off := qend; off < len(w); {
+		if off+owner+10 > len(w) {
+			return nil
+		}
+		rd := off + owner + 10
+		end := rd + (int(w[rd-2])<<8 | int(w[rd-1]))
+		if end > len(w) {
+			return nil
+		}
+		out = append(out, 0xC0, 12)
+		out = append(out, w[off+owner:end]...)
+		off = end
+	}
+	p.out = out
+	return p.keep(out)
+}
+
+// keep copies w into the packer's arena.
+func (p *packer) keep(w []byte) []byte {
+	if len(w) > arenaBlock/4 {
+		return append([]byte(nil), w...)
+	}
+	if len(p.arena)+len(w) > cap(p.arena) {
+		p.arena = make([]byte, 0, arenaBlock)
+	}
+	start := len(p.arena)
+	p.arena = append(p.arena, w...)
+	return p.arena[start:len(p.arena):len(p.arena)]
+}
+
+// sameSlice reports whether a and b are the very same records.
+func sameSlice(a, b []dns.RR) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 func negativeSOA(z *Zone) NegativeSOA {

@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"path"
@@ -15,114 +16,163 @@ type Pos struct {
 	Line int
 }
 
-// recordPositions returns the file and starting line of every resource record
-// a master file yields, in the order miekg/dns's ZoneParser returns them,
-// following $INCLUDE and counting $GENERATE. The parser itself does not say
-// where a record came from; this scanner knows just enough of RFC 1035's
-// syntax (comments, quotes, escapes, parentheses) to find where each entry
-// starts. depth bounds $INCLUDE recursion as the parser does.
-// It stops once it has limit positions.
-func recordPositions(fsys fs.FS, file string, data []byte, depth, limit int) []Pos {
-	var out []Pos
+// entry is one entry of a master file as scanEntries sees it: a record or
+// a directive, possibly spanning lines inside parentheses.
+type entry struct {
+	// off is where the line holding the entry's first token starts, and
+	// line that line's number (from 1).
+	off, line int
+	// owner is set when the first token starts the line: the entry names
+	// its owner (or is a directive) rather than reusing the previous one.
+	owner bool
+	// tok1 and tok2 are the first two tokens as written (quotes and
+	// escapes kept); tok2 is nil for a one-token entry.
+	tok1, tok2 []byte
+}
+
+// scanEntries calls fn for every entry of data, in order, until fn returns
+// false. It knows just enough of RFC 1035's syntax (comments, quotes,
+// escapes, parentheses) to find where each entry starts, and allocates
+// nothing.
+func scanEntries(data []byte, fn func(e entry) bool) {
 	line := 1
+	lineOff := 0
 	i := 0
-	for i < len(data) && len(out) < limit {
-		start := line
-		var tokens []string
-		var tok strings.Builder
-		inTok, quoted, parens := false, false, 0
-		flush := func() {
-			if inTok {
-				tokens = append(tokens, tok.String())
-				tok.Reset()
-				inTok = false
+	for i < len(data) {
+		e := entry{line: line}
+		ntok := 0
+		tokStart := -1
+		quoted, parens := false, 0
+		begin := func(at int) {
+			if tokStart < 0 {
+				tokStart = at
+				if ntok == 0 {
+					e.off, e.line = lineOff, line
+					e.owner = at == lineOff
+				}
 			}
 		}
-	entry:
+		flush := func(at int) {
+			if tokStart >= 0 {
+				switch ntok {
+				case 0:
+					e.tok1 = data[tokStart:at]
+				case 1:
+					e.tok2 = data[tokStart:at]
+				}
+				ntok++
+				tokStart = -1
+			}
+		}
+	scan:
 		for ; i < len(data); i++ {
 			c := data[i]
 			switch {
 			case c == '\\' && i+1 < len(data):
-				if !inTok && len(tokens) == 0 {
-					start = line
-				}
-				inTok = true
-				tok.WriteByte(c)
+				begin(i)
 				i++
 				if data[i] == '\n' {
 					line++
+					lineOff = i + 1
 				}
-				tok.WriteByte(data[i])
 			case quoted:
 				if c == '"' {
 					quoted = false
 				} else if c == '\n' {
 					line++
+					lineOff = i + 1
 				}
-				tok.WriteByte(c)
 			case c == '"':
-				if !inTok && len(tokens) == 0 {
-					start = line
-				}
-				quoted, inTok = true, true
-				tok.WriteByte(c)
+				begin(i)
+				quoted = true
 			case c == ';':
+				flush(i)
 				for i < len(data) && data[i] != '\n' {
 					i++
 				}
 				i-- // let the newline be seen
 			case c == '(':
-				flush()
+				flush(i)
 				parens++
 			case c == ')':
-				flush()
+				flush(i)
 				if parens > 0 {
 					parens--
 				}
 			case c == '\n':
+				flush(i)
 				line++
+				lineOff = i + 1
 				if parens == 0 {
-					flush()
 					i++
-					break entry
+					break scan
 				}
-				flush()
 			case c == ' ' || c == '\t' || c == '\r':
-				flush()
+				flush(i)
 			default:
-				if !inTok && len(tokens) == 0 {
-					start = line
-				}
-				inTok = true
-				tok.WriteByte(c)
+				begin(i)
 			}
 		}
-		flush()
-		if len(tokens) == 0 {
-			continue
+		flush(i)
+		if ntok > 0 && !fn(e) {
+			return
 		}
-		switch strings.ToUpper(tokens[0]) {
+	}
+}
+
+// directive returns the upper-case name of the directive tok ("$TTL"), or
+// "" when tok is not a directive.
+func directive(tok []byte) string {
+	if len(tok) < 2 || tok[0] != '$' {
+		return ""
+	}
+	switch {
+	case bytes.EqualFold(tok, []byte("$ORIGIN")):
+		return "$ORIGIN"
+	case bytes.EqualFold(tok, []byte("$TTL")):
+		return "$TTL"
+	case bytes.EqualFold(tok, []byte("$INCLUDE")):
+		return "$INCLUDE"
+	case bytes.EqualFold(tok, []byte("$GENERATE")):
+		return "$GENERATE"
+	}
+	return ""
+}
+
+// recordPositions returns the file and starting line of every resource record
+// a master file yields, in the order miekg/dns's ZoneParser returns them,
+// following $INCLUDE and counting $GENERATE (see scanEntries). depth bounds
+// $INCLUDE recursion as the parser does. It stops once it has limit
+// positions.
+func recordPositions(fsys fs.FS, file string, data []byte, depth, limit int) []Pos {
+	var out []Pos
+	scanEntries(data, func(e entry) bool {
+		if len(out) >= limit {
+			return false
+		}
+		switch directive(e.tok1) {
 		case "$ORIGIN", "$TTL":
 		case "$INCLUDE":
-			if len(tokens) < 2 || depth >= 7 {
-				continue
+			if e.tok2 == nil || depth >= 7 {
+				break
 			}
-			inc := includePath(fsys, file, unquote(tokens[1]))
+			inc := includePath(fsys, file, unquote(string(e.tok2)))
 			if b, err := readFile(fsys, inc); err == nil {
 				out = append(out, recordPositions(fsys, inc, b, depth+1, limit-len(out))...)
 			}
 		case "$GENERATE":
 			n := 0
-			if len(tokens) >= 2 {
-				n = generateCount(tokens[1])
+			if e.tok2 != nil {
+				n = generateCount(string(e.tok2))
 			}
 			for range min(n, limit-len(out)) {
-				out = append(out, Pos{file, start})
+				out = append(out, Pos{file, e.line})
 			}
 		default:
-			out = append(out, Pos{file, start})
+			out = append(out, Pos{file, e.line})
 		}
-	}
+		return true
+	})
 	if len(out) > limit {
 		out = out[:limit]
 	}

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"regexp"
 	"sort"
-	"strconv"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
@@ -49,6 +48,16 @@ type Zone struct {
 
 	nodes map[string]*node
 	apex  *node
+	// files are the master files records were read from (the zone's
+	// own first), by rrset.file.
+	files []string
+	// prev is ParseOptions.Previous, and workers ParseOptions.Workers,
+	// until Precompile has run.
+	prev    *Zone
+	workers int
+	// shares is set when RRsets may be shared with an earlier load of the
+	// zone, whose lines they keep (see line).
+	shares bool
 	// negWire is the negative-answer SOA for the fast path.
 	negWire NegativeSOA
 }
@@ -78,8 +87,9 @@ type node struct {
 
 type rrset struct {
 	rtype uint16
+	file  uint16 // Zone.files index of where the RRset's first record is
+	line  int32
 	rrs   []dns.RR
-	pos   Pos
 }
 
 func (n *node) get(t uint16) []dns.RR {
@@ -136,206 +146,23 @@ func (z *Zone) Unchanged(file string, data []byte) bool {
 // Parse is Load with the file's contents already read. The zone keeps
 // data (see Source): the caller must not modify it afterwards.
 func Parse(fsys fs.FS, origin, file string, data []byte) (z *Zone, errs, warns diag.Problems) {
-	origin = dns.CanonicalName(origin)
-	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
-	zp.SetIncludeAllowed(true)
-	if fsys != nil {
-		zp.SetIncludeFS(fsys)
-	}
-	z = &Zone{Origin: origin, File: file, nodes: map[string]*node{}}
-	type entry struct {
-		rr  dns.RR
-		pos Pos
-	}
-	var entries []entry
-	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		entries = append(entries, entry{rr: rr, pos: Pos{File: file}})
-	}
-	if err := zp.Err(); err == nil {
-		// Only a file that parsed gets its records' lines, and only as
-		// many as the parser returned: the scan never does more work
-		// than the parse did.
-		for i, p := range recordPositions(fsys, file, data, 0, len(entries)) {
-			entries[i].pos = p
-		}
-	}
-	if err := zp.Err(); err != nil {
-		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
-			f := m[1]
-			if f == "" {
-				f = file
-			}
-			n, _ := strconv.Atoi(m[3])
-			errs.Add(f, n, "%s", m[2])
-		} else {
-			errs.Add(file, 0, "%v", err)
-		}
-		return nil, errs, warns
-	}
-
-	// Group records into RRsets per owner, checking each as it comes.
-	type key struct {
-		name  string
-		rtype uint16
-	}
-	sets := map[key]*rrset{}
-	seen := map[string]bool{}
-	var order []key
-	for _, e := range entries {
-		h := e.rr.Header()
-		owner := dns.CanonicalName(h.Name)
-		h.Name = owner
-		if !dns.IsSubDomain(origin, owner) {
-			errs.Add(e.pos.File, e.pos.Line, "%s is outside the zone %s", owner, origin)
-			continue
-		}
-		if h.Class != dns.ClassINET {
-			errs.Add(e.pos.File, e.pos.Line, "%s: class %s is not served (only IN)", owner, dns.ClassToString[h.Class])
-			continue
-		}
-		switch h.Rrtype {
-		case dns.TypeSOA:
-			if owner != origin {
-				errs.Add(e.pos.File, e.pos.Line, "SOA record for %s is not at the zone apex %s", owner, origin)
-				continue
-			}
-		case dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY:
-			errs.Add(e.pos.File, e.pos.Line, "%s records cannot be served from a zone", dns.TypeToString[h.Rrtype])
-			continue
-		}
-		k := key{owner, h.Rrtype}
-		s := sets[k]
-		if s == nil {
-			s = &rrset{rtype: h.Rrtype, pos: e.pos}
-			sets[k] = s
-			order = append(order, k)
-		}
-		// Duplicates (RFC 2181 §5: an RRset has no two equal records) are
-		// found by their text with the TTL left out, in constant time.
-		ttl := h.Ttl
-		h.Ttl = 0
-		text := e.rr.String()
-		h.Ttl = ttl
-		if seen[text] {
-			warns.Add(e.pos.File, e.pos.Line, "duplicate record ignored: %s", e.rr.String())
-			continue
-		}
-		seen[text] = true
-		s.rrs = append(s.rrs, e.rr)
-		z.Records++
-	}
-
-	for _, k := range order {
-		s := sets[k]
-		// RFC 2181 §5.2: one TTL per RRset; use the smallest.
-		minTTL, differ := s.rrs[0].Header().Ttl, false
-		for _, rr := range s.rrs[1:] {
-			if rr.Header().Ttl != minTTL {
-				differ = true
-				minTTL = min(minTTL, rr.Header().Ttl)
-			}
-		}
-		if differ {
-			warns.Add(s.pos.File, s.pos.Line, "%s %s: records have different TTLs; all get %d (RFC 2181 §5.2)",
-				k.name, dns.TypeToString[k.rtype], minTTL)
-		}
-		for _, rr := range s.rrs {
-			rr.Header().Ttl = minTTL
-		}
-		if (k.rtype == dns.TypeCNAME || k.rtype == dns.TypeDNAME || k.rtype == dns.TypeSOA) && len(s.rrs) > 1 {
-			errs.Add(s.pos.File, s.pos.Line, "%s has %d %s records; only one is allowed", k.name, len(s.rrs), dns.TypeToString[k.rtype])
-		}
-		n := z.ensure(k.name)
-		n.rrsets = append(n.rrsets, *s)
-	}
-
-	z.apex = z.nodes[origin]
-	if z.apex == nil || z.apex.get(dns.TypeSOA) == nil {
-		errs.Add(file, 0, "zone %s has no SOA record at its apex", origin)
-	} else {
-		z.SOA = z.apex.get(dns.TypeSOA)[0].(*dns.SOA)
-		neg := dns.Copy(z.SOA).(*dns.SOA)
-		neg.Hdr.Ttl = min(z.SOA.Hdr.Ttl, z.SOA.Minttl)
-		z.NegSOA = neg
-	}
-	if z.apex == nil || z.apex.get(dns.TypeNS) == nil {
-		errs.Add(file, 0, "zone %s has no NS records at its apex", origin)
-	}
-
-	// Per-node checks and flags.
-	names := make([]string, 0, len(z.nodes))
-	for name := range z.nodes {
-		names = append(names, name)
-	}
-	sort.Slice(names, func(i, j int) bool { return dns.CountLabel(names[i]) < dns.CountLabel(names[j]) })
-	for _, name := range names {
-		n := z.nodes[name]
-		sort.Slice(n.rrsets, func(i, j int) bool { return n.rrsets[i].rtype < n.rrsets[j].rtype })
-		for i := range n.rrsets {
-			s := &n.rrsets[i]
-			switch s.rtype {
-			case dns.TypeCNAME:
-				n.cname = s
-			case dns.TypeDNAME:
-				n.dname = s
-			case dns.TypeNS:
-				if name != origin {
-					n.cut = true
-				}
-			}
-		}
-		if n.cname != nil {
-			for _, s := range n.rrsets {
-				if s.rtype != dns.TypeCNAME && s.rtype != dns.TypeRRSIG && s.rtype != dns.TypeNSEC {
-					errs.Add(n.cname.pos.File, n.cname.pos.Line, "%s has a CNAME and other data (%s at line %d); a CNAME must stand alone (RFC 1034 §3.6.2)",
-						name, dns.TypeToString[s.rtype], s.pos.Line)
-					break
-				}
-			}
-		}
-		if n.dname != nil && n.cut {
-			errs.Add(n.dname.pos.File, n.dname.pos.Line, "%s has both a DNAME and a delegation (NS)", name)
-		}
-		// Anything below a delegation point or a DNAME is occluded.
-		for p := parent(name, origin); p != ""; p = parent(p, origin) {
-			pn := z.nodes[p]
-			if pn == nil || (!pn.cut && pn.dname == nil) {
-				continue
-			}
-			n.occluded = true
-			for _, s := range n.rrsets {
-				if pn.cut && (s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA) {
-					continue // glue
-				}
-				what := "delegation"
-				if !pn.cut {
-					what = "DNAME"
-				}
-				warns.Add(s.pos.File, s.pos.Line, "%s %s is below the %s at %s and will never be answered",
-					name, dns.TypeToString[s.rtype], what, p)
-			}
-			break
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errs, warns
-	}
-	z.source = data
-	z.fromFile = true
-	if hasInclude(data) {
-		z.fromFile = false
-		// The text alone would read its includes again, which may be the
-		// very files that break later: keep the records instead.
-		z.source = z.flatten()
-	}
-	return z, nil, warns
+	return ParseWith(fsys, origin, file, data, ParseOptions{})
 }
 
 // hasInclude reports whether data may hold an $INCLUDE directive (a
 // mention in a comment or a string counts too, which only costs a
 // flattened Source).
 func hasInclude(data []byte) bool {
-	return bytes.Contains(bytes.ToUpper(data), []byte("$INCLUDE"))
+	for i := 0; ; {
+		j := bytes.IndexByte(data[i:], '$')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		if len(data)-i >= 7 && bytes.EqualFold(data[i:i+7], []byte("INCLUDE")) {
+			return true
+		}
+	}
 }
 
 // flatten writes the zone's records as a master file with absolute names,
@@ -401,12 +228,34 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 				conflict = conflict || s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA
 			}
 			if conflict {
-				return fmt.Errorf("%s already has %s records at %s:%d; a steered name's records come from its pools", name, dns.TypeToString[s.rtype], s.pos.File, s.pos.Line)
+				return fmt.Errorf("%s already has %s records at %s:%d; a steered name's records come from its pools", name, dns.TypeToString[s.rtype], z.files[s.file], z.line(name, &s))
 			}
 		}
 	}
 	z.ensure(name).steered = true
 	return nil
+}
+
+// line returns where the RRset s of name starts in the zone's file: its
+// own record of it, or, when the RRset may be shared with an earlier load
+// (whose lines it keeps), the line found by reading the file again. Only
+// messages need it.
+func (z *Zone) line(name string, s *rrset) int {
+	if !z.shares {
+		return int(s.line)
+	}
+	zp := dns.NewZoneParser(bytes.NewReader(z.source), z.Origin, z.File)
+	i := 0
+	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+		if h := rr.Header(); h.Rrtype == s.rtype && dns.CanonicalName(h.Name) == name {
+			if p := recordPositions(nil, z.File, z.source, 0, i+1); len(p) == i+1 {
+				return p[i].Line
+			}
+			break
+		}
+		i++
+	}
+	return int(s.line)
 }
 
 // ensure returns the node for name, creating it and every missing ancestor up
