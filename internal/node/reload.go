@@ -123,6 +123,9 @@ func (n *Node) reloadLoop() {
 func (n *Node) runReload(p pendingReload) Result {
 	start := time.Now()
 	res := Result{Seq: n.seq.Add(1), Trigger: strings.Join(p.triggers, ", "), Applied: true}
+	if p.kinds&(kindConfig|kindGeo) != 0 {
+		defer boundReloadMemory()()
+	}
 	switch {
 	case p.kinds&kindConfig != 0:
 		n.reloadConfig(&res)
