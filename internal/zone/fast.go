@@ -40,7 +40,7 @@ func (s *Set) Classify(name string) (FastKind, *Zone, *Node) {
 	cur := z.apex
 	// name[:rest] holds the labels below cur, each followed by its dot.
 	for rest := len(name) - len(z.Origin); rest > 0; {
-		if cur != z.apex && cur.cut || cur.dname != nil {
+		if cur != z.apex && cur.cut || cur.hasDNAME {
 			return FastNone, z, nil
 		}
 		j := strings.LastIndexByte(name[:rest-1], '.') + 1
@@ -152,7 +152,7 @@ const arenaBlock = 64 << 10
 
 func (p *packer) node(n *node) {
 	n.templates = nil
-	n.plain = !(n.cut || n.occluded || n.cname != nil || n.dname != nil)
+	n.plain = !(n.cut || n.occluded || n.hasCNAME || n.hasDNAME)
 	if !n.plain {
 		return
 	}
@@ -248,12 +248,16 @@ func (p *packer) direct(name string, rrs []dns.RR) []byte {
 	if err != nil {
 		return nil
 	}
-	qend := len(w) // the question ends where the first record starts
-	for _, rr := range rrs {
-		qend -= dns.Len(rr)
+	// The question's name (uncompressed), which each owner repeats.
+	owner := 0
+	for off := 12; off < len(w); off += int(w[off]) + 1 {
+		if w[off] == 0 {
+			owner = off + 1 - 12
+			break
+		}
 	}
-	owner := qend - 4 - 12 // the question's name, which each owner repeats
-	if owner <= 0 || qend <= 12 {
+	qend := 12 + owner + 4
+	if owner == 0 || qend > len(w) {
 		return nil
 	}
 	out := append(p.out[:0], w[:qend]...)

@@ -179,7 +179,7 @@ func (z *Zone) lookup(a *Answer, name string, qtype uint16) string {
 				z.referral(a, cur)
 				return ""
 			}
-			if cur.dname != nil {
+			if cur.hasDNAME {
 				return z.synthesizeDNAME(a, cur, name)
 			}
 			n := z.nodes[name[idx[i]:]]
@@ -235,9 +235,9 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 		add(rrs)
 		return ""
 	}
-	if n.cname != nil && qtype != dns.TypeCNAME {
-		add(n.cname.rrs)
-		return dns.CanonicalName(n.cname.rrs[0].(*dns.CNAME).Target)
+	if n.hasCNAME && qtype != dns.TypeCNAME {
+		add(n.set(dns.TypeCNAME).rrs)
+		return dns.CanonicalName(n.set(dns.TypeCNAME).rrs[0].(*dns.CNAME).Target)
 	}
 	z.negative(a, dns.RcodeSuccess)
 	return ""
@@ -288,7 +288,7 @@ func (z *Zone) referral(a *Answer, cut *node) {
 // synthesizeDNAME rewrites name, which lies below the DNAME at d, and
 // returns the new name to follow (RFC 6672 §3.3).
 func (z *Zone) synthesizeDNAME(a *Answer, d *node, name string) string {
-	dn := d.dname.rrs[0].(*dns.DNAME)
+	dn := d.set(dns.TypeDNAME).rrs[0].(*dns.DNAME)
 	a.Answer = append(a.Answer, dn)
 	target := dns.CanonicalName(dn.Target)
 	prefix := name[:len(name)-len(d.name)]

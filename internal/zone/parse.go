@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,9 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		}
 		return nil, errs, warns
 	}
-	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, len(rrs)/2+1), files: []string{file}}
+	// Sized for a name per record and some empty non-terminals: a map
+	// that grows while it fills holds its old tables too.
+	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, len(rrs)+len(rrs)/8+1), files: []string{file}}
 	b := builder{z: z, prev: prev}
 	fileIdx := map[string]uint16{file: 0}
 	posOf := func(i int) (uint16, int32) {
@@ -113,7 +116,12 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			warns.Add(z.files[fi], int(line), "duplicate record ignored: %s", rr.String())
 			continue
 		}
-		s.rrs = append(s.rrs, b.shared(n, rr))
+		if sr := b.shared(n, rr); sr != rr {
+			rr = sr
+		} else if a, ok := rr.(*dns.A); ok {
+			a.A = b.ip4(a.A)
+		}
+		s.rrs = append(s.rrs, rr)
 		z.Records++
 	}
 	b.dups = nil
@@ -175,9 +183,9 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			s := &n.rrsets[i]
 			switch s.rtype {
 			case dns.TypeCNAME:
-				n.cname = s
+				n.hasCNAME = true
 			case dns.TypeDNAME:
-				n.dname = s
+				n.hasDNAME = true
 				cuts++
 			case dns.TypeNS:
 				if n.name != origin {
@@ -189,22 +197,22 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	}
 	for _, n := range b.order {
 		name := n.name
-		if n.cname != nil {
+		if n.hasCNAME {
 			for _, s := range n.rrsets {
 				if s.rtype != dns.TypeCNAME && s.rtype != dns.TypeRRSIG && s.rtype != dns.TypeNSEC {
-					errs.Add(z.files[n.cname.file], int(n.cname.line), "%s has a CNAME and other data (%s at line %d); a CNAME must stand alone (RFC 1034 §3.6.2)",
+					errs.Add(z.files[n.set(dns.TypeCNAME).file], int(n.set(dns.TypeCNAME).line), "%s has a CNAME and other data (%s at line %d); a CNAME must stand alone (RFC 1034 §3.6.2)",
 						name, dns.TypeToString[s.rtype], s.line)
 					break
 				}
 			}
 		}
-		if n.dname != nil && n.cut {
-			errs.Add(z.files[n.dname.file], int(n.dname.line), "%s has both a DNAME and a delegation (NS)", name)
+		if n.hasDNAME && n.cut {
+			errs.Add(z.files[n.set(dns.TypeDNAME).file], int(n.set(dns.TypeDNAME).line), "%s has both a DNAME and a delegation (NS)", name)
 		}
 		// Anything below a delegation point or a DNAME is occluded.
 		for p := parent(name, origin); p != "" && cuts > 0; p = parent(p, origin) {
 			pn := z.nodes[p]
-			if pn == nil || (!pn.cut && pn.dname == nil) {
+			if pn == nil || (!pn.cut && !pn.hasDNAME) {
 				continue
 			}
 			n.occluded = true
@@ -264,6 +272,7 @@ type builder struct {
 	// last is the node of the previous record, lastPrev the previous
 	// zone's node of that name.
 	last, lastPrev *node
+	ips            []byte // the block ip4 cuts addresses from
 	// dups holds, for RRsets too large to compare record by record, the
 	// text (TTL left out) of the records they hold.
 	dups map[*rrset]map[string]bool
@@ -300,6 +309,20 @@ func (b *builder) newNode(owner string) *node {
 		b.newNode(p)
 	}
 	return n
+}
+
+// ip4 returns ip in its 4-byte form, cut from a shared block: the parser
+// gives every IPv4 address 16 bytes of its own.
+func (b *builder) ip4(ip net.IP) net.IP {
+	v4 := ip.To4()
+	if v4 == nil {
+		return ip
+	}
+	if len(b.ips)+4 > cap(b.ips) {
+		b.ips = make([]byte, 0, 4096)
+	}
+	b.ips = append(b.ips, v4...)
+	return net.IP(b.ips[len(b.ips)-4 : len(b.ips) : len(b.ips)])
 }
 
 // set returns the node's RRset of type t, or nil.
@@ -401,14 +424,6 @@ func (b *builder) shareSets(n *node) {
 		}
 	}
 	n.rrsets = pn.rrsets
-	for i := range n.rrsets {
-		switch n.rrsets[i].rtype {
-		case dns.TypeCNAME:
-			n.cname = &n.rrsets[i]
-		case dns.TypeDNAME:
-			n.dname = &n.rrsets[i]
-		}
-	}
 }
 
 // readRecords parses data into its records, in file order, with the

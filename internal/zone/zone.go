@@ -67,11 +67,11 @@ type Zone struct {
 type node struct {
 	name   string
 	rrsets []rrset // sorted by type
-	cut    bool    // NS below the apex: a delegation point
-	dname  *rrset
-	cname  *rrset
 	// templates are precompiled wire answers (see Precompile).
 	templates []template
+	cut       bool // NS below the apex: a delegation point
+	// hasCNAME and hasDNAME say the node holds a CNAME or DNAME RRset.
+	hasCNAME, hasDNAME bool
 	// plain is set on names the fast path may answer: no delegation,
 	// CNAME or DNAME here, every RRset precompiled.
 	plain bool
@@ -211,7 +211,7 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 		return fmt.Errorf("%s is not in zone %s", name, z.Origin)
 	}
 	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
-		if pn := z.nodes[p]; pn != nil && (pn.cut || pn.dname != nil) {
+		if pn := z.nodes[p]; pn != nil && (pn.cut || pn.hasDNAME) {
 			return fmt.Errorf("%s is below the delegation or DNAME at %s, so it cannot be answered", name, p)
 		}
 	}
