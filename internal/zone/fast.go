@@ -138,13 +138,13 @@ func (s *Set) Precompile() {
 // packer makes the templates of one goroutine's share of a zone's nodes,
 // their bytes cut from large blocks rather than allocated one by one.
 type packer struct {
-	s           *Set
-	z           *Zone
-	scratch     []byte
-	out         []byte
-	msg         dns.Msg
-	arena       []byte
-	templates   []template
+	s         *Set
+	z         *Zone
+	scratch   []byte
+	out       []byte
+	msg       dns.Msg
+	arena     []byte
+	templates []template
 }
 
 // arenaBlock is the size of the blocks templates are cut from.
