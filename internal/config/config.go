@@ -66,10 +66,17 @@ type Config struct {
 	// FS, when non-nil, is where File and every path it names are read
 	// from (the embedded demo). When nil, paths are on the local disk.
 	FS fs.FS `yaml:"-"`
-	// Lines maps dotted key paths (e.g. "listen[1]") to their line in File.
-	Lines map[string]int `yaml:"-"`
+	// lines maps dotted key paths (e.g. "listen[1]") to their line in
+	// File, except the paths of records, which are in recLines (one table
+	// per item of the records sequence). See Line.
+	lines    map[string]int
+	recLines []recLines
 
-	raw []byte // the bytes parsed, for LoadAgain
+	text  string       // the bytes parsed, for LoadAgain
+	cache *recordCache // the records of text by their bytes, for LoadAgain; nil when not reusable
+	// reused is how many records LoadAgain took from the configuration it
+	// was given instead of decoding them (for tests).
+	reused int
 }
 
 // TCP holds the TCP transport's limits.
@@ -151,13 +158,20 @@ func LoadFS(fsys fs.FS, p string) (*Config, error) {
 // LoadAgain is LoadFS for a reload: when the file at p reads back the
 // bytes prev was parsed from, it returns prev itself (same reports true),
 // which the caller must treat as read-only, as every loaded Config is.
+//
+// Otherwise the result is that of Parse, but the records whose text is
+// unchanged are taken from prev instead of being decoded again (see
+// reparse); the Config returned shares them with prev.
 func LoadAgain(fsys fs.FS, p string, prev *Config) (c *Config, same bool, err error) {
 	data, err := ReadFile(fsys, p)
 	if err != nil {
 		return nil, false, diag.Problems{{File: p, Msg: err.Error()}}
 	}
-	if prev != nil && prev.File == p && sameFS(prev.FS, fsys) && bytes.Equal(prev.raw, data) {
+	if prev != nil && prev.File == p && sameFS(prev.FS, fsys) && prev.text == string(data) {
 		return prev, true, nil
+	}
+	if c := reparse(fsys, p, data, prev); c != nil {
+		return c, false, nil
 	}
 	c, err = Parse(fsys, p, data)
 	return c, false, err
@@ -211,7 +225,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 		}
 		return nil, probs.Err()
 	}
-	c := &Config{File: file, FS: fsys, Lines: map[string]int{}, raw: data}
+	c := &Config{File: file, FS: fsys, lines: map[string]int{}, text: string(data)}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
@@ -220,7 +234,8 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 		probs.Add(file, root.Line, "the top level must be a mapping of keys such as listen and zones")
 		return nil, probs.Err()
 	}
-	checkKeys(root, "", c, &probs, file, c.Lines)
+	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, rec: -1}
+	w.walk(root, "", reflect.TypeOf(c), true)
 	if err := root.Decode(c); err != nil {
 		addYAMLError(&probs, file, err)
 	}
@@ -232,6 +247,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	if err := probs.Err(); err != nil {
 		return nil, err
 	}
+	c.cache = cacheRecords(c, root)
 	return c, nil
 }
 
@@ -275,7 +291,7 @@ func (c *Config) applyDefaults() {
 		c.Geo.Databases = []string{"embedded"}
 	}
 	for i := range c.Records {
-		c.Records[i].Line = c.Line(fmt.Sprintf("records[%d]", i))
+		c.Records[i].Line = c.RecordLine(i, "")
 	}
 	if c.VersionBind == "" {
 		c.VersionBind = VersionHidden

@@ -120,8 +120,8 @@ func TestFullConfig(t *testing.T) {
 		"tcp": 8, "tcp.max_connections": 9, "tcp.idle_timeout": 10,
 		"zones": 11, "zones[0]": 12, "zones[0].origin": 12, "zones[0].file": 13, "zones[1].origin": 14,
 	} {
-		if got := c.Lines[key]; got != line {
-			t.Errorf("Lines[%q] = %d, want %d", key, got, line)
+		if got := c.Line(key); got != line {
+			t.Errorf("Line(%q) = %d, want %d", key, got, line)
 		}
 	}
 }

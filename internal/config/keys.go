@@ -1,9 +1,9 @@
 package config
 
 import (
-	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -11,15 +11,57 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// checkKeys walks the YAML tree n alongside the Go type of v, reporting every
-// mapping key that has no field, and records the line of every key path in
-// lines ("zones[0].origin" -> 12). It reports all unknown keys at once,
-// where yaml's own strict mode stops at the first.
-func checkKeys(n *yaml.Node, prefix string, v any, probs *diag.Problems, file string, lines map[string]int) {
-	walkKeys(n, prefix, reflect.TypeOf(v), probs, file, lines)
+// recLines holds the key paths of one item of the top-level records
+// sequence: rel maps the path after "records[i]" ("", ".name",
+// ".pools.x.address") to its line minus base, base being the item's line.
+// Keeping them apart from the other paths lets a reload share a record's
+// table with the configuration it reuses the record from.
+type recLines struct {
+	base int
+	rel  map[string]int
 }
 
-func walkKeys(n *yaml.Node, prefix string, t reflect.Type, probs *diag.Problems, file string, lines map[string]int) {
+// keyWalker walks a YAML tree alongside a Go type, reporting every mapping
+// key that has no field and recording the line of every key path. It
+// reports all unknown keys at once, where yaml's own strict mode stops at
+// the first.
+//
+// A walker of the whole file (rec < 0) records paths in lines, except
+// those of the items of the top-level records sequence, which go to recs.
+// A walker of one record (rec >= 0) records paths relative to the item in
+// lines, lines being relative to base; its messages name records[rec].
+type keyWalker struct {
+	probs *diag.Problems
+	file  string
+	lines map[string]int
+	base  int
+	recs  *[]recLines
+	rec   int
+}
+
+// setIfAbsent and set record the line of path p.
+func (w *keyWalker) setIfAbsent(p string, line int) {
+	if _, ok := w.lines[p]; !ok {
+		w.lines[p] = line - w.base
+	}
+}
+
+func (w *keyWalker) set(p string, line int) { w.lines[p] = line - w.base }
+
+// where names the path p (relative to the walker) in a message.
+func (w *keyWalker) where(p string, root bool) string {
+	switch {
+	case w.rec >= 0:
+		return "in records[" + strconv.Itoa(w.rec) + "]" + p
+	case root:
+		return "at the top level"
+	}
+	return "in " + p
+}
+
+// walk checks n against t at path prefix; root is true at the top of the
+// file (whose path is empty and has no line of its own).
+func (w *keyWalker) walk(n *yaml.Node, prefix string, t reflect.Type, root bool) {
 	if n == nil || t == nil {
 		return
 	}
@@ -29,10 +71,8 @@ func walkKeys(n *yaml.Node, prefix string, t reflect.Type, probs *diag.Problems,
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if prefix != "" {
-		if _, ok := lines[prefix]; !ok {
-			lines[prefix] = n.Line
-		}
+	if !root {
+		w.setIfAbsent(prefix, n.Line)
 	}
 	// Types that decode themselves from any node shape are leaves.
 	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
@@ -47,31 +87,31 @@ func walkKeys(n *yaml.Node, prefix string, t reflect.Type, probs *diag.Problems,
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			if k.Value == "<<" { // merge key: check the merged mapping
-				walkKeys(val, prefix, t, probs, file, lines)
+				w.walk(val, prefix, t, root)
 				continue
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
-				where := "at the top level"
-				if prefix != "" {
-					where = "in " + prefix
-				}
-				probs.Add(file, k.Line, "unknown key %q %s (known keys: %s)", k.Value, where, knownKeys(fields))
+				w.probs.Add(w.file, k.Line, "unknown key %q %s (known keys: %s)", k.Value, w.where(prefix, root), knownKeys(fields))
 				continue
 			}
 			p := k.Value
-			if prefix != "" {
+			if !root {
 				p = prefix + "." + k.Value
 			}
-			lines[p] = k.Line
-			walkKeys(val, p, ft, probs, file, lines)
+			w.set(p, k.Line)
+			if root && w.rec < 0 && k.Value == "records" && ft == recordsType {
+				w.records(val)
+				continue
+			}
+			w.walk(val, p, ft, false)
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			return
 		}
 		for i, item := range n.Content {
-			walkKeys(item, fmt.Sprintf("%s[%d]", prefix, i), t.Elem(), probs, file, lines)
+			w.walk(item, prefix+"["+strconv.Itoa(i)+"]", t.Elem(), false)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
@@ -80,9 +120,39 @@ func walkKeys(n *yaml.Node, prefix string, t reflect.Type, probs *diag.Problems,
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			p := prefix + "." + k.Value
-			lines[p] = k.Line
-			walkKeys(val, p, t.Elem(), probs, file, lines)
+			w.set(p, k.Line)
+			w.walk(val, p, t.Elem(), false)
 		}
+	}
+}
+
+var (
+	recordsType = reflect.TypeFor[[]Record]()
+	recordType  = reflect.TypeFor[Record]()
+)
+
+// records walks the value of the top-level records key, each item into
+// its own table of recs. An item's table is made when its path is first
+// recorded, with the item's line as base, as a single map of paths would
+// keep the first line recorded for "records[i]".
+func (w *keyWalker) records(n *yaml.Node) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.SequenceNode {
+		return
+	}
+	for i, item := range n.Content {
+		if i == len(*w.recs) {
+			it := item
+			for it.Kind == yaml.AliasNode && it.Alias != nil {
+				it = it.Alias
+			}
+			*w.recs = append(*w.recs, recLines{base: it.Line, rel: map[string]int{}})
+		}
+		rl := (*w.recs)[i]
+		sub := keyWalker{probs: w.probs, file: w.file, lines: rl.rel, base: rl.base, rec: i}
+		sub.walk(item, "", recordType, false)
 	}
 }
 

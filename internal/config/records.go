@@ -207,9 +207,8 @@ func (c *Config) PoolNames(recordIndex int) []string {
 	for n := range r.Pools {
 		names = append(names, n)
 	}
-	prefix := fmt.Sprintf("records[%d].pools.", recordIndex)
 	sort.Slice(names, func(i, j int) bool {
-		li, lj := c.Lines[prefix+names[i]], c.Lines[prefix+names[j]]
+		li, lj := c.RecordLine(recordIndex, ".pools."+names[i]), c.RecordLine(recordIndex, ".pools."+names[j])
 		if li != lj {
 			return li < lj
 		}
@@ -220,7 +219,47 @@ func (c *Config) PoolNames(recordIndex int) []string {
 
 // Line returns the line of a dotted key path such as "records[0].rules[2]",
 // or 0 when unknown.
-func (c *Config) Line(path string) int { return c.Lines[path] }
+func (c *Config) Line(path string) int {
+	if i, rest, ok := recordPath(path); ok {
+		return c.RecordLine(i, rest)
+	}
+	return c.lines[path]
+}
+
+// recordPath splits "records[12].pools" into 12 and ".pools". The index
+// must be written as fmt's %d writes it: no other spelling is a path.
+func recordPath(p string) (i int, rest string, ok bool) {
+	const pre = "records["
+	if !strings.HasPrefix(p, pre) {
+		return 0, "", false
+	}
+	s := p[len(pre):]
+	end := strings.IndexByte(s, ']')
+	if end <= 0 || end > 9 || end > 1 && s[0] == '0' {
+		return 0, "", false
+	}
+	for _, d := range s[:end] {
+		if d < '0' || d > '9' {
+			return 0, "", false
+		}
+		i = i*10 + int(d-'0')
+	}
+	return i, s[end+1:], true
+}
+
+// RecordLine is Line("records[i]" + path), path being "" or such as
+// ".pools.x", without building the path: a call such as
+// RecordLine(i, string(buf)) does not allocate.
+func (c *Config) RecordLine(i int, path string) int {
+	if uint(i) >= uint(len(c.recLines)) {
+		return 0
+	}
+	rl := &c.recLines[i]
+	if d, ok := rl.rel[path]; ok {
+		return rl.base + d
+	}
+	return 0
+}
 
 // API configures the admin HTTP API.
 type API struct {
