@@ -36,8 +36,15 @@ type Table struct {
 	// records that took one compiled for another record of it, Reused
 	// those that took one from the previous table (see share.go).
 	Compiled, Shared, Reused int
+	// RecordsReused counts the records taken whole from the previous
+	// table because everything they are built from is unchanged
+	// (reuse.go), RecordsBuilt those built from their configuration.
+	RecordsReused, RecordsBuilt int
 
-	geo *geo.Set // the databases the partitions were compiled against
+	geo   *geo.Set           // the databases the partitions were compiled against
+	cfg   *config.Config     // the configuration the records were built from
+	bySrc []*Record          // by index in cfg.Records (nil: not in the table)
+	parts map[string]*Record // a record of each compile key, for the next build
 }
 
 // Get returns the record named name (canonical), or nil.
@@ -60,19 +67,21 @@ func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
 	return BuildWith(cfg, g, nil)
 }
 
-// BuildWith is Build that takes each partition it can from prev (the
-// table being served) instead of compiling it: when prev was compiled
-// against the same geo set, a record whose rules, candidates and their
-// locations are unchanged reuses its partition. Within the build, records
-// with equal rules share one.
+// BuildWith is Build that takes what it can from prev (the table being
+// served) instead of building it again, when prev was compiled against
+// the same geo set: a record whose inputs are all unchanged is prev's
+// compiled record, copied, with its new index and lines (reuse.go); any
+// other record whose rules, candidates and their locations are unchanged
+// reuses its partition. Within the build, records with equal rules share
+// one. prev is only read.
 func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Problems, error) {
-	t := &Table{byName: map[string]*Record{}, geo: g}
+	t := &Table{byName: make(map[string]*Record, len(cfg.Records)), geo: g, cfg: cfg, bySrc: make([]*Record, len(cfg.Records))}
 	compiled := map[string]*Record{}
-	previous := map[string]*Record{}
+	var previous map[string]*Record
+	var reuse *reuser
 	if prev != nil && prev.geo == g {
-		for _, r := range prev.Records {
-			previous[r.ckey] = r
-		}
+		previous = prev.parts
+		reuse = newReuser(cfg, prev)
 	}
 	var errs, warns diag.Problems
 	start := time.Now()
@@ -84,15 +93,21 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	}
 	warnedPolicy := map[string]bool{}
 	type built struct {
-		b *builder
-		r *Record
+		b      *builder
+		r      *Record
+		reused bool // taken whole from prev
 	}
-	var recs []built
+	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
+	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
 	for i := range cfg.Records {
-		b := &builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy}
-		r := b.record()
-		if r == nil {
+		b := &builders[i]
+		*b = builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy}
+		var r *Record
+		reused := false
+		if r = reuse.take(b); r != nil {
+			reused = true
+		} else if r = b.record(); r == nil {
 			continue
 		}
 		if prev := t.byName[r.Name]; prev != nil {
@@ -100,11 +115,13 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			continue
 		}
 		t.byName[r.Name] = r
-		r.ckey = r.compileKey()
-		if previous[r.ckey] == nil {
-			toCompile[r.ckey] = true
+		if !reused {
+			r.ckey = r.compileKey()
+			if previous[r.ckey] == nil {
+				toCompile[r.ckey] = true
+			}
 		}
-		recs = append(recs, built{b, r})
+		recs = append(recs, built{b, r, reused})
 	}
 	// Two or more partitions to compile against one geo set, or any
 	// against a single database (whose list of networks is read in one
@@ -118,16 +135,25 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			return nil, warns, errs.Err()
 		}
 	}
+	t.Records = make([]*Record, 0, len(recs))
 	for _, br := range recs {
 		b, r := br.b, br.r
-		if src := compiled[r.ckey]; src != nil {
-			r.sharePartition(src)
+		switch src := compiled[r.ckey]; {
+		case src != nil:
+			// A reused record has this partition already: every record
+			// of the previous table with its key shares one.
+			if !br.reused {
+				r.sharePartition(src)
+			}
 			t.Shared++
-		} else if src := previous[r.ckey]; src != nil {
-			r.sharePartition(src)
+		case br.reused:
 			compiled[r.ckey] = r
 			t.Reused++
-		} else {
+		case previous[r.ckey] != nil:
+			r.sharePartition(previous[r.ckey])
+			compiled[r.ckey] = r
+			t.Reused++
+		default:
 			if err := r.compile(g, part); err != nil {
 				errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
 				delete(t.byName, r.Name)
@@ -136,17 +162,31 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			compiled[r.ckey] = r
 			t.Compiled++
 		}
-		b.shadowed(r)
-		b.disabled(r)
+		if br.reused {
+			b.replay(r, true)
+			t.RecordsReused++
+		} else {
+			b.late = true
+			b.shadowed(r)
+			b.disabled(r)
+			t.RecordsBuilt++
+		}
 		r.Index = len(t.Records)
 		t.Records = append(t.Records, r)
+		t.bySrc[r.src] = r
 	}
+	t.parts = compiled
 	t.CompileTime = time.Since(start)
 	startClock()
 	now := time.Now().Unix()
 	t.lastAnswer = make([][]atomic.Int64, len(t.Records))
+	n := 0
+	for _, r := range t.Records {
+		n += len(r.Pools)
+	}
+	all := make([]atomic.Int64, n) // one allocation for every record's pools
 	for i, r := range t.Records {
-		t.lastAnswer[i] = make([]atomic.Int64, len(r.Pools))
+		t.lastAnswer[i], all = all[:len(r.Pools):len(r.Pools)], all[len(r.Pools):]
 		for j := range t.lastAnswer[i] {
 			t.lastAnswer[i][j].Store(now) // unknown history: as if just answered
 		}
@@ -166,6 +206,10 @@ type builder struct {
 	// warnings are given once, for the first record using it.
 	policy       string
 	warnedPolicy map[string]bool
+	// late is set once the record is compiled: its warnings from then on
+	// (shadowed, disabled) are kept apart from those of building it, so a
+	// reused record gives both where a built one would (reuse.go).
+	late bool
 }
 
 func policyNames(cfg *config.Config) string {
@@ -213,15 +257,29 @@ func (b *builder) errf(at string, format string, args ...any) {
 	b.errs.Add(b.cfg.File, b.line(at), format, args...)
 }
 
+// warnf reports a warning about the record being built at (a path under
+// it, as for line) and keeps it with the record, to be given again when a
+// later build reuses the record (replay).
 func (b *builder) warnf(at string, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if b.r != nil {
+		// Kept before the once-per-policy filter: if the record that gave
+		// it first is gone on a rebuild, the next one using the policy
+		// gives it.
+		b.r.warns = append(b.r.warns, warning{at: at, msg: msg, late: b.late})
+	}
+	b.warn(at, msg)
+}
+
+func (b *builder) warn(at, msg string) {
 	if b.inPolicy(at) {
 		if b.warnedPolicy[b.policy+"\x00"+at] {
 			return
 		}
 		b.warnedPolicy[b.policy+"\x00"+at] = true
-		format = "policy " + b.policy + ": " + format
+		msg = "policy " + b.policy + ": " + msg
 	}
-	b.warns.Add(b.cfg.File, b.line(at), format, args...)
+	b.warns.Add(b.cfg.File, b.line(at), "%s", msg)
 }
 
 func (b *builder) record() *Record {
@@ -235,7 +293,7 @@ func (b *builder) record() *Record {
 		b.errf(".name", "record name %q is not a domain name", rc.Name)
 		return nil
 	}
-	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true}
+	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx}
 	b.r = r
 	if rc.Policy != "" {
 		pol, ok := b.cfg.Policies[rc.Policy]

@@ -2,8 +2,6 @@ package snapshot
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -117,8 +115,9 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	}
 	steered := map[string][]*policy.Record{}
 	if table != nil {
+		enc := encloser{origins: origins}
 		for _, r := range table.Records {
-			o, ok := enclosing(origins, r.Name)
+			o, ok := enc.find(r.Name)
 			if !ok {
 				errs.Add(cfg.File, r.Line, "record %s is in no served zone (a steered name needs a zone for its SOA and NS)", r.Name)
 				continue
@@ -131,15 +130,17 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var degraded []ZoneProblem
 	reused := 0
 	prevSteered := steeredByZone(opts.Previous)
+	marks := map[*zone.Zone][]*policy.Record{}
 	for _, zc := range cfg.Zones {
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
 		data, rerr := zone.ReadFile(cfg.FS, file)
-		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && steeredKey(prevSteered[pz]) == steeredKey(recs) {
+		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && sameSteered(prevSteered[pz], recs) {
 			// The same bytes and the same steered names: the zone being
 			// served is kept as it is (marked and precompiled already).
 			zones = append(zones, pz)
+			marks[pz] = recs
 			reused++
 			continue
 		}
@@ -165,6 +166,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if len(zerrs) == 0 && len(merrs) == 0 {
 			zones = append(zones, z)
 			fresh = append(fresh, z)
+			marks[z] = recs
 			continue
 		}
 		if strict {
@@ -193,6 +195,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if fz != nil {
 			zp.Serving = serving
 			zones = append(zones, fz)
+			marks[fz] = recs
 		} else {
 			zp.Serving = ServingServfail
 			zones = append(zones, zone.NewFailed(origin, file, zp.Problem))
@@ -236,6 +239,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		Degraded:          degraded,
 		ZonesReused:       reused,
 		PoliciesKept:      policiesKept,
+		marks:             marks,
 	}
 	if cfg.VersionBind != config.VersionHidden {
 		s.Version = cfg.VersionBind
@@ -251,9 +255,14 @@ func previousZone(prev *Snapshot, origin string) *zone.Zone {
 	return prev.Zones.Zone(origin)
 }
 
-// steeredByZone groups prev's records by the zone that serves them, so a
-// zone kept as it is must steer exactly the names recs do (its marks).
+// steeredByZone returns, for each zone of prev, the steered records it
+// was marked with, so a zone kept as it is must steer exactly the names
+// recs do. A snapshot not made by build (no marks kept) has its records
+// grouped by the zone that serves them.
 func steeredByZone(prev *Snapshot) map[*zone.Zone][]*policy.Record {
+	if prev != nil && prev.marks != nil {
+		return prev.marks
+	}
 	out := map[*zone.Zone][]*policy.Record{}
 	if prev != nil && prev.Policies != nil {
 		for _, r := range prev.Policies.Records {
@@ -265,28 +274,47 @@ func steeredByZone(prev *Snapshot) map[*zone.Zone][]*policy.Record {
 	return out
 }
 
-func steeredKey(recs []*policy.Record) string {
-	keys := make([]string, len(recs))
-	for i, r := range recs {
-		t := "A"
-		if r.Type == dns.TypeCNAME {
-			t = "CNAME"
-		}
-		keys[i] = r.Name + "/" + t
+// sameSteered reports whether a and b steer the same names with the same
+// kind of record (CNAME, or A and AAAA), in any order. A reload usually
+// lists them in the same order: that is compared first, without
+// allocating.
+func sameSteered(a, b []*policy.Record) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	slices.Sort(keys)
-	return strings.Join(keys, " ")
+	i := 0
+	for i < len(a) && a[i].Name == b[i].Name && steeredType(a[i]) == steeredType(b[i]) {
+		i++
+	}
+	if i == len(a) {
+		return true
+	}
+	rest := make(map[string]uint16, len(a)-i)
+	for _, r := range a[i:] {
+		rest[r.Name] = steeredType(r)
+	}
+	for _, r := range b[i:] {
+		if t, ok := rest[r.Name]; !ok || t != steeredType(r) {
+			return false
+		}
+		delete(rest, r.Name) // a name twice in b is not in a twice
+	}
+	return len(rest) == 0
+}
+
+// steeredType is the type a record is marked with in its zone.
+func steeredType(r *policy.Record) uint16 {
+	if r.Type == dns.TypeCNAME {
+		return dns.TypeCNAME
+	}
+	return dns.TypeA
 }
 
 // mark makes the records' names steered in z, which is not published yet.
 func mark(cfg *config.Config, z *zone.Zone, recs []*policy.Record) diag.Problems {
 	var errs diag.Problems
 	for _, r := range recs {
-		rtype := r.Type
-		if rtype != dns.TypeCNAME {
-			rtype = dns.TypeA
-		}
-		if err := z.MarkSteered(r.Name, rtype); err != nil {
+		if err := z.MarkSteered(r.Name, steeredType(r)); err != nil {
 			errs.Add(cfg.File, r.Line, "record %s: %v", r.Name, err)
 		}
 	}
@@ -348,6 +376,30 @@ func enclosing(origins map[string]bool, name string) (string, bool) {
 		return ".", true
 	}
 	return "", false
+}
+
+// encloser is enclosing for many names, remembering the answer for the
+// last parent name: steered records are mostly siblings.
+type encloser struct {
+	origins map[string]bool
+	parent  string // of the last name looked up
+	origin  string
+	ok      bool
+}
+
+func (e *encloser) find(name string) (string, bool) {
+	if e.origins[name] {
+		return name, true
+	}
+	off, end := dns.NextLabel(name, 0)
+	if end {
+		return enclosing(e.origins, name)
+	}
+	if p := name[off:]; p != e.parent {
+		e.parent = p
+		e.origin, e.ok = enclosing(e.origins, p)
+	}
+	return e.origin, e.ok
 }
 
 // openGeo opens the geo databases cfg names. A database of prev whose

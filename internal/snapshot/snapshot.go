@@ -6,6 +6,7 @@ package snapshot
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -60,6 +61,10 @@ type Snapshot struct {
 	// with degraded zones is still a good build: the node serves, but
 	// should report itself degraded.
 	Degraded []ZoneProblem
+
+	// marks holds, for each zone of Zones, the steered records marked in
+	// it (nil for a snapshot build did not make).
+	marks map[*zone.Zone][]*policy.Record
 }
 
 // HealthKeys lists every (address, check) pair the steered records' pools
@@ -75,11 +80,13 @@ func (s *Snapshot) HealthKeys() []health.Key {
 			if p.Check == "" {
 				continue
 			}
-			for _, a := range p.Addrs() {
-				k := health.Key{Addr: a, Check: p.Check}
-				if !seen[k] {
-					seen[k] = true
-					keys = append(keys, k)
+			for _, addrs := range [2][]netip.Addr{p.V4, p.V6} { // p.Addrs(), without a copy
+				for _, a := range addrs {
+					k := health.Key{Addr: a, Check: p.Check}
+					if !seen[k] {
+						seen[k] = true
+						keys = append(keys, k)
+					}
 				}
 			}
 		}
