@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"crypto/sha256"
 	"strings"
 	"sync"
 
@@ -110,14 +111,25 @@ func (s *Set) Precompile() {
 		}
 		z.precompiled = true
 		z.negWire = negativeSOA(z)
-		nodes := make([]*node, 0, len(z.nodes))
-		for _, n := range z.nodes {
-			nodes = append(nodes, n)
-			if strings.HasPrefix(n.name, "*.") {
-				if p := z.nodes[n.name[2:]]; p != nil {
-					p.wildChild = true
-				}
+		wild := map[string]bool{}
+		for name := range z.nodes {
+			if strings.HasPrefix(name, "*.") {
+				wild[name[2:]] = true
 			}
+		}
+		// The nodes to pack: this zone's own, and copies of borrowed
+		// ones (the served zone's) whose templates or flags would differ
+		// here; the others stay as they are, templates and all.
+		nodes := make([]*node, 0, len(z.nodes))
+		for name, n := range z.nodes {
+			if z.borrowed(n) {
+				if n.wildChild == wild[name] && !n.dependent() {
+					continue
+				}
+				n = z.own(n)
+			}
+			n.wildChild = wild[name]
+			nodes = append(nodes, n)
 		}
 		workers := max(1, min(z.workers, len(nodes)/4096))
 		var wg sync.WaitGroup
@@ -132,6 +144,10 @@ func (s *Set) Precompile() {
 		}
 		wg.Wait()
 		z.prev, z.workers = nil, 0
+		if z.fromFile && len(z.source) > keepSource {
+			z.sourceSum = sha256.Sum256(z.source)
+			z.source = nil
+		}
 	}
 }
 
@@ -217,6 +233,22 @@ func (p *packer) node(n *node) {
 		n.templates = pn.templates // all the previous zone's: share the list too
 		p.templates = p.templates[:start]
 	}
+}
+
+// dependent reports whether a template of n may hold other nodes' data
+// (the addresses of NS, MX and SRV targets): one that is not packed
+// straight from its own RRset.
+func (n *node) dependent() bool {
+	if n.cut || n.occluded || n.hasCNAME || n.hasDNAME {
+		return false // no templates
+	}
+	for _, rs := range n.rrsets {
+		switch rs.rtype {
+		case dns.TypeNS, dns.TypeMX, dns.TypeSRV:
+			return true
+		}
+	}
+	return false
 }
 
 // direct lists the types whose answer at a plain node is the RRset alone

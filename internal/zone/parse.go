@@ -5,9 +5,11 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
@@ -49,39 +51,18 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		// included (a shared RRset keeps those of its first load).
 		prev = nil
 	}
-	rrs, positions, err := readRecords(fsys, origin, file, data, opts.Workers)
-	if err != nil {
-		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
-			f := m[1]
-			if f == "" {
-				f = file
-			}
-			n, _ := strconv.Atoi(m[3])
-			errs.Add(f, n, "%s", m[2])
-		} else {
-			errs.Add(file, 0, "%v", err)
-		}
-		return nil, errs, warns
-	}
+	src := readRecords(fsys, origin, file, data, opts.Workers)
 	// Sized for a name per record and some empty non-terminals: a map
 	// that grows while it fills holds its old tables too.
-	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, len(rrs)+len(rrs)/8+1), files: []string{file}}
+	count := src.pos.len()
+	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, count+count/8+1), files: src.pos.files}
 	b := builder{z: z, prev: prev}
-	fileIdx := map[string]uint16{file: 0}
-	posOf := func(i int) (uint16, int32) {
-		if i >= len(positions) {
-			return 0, 0
-		}
-		p := positions[i]
-		fi, ok := fileIdx[p.File]
+	posOf := src.pos.at
+	for i := 0; ; i++ {
+		rr, ok := src.next()
 		if !ok {
-			fi = uint16(len(z.files))
-			fileIdx[p.File] = fi
-			z.files = append(z.files, p.File)
+			break
 		}
-		return fi, int32(p.Line)
-	}
-	for i, rr := range rrs {
 		h := rr.Header()
 		owner := dns.CanonicalName(h.Name)
 		h.Name = owner
@@ -103,10 +84,16 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			continue
 		}
 		n := b.node(owner)
+		h.Name = n.name // one copy of the name for the node and its records
 		s := n.set(h.Rrtype)
 		if s == nil {
 			fi, line := posOf(i)
-			n.rrsets = append(n.rrsets, rrset{rtype: h.Rrtype, file: fi, line: line})
+			set := rrset{rtype: h.Rrtype, file: fi, line: line}
+			if n.rrsets == nil {
+				n.rrsets = b.sets.one(set)
+			} else {
+				n.rrsets = append(n.rrsets, set)
+			}
 			s = &n.rrsets[len(n.rrsets)-1]
 		}
 		// Duplicates (RFC 2181 §5: an RRset has no two equal records)
@@ -118,14 +105,32 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		}
 		if sr := b.shared(n, rr); sr != rr {
 			rr = sr
-		} else if a, ok := rr.(*dns.A); ok {
-			a.A = b.ip4(a.A)
+		} else {
+			rr = b.compact(rr)
 		}
-		s.rrs = append(s.rrs, rr)
+		if s.rrs == nil {
+			s.rrs = b.rrs.one(rr)
+		} else {
+			s.rrs = append(s.rrs, rr)
+		}
 		z.Records++
 	}
+	b.finish()
+	if err := src.err(); err != nil {
+		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
+			f := m[1]
+			if f == "" {
+				f = file
+			}
+			n, _ := strconv.Atoi(m[3])
+			errs.Add(f, n, "%s", m[2])
+		} else {
+			errs.Add(file, 0, "%v", err)
+		}
+		return nil, errs, warns
+	}
 	b.dups = nil
-	positions, rrs = nil, nil
+	src = nil
 
 	for _, n := range b.order {
 		var pn *node
@@ -195,8 +200,29 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			}
 		}
 	}
+	for _, pn := range b.borrowed {
+		if b.z.nodes[pn.name] == pn && (pn.cut || pn.hasDNAME) {
+			cuts++
+		}
+	}
+	// A borrowed node is checked already (its records are the same); only
+	// what depends on its ancestors may differ, and then it gets a copy.
+	for _, pn := range b.borrowed {
+		if z.nodes[pn.name] != pn || cuts == 0 && !pn.occluded {
+			continue
+		}
+		p, cut := z.occluder(pn.name)
+		if (p != "") != pn.occluded {
+			c := z.own(pn)
+			c.occluded = p != ""
+		}
+		occludedWarnings(&warns, z, pn, p, cut)
+	}
 	for _, n := range b.order {
 		name := n.name
+		if z.nodes[name] != n {
+			continue // borrowed after all
+		}
 		if n.hasCNAME {
 			for _, s := range n.rrsets {
 				if s.rtype != dns.TypeCNAME && s.rtype != dns.TypeRRSIG && s.rtype != dns.TypeNSEC {
@@ -210,24 +236,10 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			errs.Add(z.files[n.set(dns.TypeDNAME).file], int(n.set(dns.TypeDNAME).line), "%s has both a DNAME and a delegation (NS)", name)
 		}
 		// Anything below a delegation point or a DNAME is occluded.
-		for p := parent(name, origin); p != "" && cuts > 0; p = parent(p, origin) {
-			pn := z.nodes[p]
-			if pn == nil || (!pn.cut && !pn.hasDNAME) {
-				continue
-			}
-			n.occluded = true
-			for _, s := range n.rrsets {
-				if pn.cut && (s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA) {
-					continue // glue
-				}
-				what := "delegation"
-				if !pn.cut {
-					what = "DNAME"
-				}
-				warns.Add(z.files[s.file], int(s.line), "%s %s is below the %s at %s and will never be answered",
-					name, dns.TypeToString[s.rtype], what, p)
-			}
-			break
+		if cuts > 0 {
+			p, cut := z.occluder(name)
+			n.occluded = p != ""
+			occludedWarnings(&warns, z, n, p, cut)
 		}
 	}
 	if len(errs) > 0 {
@@ -241,9 +253,22 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			b.shareSets(n)
 		}
 		z.shares = true
+		// A node equal to the served zone's in all a parse decides is
+		// that very node, read-only here: MarkSteered and Precompile copy
+		// it before they would change it (see borrowed). Its own copy is
+		// garbage once its whole block of nodes is.
+		for _, n := range b.order {
+			if z.nodes[n.name] != n {
+				continue // replaced: borrowed, or materialized again
+			}
+			if pn := prev.nodes[n.name]; pn != nil && sameNode(n, pn) {
+				z.nodes[n.name] = pn
+			}
+		}
+		z.apex = z.nodes[origin]
 	}
 	z.prev, z.workers = prev, opts.Workers
-	z.source = data
+	z.source, z.sourceSize = data, len(data)
 	z.fromFile = true
 	if hasInclude(data) {
 		z.fromFile = false
@@ -252,6 +277,35 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		z.source = z.flatten()
 	}
 	return z, nil, warns
+}
+
+// occluder returns the nearest ancestor of name that is a delegation
+// point (cut) or holds a DNAME, or "".
+func (z *Zone) occluder(name string) (p string, cut bool) {
+	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
+		if pn := z.nodes[p]; pn != nil && (pn.cut || pn.hasDNAME) {
+			return p, pn.cut
+		}
+	}
+	return "", false
+}
+
+// occludedWarnings says which of n's RRsets the occluder p hides.
+func occludedWarnings(warns *diag.Problems, z *Zone, n *node, p string, cut bool) {
+	if p == "" {
+		return
+	}
+	for _, s := range n.rrsets {
+		if cut && (s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA) {
+			continue // glue
+		}
+		what := "delegation"
+		if !cut {
+			what = "DNAME"
+		}
+		warns.Add(z.files[s.file], int(s.line), "%s %s is below the %s at %s and will never be answered",
+			n.name, dns.TypeToString[s.rtype], what, p)
+	}
 }
 
 // sortSets orders a node's RRsets by type (insertion sort: nodes hold few).
@@ -268,33 +322,69 @@ type builder struct {
 	z     *Zone
 	prev  *Zone
 	slab  []node
-	order []*node // every node, in the order it was made
+	order []*node // every node made, in order
+	// borrowed are the served zone's nodes taken as they are (some may
+	// have been materialized since: the zone's map says which hold).
+	borrowed []*node
 	// last is the node of the previous record, lastPrev the previous
 	// zone's node of that name.
 	last, lastPrev *node
-	ips            []byte // the block ip4 cuts addresses from
+	ips            []byte // the block ip and ip4 cut addresses from
+	names          []byte // the block str cuts names from
+	sets           slab[rrset]
+	rrs            slab[dns.RR]
+	rec            slabs
 	// dups holds, for RRsets too large to compare record by record, the
 	// text (TTL left out) of the records they hold.
 	dups map[*rrset]map[string]bool
 }
 
 // node returns the node for owner, making it and its missing ancestors.
+// On a reload, a name whose records so far are all the served zone's is
+// that zone's node (see finish); when more records come for it, it
+// becomes this zone's own (materialize).
 func (b *builder) node(owner string) *node {
 	if b.last != nil && b.last.name == owner {
 		return b.last // the records of a name mostly come together
 	}
+	b.finish()
 	b.last, b.lastPrev = b.z.nodes[owner], nil
 	if b.prev != nil {
 		b.lastPrev = b.prev.nodes[owner]
 	}
 	if b.last != nil {
+		if b.last == b.lastPrev {
+			b.last = b.materialize(b.last)
+		}
 		return b.last
 	}
 	if b.lastPrev != nil {
 		owner = b.lastPrev.name // one copy of the name for both zones
+	} else {
+		owner = b.str(owner)
 	}
+	b.ancestors(owner)
 	b.last = b.newNode(owner)
 	return b.last
+}
+
+// ancestors makes the missing names between owner and the origin: empty
+// non-terminals, which are the served zone's own nodes when it has them
+// empty too.
+func (b *builder) ancestors(owner string) {
+	p := parent(owner, b.z.Origin)
+	if p == "" || b.z.nodes[p] != nil {
+		return
+	}
+	b.ancestors(p)
+	if b.prev != nil {
+		if pn := b.prev.nodes[p]; pn != nil && len(pn.rrsets) == 0 && !pn.steered {
+			b.z.nodes[p] = pn
+			b.borrowed = append(b.borrowed, pn)
+			return
+		}
+	}
+	b.newNode(p)
 }
 
 func (b *builder) newNode(owner string) *node {
@@ -305,10 +395,175 @@ func (b *builder) newNode(owner string) *node {
 	n := &b.slab[len(b.slab)-1]
 	b.z.nodes[owner] = n
 	b.order = append(b.order, n)
-	if p := parent(owner, b.z.Origin); p != "" && b.z.nodes[p] == nil {
-		b.newNode(p)
-	}
 	return n
+}
+
+// finish ends the run of records of the last name. When they are exactly
+// the served zone's for that name, the zone takes the served node itself,
+// and the node, RRsets and record slices just made for it go back to
+// their blocks, so an unchanged name costs a reload nothing it keeps.
+func (b *builder) finish() {
+	n, pn := b.last, b.lastPrev
+	b.last, b.lastPrev = nil, nil
+	if n == nil || pn == nil || n == pn || pn.steered || !sameRecords(n, pn) {
+		return
+	}
+	b.z.nodes[n.name] = pn
+	b.borrowed = append(b.borrowed, pn)
+	k := len(b.order) - 1
+	if k < 0 || b.order[k] != n {
+		return // made earlier, so what it holds is not at the ends of the blocks
+	}
+	b.order = b.order[:k]
+	for i := len(n.rrsets) - 1; i >= 0; i-- {
+		if rrs := n.rrsets[i].rrs; cap(rrs) == 1 {
+			b.rrs.pop(&rrs[0])
+		}
+	}
+	if len(n.rrsets) == 1 {
+		b.sets.pop(&n.rrsets[0])
+	}
+	slabPop(&b.slab, n)
+}
+
+// sameRecords reports whether n holds exactly pn's records, RRset by
+// RRset (pn's are sorted by type, n's not yet).
+func sameRecords(n, pn *node) bool {
+	if len(n.rrsets) != len(pn.rrsets) {
+		return false
+	}
+	for i := range pn.rrsets {
+		s := n.set(pn.rrsets[i].rtype)
+		if s == nil || len(s.rrs) != len(pn.rrsets[i].rrs) {
+			return false
+		}
+		for j, rr := range pn.rrsets[i].rrs {
+			if s.rrs[j] != rr {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// materialize makes this zone's own copy of the served node pn, which
+// more records are coming for: its RRsets copied so that appending never
+// writes into the served zone's.
+func (b *builder) materialize(pn *node) *node {
+	n := b.newNode(pn.name)
+	n.rrsets = make([]rrset, len(pn.rrsets))
+	for i, s := range pn.rrsets {
+		s.rrs = slices.Clip(s.rrs)
+		n.rrsets[i] = s
+	}
+	n.cut, n.hasCNAME, n.hasDNAME = pn.cut, pn.hasCNAME, pn.hasDNAME
+	return n
+}
+
+// The records and the slices a zone keeps are copied into blocks of many
+// (slabs) rather than left where the parser made them, among its
+// garbage: a block holds only what the zone keeps, so once the parse's
+// garbage is collected whole spans of it go back to the system instead
+// of staying in use for one small live object each. It also saves the
+// allocator's per-object rounding.
+
+// slab hands out values from blocks of slabBlock.
+type slab[T any] struct{ buf []T }
+
+const slabBlock = 1024
+
+// one returns a one-element slice (capacity one: appending copies it
+// out) holding v.
+func (s *slab[T]) one(v T) []T {
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]T, 0, slabBlock)
+	}
+	s.buf = append(s.buf, v)
+	i := len(s.buf) - 1
+	return s.buf[i : i+1 : i+1]
+}
+
+// pop gives back the slab's last value when it is *v.
+func (s *slab[T]) pop(v *T) {
+	if k := len(s.buf) - 1; k >= 0 && &s.buf[k] == v {
+		var zero T
+		s.buf[k] = zero
+		s.buf = s.buf[:k]
+	}
+}
+
+// slabPop gives back the last node of a block when it is n.
+func slabPop(buf *[]node, n *node) {
+	if k := len(*buf) - 1; k >= 0 && &(*buf)[k] == n {
+		(*buf)[k] = node{}
+		*buf = (*buf)[:k]
+	}
+}
+
+// ptr returns a pointer to a copy of *v in the slab.
+func (s *slab[T]) ptr(v *T) *T { return &s.one(*v)[0] }
+
+// slabs holds a slab for each type of record most zones are made of.
+type slabs struct {
+	a     slab[dns.A]
+	aaaa  slab[dns.AAAA]
+	cname slab[dns.CNAME]
+	txt   slab[dns.TXT]
+	mx    slab[dns.MX]
+	ns    slab[dns.NS]
+	ptr   slab[dns.PTR]
+	srv   slab[dns.SRV]
+}
+
+// compact returns rr copied into the builder's blocks: the record, its
+// address, its name.
+func (b *builder) compact(rr dns.RR) dns.RR {
+	switch r := rr.(type) {
+	case *dns.A:
+		r.A = b.ip4(r.A)
+		return b.rec.a.ptr(r)
+	case *dns.AAAA:
+		r.AAAA = b.ip(r.AAAA)
+		return b.rec.aaaa.ptr(r)
+	case *dns.CNAME:
+		return b.rec.cname.ptr(r)
+	case *dns.TXT:
+		return b.rec.txt.ptr(r)
+	case *dns.MX:
+		return b.rec.mx.ptr(r)
+	case *dns.NS:
+		return b.rec.ns.ptr(r)
+	case *dns.PTR:
+		return b.rec.ptr.ptr(r)
+	case *dns.SRV:
+		return b.rec.srv.ptr(r)
+	}
+	return rr
+}
+
+// str returns s copied into the builder's block of names.
+func (b *builder) str(s string) string {
+	if len(s) > 256 {
+		return strings.Clone(s)
+	}
+	if len(b.names)+len(s) > cap(b.names) {
+		b.names = make([]byte, 0, 64<<10)
+	}
+	start := len(b.names)
+	b.names = append(b.names, s...)
+	// The block is only ever appended to: the bytes of a name handed
+	// out are never written again.
+	return unsafe.String(&b.names[start], len(s))
+}
+
+// ip returns ip copied into the builder's block of addresses.
+func (b *builder) ip(ip net.IP) net.IP {
+	if len(b.ips)+len(ip) > cap(b.ips) {
+		b.ips = make([]byte, 0, 4096)
+	}
+	start := len(b.ips)
+	b.ips = append(b.ips, ip...)
+	return net.IP(b.ips[start:len(b.ips):len(b.ips)])
 }
 
 // ip4 returns ip in its 4-byte form, cut from a shared block: the parser
@@ -426,17 +681,59 @@ func (b *builder) shareSets(n *node) {
 	n.rrsets = pn.rrsets
 }
 
-// readRecords parses data into its records, in file order, with the
-// position of each. A file of at least minSplit bytes with no $INCLUDE
-// or $GENERATE is cut into workers parts parsed at once; any error there
-// is found again by one parse of the whole file, so that errors read the
-// same either way.
-func readRecords(fsys fs.FS, origin, file string, data []byte, workers int) ([]dns.RR, []Pos, error) {
+// sameNode reports whether the parse made n just as the served zone's
+// pn: the same RRsets (the very slice, so the very records), the same
+// flags, and pn not steered (MarkSteered decides that anew).
+func sameNode(n, pn *node) bool {
+	if len(n.rrsets) != len(pn.rrsets) || len(n.rrsets) > 0 && &n.rrsets[0] != &pn.rrsets[0] {
+		return false
+	}
+	return n.cut == pn.cut && n.hasCNAME == pn.hasCNAME && n.hasDNAME == pn.hasDNAME &&
+		n.occluded == pn.occluded && !pn.steered
+}
+
+// records yields a master file's records in file order, with the
+// position of each.
+type records struct {
+	pos  *lines
+	rrs  []dns.RR // the parts' records, parsed at once
+	i    int
+	zp   *dns.ZoneParser // or the parser of the whole file, read as it goes
+	fail error
+}
+
+func (r *records) next() (dns.RR, bool) {
+	if r.zp != nil {
+		return r.zp.Next()
+	}
+	if r.i >= len(r.rrs) {
+		return nil, false
+	}
+	rr := r.rrs[r.i]
+	r.rrs[r.i] = nil // let the grouping own it
+	r.i++
+	return rr, true
+}
+
+func (r *records) err() error {
+	if r.zp != nil {
+		return r.zp.Err()
+	}
+	return r.fail
+}
+
+// readRecords reads data's records. A file of at least minSplit bytes
+// with no $INCLUDE or $GENERATE is cut into workers parts parsed at once;
+// any error there is found again by one parse of the whole file, so that
+// errors read the same either way. The one parser hands records over as
+// it reads them, so that on a reload a record equal to the served zone's
+// is garbage at once rather than held with all the others.
+func readRecords(fsys fs.FS, origin, file string, data []byte, workers int) *records {
 	if workers > 1 && len(data) >= minSplit {
-		if parts, positions, ok := split(origin, file, data, workers); ok {
+		if parts, pos, ok := split(origin, file, data, workers); ok {
 			rrs, err := parseParts(origin, file, data, parts)
-			if err == nil && len(rrs) == len(positions) {
-				return rrs, positions, nil
+			if err == nil && len(rrs) == pos.len() {
+				return &records{pos: pos, rrs: rrs}
 			}
 		}
 	}
@@ -445,17 +742,7 @@ func readRecords(fsys fs.FS, origin, file string, data []byte, workers int) ([]d
 	if fsys != nil {
 		zp.SetIncludeFS(fsys)
 	}
-	var rrs []dns.RR
-	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		rrs = append(rrs, rr)
-	}
-	if err := zp.Err(); err != nil {
-		return nil, nil, err
-	}
-	// Only a file that parsed gets its records' lines, and only as many
-	// as the parser returned: the scan never does more work than the
-	// parse did.
-	return rrs, recordPositions(fsys, file, data, 0, len(rrs)), nil
+	return &records{pos: recordLines(fsys, file, data), zp: zp}
 }
 
 // part is a run of a master file parsed on its own: the text from off to
@@ -471,12 +758,12 @@ type part struct {
 // owner or TTL), and returns every record's position. It gives up (ok
 // false) on $INCLUDE, $GENERATE or an $ORIGIN it cannot resolve, which
 // the one parser of the whole file handles.
-func split(origin, file string, data []byte, n int) (parts []part, positions []Pos, ok bool) {
+func split(origin, file string, data []byte, n int) (parts []part, positions *lines, ok bool) {
 	ok = true
 	cur, ttl := origin, ""
 	next := len(data) / n
 	parts = []part{{origin: origin}}
-	positions = make([]Pos, 0, bytes.Count(data, []byte{'\n'}))
+	positions = &lines{files: []string{file}, line: make([]int32, 0, bytes.Count(data, []byte{'\n'}))}
 	scanEntries(data, func(e entry) bool {
 		switch directive(e.tok1) {
 		case "$INCLUDE", "$GENERATE":
@@ -513,7 +800,7 @@ func split(origin, file string, data []byte, n int) (parts []part, positions []P
 			parts = append(parts, part{off: e.off, origin: cur, ttl: ttl})
 			next = e.off + len(data)/n
 		}
-		positions = append(positions, Pos{File: file, Line: e.line})
+		positions.line = append(positions.line, int32(e.line))
 		return true
 	})
 	if !ok || len(parts) < 2 {

@@ -3,6 +3,7 @@ package zone
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -227,5 +228,230 @@ func TestReloadSharesUnchangedRecords(t *testing.T) {
 	}
 	if got := z2.nodes["h2.big.test."].get(dns.TypeA)[0].Header().Ttl; got != 5 {
 		t.Errorf("h2 TTL = %d, want 5", got)
+	}
+}
+
+func TestLargeZoneKeepsDigestNotText(t *testing.T) {
+	data := bigZone(200000)
+	if len(data) <= keepSource {
+		t.Fatalf("test zone is %d bytes, not above keepSource", len(data))
+	}
+	z, errs, _ := Parse(nil, "big.test.", "big.zone", data)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	NewSet([]*Zone{z}).Precompile()
+	if z.source != nil {
+		t.Fatal("a large zone kept its text after Precompile")
+	}
+	if !z.Unchanged("big.zone", data) {
+		t.Error("the same bytes are not recognised")
+	}
+	other := bytes.Replace(data, []byte("h0 IN A 10.0.0.0"), []byte("h0 IN A 10.0.0.9"), 1)
+	if z.Unchanged("big.zone", other) || z.Unchanged("big.zone", data[:len(data)-1]) {
+		t.Error("different bytes are taken for the same")
+	}
+	// Its text is written out from its records, and reads back the same.
+	back, errs, _ := Parse(nil, "big.test.", "copy.zone", z.Source())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if back.Records != z.Records || len(back.nodes) != len(z.nodes) {
+		t.Fatalf("the written-out text has %d records, %d names; the zone %d, %d", back.Records, len(back.nodes), z.Records, len(z.nodes))
+	}
+	for name, n := range z.nodes {
+		bn := back.nodes[name]
+		for i, s := range n.rrsets {
+			if bn == nil || len(bn.rrsets) != len(n.rrsets) || fmt.Sprint(bn.rrsets[i].rrs) != fmt.Sprint(s.rrs) {
+				t.Fatalf("%s reads back differently", name)
+			}
+		}
+	}
+	// A small zone keeps its very bytes.
+	small := bigZone(100)
+	sz, _, _ := Parse(nil, "big.test.", "small.zone", small)
+	NewSet([]*Zone{sz}).Precompile()
+	if !bytes.Equal(sz.Source(), small) {
+		t.Error("a small zone's Source is not its file")
+	}
+}
+
+func TestReloadBorrowsUnchangedNodes(t *testing.T) {
+	base := "$ORIGIN b.test.\n$TTL 60\n@ IN SOA ns h 1 2 3 4 5\n@ IN NS ns\nns IN A 192.0.2.1\n" +
+		"mail IN A 192.0.2.25\nmx IN MX 10 mail\nplain IN A 192.0.2.7\nw IN TXT \"parent\"\nsteer IN TXT \"t\"\n"
+	old, errs, _ := Parse(nil, "b.test.", "b.zone", []byte(base))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	NewSet([]*Zone{old}).Precompile()
+	snapshot := func(z *Zone) map[string]string {
+		m := map[string]string{}
+		for name, n := range z.nodes {
+			m[name] = fmt.Sprintf("%v %v %v %x", n.steered, n.wildChild, n.plain, n.templates)
+		}
+		return m
+	}
+	before := snapshot(old)
+
+	// mail's address changes, a wildcard appears below w, steer becomes
+	// steered; plain and ns stay.
+	next := strings.Replace(base, "192.0.2.25", "192.0.2.26", 1) + "*.w IN A 192.0.2.9\n"
+	z, errs, _ := ParseWith(nil, "b.test.", "b.zone", []byte(next), ParseOptions{Previous: old})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := z.MarkSteered("steer.b.test.", dns.TypeA); err != nil {
+		t.Fatal(err)
+	}
+	NewSet([]*Zone{z}).Precompile()
+	for _, name := range []string{"plain.b.test.", "ns.b.test."} {
+		if z.nodes[name] != old.nodes[name] {
+			t.Errorf("%s was not borrowed", name)
+		}
+	}
+	for _, name := range []string{"mail.b.test.", "mx.b.test.", "w.b.test.", "steer.b.test.", "b.test."} {
+		if z.nodes[name] == old.nodes[name] {
+			t.Errorf("%s is the served zone's node although it differs here", name)
+		}
+	}
+	if z.apex != z.nodes["b.test."] {
+		t.Error("the apex is not the zone's node for its origin")
+	}
+	if !z.nodes["w.b.test."].wildChild || !z.nodes["steer.b.test."].steered {
+		t.Error("flags of the copied nodes are not this zone's")
+	}
+	if !bytes.Contains(z.nodes["mx.b.test."].Template(dns.TypeMX), []byte{192, 0, 2, 26}) {
+		t.Error("mx's template does not hold mail's new address")
+	}
+	// The served zone is as it was.
+	if after := snapshot(old); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the served zone changed:\n%v\n%v", before, after)
+	}
+	// A node steered before and not now is this zone's own, unsteered.
+	again, errs, _ := ParseWith(nil, "b.test.", "b.zone", []byte(next), ParseOptions{Previous: z})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	NewSet([]*Zone{again}).Precompile()
+	if n := again.nodes["steer.b.test."]; n == z.nodes["steer.b.test."] || n.steered || n.Template(dns.TypeTXT) == nil {
+		t.Error("a name no longer steered kept the served zone's steered node")
+	}
+}
+
+// TestReloadWithPreviousMatchesFreshParse edits a zone at random, many
+// times over, and checks that a parse sharing with the served zone gives
+// exactly what a parse on its own gives, and leaves the served zone as it
+// was: names whose records come back apart, empty non-terminals that get
+// records, delegations and DNAMEs appearing above unchanged names,
+// records removed, steered names.
+func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
+	lines := []string{
+		"$ORIGIN r.test.", "$TTL 60", "@ IN SOA ns h 1 2 3 4 5", "@ IN NS ns", "ns IN A 192.0.2.1",
+	}
+	var body []string
+	for i := range 60 {
+		body = append(body, fmt.Sprintf("n%d IN A 10.0.0.%d", i, i))
+		switch i % 6 {
+		case 1:
+			body = append(body, fmt.Sprintf("n%d IN TXT \"t%d\"", i, i))
+		case 2:
+			body = append(body, fmt.Sprintf("a.b.n%d IN AAAA 2001:db8::%d", i, i))
+		case 3:
+			body = append(body, fmt.Sprintf("n%d IN MX 10 n%d", i, i-1))
+		case 4:
+			body = append(body, fmt.Sprintf("*.n%d IN A 10.1.0.%d", i, i))
+		}
+	}
+	edits := []func(r int, b []string) []string{
+		func(r int, b []string) []string { // change an address
+			i := r % len(b)
+			b[i] = strings.Replace(b[i], "10.", "10.9", 1)
+			return b
+		},
+		func(r int, b []string) []string { // remove a line
+			i := r % len(b)
+			return append(b[:i:i], b[i+1:]...)
+		},
+		func(r int, b []string) []string { // move a line to the end (records of a name apart)
+			i := r % len(b)
+			l := b[i]
+			return append(append(b[:i:i], b[i+1:]...), l)
+		},
+		func(r int, b []string) []string { // a record for an empty non-terminal
+			return append(b, fmt.Sprintf("b.n%d IN TXT \"ent\"", (r%10)*6+2))
+		},
+		func(r int, b []string) []string { // a delegation above existing names
+			return append(b, fmt.Sprintf("b.n%d IN NS ns.elsewhere.", (r%10)*6+2))
+		},
+		func(r int, b []string) []string { // a DNAME above existing names
+			return append(b, fmt.Sprintf("n%d IN DNAME target.example.", (r%10)*6+4))
+		},
+		func(r int, b []string) []string { // a second record in an RRset, lower TTL
+			return append(b, fmt.Sprintf("n%d 5 IN A 10.2.0.%d", r%60, r%250))
+		},
+	}
+	zoneText := func(b []string) []byte {
+		return []byte(strings.Join(append(append([]string(nil), lines...), b...), "\n") + "\n")
+	}
+	steered := func(z *Zone, r int) {
+		for _, name := range []string{fmt.Sprintf("s%d.r.test.", r%3), "n5.r.test."} {
+			_ = z.MarkSteered(name, dns.TypeCNAME) // n5 has data: an error, nothing changes
+		}
+	}
+	state := func(z *Zone) string {
+		var names []string
+		for name := range z.nodes {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var sb strings.Builder
+		for _, name := range names {
+			n := z.nodes[name]
+			fmt.Fprintf(&sb, "%s cut=%v cname=%v dname=%v occ=%v wild=%v steer=%v plain=%v\n", name, n.cut, n.hasCNAME, n.hasDNAME, n.occluded, n.wildChild, n.steered, n.plain)
+			for _, s := range n.rrsets {
+				for _, rr := range s.rrs {
+					sb.WriteString("  " + rr.String() + "\n")
+				}
+			}
+			for _, tp := range n.templates {
+				fmt.Fprintf(&sb, "  %d %x\n", tp.qtype, tp.wire)
+			}
+		}
+		return sb.String()
+	}
+	cur := append([]string(nil), body...)
+	served, errs, _ := Parse(nil, "r.test.", "r.zone", zoneText(cur))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	steered(served, 0)
+	NewSet([]*Zone{served}).Precompile()
+	for r := range 300 {
+		next := edits[r%len(edits)](r*7919, append([]string(nil), cur...))
+		data := zoneText(next)
+		fresh, ferrs, fwarns := Parse(nil, "r.test.", "r.zone", data)
+		before := state(served)
+		z, zerrs, zwarns := ParseWith(nil, "r.test.", "r.zone", data, ParseOptions{Previous: served})
+		if fmt.Sprint(ferrs) != fmt.Sprint(zerrs) || len(fwarns) != len(zwarns) {
+			t.Fatalf("round %d: errors/warnings differ:\n%v %v\n%v %v", r, ferrs, fwarns, zerrs, zwarns)
+		}
+		if len(ferrs) > 0 {
+			continue // rejected: the served zone stays
+		}
+		steered(fresh, r)
+		steered(z, r)
+		NewSet([]*Zone{fresh}).Precompile()
+		NewSet([]*Zone{z}).Precompile()
+		if got, want := state(z), state(fresh); got != want {
+			t.Logf("served before:\n%s\ndata:\n%s", before, data)
+			t.Fatalf("round %d: sharing parse differs from a fresh one:\n%s\nwant\n%s", r, got, want)
+		}
+		if after := state(served); after != before {
+			t.Fatalf("round %d: the served zone changed", r)
+		}
+		if z.apex != z.nodes["r.test."] || z.Records != fresh.Records {
+			t.Fatalf("round %d: apex or record count wrong", r)
+		}
+		served, cur = z, next
 	}
 }

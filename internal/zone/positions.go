@@ -3,6 +3,7 @@ package zone
 import (
 	"bytes"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -146,8 +147,61 @@ func directive(tok []byte) string {
 // positions.
 func recordPositions(fsys fs.FS, file string, data []byte, depth, limit int) []Pos {
 	var out []Pos
+	scanPositions(fsys, file, data, depth, limit, func(f string, line int) { out = append(out, Pos{f, line}) })
+	return out
+}
+
+// lines is recordPositions in compact form: a line per record, and the
+// file of each (an index into files) only when there are several.
+type lines struct {
+	files []string
+	file  []uint16 // nil when every record is in files[0]
+	line  []int32
+}
+
+func (l *lines) len() int { return len(l.line) }
+
+func (l *lines) at(i int) (file uint16, line int32) {
+	if i >= len(l.line) {
+		return 0, 0
+	}
+	if l.file != nil {
+		file = l.file[i]
+	}
+	return file, l.line[i]
+}
+
+// recordLines is recordPositions for every record, compact.
+func recordLines(fsys fs.FS, file string, data []byte) *lines {
+	l := &lines{files: []string{file}, line: make([]int32, 0, bytes.Count(data, []byte{'\n'}))}
+	scanPositions(fsys, file, data, 0, math.MaxInt, func(f string, line int) {
+		if f != file || l.file != nil {
+			if l.file == nil {
+				l.file = make([]uint16, len(l.line), cap(l.line))
+			}
+			fi := -1
+			for i, g := range l.files {
+				if g == f {
+					fi = i
+				}
+			}
+			if fi < 0 {
+				fi = len(l.files)
+				l.files = append(l.files, f)
+			}
+			l.file = append(l.file, uint16(fi))
+		}
+		l.line = append(l.line, int32(line))
+	})
+	return l
+}
+
+// scanPositions calls add with the position of each record, as
+// recordPositions returns them, and returns how many it found.
+func scanPositions(fsys fs.FS, file string, data []byte, depth, limit int, add func(file string, line int)) int {
+	n := 0
 	scanEntries(data, func(e entry) bool {
-		if len(out) >= limit {
+		if n >= limit {
 			return false
 		}
 		switch directive(e.tok1) {
@@ -158,25 +212,24 @@ func recordPositions(fsys fs.FS, file string, data []byte, depth, limit int) []P
 			}
 			inc := includePath(fsys, file, unquote(string(e.tok2)))
 			if b, err := readFile(fsys, inc); err == nil {
-				out = append(out, recordPositions(fsys, inc, b, depth+1, limit-len(out))...)
+				n += scanPositions(fsys, inc, b, depth+1, limit-n, add)
 			}
 		case "$GENERATE":
-			n := 0
+			c := 0
 			if e.tok2 != nil {
-				n = generateCount(string(e.tok2))
+				c = generateCount(string(e.tok2))
 			}
-			for range min(n, limit-len(out)) {
-				out = append(out, Pos{file, e.line})
+			for range min(c, limit-n) {
+				add(file, e.line)
+				n++
 			}
 		default:
-			out = append(out, Pos{file, e.line})
+			add(file, e.line)
+			n++
 		}
 		return true
 	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out
+	return n
 }
 
 func unquote(s string) string {

@@ -8,6 +8,7 @@ package zone
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -42,6 +43,10 @@ type Zone struct {
 	// fromFile is set when source is the file's own bytes (no $INCLUDE):
 	// a reload that reads the same bytes may keep this zone (Unchanged).
 	fromFile bool
+	// sourceSize and sourceSum are the length and SHA-256 of source, which
+	// Precompile lets go when it is large (see keepSource).
+	sourceSize int
+	sourceSum  [sha256.Size]byte
 	// precompiled is set once Precompile has run: a zone kept across a
 	// reload is published already and is never written again.
 	precompiled bool
@@ -128,10 +133,22 @@ func NewFailed(origin, file, reason string) *Zone {
 
 // Source returns a self-contained master file text that parses (with
 // Parse, for the same origin) back into this zone's records: the file as
-// read when it has no $INCLUDE, else the loaded records written out one
-// per line. It is what a last good copy of the zone is kept as. It is nil
-// for a failed zone, and must not be modified.
-func (z *Zone) Source() []byte { return z.source }
+// read when it has no $INCLUDE and is under keepSource bytes, else the
+// loaded records written out one per line (made anew on each call). It is
+// what a last good copy of the zone is kept as. It is nil for a failed
+// zone, and must not be modified.
+func (z *Zone) Source() []byte {
+	if z.source == nil && z.Failed == "" && z.nodes != nil && z.sourceSize > 0 {
+		return z.flatten()
+	}
+	return z.source
+}
+
+// keepSource is the largest file whose text a zone keeps once it is
+// precompiled. A larger zone keeps the file's digest, to know it again
+// (Unchanged), and writes its records out when its text is asked for:
+// a 1 M-record zone's text is a tenth of all it holds.
+const keepSource = 4 << 20
 
 // ReadFile reads a zone file as Load does.
 func ReadFile(fsys fs.FS, file string) ([]byte, error) { return readFile(fsys, file) }
@@ -140,7 +157,13 @@ func ReadFile(fsys fs.FS, file string) ([]byte, error) { return readFile(fsys, f
 // bytes, so that a reload may keep z instead of parsing data again. A zone
 // with $INCLUDE is never unchanged: its included files may differ.
 func (z *Zone) Unchanged(file string, data []byte) bool {
-	return z != nil && z.Failed == "" && z.fromFile && z.File == file && bytes.Equal(z.source, data)
+	if z == nil || z.Failed != "" || !z.fromFile || z.File != file {
+		return false
+	}
+	if z.source != nil {
+		return bytes.Equal(z.source, data)
+	}
+	return len(data) == z.sourceSize && sha256.Sum256(data) == z.sourceSum
 }
 
 // Parse is Load with the file's contents already read. The zone keeps
@@ -174,9 +197,9 @@ func (z *Zone) flatten() []byte {
 			names = append(names, name)
 		}
 	}
-	sort.Slice(names, func(i, j int) bool { return canonicalLess(names[i], names[j]) })
+	sort.Strings(names) // any fixed order; canonical order costs a split per comparison
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "; zone %s as loaded from %s (which includes other files), written out by steer\n", z.Origin, z.File)
+	fmt.Fprintf(&b, "; zone %s as loaded from %s, written out by steer\n", z.Origin, z.File)
 	for _, name := range names {
 		for _, s := range z.nodes[name].rrsets {
 			for _, rr := range s.rrs {
@@ -186,17 +209,6 @@ func (z *Zone) flatten() []byte {
 		}
 	}
 	return b.Bytes()
-}
-
-// canonicalLess orders names by their labels from the root down.
-func canonicalLess(a, b string) bool {
-	la, lb := dns.SplitDomainName(a), dns.SplitDomainName(b)
-	for i, j := len(la)-1, len(lb)-1; i >= 0 && j >= 0; i, j = i-1, j-1 {
-		if la[i] != lb[j] {
-			return la[i] < lb[j]
-		}
-	}
-	return len(la) < len(lb)
 }
 
 // MarkSteered makes name (canonical, inside the zone) a steered name: its
@@ -232,8 +244,30 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 			}
 		}
 	}
-	z.ensure(name).steered = true
+	n := z.ensure(name)
+	if z.borrowed(n) {
+		n = z.own(n)
+	}
+	n.steered = true
 	return nil
+}
+
+// borrowed reports whether n is the served zone's node, shared by this
+// zone until Precompile (see ParseOptions.Previous): it must not be
+// written.
+func (z *Zone) borrowed(n *node) bool {
+	return z.prev != nil && z.prev.nodes[n.name] == n
+}
+
+// own replaces the borrowed node n by a copy of this zone's own.
+func (z *Zone) own(n *node) *node {
+	c := *n
+	c.templates = nil
+	z.nodes[c.name] = &c
+	if z.apex == n {
+		z.apex = &c
+	}
+	return &c
 }
 
 // line returns where the RRset s of name starts in the zone's file: its
@@ -242,6 +276,9 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 // messages need it.
 func (z *Zone) line(name string, s *rrset) int {
 	if !z.shares {
+		return int(s.line)
+	}
+	if z.source == nil {
 		return int(s.line)
 	}
 	zp := dns.NewZoneParser(bytes.NewReader(z.source), z.Origin, z.File)
