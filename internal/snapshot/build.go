@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/miekg/dns"
@@ -149,7 +150,14 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if rerr != nil {
 			zerrs.Add(file, 0, "%v", rerr)
 		} else {
-			z, zerrs, zwarns = zone.Parse(cfg.FS, zc.Origin, file, data)
+			// At start-up a large file is parsed on every core; a reload
+			// leaves them to answering and shares what did not change
+			// with the zone being served.
+			po := zone.ParseOptions{Workers: runtime.GOMAXPROCS(0)}
+			if opts.Previous != nil {
+				po = zone.ParseOptions{Workers: 1, Previous: previousZone(opts.Previous, origin)}
+			}
+			z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
 		}
 		warns = append(warns, zwarns...)
 		for i, p := range zerrs {
