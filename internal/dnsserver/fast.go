@@ -195,11 +195,12 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			break
 		}
 		if tpl := node.Template(q.qtype); tpl != nil {
-			out = append(out, tpl...)
+			out = append(out, tpl[:headerLen]...)
+			out = append(out, req[headerLen:q.qend]...) // the question as sent
+			out = append(out, tpl[headerLen:]...)
 			binary.BigEndian.PutUint16(out[0:], binary.BigEndian.Uint16(req[0:]))
-			out[2] = out[2]&^0x01 | req[2]&0x01                // RD
-			out[3] = out[3]&^0x10 | req[3]&0x10                // CD
-			copy(out[headerLen:q.qend], req[headerLen:q.qend]) // the question as sent
+			out[2] = out[2]&^0x01 | req[2]&0x01 // RD
+			out[3] = out[3]&^0x10 | req[3]&0x10 // CD
 			break
 		}
 		out = h.negative(out, req, &q, z, dns.RcodeSuccess)

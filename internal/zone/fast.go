@@ -2,6 +2,7 @@ package zone
 
 import (
 	"crypto/sha256"
+	"net"
 	"strings"
 	"sync"
 
@@ -66,10 +67,13 @@ func (n *node) Steered() bool { return n.steered }
 // Name returns the node's owner name (canonical).
 func (n *node) Name() string { return n.name }
 
-// Template returns the precompiled positive answer for qtype at this node:
-// a whole DNS message (header, question in lower case, answer, authority
-// and additional sections, no OPT) as the general path packs it; nil when
-// the node has no RRset of that type or the answer is not precompiled.
+// Template returns the precompiled positive answer for qtype at this node,
+// as the general path packs it but without its question: the 12-byte
+// header (QR, AA, the counts), then the answer, authority and additional
+// sections (no OPT), whose compression pointers into the question hold
+// for any query whose question names this node in any case. The caller
+// puts the query's own question between the two. It is nil when the
+// node has no RRset of that type or the answer is not precompiled.
 func (n *node) Template(qtype uint16) []byte {
 	for i := range n.templates {
 		if n.templates[i].qtype == qtype {
@@ -214,7 +218,9 @@ func (p *packer) node(n *node) {
 			}
 			w, err := m.Pack()
 			if err == nil && !a.Referral && len(a.Answer) > 0 {
-				wire = p.keep(w)
+				if end := questionEnd(w); end > 0 {
+					wire = p.keep(append(w[:12:12], w[end:]...))
+				}
 			}
 		}
 		if wire == nil {
@@ -268,6 +274,9 @@ var direct = map[uint16]bool{
 // same time) and each owner is then cut down to a pointer. It returns nil
 // when the answer would not fit a DNS message.
 func (p *packer) direct(name string, rrs []dns.RR) []byte {
+	if w := p.addresses(rrs); w != nil {
+		return w
+	}
 	if p.scratch == nil {
 		p.scratch = make([]byte, dns.MaxMsgSize)
 		p.out = make([]byte, 0, dns.MaxMsgSize)
@@ -292,7 +301,7 @@ func (p *packer) direct(name string, rrs []dns.RR) []byte {
 	if owner == 0 || qend > len(w) {
 		return nil
 	}
-	out := append(p.out[:0], w[:qend]...)
+	out := append(p.out[:0], w[:12]...)
 	for off := qend; off < len(w); {
 		if off+owner+10 > len(w) {
 			return nil
@@ -305,6 +314,56 @@ func (p *packer) direct(name string, rrs []dns.RR) []byte {
 		out = append(out, 0xC0, 12)
 		out = append(out, w[off+owner:end]...)
 		off = end
+	}
+	p.out = out
+	return p.keep(out)
+}
+
+// questionEnd returns where the question of the packed message w ends
+// (its name is never compressed: nothing comes before it), or 0.
+func questionEnd(w []byte) int {
+	for off := 12; off < len(w); off += int(w[off]) + 1 {
+		if w[off] == 0 {
+			if off+5 > len(w) {
+				return 0
+			}
+			return off + 5
+		}
+		if w[off]&0xC0 != 0 {
+			return 0
+		}
+	}
+	return 0
+}
+
+// addresses packs an A or AAAA RRset's template by hand, which is most of
+// a zone's: the header and, per record, a pointer to the question, type,
+// class, TTL and the address. It returns nil for other types.
+func (p *packer) addresses(rrs []dns.RR) []byte {
+	size := 4
+	switch rrs[0].(type) {
+	case *dns.A:
+	case *dns.AAAA:
+		size = 16
+	default:
+		return nil
+	}
+	out := append(p.out[:0], 0, 0, 0x84, 0, 0, 1, byte(len(rrs)>>8), byte(len(rrs)), 0, 0, 0, 0)
+	for _, rr := range rrs {
+		var ip net.IP
+		switch r := rr.(type) {
+		case *dns.A:
+			ip = r.A.To4()
+		case *dns.AAAA:
+			ip = r.AAAA.To16()
+		}
+		if len(ip) != size {
+			return nil
+		}
+		h := rr.Header()
+		out = append(out, 0xC0, 12, byte(h.Rrtype>>8), byte(h.Rrtype), 0, byte(dns.ClassINET),
+			byte(h.Ttl>>24), byte(h.Ttl>>16), byte(h.Ttl>>8), byte(h.Ttl), 0, byte(size))
+		out = append(out, ip...)
 	}
 	p.out = out
 	return p.keep(out)

@@ -2,13 +2,13 @@ package zone
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"io/fs"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -54,13 +54,15 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	src := readRecords(fsys, origin, file, data, opts.Workers)
 	// Sized for a name per record and some empty non-terminals: a map
 	// that grows while it fills holds its old tables too.
-	count := src.pos.len()
-	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, count+count/8+1), files: src.pos.files}
+	expect := src.pos.len()
+	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, expect+expect/8+1), files: src.pos.files}
 	b := builder{z: z, prev: prev}
 	posOf := src.pos.at
+	count := 0
 	for i := 0; ; i++ {
 		rr, ok := src.next()
 		if !ok {
+			count = i
 			break
 		}
 		h := rr.Header()
@@ -116,7 +118,11 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		z.Records++
 	}
 	b.finish()
-	if err := src.err(); err != nil {
+	if err := src.err(count); err != nil {
+		if err == errParts {
+			opts.Workers = 0
+			return ParseWith(fsys, origin, file, data, opts)
+		}
 		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
 			f := m[1]
 			if f == "" {
@@ -163,7 +169,15 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			if (s.rtype == dns.TypeCNAME || s.rtype == dns.TypeDNAME || s.rtype == dns.TypeSOA) && len(s.rrs) > 1 {
 				errs.Add(z.files[s.file], int(s.line), "%s has %d %s records; only one is allowed", n.name, len(s.rrs), dns.TypeToString[s.rtype])
 			}
+			if len(s.rrs) > 1 {
+				// Grown by appends among the parse's garbage: into a
+				// block with the rest of what the zone keeps.
+				s.rrs = append(b.rrs.many(len(s.rrs))[:0], s.rrs...)
+			}
 			b.shareSet(pn, s)
+		}
+		if len(n.rrsets) > 1 {
+			n.rrsets = append(b.sets.many(len(n.rrsets))[:0], n.rrsets...)
 		}
 		sortSets(n.rrsets)
 	}
@@ -182,36 +196,35 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	}
 
 	// Per-node flags first, then the checks that look at ancestors.
-	cuts := 0
 	for _, n := range b.order {
 		for i := range n.rrsets {
-			s := &n.rrsets[i]
-			switch s.rtype {
+			switch n.rrsets[i].rtype {
 			case dns.TypeCNAME:
 				n.hasCNAME = true
 			case dns.TypeDNAME:
 				n.hasDNAME = true
-				cuts++
 			case dns.TypeNS:
-				if n.name != origin {
-					n.cut = true
-					cuts++
-				}
+				n.cut = n.name != origin
 			}
 		}
 	}
-	for _, pn := range b.borrowed {
-		if b.z.nodes[pn.name] == pn && (pn.cut || pn.hasDNAME) {
-			cuts++
+	// cuts holds the names below which data is occluded: delegation
+	// points (true) and DNAME owners (false). Zones hold few.
+	cuts := map[string]bool{}
+	for _, l := range [][]*node{b.order, b.borrowed} {
+		for _, n := range l {
+			if (n.cut || n.hasDNAME) && z.nodes[n.name] == n {
+				cuts[n.name] = cuts[n.name] || n.cut
+			}
 		}
 	}
 	// A borrowed node is checked already (its records are the same); only
 	// what depends on its ancestors may differ, and then it gets a copy.
 	for _, pn := range b.borrowed {
-		if z.nodes[pn.name] != pn || cuts == 0 && !pn.occluded {
+		if z.nodes[pn.name] != pn || len(cuts) == 0 && !pn.occluded {
 			continue
 		}
-		p, cut := z.occluder(pn.name)
+		p, cut := occluder(z, cuts, pn.name)
 		if (p != "") != pn.occluded {
 			c := z.own(pn)
 			c.occluded = p != ""
@@ -236,8 +249,8 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			errs.Add(z.files[n.set(dns.TypeDNAME).file], int(n.set(dns.TypeDNAME).line), "%s has both a DNAME and a delegation (NS)", name)
 		}
 		// Anything below a delegation point or a DNAME is occluded.
-		if cuts > 0 {
-			p, cut := z.occluder(name)
+		if len(cuts) > 0 {
+			p, cut := occluder(z, cuts, name)
 			n.occluded = p != ""
 			occludedWarnings(&warns, z, n, p, cut)
 		}
@@ -279,12 +292,15 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	return z, nil, warns
 }
 
-// occluder returns the nearest ancestor of name that is a delegation
-// point (cut) or holds a DNAME, or "".
-func (z *Zone) occluder(name string) (p string, cut bool) {
+// occluder returns the nearest ancestor of name in cuts (the delegation
+// points, true, and DNAME owners, false), or "".
+func occluder(z *Zone, cuts map[string]bool, name string) (p string, cut bool) {
+	if len(cuts) == 0 {
+		return "", false
+	}
 	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
-		if pn := z.nodes[p]; pn != nil && (pn.cut || pn.hasDNAME) {
-			return p, pn.cut
+		if c, ok := cuts[p]; ok {
+			return p, c
 		}
 	}
 	return "", false
@@ -333,6 +349,7 @@ type builder struct {
 	names          []byte // the block str cuts names from
 	sets           slab[rrset]
 	rrs            slab[dns.RR]
+	text           slab[string]
 	rec            slabs
 	// dups holds, for RRsets too large to compare record by record, the
 	// text (TTL left out) of the records they hold.
@@ -483,6 +500,19 @@ func (s *slab[T]) one(v T) []T {
 	return s.buf[i : i+1 : i+1]
 }
 
+// many returns n zero values from the slab, with capacity n.
+func (s *slab[T]) many(n int) []T {
+	if n > slabBlock/4 {
+		return make([]T, n)
+	}
+	if len(s.buf)+n > cap(s.buf) {
+		s.buf = make([]T, 0, slabBlock)
+	}
+	i := len(s.buf)
+	s.buf = s.buf[:i+n]
+	return s.buf[i : i+n : i+n]
+}
+
 // pop gives back the slab's last value when it is *v.
 func (s *slab[T]) pop(v *T) {
 	if k := len(s.buf) - 1; k >= 0 && &s.buf[k] == v {
@@ -526,16 +556,22 @@ func (b *builder) compact(rr dns.RR) dns.RR {
 		r.AAAA = b.ip(r.AAAA)
 		return b.rec.aaaa.ptr(r)
 	case *dns.CNAME:
+		r.Target = b.str(r.Target)
 		return b.rec.cname.ptr(r)
 	case *dns.TXT:
+		r.Txt = b.strs(r.Txt)
 		return b.rec.txt.ptr(r)
 	case *dns.MX:
+		r.Mx = b.str(r.Mx)
 		return b.rec.mx.ptr(r)
 	case *dns.NS:
+		r.Ns = b.str(r.Ns)
 		return b.rec.ns.ptr(r)
 	case *dns.PTR:
+		r.Ptr = b.str(r.Ptr)
 		return b.rec.ptr.ptr(r)
 	case *dns.SRV:
+		r.Target = b.str(r.Target)
 		return b.rec.srv.ptr(r)
 	}
 	return rr
@@ -554,6 +590,16 @@ func (b *builder) str(s string) string {
 	// The block is only ever appended to: the bytes of a name handed
 	// out are never written again.
 	return unsafe.String(&b.names[start], len(s))
+}
+
+// strs returns the strings ss, and the slice, copied into the builder's
+// blocks.
+func (b *builder) strs(ss []string) []string {
+	out := b.text.many(len(ss))
+	for i, x := range ss {
+		out[i] = b.str(x)
+	}
+	return out
 }
 
 // ip returns ip copied into the builder's block of addresses.
@@ -695,46 +741,69 @@ func sameNode(n, pn *node) bool {
 // records yields a master file's records in file order, with the
 // position of each.
 type records struct {
-	pos  *lines
-	rrs  []dns.RR // the parts' records, parsed at once
-	i    int
-	zp   *dns.ZoneParser // or the parser of the whole file, read as it goes
-	fail error
+	pos *lines
+	// parts deliver the records of a file cut into parts, each parsed
+	// on its own goroutine, in batches, in order.
+	parts []chan []dns.RR
+	batch []dns.RR
+	i     int
+	fails []error         // of each part, read once its channel is closed
+	zp    *dns.ZoneParser // or the parser of the whole file, read as it goes
 }
+
+// errParts says a part did not parse alone: the whole file is parsed
+// again by one parser, so that errors read as they do without parts.
+var errParts = errors.New("a part of the file did not parse alone")
 
 func (r *records) next() (dns.RR, bool) {
 	if r.zp != nil {
 		return r.zp.Next()
 	}
-	if r.i >= len(r.rrs) {
-		return nil, false
+	for r.i >= len(r.batch) {
+		if len(r.parts) == 0 {
+			return nil, false
+		}
+		b, ok := <-r.parts[0]
+		if !ok {
+			r.parts = r.parts[1:]
+			continue
+		}
+		r.batch, r.i = b, 0
 	}
-	rr := r.rrs[r.i]
-	r.rrs[r.i] = nil // let the grouping own it
+	rr := r.batch[r.i]
+	r.batch[r.i] = nil // let the grouping own it
 	r.i++
 	return rr, true
 }
 
-func (r *records) err() error {
+// err is the parse's error once next has returned false; count is how
+// many records next gave.
+func (r *records) err(count int) error {
 	if r.zp != nil {
 		return r.zp.Err()
 	}
-	return r.fail
+	for _, err := range r.fails {
+		if err != nil {
+			return errParts
+		}
+	}
+	if count != r.pos.len() {
+		return errParts // the scan and the parser disagree: trust neither
+	}
+	return nil
 }
 
 // readRecords reads data's records. A file of at least minSplit bytes
-// with no $INCLUDE or $GENERATE is cut into workers parts parsed at once;
-// any error there is found again by one parse of the whole file, so that
-// errors read the same either way. The one parser hands records over as
-// it reads them, so that on a reload a record equal to the served zone's
-// is garbage at once rather than held with all the others.
+// with no $INCLUDE or $GENERATE is cut into workers parts parsed at once
+// while the records of the first are grouped; any error there is found
+// again by one parse of the whole file (see errParts), so that errors
+// read the same either way. The one parser hands records over as it
+// reads them, so that on a reload a record equal to the served zone's is
+// garbage at once rather than held with all the others.
 func readRecords(fsys fs.FS, origin, file string, data []byte, workers int) *records {
 	if workers > 1 && len(data) >= minSplit {
 		if parts, pos, ok := split(origin, file, data, workers); ok {
-			rrs, err := parseParts(origin, file, data, parts)
-			if err == nil && len(rrs) == pos.len() {
-				return &records{pos: pos, rrs: rrs}
-			}
+			return parseParts(origin, file, data, parts, pos)
 		}
 	}
 	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
@@ -810,44 +879,40 @@ func split(origin, file string, data []byte, n int) (parts []part, positions *li
 	return parts, positions, true
 }
 
-// parseParts parses the parts at once and joins their records in order.
-func parseParts(origin, file string, data []byte, parts []part) ([]dns.RR, error) {
-	out := make([][]dns.RR, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
+// partBatch is how many records a part hands over at a time.
+const partBatch = 4096
+
+// parseParts starts a parser for each part.
+func parseParts(origin, file string, data []byte, parts []part, pos *lines) *records {
+	r := &records{pos: pos, parts: make([]chan []dns.RR, len(parts)), fails: make([]error, len(parts))}
 	for i, p := range parts {
-		wg.Go(func() {
-			var r io.Reader = bytes.NewReader(data[p.off:p.end])
+		c := make(chan []dns.RR, 64)
+		r.parts[i] = c
+		go func() {
+			defer close(c)
+			var rd io.Reader = bytes.NewReader(data[p.off:p.end])
 			o := origin
 			if p.off > 0 {
 				// The part starts where these are in force; the
 				// header adds lines, so only a clean parse is used.
-				r = io.MultiReader(strings.NewReader("$TTL "+p.ttl+"\n"), r)
+				rd = io.MultiReader(strings.NewReader("$TTL "+p.ttl+"\n"), rd)
 				o = p.origin
 			}
-			zp := dns.NewZoneParser(r, o, file)
+			zp := dns.NewZoneParser(rd, o, file)
 			zp.SetIncludeAllowed(false)
-			var rrs []dns.RR
-			if i > 0 {
-				rrs = make([]dns.RR, 0, bytes.Count(data[p.off:p.end], []byte{'\n'}))
-			}
+			batch := make([]dns.RR, 0, partBatch)
 			for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-				rrs = append(rrs, rr)
+				batch = append(batch, rr)
+				if len(batch) == partBatch {
+					c <- batch
+					batch = make([]dns.RR, 0, partBatch)
+				}
 			}
-			out[i], errs[i] = rrs, zp.Err()
-		})
+			if len(batch) > 0 {
+				c <- batch
+			}
+			r.fails[i] = zp.Err() // read after the channel is closed
+		}()
 	}
-	wg.Wait()
-	total := 0
-	for i := range parts {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		total += len(out[i])
-	}
-	rrs := make([]dns.RR, 0, total)
-	for _, o := range out {
-		rrs = append(rrs, o...)
-	}
-	return rrs, nil
+	return r
 }

@@ -146,10 +146,12 @@ func TestTemplatesMatchTheGeneralPath(t *testing.T) {
 				Question: []dns.Question{{Name: n.name, Qtype: tp.qtype, Qclass: dns.ClassINET}},
 				Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
 			}
-			want, err := m.Pack()
+			packed, err := m.Pack()
 			if err != nil {
 				t.Fatal(err)
 			}
+			end := questionEnd(packed)
+			want := append(packed[:12:12], packed[end:]...)
 			if !bytes.Equal(tp.wire, want) {
 				t.Fatalf("%s %s: template\n%x\nwant\n%x", n.name, dns.TypeToString[tp.qtype], tp.wire, want)
 			}
