@@ -244,11 +244,17 @@ func (n *Node) reloadConfig(res *Result) {
 // build's garbage) to the system shortly after a swap, once the queries
 // that started on the old snapshot have finished, so RSS goes back to the
 // steady state instead of staying at the reload's peak.
+// releaseDelay is how long after a swap the memory is given back: long
+// enough for the queries that started on the old snapshot to finish
+// (microseconds), short enough that RSS is back to the steady state soon
+// after a reload.
+const releaseDelay = 100 * time.Millisecond
+
 func (n *Node) releaseMemory() {
 	if n.freeing.Swap(true) {
 		return // one is due already
 	}
-	time.AfterFunc(time.Second, func() {
+	time.AfterFunc(releaseDelay, func() {
 		n.freeing.Store(false)
 		debug.FreeOSMemory()
 	})

@@ -153,9 +153,10 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// At start-up a large file is parsed on every core; a reload
 			// leaves them to answering and shares what did not change
 			// with the zone being served.
-			po := zone.ParseOptions{Workers: runtime.GOMAXPROCS(0)}
+			po := zone.ParseOptions{Workers: runtime.NumCPU()}
 			if opts.Previous != nil {
-				po = zone.ParseOptions{Workers: 1, Previous: previousZone(opts.Previous, origin)}
+				// Half the cores at most (one of two), so answering keeps its own.
+				po = zone.ParseOptions{Workers: runtime.NumCPU() / 2, Previous: previousZone(opts.Previous, origin)}
 			}
 			z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
 		}
