@@ -28,6 +28,7 @@ type healthWiring struct {
 	stateFile string
 	last      map[[2]string]poolSeen // record, pool -> state last logged
 	allDown   map[string]bool        // records last seen failing open
+	gen       uint64                 // logTransitions calls, for last
 }
 
 func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *healthWiring {
@@ -50,7 +51,8 @@ func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *h
 // poolSeen is a pool's state as last logged.
 type poolSeen struct {
 	state, why string
-	ovr        bool // set by the operator
+	ovr        bool   // set by the operator
+	gen        uint64 // the logTransitions call that saw it last
 }
 
 // setStateFile makes the manager keep its state (target statuses, target
@@ -127,19 +129,19 @@ func (h *healthWiring) refresh() {
 func (h *healthWiring) logTransitions(t *policy.Table) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	seen := map[[2]string]bool{}
+	h.gen++
 	for _, r := range t.Records {
 		all := true
 		for _, p := range r.Pools {
 			k := [2]string{r.Name, p.Name}
-			seen[k] = true
 			state, why, ovr := t.PoolState(r, p)
 			if state == "up" {
 				all = false
 			}
-			cur := poolSeen{state, why, ovr}
+			cur := poolSeen{state, why, ovr, h.gen}
 			prev, ok := h.last[k]
 			h.last[k] = cur
+			prev.gen = h.gen // compared without it
 			switch {
 			case !ok:
 				if state != "up" {
@@ -166,9 +168,9 @@ func (h *healthWiring) logTransitions(t *policy.Table) {
 		}
 		h.allDown[r.Name] = all
 	}
-	for k := range h.last {
-		if !seen[k] {
-			delete(h.last, k)
+	for k, v := range h.last {
+		if v.gen != h.gen {
+			delete(h.last, k) // a pool no record has any more
 		}
 	}
 }

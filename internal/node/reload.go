@@ -228,7 +228,11 @@ func (n *Node) reloadConfig(res *Result) {
 		return
 	}
 	step("swap", t)
-	n.hc.refresh()
+	if snap.Policies != old.Policies {
+		// A table kept as it was (the same file, the same databases)
+		// has the current health already, and its transitions logged.
+		n.hc.refresh()
+	}
 	n.lat.refresh()
 	res.Changed = append(res.Changed, describeChanges(old, snap)...)
 	res.Changed = append(res.Changed, qlNext.commit()...)
