@@ -579,6 +579,9 @@ func (b *builder) compact(rr dns.RR) dns.RR {
 
 // str returns s copied into the builder's block of names.
 func (b *builder) str(s string) string {
+	if s == "" {
+		return "" // an empty TXT string, say: nothing to copy
+	}
 	if len(s) > 256 {
 		return strings.Clone(s)
 	}

@@ -24,7 +24,7 @@ func bigZone(n int) []byte {
 		case 4:
 			fmt.Fprintf(&b, "h%d 60 IN AAAA 2001:db8::%x:%x\n  IN TXT \"blank owner\" ; comment\n", i, i>>16, i&0xffff)
 		case 5:
-			fmt.Fprintf(&b, "h%d IN TXT ( \"multi\" ; (\n  \"line;\" )\n", i)
+			fmt.Fprintf(&b, "h%d IN TXT ( \"multi\" ; (\n  \"line;\" \"\" )\n", i)
 		case 6:
 			fmt.Fprintf(&b, "h%d IN CNAME h%d\n", i, i-1)
 		case 7:
