@@ -8,7 +8,9 @@
 #     name, with an Indian client subnet, must get Mumbai),
 #   - RSS 3 s after the first answer (steady state),
 # and for steer also a reload that changes nothing and one that changes
-# one record (POST /v1/reload, which waits for the reload).
+# one record (POST /v1/reload, which waits for the reload): its time and
+# the peak RSS sampled every 10 ms meanwhile, and that the change is
+# answered.
 #
 #   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--db FILE] [--no-install]
 #
@@ -177,6 +179,31 @@ reload_ms() {
 	curl -s -o /dev/null -w '%{time_total}' -X POST "http://127.0.0.1:$STEER_API/v1/reload" | awk '{ printf "%.0f", $1 * 1000 }'
 }
 
+# reload_measure PID STEADY_KIB: a reload (POST /v1/reload, which waits for
+# it) with the server's RSS sampled every 10 ms from just before it until
+# 200 ms after; prints "<ms> ms, peak <MiB> MiB (<x> steady)".
+reload_measure() {
+	local pid=$1 steady=$2 f="$WORK/peak" sampler ms peak
+	echo 0 >"$f"
+	rm -f "$WORK/stop"
+	(
+		p=0
+		while [ ! -e "$WORK/stop" ]; do
+			r=$(rss_kib "$pid" 2>/dev/null || echo 0)
+			if [ "${r:-0}" -gt "$p" ]; then p=$r; echo "$p" >"$f"; fi
+			sleep 0.01
+		done
+	) &
+	sampler=$!
+	sleep 0.05
+	ms=$(reload_ms)
+	sleep 0.2
+	touch "$WORK/stop"
+	wait "$sampler" 2>/dev/null || true
+	peak=$(cat "$f")
+	awk -v ms="$ms" -v p="$peak" -v s="$steady" 'BEGIN { printf "%s ms, peak %d MiB (%.2f×)", ms, p / 1024, (s > 0 ? p / s : 0) }'
+}
+
 {
 	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer reload, nothing changed | steer reload, one record changed |"
 	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
@@ -198,9 +225,11 @@ for n in $SIZES; do
 	fi
 	sleep 3 # steady state: RSS after the start-up's garbage is returned
 	srss=$(rss_kib "$sp" || echo 0)
-	r0=$(reload_ms)
+	r0=$(reload_measure "$sp" "$srss")
+	# One record changed: s0's Mumbai address.
 	sed -i "0,/address: 203.0.113.1 }/s//address: 203.0.113.251 }/" "$d/steer/steer.yaml"
-	r1=$(reload_ms)
+	r1=$(reload_measure "$sp" "$srss")
+	answered "$STEER_PORT" s0.example.com 203.0.113.251 || r1="$r1 ✗ not applied"
 	kill "$sp"; wait "$sp" 2>/dev/null || true
 	log "$n names: gdnsd"
 	start=$(now)
@@ -216,7 +245,7 @@ for n in $SIZES; do
 	grss=$(rss_kib "$gp" || echo 0)
 	kill "$gp"; wait "$gp" 2>/dev/null || true
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "–" }'; }
-	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s ms | %s ms |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
+	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
 		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$r0" "$r1" >>"$OUT/table.md"
 done
 cat "$OUT/table.md"
