@@ -133,7 +133,9 @@ func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) 
 	var visited [maxChain]string
 	for step := 0; step < maxChain; step++ {
 		visited[step] = name
+		start := len(a.Answer)
 		next := z.lookup(a, name, qtype)
+		z.additional(a, a.Answer[start:])
 		if next == "" {
 			break
 		}
@@ -154,7 +156,6 @@ func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) 
 		}
 		name, z = next, nz
 	}
-	s.additional(a)
 }
 
 // canonical lower-cases name without allocating when it already is.
@@ -309,10 +310,13 @@ func (z *Zone) synthesizeDNAME(a *Answer, d *node, name string) string {
 	return next
 }
 
-// additional adds the addresses of NS, MX and SRV targets found in served
-// zones to the additional section (RFC 1034 §4.3.2 step 6).
-func (s *Set) additional(a *Answer) {
-	for _, rr := range a.Answer {
+// additional adds the addresses of the NS, MX and SRV targets of rrs, which
+// z answered, to the additional section (RFC 1034 §4.3.2 step 6). Only z's
+// own authoritative data is used, as Knot and NSD do: never another served
+// zone's (whose records a resolver would not take from this answer), and
+// never a node at or below a zone cut, whose addresses are glue.
+func (z *Zone) additional(a *Answer, rrs []dns.RR) {
+	for _, rr := range rrs {
 		var target string
 		switch rr := rr.(type) {
 		case *dns.NS:
@@ -324,12 +328,14 @@ func (s *Set) additional(a *Answer) {
 		default:
 			continue
 		}
-		s.addAddresses(a, dns.CanonicalName(target))
+		z.addAddresses(a, dns.CanonicalName(target))
 	}
 }
 
-func (s *Set) addAddresses(a *Answer, target string) {
-	if target == "." {
+// addAddresses adds the A and AAAA records of target when z holds them
+// authoritatively.
+func (z *Zone) addAddresses(a *Answer, target string) {
+	if target == "." || !dns.IsSubDomain(z.Origin, target) {
 		return
 	}
 	for _, rr := range a.Extra {
@@ -337,13 +343,9 @@ func (s *Set) addAddresses(a *Answer, target string) {
 			return // already there
 		}
 	}
-	z := s.Find(target)
-	if z == nil {
-		return
-	}
 	n := z.nodes[target]
-	if n == nil || n.occluded {
-		return
+	if n == nil || n.occluded || n.cut {
+		return // absent, or glue (at or below a delegation point)
 	}
 	a.Extra = append(a.Extra, n.get(dns.TypeA)...)
 	a.Extra = append(a.Extra, n.get(dns.TypeAAAA)...)

@@ -486,18 +486,17 @@ func TestAny(t *testing.T) {
 func TestAdditional(t *testing.T) {
 	s := testSet(t)
 	runLookups(t, s, []lookupCase{
-		{name: "NS targets in both served zones", qname: "example.com.", qtype: dns.TypeNS, want: expect{aa: true, zone: "example.com.",
+		// Only the answering zone's own addresses (Knot, NSD): ns2.example.net
+		// is served too, but by another zone.
+		{name: "NS targets: only the zone's own", qname: "example.com.", qtype: dns.TypeNS, want: expect{aa: true, zone: "example.com.",
 			answer: []string{"example.com. 3600 IN NS ns1.example.com.", "example.com. 3600 IN NS ns2.example.net."},
 			extra: []string{
 				"ns1.example.com. 3600 IN A 192.0.2.53",
 				"ns1.example.com. 3600 IN AAAA 2001:db8::53",
-				"ns2.example.net. 600 IN A 198.51.100.53",
 			}}},
 		{name: "NS of the second zone", qname: "example.net.", qtype: dns.TypeNS, want: expect{aa: true, zone: "example.net.",
 			answer: []string{"example.net. 600 IN NS ns1.example.com.", "example.net. 600 IN NS ns2.example.net."},
 			extra: []string{
-				"ns1.example.com. 3600 IN A 192.0.2.53",
-				"ns1.example.com. 3600 IN AAAA 2001:db8::53",
 				"ns2.example.net. 600 IN A 198.51.100.53",
 			}}},
 		{name: "MX, one target outside", qname: "example.com.", qtype: dns.TypeMX, want: expect{aa: true, zone: "example.com.",
@@ -521,6 +520,73 @@ func TestAdditional(t *testing.T) {
 			answer: []string{"_ext._tcp.example.com. 3600 IN SRV 10 5 5060 sip.example.org."}}},
 		{name: "A answers get no additional", qname: "ns1.example.com.", qtype: dns.TypeA, want: expect{aa: true, zone: "example.com.",
 			answer: []string{"ns1.example.com. 3600 IN A 192.0.2.53"}}},
+	})
+}
+
+// TestAdditionalOwnZoneOnly checks that additional addresses come only from
+// the zone that answered the record, and never from glue: a node below a
+// delegation, or the delegation point itself (PowerDNS's no-out-of-zone-data
+// test; Knot and NSD answer so).
+func TestAdditionalOwnZoneOnly(t *testing.T) {
+	const com = `$ORIGIN example.com.
+$TTL 300
+@        SOA ns1 h 1 2 3 4 60
+         NS  ns1
+         NS  ns2
+ns1      A   192.0.2.1
+ns2      A   192.0.2.2
+_imap._tcp SRV 0 0 143 blah.test.com.
+mx       MX  10 blah.test.com.
+atcut    MX  10 deleg
+belowcut MX  10 ns.deleg
+deleg    NS  ns.deleg
+deleg    A   192.0.2.9
+ns.deleg A   192.0.2.10
+alias    CNAME mx.test.com.
+`
+	const test = `$ORIGIN test.com.
+$TTL 300
+@        SOA ns1.example.com. h 1 2 3 4 60
+         NS  ns1.example.com.
+mx       MX  10 mail
+mail     A   192.0.2.25
+blah     NS  ns.blah
+blah     A   192.0.2.30
+ns.blah  A   192.0.2.31
+`
+	const minimal = `$ORIGIN minimal.com.
+$TTL 300
+@        SOA ns1.example.com. h 1 2 3 4 60
+         NS  ns1.example.com.
+         NS  ns2.example.com.
+`
+	zs := []*zone.Zone{}
+	for _, p := range [][2]string{{"example.com.", com}, {"test.com.", test}, {"minimal.com.", minimal}} {
+		z, _ := mustParse(t, p[0], p[1])
+		zs = append(zs, z)
+	}
+	s := zone.NewSet(zs)
+	runLookups(t, s, []lookupCase{
+		{name: "SRV target is glue in another zone", qname: "_imap._tcp.example.com.", qtype: dns.TypeSRV, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"_imap._tcp.example.com. 300 IN SRV 0 0 143 blah.test.com."}}},
+		{name: "MX target in another zone", qname: "mx.example.com.", qtype: dns.TypeMX, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"mx.example.com. 300 IN MX 10 blah.test.com."}}},
+		{name: "NS targets in another zone", qname: "minimal.com.", qtype: dns.TypeNS, want: expect{aa: true, zone: "minimal.com.",
+			answer: []string{"minimal.com. 300 IN NS ns1.example.com.", "minimal.com. 300 IN NS ns2.example.com."}}},
+		{name: "MX target at a delegation point", qname: "atcut.example.com.", qtype: dns.TypeMX, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"atcut.example.com. 300 IN MX 10 deleg.example.com."}}},
+		{name: "MX target below a delegation point", qname: "belowcut.example.com.", qtype: dns.TypeMX, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"belowcut.example.com. 300 IN MX 10 ns.deleg.example.com."}}},
+		{name: "NS targets in the zone itself", qname: "example.com.", qtype: dns.TypeNS, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"example.com. 300 IN NS ns1.example.com.", "example.com. 300 IN NS ns2.example.com."},
+			extra:  []string{"ns1.example.com. 300 IN A 192.0.2.1", "ns2.example.com. 300 IN A 192.0.2.2"}}},
+		{name: "after a CNAME, from the zone of the MX", qname: "alias.example.com.", qtype: dns.TypeMX, want: expect{aa: true, zone: "example.com.",
+			ordered: true,
+			answer:  []string{"alias.example.com. 300 IN CNAME mx.test.com.", "mx.test.com. 300 IN MX 10 mail.test.com."},
+			extra:   []string{"mail.test.com. 300 IN A 192.0.2.25"}}},
+		{name: "referral keeps its glue", qname: "x.deleg.example.com.", qtype: dns.TypeA, want: expect{referral: true, zone: "example.com.",
+			ns:    []string{"deleg.example.com. 300 IN NS ns.deleg.example.com."},
+			extra: []string{"ns.deleg.example.com. 300 IN A 192.0.2.10"}}},
 	})
 }
 
@@ -612,7 +678,6 @@ func TestLookupIntoReuse(t *testing.T) {
 		extra: []string{
 			"ns1.example.com. 3600 IN A 192.0.2.53",
 			"ns1.example.com. 3600 IN AAAA 2001:db8::53",
-			"ns2.example.net. 600 IN A 198.51.100.53",
 		}})
 }
 
