@@ -31,7 +31,7 @@ type Subnet struct {
 	Prefix netip.Prefix
 }
 
-// Errors that make a query a FORMERR (RFC 7871 §7.1.1).
+// Errors that make a query a FORMERR (RFC 7871 §7.2.1).
 var (
 	ErrFamily  = errors.New("ecs: unknown address family")
 	ErrLength  = errors.New("ecs: option length does not match the source prefix")
@@ -63,14 +63,10 @@ func Parse(data []byte, maxV4, maxV6 int) (Subnet, error) {
 		limit, max = 32, maxV4
 	case FamilyIPv6:
 		limit, max = 128, maxV6
-	case 0:
-		// Some clients (older dig) send FAMILY 0 with a /0 source: no
-		// client information. Anything else with FAMILY 0 is malformed.
-		if s.SourceBits == 0 {
-			return s, nil
-		}
-		return s, ErrFamily
 	default:
+		// RFC 7871 §7.2.1: an unknown FAMILY is a malformed option, FAMILY
+		// 0 with a /0 source included (gdnsd does the same; a client with
+		// no subnet to give sends its transport's family with /0).
 		return s, ErrFamily
 	}
 	if s.SourceBits > limit {
