@@ -13,9 +13,9 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"strconv"
@@ -130,7 +130,19 @@ func OpenEmbedded() (*Database, error) {
 			embeddedErr = err
 			return
 		}
-		embeddedData, embeddedErr = io.ReadAll(zr)
+		// The gzip trailer's ISIZE is the data's length (mod 2^32): one
+		// buffer of that size, not ReadAll's doubling copies.
+		size := 0
+		if n := len(embeddedGz); n >= 4 {
+			size = int(binary.LittleEndian.Uint32(embeddedGz[n-4:]))
+		}
+		var b bytes.Buffer
+		b.Grow(size + bytes.MinRead)
+		if _, err := b.ReadFrom(zr); err != nil {
+			embeddedErr = err
+			return
+		}
+		embeddedData = b.Bytes()
 	})
 	if embeddedErr != nil {
 		return nil, fmt.Errorf("embedded geo database: %w", embeddedErr)

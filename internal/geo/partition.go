@@ -94,6 +94,21 @@ func (d *Database) networksPartition() (p *Partition, ok bool, err error) {
 	var empty Info
 	empty.finish()
 	emptyIdx := p.intern(&empty)
+	// Count first, so that the lists are made once at their size: grown
+	// by appends, a list of a million networks holds its old copies too,
+	// which doubled the start-up peak of a one-policy configuration.
+	n4, n6 := 0, 0
+	for res := range d.r.Networks(maxminddb.IncludeNetworksWithoutData(), maxminddb.IncludeAliasedNetworks()) {
+		if res.Err() != nil {
+			break // the pass below reports it
+		}
+		if res.Prefix().Addr().Is4() {
+			n4++
+		} else {
+			n6++
+		}
+	}
+	p.v4, p.v6 = make([]leaf4, 0, n4), make([]leaf6, 0, n6+1)
 	byOffset := map[uintptr]uint32{} // a record's offset -> its info's index
 	for res := range d.r.Networks(maxminddb.IncludeNetworksWithoutData(), maxminddb.IncludeAliasedNetworks()) {
 		if err := res.Err(); err != nil {

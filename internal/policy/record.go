@@ -255,6 +255,18 @@ var unroutedV6 = []netip.Prefix{
 
 func (c *compiler) build(root netip.Prefix, resolver bool) (trie, error) {
 	c.b = trieBuilder{}
+	if c.part != nil {
+		// A trie over the partition has at most one inner node per
+		// leaf of that family: made at that size once, instead of
+		// grown by appends that keep every smaller copy until the
+		// collector runs (most of a one-policy start-up's peak).
+		v4, v6 := c.part.Leaves()
+		n := v6
+		if root.Addr().Is4() {
+			n = v4
+		}
+		c.b.t.nodes = make([]uint32, 0, 2*n+2)
+	}
 	ref, err := c.node(root, resolver)
 	if err != nil {
 		return trie{}, err

@@ -1,6 +1,9 @@
 package policy
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // trie is a compiled partition of one address family: a binary trie whose
 // leaves hold an outcome index. Sibling leaves with the same outcome are
@@ -69,6 +72,9 @@ func (b *trieBuilder) node(zero, one uint32) uint32 {
 
 func (b *trieBuilder) finish(root uint32, bits int) trie {
 	t := b.t
+	if cap(t.nodes) > 2*len(t.nodes)+64 {
+		t.nodes = slices.Clip(append([]uint32(nil), t.nodes...)) // give back what the estimate over-made
+	}
 	t.root, t.bits = root, bits
 	if len(t.nodes)/2 >= tableMinNodes {
 		t.table = make([]uint32, 1<<strideBits)
