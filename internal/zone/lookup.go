@@ -181,7 +181,14 @@ func (z *Zone) lookup(a *Answer, name string, qtype uint16) string {
 				return ""
 			}
 			if cur.hasDNAME {
-				return z.synthesizeDNAME(a, cur, name)
+				next := z.synthesizeDNAME(a, cur, name)
+				if qtype == dns.TypeCNAME {
+					// The synthesized CNAME is the answer asked for: it is
+					// not followed (RFC 6672 §3.4; RFC 1034 §4.3.2 step
+					// 3a), as a CNAME is not when one is asked for.
+					return ""
+				}
+				return next
 			}
 			n := z.nodes[name[idx[i]:]]
 			if n == nil {

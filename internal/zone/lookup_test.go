@@ -287,6 +287,30 @@ func TestDNAME(t *testing.T) {
 	})
 }
 
+// TestDNAMEQtypeCNAME checks that a CNAME query below a DNAME is answered
+// with the DNAME and the synthesized CNAME, which is not followed (RFC 6672
+// §3.4, RFC 1034 §4.3.2 step 3a), as a CNAME asked for is not.
+func TestDNAMEQtypeCNAME(t *testing.T) {
+	s := testSet(t)
+	dname := "dn.example.com. 1800 IN DNAME example.net."
+	runLookups(t, s, []lookupCase{
+		{name: "target NXDOMAIN is not looked at", qname: "x.y.dn.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.", ordered: true,
+			answer: []string{dname, "x.y.dn.example.com. 1800 IN CNAME x.y.example.net."}}},
+		{name: "target's CNAME is not followed", qname: "back.dn.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.", ordered: true,
+			answer: []string{dname, "back.dn.example.com. 1800 IN CNAME back.example.net."}}},
+		{name: "target exists", qname: "foo.dn.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.", ordered: true,
+			answer: []string{dname, "foo.dn.example.com. 1800 IN CNAME foo.example.net."}}},
+		{name: "out of served zones", qname: "a.dnout.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.", ordered: true,
+			answer: []string{"dnout.example.com. 3600 IN DNAME example.org.", "a.dnout.example.com. 3600 IN CNAME a.example.org."}}},
+		{name: "a plain CNAME likewise", qname: "chain1.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"chain1.example.com. 3600 IN CNAME chain2.example.com."}}},
+		{name: "a wildcard CNAME likewise", qname: "x.wc.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.",
+			answer: []string{"x.wc.example.com. 3600 IN CNAME www.example.com."}}},
+		{name: "the DNAME owner has no CNAME", qname: "dn.example.com.", qtype: dns.TypeCNAME, want: expect{aa: true, zone: "example.com.",
+			ns: []string{comNegSOA}}},
+	})
+}
+
 func TestDNAMELength(t *testing.T) {
 	l := func(c byte, n int) string { return strings.Repeat(string(c), n) }
 	target := l('a', 63) + "." + l('b', 63) + "." + l('c', 63) + ".example.org." // 204 octets as text
