@@ -5,8 +5,10 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,11 +94,6 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		}
 	}
 	warnedPolicy := map[string]bool{}
-	type built struct {
-		b      *builder
-		r      *Record
-		reused bool // taken whole from prev
-	}
 	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
 	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
@@ -135,6 +132,14 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			return nil, warns, errs.Err()
 		}
 	}
+	// The partitions to compile, one record for each, compiled at once:
+	// on every core at start-up (nothing is answering yet), on half of
+	// them (one of two) on a reload, so that answering keeps its own.
+	workers := runtime.NumCPU()
+	if prev != nil {
+		workers /= 2
+	}
+	compileErrs := compileAll(recs, compiled, previous, g, part, max(1, workers))
 	t.Records = make([]*Record, 0, len(recs))
 	for _, br := range recs {
 		b, r := br.b, br.r
@@ -154,7 +159,11 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			compiled[r.ckey] = r
 			t.Reused++
 		default:
-			if err := r.compile(g, part); err != nil {
+			err, ok := compileErrs[r]
+			if !ok { // its key's first record failed: try it alone
+				err = r.compile(g, part)
+			}
+			if err != nil {
 				errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
 				delete(t.byName, r.Name)
 				continue
@@ -192,6 +201,48 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		}
 	}
 	return t, warns, errs.Err()
+}
+
+// built is a record of a build with its builder; reused when taken from
+// the previous table.
+type built struct {
+	b      *builder
+	r      *Record
+	reused bool // taken whole from prev
+}
+
+// compileAll compiles, on workers goroutines, the first record of recs
+// for each compile key that has no partition yet (the loop of BuildWith
+// shares it with the others), and returns the errors by record. Each
+// compile writes only its own record and reads the geo set and the
+// shared partition.
+func compileAll(recs []built, compiled, previous map[string]*Record, g *geo.Set, part *geo.Partition, workers int) map[*Record]error {
+	var todo []*Record
+	first := map[string]bool{}
+	for _, br := range recs {
+		k := br.r.ckey
+		if br.reused || compiled[k] != nil || previous[k] != nil || first[k] {
+			continue
+		}
+		first[k] = true
+		todo = append(todo, br.r)
+	}
+	errs := make([]error, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, len(todo)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				errs[i] = todo[i].compile(g, part)
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[*Record]error, len(todo))
+	for i, r := range todo {
+		out[r] = errs[i]
+	}
+	return out
 }
 
 type builder struct {
