@@ -57,7 +57,8 @@ type answerCase struct {
 	answer []string
 	ns     []string
 	extra  []string
-	fold   bool // compare case-insensitively (names follow the query's case)
+	fold   bool   // compare case-insensitively (names follow the query's case)
+	ede    string // the Extended DNS Error with EDNS (want.ede)
 }
 
 var answerCases = []answerCase{
@@ -91,8 +92,8 @@ var answerCases = []answerCase{
 	{name: "NS additional", qname: "example.com.", qtype: dns.TypeNS, aa: true, answer: []string{apexNS1, apexNS2}, extra: []string{ns1A, ns1AAAA, ns2A}},
 	{name: "DNAME", qname: "host.legacy.example.com.", qtype: dns.TypeA, aa: true, answer: []string{legacyDN, legacyCN, modernA}},
 	{name: "DNAME owner itself", qname: "legacy.example.com.", qtype: dns.TypeDNAME, aa: true, answer: []string{legacyDN}},
-	{name: "REFUSED outside the zones", qname: "example.org.", qtype: dns.TypeA, rcode: dns.RcodeRefused},
-	{name: "REFUSED parent of the zone", qname: "com.", qtype: dns.TypeSOA, rcode: dns.RcodeRefused},
+	{name: "REFUSED outside the zones", qname: "example.org.", qtype: dns.TypeA, rcode: dns.RcodeRefused, ede: "20"},
+	{name: "REFUSED parent of the zone", qname: "com.", qtype: dns.TypeSOA, rcode: dns.RcodeRefused, ede: "20"},
 	{name: "REFUSED class HS", qname: "example.com.", qtype: dns.TypeSOA, qclass: dns.ClassHESIOD, rcode: dns.RcodeRefused},
 	// Names in the answer compress into the question, so they come back in
 	// the case the client used (as BIND and Knot do): compare folded.
@@ -105,6 +106,7 @@ func (c answerCase) want(t testing.TB) want {
 	return want{
 		rcode: c.rcode, aa: c.aa,
 		answer: rrs(t, c.answer...), ns: rrs(t, c.ns...), extra: rrs(t, c.extra...),
+		ede: c.ede,
 	}
 }
 

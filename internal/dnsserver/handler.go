@@ -338,6 +338,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	}
 
 	scope := -1
+	var ede *dns.EDNS0_EDE // an Extended DNS Error (RFC 8914) for the OPT
 	switch q.qclass {
 	case dns.ClassINET:
 		switch q.qtype {
@@ -360,6 +361,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 				snap.Zones.LookupInto(&a, q.qname, q.qtype)
 			}
 			scope = a.Scope
+			ede = extendedError(&a)
 			resp.Rcode = a.Rcode
 			resp.Authoritative = a.Authoritative
 			resp.Answer, resp.Ns, resp.Extra = a.Answer, a.Ns, a.Extra
@@ -375,11 +377,30 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		opt.Option = append(opt.Option, subnet.Option(st.scope))
 	}
 	if opt != nil {
+		if ede != nil {
+			opt.Option = append(opt.Option, ede)
+		}
 		// An extended rcode (> 15) stays whole in resp.Rcode: PackBuffer
 		// writes its upper bits into the OPT.
 		resp.Extra = append(resp.Extra, opt)
 	}
 	return q.patch(fit(resp, buf, limit, opt))
+}
+
+// extendedError returns the Extended DNS Error (RFC 8914) an answer from
+// the zones carries when the query has EDNS, or nil: 20 (Not
+// Authoritative) for a name outside every zone served, as Knot and NSD
+// send with REFUSED, and 0 (Other) with a reason for the YXDOMAIN of a
+// DNAME substitution that would make a name too long, as NSD does (the
+// registry has no closer code). Neither is answered by the fast path.
+func extendedError(a *zone.Answer) *dns.EDNS0_EDE {
+	switch {
+	case a.Rcode == dns.RcodeRefused && a.Zone == nil:
+		return &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNotAuthoritative}
+	case a.Rcode == dns.RcodeYXDomain:
+		return &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "DNAME substitution too long"}
+	}
+	return nil
 }
 
 // parse reads the header counts, the question and the OPT record of req

@@ -249,6 +249,9 @@ type want struct {
 	// response must carry an OPT exactly when the query did.
 	noOPT bool
 	opt   *wantOPT
+	// ede is the Extended DNS Error (RFC 8914) the OPT carries, when the
+	// response has one: "code" or "code:extra text"; "" for none.
+	ede string
 }
 
 // wantOPT describes the response's OPT record beyond what every one has
@@ -373,6 +376,9 @@ func checkOPT(t testing.TB, q, r *dns.Msg, w want) {
 	if wo.hasKA {
 		wantOpts = append(wantOpts, fmt.Sprintf("keepalive=%d", wo.keepalive))
 	}
+	if w.ede != "" {
+		wantOpts = append(wantOpts, "ede="+w.ede)
+	}
 	var got []string
 	for _, o := range ro.Option {
 		switch o := o.(type) {
@@ -380,6 +386,12 @@ func checkOPT(t testing.TB, q, r *dns.Msg, w want) {
 			got = append(got, "nsid="+o.Nsid)
 		case *dns.EDNS0_TCP_KEEPALIVE:
 			got = append(got, fmt.Sprintf("keepalive=%d", o.Timeout))
+		case *dns.EDNS0_EDE:
+			e := fmt.Sprintf("ede=%d", o.InfoCode)
+			if o.ExtraText != "" {
+				e += ":" + o.ExtraText
+			}
+			got = append(got, e)
 		default:
 			got = append(got, fmt.Sprintf("option%d=%s", o.Option(), o.String()))
 		}
