@@ -574,10 +574,13 @@ func pack(m *dns.Msg, buf []byte, limit int) []byte {
 	return out
 }
 
-// fit packs resp within limit bytes. When it does not fit it first leaves
-// out the optional additional records, then sends TC=1 with empty sections
-// so the client retries over TCP: RRsets are never cut in half (RFC 2181
-// §9), and a referral whose glue does not fit is truncated (RFC 9471).
+// fit packs resp within limit bytes. When it does not fit only because of
+// the additional section, that section is optional (RFC 1035 §4.1, RFC
+// 2181 §9): answer and authority are kept, and as Knot does, additional
+// RRsets are added whole, in order, while they fit, with no TC. When
+// answer and authority do not fit, or a referral's glue does not (RFC
+// 9471), it sends TC=1 with empty sections so the client retries over
+// TCP: RRsets are never cut in half (RFC 2181 §9). The OPT is always kept.
 func fit(resp *dns.Msg, buf []byte, limit int, opt *dns.OPT) []byte {
 	out, err := resp.PackBuffer(buf[:cap(buf)])
 	if err == nil && len(out) <= limit {
@@ -587,10 +590,29 @@ func fit(resp *dns.Msg, buf []byte, limit int, opt *dns.OPT) []byte {
 	if opt != nil {
 		keep = []dns.RR{opt}
 	}
-	glue := len(resp.Answer) == 0 && len(resp.Ns) > 0 && len(resp.Extra) > len(keep)
-	if len(resp.Extra) > len(keep) && !glue {
-		resp.Extra = keep
-		if out, err = resp.PackBuffer(buf[:cap(buf)]); err == nil && len(out) <= limit {
+	optional := make([]dns.RR, 0, len(resp.Extra))
+	for _, rr := range resp.Extra {
+		if o, ok := rr.(*dns.OPT); !ok || o != opt {
+			optional = append(optional, rr)
+		}
+	}
+	glue := len(resp.Answer) == 0 && len(resp.Ns) > 0 && len(optional) > 0
+	if len(optional) > 0 && !glue {
+		extra := make([]dns.RR, 0, len(resp.Extra))
+		pack := func(n int) ([]byte, bool) {
+			resp.Extra = append(append(extra[:0], optional[:n]...), keep...)
+			out, err := resp.PackBuffer(buf[:cap(buf)])
+			return out, err == nil && len(out) <= limit
+		}
+		if _, ok := pack(0); ok {
+			n := 0 // the additional records that fit, whole RRsets
+			for end := rrsetEnd(optional, 0); end > n; end = rrsetEnd(optional, end) {
+				if _, ok := pack(end); !ok {
+					break
+				}
+				n = end
+			}
+			out, _ = pack(n) // buf holds the last attempt: pack the one kept
 			return out
 		}
 	}
@@ -601,6 +623,24 @@ func fit(resp *dns.Msg, buf []byte, limit int, opt *dns.OPT) []byte {
 		return nil
 	}
 	return out
+}
+
+// rrsetEnd returns the end of the RRset that starts at rrs[i]: the records
+// from i on with its owner, type and class (the zone lists an RRset's
+// records together); len(rrs) when i is.
+func rrsetEnd(rrs []dns.RR, i int) int {
+	if i >= len(rrs) {
+		return len(rrs)
+	}
+	h := rrs[i].Header()
+	j := i + 1
+	for ; j < len(rrs); j++ {
+		g := rrs[j].Header()
+		if g.Rrtype != h.Rrtype || g.Class != h.Class || !strings.EqualFold(g.Name, h.Name) {
+			break
+		}
+	}
+	return j
 }
 
 // parseOPT reads the OPT record with a root owner at req[off:]: its fixed
