@@ -102,20 +102,7 @@ func (s *Set) LookupInto(a *Answer, qname string, qtype uint16) {
 func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) {
 	*a = Answer{Answer: a.Answer[:0], Ns: a.Ns[:0], Extra: a.Extra[:0], Steered: a.Steered[:0], Scope: -1, steer: st}
 	name := canonical(qname)
-	z := s.Find(name)
-	if qtype == dns.TypeDS && z != nil && name == z.Origin {
-		// DS lives on the parent side of a cut (RFC 4035 §3.1.4.1).
-		if name != "." {
-			off, _ := dns.NextLabel(name, 0)
-			parent := name[off:]
-			if parent == "" { // name is a TLD: its parent is the root
-				parent = "."
-			}
-			if pz := s.Find(parent); pz != nil {
-				z = pz
-			}
-		}
-	}
+	z := s.answering(name, qtype)
 	if z == nil {
 		a.Rcode = dns.RcodeRefused
 		return
@@ -148,7 +135,7 @@ func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) 
 		if next == "" {
 			break
 		}
-		nz := s.Find(next)
+		nz := s.answering(next, qtype) // a DS restart at a child apex too
 		if nz == nil || nz.Failed != "" {
 			// Out of our zones, or into one that failed to load: the
 			// resolver follows the chain (and gets SERVFAIL there).
@@ -156,6 +143,25 @@ func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) 
 		}
 		name, z = next, nz
 	}
+}
+
+// answering returns the zone that answers name (canonical) and qtype: the
+// most specific zone that holds name, except that DS for a child zone's
+// apex comes from its parent zone, when that is served (RFC 4035
+// §3.1.4.1). It is nil when no zone holds name.
+func (s *Set) answering(name string, qtype uint16) *Zone {
+	z := s.Find(name)
+	if qtype == dns.TypeDS && z != nil && name == z.Origin && name != "." {
+		off, _ := dns.NextLabel(name, 0)
+		parent := name[off:]
+		if parent == "" { // name is a TLD: its parent is the root
+			parent = "."
+		}
+		if pz := s.Find(parent); pz != nil {
+			z = pz
+		}
+	}
+	return z
 }
 
 // canonical lower-cases name without allocating when it already is.

@@ -474,6 +474,49 @@ func TestParentAndChildServed(t *testing.T) {
 	})
 }
 
+// TestDSAfterCNAME checks that a DS query that a CNAME chain leads to a
+// child zone's apex is answered there from the parent side, as the query
+// name itself is (RFC 4035 §3.1.4.1).
+func TestDSAfterCNAME(t *testing.T) {
+	const parent = `$ORIGIN parent.example.
+$TTL 3600
+@       SOA ns1 h 1 2 3 4 60
+        NS  ns1
+ns1     A   192.0.2.1
+child   NS  ns1.child
+child   DS  ` + dsData + `
+ns1.child A 192.0.2.2
+alias   CNAME child
+`
+	const child = `$ORIGIN child.parent.example.
+$TTL 600
+@       SOA ns1 h 1 2 3 4 60
+        NS  ns1
+ns1     A   192.0.2.2
+www     CNAME @
+`
+	ds := "child.parent.example. 3600 IN DS " + dsData
+	childNeg := "child.parent.example. 60 IN SOA ns1.child.parent.example. h.child.parent.example. 1 2 3 4 60"
+	both := mustSet(t, "parent.example.", parent, "child.parent.example.", child)
+	runLookups(t, both, []lookupCase{
+		{name: "CNAME in the child to its apex", qname: "www.child.parent.example.", qtype: dns.TypeDS, want: expect{aa: true, zone: "child.parent.example.", ordered: true,
+			answer: []string{"www.child.parent.example. 600 IN CNAME child.parent.example.", ds}}},
+		{name: "CNAME in the parent to the cut", qname: "alias.parent.example.", qtype: dns.TypeDS, want: expect{aa: true, zone: "parent.example.", ordered: true,
+			answer: []string{"alias.parent.example. 3600 IN CNAME child.parent.example.", ds}}},
+		{name: "the apex itself", qname: "child.parent.example.", qtype: dns.TypeDS, want: expect{aa: true, zone: "parent.example.",
+			answer: []string{ds}}},
+		{name: "other types after the CNAME stay in the child", qname: "www.child.parent.example.", qtype: dns.TypeNS, want: expect{aa: true, zone: "child.parent.example.", ordered: true,
+			answer: []string{"www.child.parent.example. 600 IN CNAME child.parent.example.", "child.parent.example. 600 IN NS ns1.child.parent.example."},
+			extra:  []string{"ns1.child.parent.example. 600 IN A 192.0.2.2"}}},
+	})
+	alone := mustSet(t, "child.parent.example.", child)
+	runLookups(t, alone, []lookupCase{
+		{name: "parent not served: the child's NODATA", qname: "www.child.parent.example.", qtype: dns.TypeDS, want: expect{aa: true, zone: "child.parent.example.", ordered: true,
+			answer: []string{"www.child.parent.example. 600 IN CNAME child.parent.example."},
+			ns:     []string{childNeg}}},
+	})
+}
+
 func TestAny(t *testing.T) {
 	s := testSet(t)
 	for _, q := range []string{"www.example.com.", "example.com.", "ns1.example.com.", "twomx.example.com.", "alias.example.com.", "foo.wcn.example.com."} {
