@@ -51,7 +51,8 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		// included (a shared RRset keeps those of its first load).
 		prev = nil
 	}
-	src := readRecords(fsys, origin, file, data, opts.Workers)
+	text := svcbKeys(data) // data, unless SVCB keys are written as the parser refuses
+	src := readRecords(fsys, origin, file, text, opts.Workers)
 	// Sized for a name per record and some empty non-terminals: a map
 	// that grows while it fills holds its old tables too.
 	expect := src.pos.len()
@@ -129,7 +130,11 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 				f = file
 			}
 			n, _ := strconv.Atoi(m[3])
-			errs.Add(f, n, "%s", m[2])
+			msg := m[2]
+			if f == file && strings.HasPrefix(msg, "bad SVCB key") {
+				msg = svcbKeyError(text, n, msg)
+			}
+			errs.Add(f, n, "%s", msg)
 		} else {
 			errs.Add(file, 0, "%v", err)
 		}

@@ -281,11 +281,12 @@ func (z *Zone) line(name string, s *rrset) int {
 	if z.source == nil {
 		return int(s.line)
 	}
-	zp := dns.NewZoneParser(bytes.NewReader(z.source), z.Origin, z.File)
+	text := svcbKeys(z.source) // as ParseWith read it
+	zp := dns.NewZoneParser(bytes.NewReader(text), z.Origin, z.File)
 	i := 0
 	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
 		if h := rr.Header(); h.Rrtype == s.rtype && dns.CanonicalName(h.Name) == name {
-			if p := recordPositions(nil, z.File, z.source, 0, i+1); len(p) == i+1 {
+			if p := recordPositions(nil, z.File, text, 0, i+1); len(p) == i+1 {
 				return p[i].Line
 			}
 			break

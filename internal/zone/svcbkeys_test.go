@@ -1,0 +1,96 @@
+package zone
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// svcbZone has SVCB and HTTPS records with generic keys written with
+// leading zeros (PowerDNS's test data has key00997= and key0998=), which
+// Knot, NSD and PowerDNS load and miekg/dns alone refuses.
+const svcbZone = `$ORIGIN svcb.test.
+$TTL 300
+@        SOA ns1 h 1 2 3 4 60
+         NS  ns1
+ns1      A   192.0.2.1
+bar      SVCB 6 . key00997="quoted" key0998=foo key999=bar
+empty    IN 60 SVCB 1 . key00997= key0998
+web      HTTPS ( 1 . alpn=h2
+                 key01=h3 ; a registered key in generic form
+                 key0003=8443 )
+txt      TXT key0998=foo "key0997=bar"
+key0998  TXT "an owner that looks like a key"
+`
+
+func TestSVCBKeysWithLeadingZeros(t *testing.T) {
+	z, errs, _ := Parse(nil, "svcb.test.", "svcb.zone", []byte(svcbZone))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	want := map[string]string{
+		"bar.svcb.test.":     `bar.svcb.test.	300	IN	SVCB	6 . key997="quoted" key998="foo" key999="bar"`,
+		"empty.svcb.test.":   `empty.svcb.test.	60	IN	SVCB	1 . key997="" key998=""`,
+		"web.svcb.test.":     `web.svcb.test.	300	IN	HTTPS	1 . alpn="h2" alpn="h3" port="8443"`,
+		"txt.svcb.test.":     `txt.svcb.test.	300	IN	TXT	"key0998=foo" "key0997=bar"`,
+		"key0998.svcb.test.": `key0998.svcb.test.	300	IN	TXT	"an owner that looks like a key"`,
+	}
+	for name, w := range want {
+		n := z.nodes[name]
+		if n == nil || len(n.rrsets) != 1 || len(n.rrsets[0].rrs) != 1 {
+			t.Errorf("%s: %v", name, n)
+			continue
+		}
+		if got := n.rrsets[0].rrs[0].String(); got != w {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, w)
+		}
+	}
+	// Lines are the file's, after the rewritten records too.
+	if s := z.nodes["txt.svcb.test."].set(dns.TypeTXT); s.line != 11 {
+		t.Errorf("TXT after the SVCB records is at line %d, want 11", s.line)
+	}
+	// The zone keeps the file's own text, which parses back the same.
+	if !bytes.Equal(z.Source(), []byte(svcbZone)) || !z.Unchanged("svcb.zone", []byte(svcbZone)) {
+		t.Error("the zone does not keep its file's text")
+	}
+}
+
+func TestSVCBKeysErrorsKeepTheirLine(t *testing.T) {
+	end := strings.Count(svcbZone, "\n")
+	for _, tc := range []struct {
+		rec, key string
+		line     int
+	}{
+		{"worse SVCB 1 . key65535=\"x\"\n", "key65535", end + 1},
+		{"worse SVCB 1 . bogus=1\n", "bogus", end + 1},
+		{"worse SVCB ( 1 .\n alpn=h2\n key1=h3 )\n", "key1", end + 3},
+	} {
+		bad := svcbZone + tc.rec
+		_, errs, _ := Parse(nil, "svcb.test.", "svcb.zone", []byte(bad))
+		if len(errs) != 1 || errs[0].Line != tc.line || !strings.Contains(errs[0].Msg, `bad SVCB key "`+tc.key+`"`) {
+			t.Errorf("%q: errors %v, want bad SVCB key %q at line %d", tc.rec, errs, tc.key, tc.line)
+		}
+	}
+}
+
+func TestSVCBKeysInParts(t *testing.T) {
+	data := append(bigZone(60000), "late SVCB 1 . key00997=x\n"...)
+	for _, workers := range []int{0, 4} {
+		z, errs, _ := ParseWith(nil, "big.test.", "big.zone", data, ParseOptions{Workers: workers})
+		if len(errs) > 0 {
+			t.Fatalf("workers %d: %v", workers, errs)
+		}
+		n := z.nodes["late.big.test."]
+		if n == nil || n.get(dns.TypeSVCB) == nil {
+			t.Fatalf("workers %d: no SVCB at late.big.test.", workers)
+		}
+		if got := n.get(dns.TypeSVCB)[0].String(); !strings.HasSuffix(got, `key997="x"`) {
+			t.Errorf("workers %d: %s", workers, got)
+		}
+		if s := n.set(dns.TypeSVCB); int(s.line) != bytes.Count(data, []byte{'\n'}) {
+			t.Errorf("workers %d: SVCB at line %d", workers, s.line)
+		}
+	}
+}
