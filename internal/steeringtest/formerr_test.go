@@ -17,6 +17,9 @@ type badECS struct {
 var badECSCases = []badECS{
 	{"unknown family 3", []byte{0, 3, 24, 0, 192, 0, 2}},
 	{"family 0 with a source prefix", []byte{0, 0, 24, 0, 192, 0, 2}},
+	// RFC 7871 §7.2.1: an unknown FAMILY is a malformed option, FAMILY 0
+	// /0 (as old dig sent) included, as gdnsd answers it.
+	{"family 0 /0", []byte{0, 0, 0, 0}},
 	{"IPv4 source 33 (5 octets)", []byte{0, 1, 33, 0, 192, 0, 2, 1, 0}},
 	{"IPv4 source 33 (4 octets)", []byte{0, 1, 33, 0, 192, 0, 2, 1}},
 	{"IPv6 source 129", append([]byte{0, 2, 129, 0}, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
@@ -87,7 +90,6 @@ func TestBadECSFormErr(t *testing.T) {
 		{0, 1, 20, 0, 192, 0, 16},                  // 192.0.16.0/20
 		{0, 1, 28, 0, 192, 0, 2, 48},               // Berlin /28
 		{0, 1, 0, 0},                               // IPv4 /0
-		{0, 0, 0, 0},                               // FAMILY 0 /0, as old dig sends
 		{0, 2, 0, 0},                               // IPv6 /0
 		{0, 1, 32, 0, 192, 0, 2, 50},               // /32
 		{0, 2, 52, 0, 0x20, 1, 0xd, 0xb8, 0, 2, 0}, // 2001:db8:2::/52
