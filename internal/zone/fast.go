@@ -242,15 +242,15 @@ func (p *packer) node(n *node) {
 }
 
 // dependent reports whether a template of n may hold other nodes' data
-// (the addresses of NS, MX and SRV targets): one that is not packed
-// straight from its own RRset.
+// (the addresses of NS, MX, SRV, SVCB and HTTPS targets): one that is not
+// packed straight from its own RRset.
 func (n *node) dependent() bool {
 	if n.cut || n.occluded || n.hasCNAME || n.hasDNAME {
 		return false // no templates
 	}
 	for _, rs := range n.rrsets {
 		switch rs.rtype {
-		case dns.TypeNS, dns.TypeMX, dns.TypeSRV:
+		case dns.TypeNS, dns.TypeMX, dns.TypeSRV, dns.TypeSVCB, dns.TypeHTTPS:
 			return true
 		}
 	}

@@ -323,11 +323,12 @@ func (z *Zone) synthesizeDNAME(a *Answer, d *node, name string) string {
 	return next
 }
 
-// additional adds the addresses of the NS, MX and SRV targets of rrs, which
-// z answered, to the additional section (RFC 1034 §4.3.2 step 6). Only z's
-// own authoritative data is used, as Knot and NSD do: never another served
-// zone's (whose records a resolver would not take from this answer), and
-// never a node at or below a zone cut, whose addresses are glue.
+// additional adds the addresses of the NS, MX, SRV, SVCB and HTTPS targets
+// of rrs, which z answered, to the additional section (RFC 1034 §4.3.2 step
+// 6, RFC 9460 §4.1). Only z's own authoritative data is used, as Knot and
+// NSD do: never another served zone's (whose records a resolver would not
+// take from this answer), and never a node at or below a zone cut, whose
+// addresses are glue.
 func (z *Zone) additional(a *Answer, rrs []dns.RR) {
 	for _, rr := range rrs {
 		var target string
@@ -338,11 +339,29 @@ func (z *Zone) additional(a *Answer, rrs []dns.RR) {
 			target = rr.Mx
 		case *dns.SRV:
 			target = rr.Target
+		case *dns.SVCB:
+			target = svcbTarget(rr)
+		case *dns.HTTPS:
+			target = svcbTarget(&rr.SVCB)
 		default:
 			continue
 		}
 		z.addAddresses(a, dns.CanonicalName(target))
 	}
+}
+
+// svcbTarget is the name whose addresses an SVCB or HTTPS record points to
+// (RFC 9460 §4.1: the server SHOULD add them): its TargetName, or, for "."
+// in ServiceMode, its owner; "." in AliasMode, which says the service does
+// not exist.
+func svcbTarget(rr *dns.SVCB) string {
+	if rr.Target != "." {
+		return rr.Target
+	}
+	if rr.Priority == 0 {
+		return "."
+	}
+	return rr.Hdr.Name
 }
 
 // addAddresses adds the A and AAAA records of target when z holds them

@@ -657,6 +657,47 @@ $TTL 300
 	})
 }
 
+// TestAdditionalSVCB checks that SVCB and HTTPS answers carry the in-zone
+// addresses of their TargetName, or of their owner for "." in ServiceMode
+// (RFC 9460 §4.1), as Knot does.
+func TestAdditionalSVCB(t *testing.T) {
+	const z = `$ORIGIN svcb.example.
+$TTL 300
+@        SOA ns1 h 1 2 3 4 60
+         NS  ns1
+ns1      A   192.0.2.1
+foo      SVCB 0 foo1
+foo      A   192.0.2.10
+foo1     SVCB 1 . alpn=h2,h3
+foo1     A   192.0.2.11
+foo1     AAAA 2001:db8::11
+www      HTTPS 1 cdn port=8443
+         HTTPS 2 cdn.example.org.
+cdn      AAAA 2001:db8::12
+gone     HTTPS 0 .
+gone     A   192.0.2.13
+deleg    NS  ns.deleg
+ns.deleg A   192.0.2.14
+glue     SVCB 1 ns.deleg
+`
+	s := mustSet(t, "svcb.example.", z)
+	runLookups(t, s, []lookupCase{
+		{name: "AliasMode target", qname: "foo.svcb.example.", qtype: dns.TypeSVCB, want: expect{aa: true, zone: "svcb.example.",
+			answer: []string{"foo.svcb.example. 300 IN SVCB 0 foo1.svcb.example."},
+			extra:  []string{"foo1.svcb.example. 300 IN A 192.0.2.11", "foo1.svcb.example. 300 IN AAAA 2001:db8::11"}}},
+		{name: "ServiceMode . is the owner", qname: "foo1.svcb.example.", qtype: dns.TypeSVCB, want: expect{aa: true, zone: "svcb.example.",
+			answer: []string{"foo1.svcb.example. 300 IN SVCB 1 . alpn=h2,h3"},
+			extra:  []string{"foo1.svcb.example. 300 IN A 192.0.2.11", "foo1.svcb.example. 300 IN AAAA 2001:db8::11"}}},
+		{name: "HTTPS, targets in and out of the zone", qname: "www.svcb.example.", qtype: dns.TypeHTTPS, want: expect{aa: true, zone: "svcb.example.",
+			answer: []string{"www.svcb.example. 300 IN HTTPS 1 cdn.svcb.example. port=8443", "www.svcb.example. 300 IN HTTPS 2 cdn.example.org."},
+			extra:  []string{"cdn.svcb.example. 300 IN AAAA 2001:db8::12"}}},
+		{name: "AliasMode . says no service", qname: "gone.svcb.example.", qtype: dns.TypeHTTPS, want: expect{aa: true, zone: "svcb.example.",
+			answer: []string{"gone.svcb.example. 300 IN HTTPS 0 ."}}},
+		{name: "target below a cut is glue", qname: "glue.svcb.example.", qtype: dns.TypeSVCB, want: expect{aa: true, zone: "svcb.example.",
+			answer: []string{"glue.svcb.example. 300 IN SVCB 1 ns.deleg.svcb.example."}}},
+	})
+}
+
 func TestRefused(t *testing.T) {
 	s := testSet(t)
 	for _, q := range []string{"www.example.org.", "org.", "com.", ".", "example.com.au.", "xexample.com."} {
