@@ -9,8 +9,8 @@ import (
 func TestReloadLimit(t *testing.T) {
 	for _, tc := range []struct{ inUse, want uint64 }{
 		{10 << 20, 10<<20 + reloadHeadroom},      // small: the headroom
-		{1000 << 20, 1450 << 20},                 // large: 1.45×
-		{reloadHeadroom * 2, reloadHeadroom * 3}, // where the two meet, the larger
+		{1000 << 20, 1500 << 20},                 // large: 1.5×
+		{reloadHeadroom * 2, reloadHeadroom * 3}, // where the two meet
 	} {
 		if got := reloadLimit(tc.inUse); uint64(got) != tc.want {
 			t.Errorf("reloadLimit(%d MiB) = %d MiB, want %d MiB", tc.inUse>>20, got>>20, tc.want>>20)
