@@ -457,3 +457,37 @@ func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
 		served, cur = z, next
 	}
 }
+
+// The scanner's fast path (lines with nothing special) finds the same
+// entries as its general path, which a comment at the end of every line
+// forces.
+func TestScanFastPathMatchesGeneral(t *testing.T) {
+	data := bigZone(3000)
+	data = append(data, []byte("\n  \t\r\nlast\tIN\tA 192.0.2.1\r\n   \n$TTL 5\nx IN A 192.0.2.2")...)
+	var commented []byte
+	for _, l := range bytes.SplitAfter(data, []byte("\n")) {
+		body, nl := bytes.CutSuffix(l, []byte("\n"))
+		commented = append(commented, body...)
+		commented = append(commented, " ;c"...)
+		if nl {
+			commented = append(commented, '\n')
+		}
+	}
+	collect := func(d []byte) []string {
+		var out []string
+		scanEntries(d, func(e entry) bool {
+			out = append(out, fmt.Sprintf("%d %v %q %q", e.line, e.owner, e.tok1, e.tok2))
+			return true
+		})
+		return out
+	}
+	fast, general := collect(data), collect(commented)
+	if len(fast) != len(general) {
+		t.Fatalf("%d entries on the fast path, %d on the general one", len(fast), len(general))
+	}
+	for i := range fast {
+		if fast[i] != general[i] {
+			t.Fatalf("entry %d: fast %s, general %s", i, fast[i], general[i])
+		}
+	}
+}

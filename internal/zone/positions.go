@@ -40,6 +40,30 @@ func scanEntries(data []byte, fn func(e entry) bool) {
 	lineOff := 0
 	i := 0
 	for i < len(data) {
+		// Most lines hold a whole entry with nothing special in it: no
+		// quotes, parentheses, comments or escapes. Those are split
+		// into fields directly.
+		end := len(data)
+		if nl := bytes.IndexByte(data[i:], '\n'); nl >= 0 {
+			end = i + nl
+		}
+		if l := data[i:end]; bytes.IndexAny(l, "\"();\\") < 0 {
+			e := entry{off: i, line: line}
+			f1s, f1e, f2s, f2e := fields2(l)
+			if f1s >= 0 {
+				e.owner = f1s == 0
+				e.tok1 = l[f1s:f1e]
+				if f2s >= 0 {
+					e.tok2 = l[f2s:f2e]
+				}
+				if !fn(e) {
+					return
+				}
+			}
+			i, line = end+1, line+1
+			lineOff = i
+			continue
+		}
 		e := entry{line: line}
 		ntok := 0
 		tokStart := -1
@@ -119,6 +143,37 @@ func scanEntries(data []byte, fn func(e entry) bool) {
 			return
 		}
 	}
+}
+
+// fields2 returns the bounds of the first two fields of l, separated by
+// spaces, tabs and carriage returns (-1 when missing).
+func fields2(l []byte) (s1, e1, s2, e2 int) {
+	s1, e1, s2, e2 = -1, -1, -1, -1
+	blank := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+	i := 0
+	for i < len(l) && blank(l[i]) {
+		i++
+	}
+	if i == len(l) {
+		return
+	}
+	s1 = i
+	for i < len(l) && !blank(l[i]) {
+		i++
+	}
+	e1 = i
+	for i < len(l) && blank(l[i]) {
+		i++
+	}
+	if i == len(l) {
+		return
+	}
+	s2 = i
+	for i < len(l) && !blank(l[i]) {
+		i++
+	}
+	e2 = i
+	return
 }
 
 // directive returns the upper-case name of the directive tok ("$TTL"), or
