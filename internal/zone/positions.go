@@ -31,15 +31,37 @@ type entry struct {
 	tok1, tok2 []byte
 }
 
+// token is a token of a master file entry (quotes and escapes kept), as
+// offsets into the data.
+type token struct{ start, end int }
+
+func (t token) text(data []byte) []byte { return data[t.start:t.end] }
+
 // scanEntries calls fn for every entry of data, in order, until fn returns
 // false. It knows just enough of RFC 1035's syntax (comments, quotes,
-// escapes, parentheses) to find where each entry starts, and allocates
-// nothing.
+// escapes, parentheses) to find where each entry starts; it allocates
+// only its list of tokens.
 func scanEntries(data []byte, fn func(e entry) bool) {
+	scanTokens(data, 2, func(e entry, toks []token) bool {
+		e.tok1 = toks[0].text(data)
+		if len(toks) > 1 {
+			e.tok2 = toks[1].text(data)
+		}
+		return fn(e)
+	})
+}
+
+// scanTokens is scanEntries with the tokens of the entry (tok1 and tok2
+// left unset): all of them, or on lines with nothing special at least the
+// first want when want > 0. toks is reused for the next entry.
+func scanTokens(data []byte, want int, fn func(e entry, toks []token) bool) {
+	var buf [16]token
+	toks := buf[:0]
 	line := 1
 	lineOff := 0
 	i := 0
 	for i < len(data) {
+		toks = toks[:0]
 		// Most lines hold a whole entry with nothing special in it: no
 		// quotes, parentheses, comments or escapes. Those are split
 		// into fields directly.
@@ -48,30 +70,33 @@ func scanEntries(data []byte, fn func(e entry) bool) {
 			end = i + nl
 		}
 		if l := data[i:end]; bytes.IndexAny(l, "\"();\\") < 0 {
-			e := entry{off: i, line: line}
-			f1s, f1e, f2s, f2e := fields2(l)
-			if f1s >= 0 {
-				e.owner = f1s == 0
-				e.tok1 = l[f1s:f1e]
-				if f2s >= 0 {
-					e.tok2 = l[f2s:f2e]
+			for j := i; j < end && (want <= 0 || len(toks) < want); {
+				for j < end && blank(data[j]) {
+					j++
 				}
-				if !fn(e) {
-					return
+				if j == end {
+					break
 				}
+				start := j
+				for j < end && !blank(data[j]) {
+					j++
+				}
+				toks = append(toks, token{start, j})
+			}
+			if len(toks) > 0 && !fn(entry{off: i, line: line, owner: toks[0].start == i}, toks) {
+				return
 			}
 			i, line = end+1, line+1
 			lineOff = i
 			continue
 		}
 		e := entry{line: line}
-		ntok := 0
 		tokStart := -1
 		quoted, parens := false, 0
 		begin := func(at int) {
 			if tokStart < 0 {
 				tokStart = at
-				if ntok == 0 {
+				if len(toks) == 0 {
 					e.off, e.line = lineOff, line
 					e.owner = at == lineOff
 				}
@@ -79,13 +104,7 @@ func scanEntries(data []byte, fn func(e entry) bool) {
 		}
 		flush := func(at int) {
 			if tokStart >= 0 {
-				switch ntok {
-				case 0:
-					e.tok1 = data[tokStart:at]
-				case 1:
-					e.tok2 = data[tokStart:at]
-				}
-				ntok++
+				toks = append(toks, token{tokStart, at})
 				tokStart = -1
 			}
 		}
@@ -132,49 +151,21 @@ func scanEntries(data []byte, fn func(e entry) bool) {
 					i++
 					break scan
 				}
-			case c == ' ' || c == '\t' || c == '\r':
+			case blank(c):
 				flush(i)
 			default:
 				begin(i)
 			}
 		}
 		flush(i)
-		if ntok > 0 && !fn(e) {
+		if len(toks) > 0 && !fn(e, toks) {
 			return
 		}
 	}
 }
 
-// fields2 returns the bounds of the first two fields of l, separated by
-// spaces, tabs and carriage returns (-1 when missing).
-func fields2(l []byte) (s1, e1, s2, e2 int) {
-	s1, e1, s2, e2 = -1, -1, -1, -1
-	blank := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
-	i := 0
-	for i < len(l) && blank(l[i]) {
-		i++
-	}
-	if i == len(l) {
-		return
-	}
-	s1 = i
-	for i < len(l) && !blank(l[i]) {
-		i++
-	}
-	e1 = i
-	for i < len(l) && blank(l[i]) {
-		i++
-	}
-	if i == len(l) {
-		return
-	}
-	s2 = i
-	for i < len(l) && !blank(l[i]) {
-		i++
-	}
-	e2 = i
-	return
-}
+// blank reports whether c separates tokens.
+func blank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
 
 // directive returns the upper-case name of the directive tok ("$TTL"), or
 // "" when tok is not a directive.

@@ -24,8 +24,8 @@ func svcbKeys(data []byte) []byte {
 	}
 	var out []byte // nil until the first rewrite
 	done := 0      // data[:done] is in out
-	scanTokens(data, func(toks []token, owner bool) {
-		for _, tk := range svcbParams(data, toks, owner) {
+	scanTokens(data, 0, func(e entry, toks []token) bool {
+		for _, tk := range svcbParams(data, toks, e.owner) {
 			t := tk.text(data)
 			if !bytes.HasPrefix(t, []byte("key0")) {
 				continue
@@ -49,6 +49,7 @@ func svcbKeys(data []byte) []byte {
 			out = append(out, key...)
 			done = tk.start + end
 		}
+		return true
 	})
 	if out == nil {
 		return data
@@ -56,8 +57,6 @@ func svcbKeys(data []byte) []byte {
 	return append(out, data[done:]...)
 }
 
-// isTTL reports whether t is a TTL as the parser reads one: digits, or
-// BIND's units (1h30m).
 // svcbParams returns the SvcParam tokens of an entry that is an SVCB or
 // HTTPS record, and nil for any other entry.
 func svcbParams(data []byte, toks []token, owner bool) []token {
@@ -90,22 +89,23 @@ func svcbParams(data []byte, toks []token, owner bool) []token {
 func svcbKeyError(data []byte, line int, msg string) string {
 	bad := ""
 	at, lineOff := 1, 0 // the line of lineOff, as tokens go by
-	scanTokens(data, func(toks []token, owner bool) {
-		if bad != "" {
-			return
+	scanTokens(data, 0, func(e entry, toks []token) bool {
+		if e.line > line {
+			return false // past it
 		}
-		for _, tk := range svcbParams(data, toks, owner) {
+		for _, tk := range svcbParams(data, toks, e.owner) {
 			at += bytes.Count(data[lineOff:tk.start], []byte{'\n'})
 			lineOff = tk.start
 			if at > line {
-				return
+				return false
 			}
 			key, _, _ := bytes.Cut(tk.text(data), []byte("="))
 			if at == line && !svcbKeyOK(string(key)) {
 				bad = string(key)
-				return
+				return false
 			}
 		}
+		return true
 	})
 	if bad == "" {
 		return msg
@@ -134,6 +134,8 @@ func svcbKeyOK(key string) bool {
 	return err == nil && n != 65535 && strings.HasPrefix(dns.SVCBKey(n).String(), "key")
 }
 
+// isTTL reports whether t is a TTL as the parser reads one: digits, or
+// BIND's units (1h30m).
 func isTTL(t []byte) bool {
 	if len(t) == 0 || t[0] < '0' || t[0] > '9' {
 		return false
@@ -155,88 +157,4 @@ func isClass(t []byte) bool {
 		return true
 	}
 	return len(t) > 5 && bytes.EqualFold(t[:5], []byte("CLASS"))
-}
-
-// token is a token of a master file entry, quotes and escapes kept.
-type token struct{ start, end int }
-
-func (t token) text(data []byte) []byte { return data[t.start:t.end] }
-
-// scanTokens calls fn with the tokens of each entry of data (as
-// scanEntries finds entries: comments, quotes, escapes and parentheses
-// as RFC 1035 has them); owner is set when the entry's first token
-// starts its line.
-func scanTokens(data []byte, fn func(toks []token, owner bool)) {
-	var toks []token
-	lineOff := 0
-	for i := 0; i < len(data); {
-		toks = toks[:0]
-		owner := false
-		tokStart := -1
-		quoted, parens := false, 0
-		begin := func(at int) {
-			if tokStart < 0 {
-				tokStart = at
-				if len(toks) == 0 {
-					owner = at == lineOff
-				}
-			}
-		}
-		flush := func(at int) {
-			if tokStart >= 0 {
-				toks = append(toks, token{tokStart, at})
-				tokStart = -1
-			}
-		}
-	scan:
-		for ; i < len(data); i++ {
-			c := data[i]
-			switch {
-			case c == '\\' && i+1 < len(data):
-				begin(i)
-				i++
-				if data[i] == '\n' {
-					lineOff = i + 1
-				}
-			case quoted:
-				if c == '"' {
-					quoted = false
-				} else if c == '\n' {
-					lineOff = i + 1
-				}
-			case c == '"':
-				begin(i)
-				quoted = true
-			case c == ';':
-				flush(i)
-				for i < len(data) && data[i] != '\n' {
-					i++
-				}
-				i-- // let the newline be seen
-			case c == '(':
-				flush(i)
-				parens++
-			case c == ')':
-				flush(i)
-				if parens > 0 {
-					parens--
-				}
-			case c == '\n':
-				flush(i)
-				lineOff = i + 1
-				if parens == 0 {
-					i++
-					break scan
-				}
-			case c == ' ' || c == '\t' || c == '\r':
-				flush(i)
-			default:
-				begin(i)
-			}
-		}
-		flush(i)
-		if len(toks) > 0 {
-			fn(toks, owner)
-		}
-	}
 }
