@@ -7,10 +7,11 @@
 #   - the time from exec to the first correct steered answer (the last
 #     name, with an Indian client subnet, must get Mumbai),
 #   - RSS 3 s after the first answer (steady state),
-# and for steer also a reload that changes nothing and one that changes
-# one record (POST /v1/reload, which waits for the reload): its time and
-# the peak RSS sampled every 10 ms meanwhile, and that the change is
-# answered.
+# and for both a reload that changes nothing and one that changes one
+# record (steer: POST /v1/reload, which waits for the reload; gdnsd:
+# gdnsdctl replace, as its geoip resources live in its configuration): its
+# time and the peak RSS sampled every 10 ms meanwhile, and that the change
+# is answered.
 #
 #   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--db FILE] [--no-install]
 #
@@ -46,6 +47,7 @@ mkdir -p "$OUT"
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	pkill -f "gdnsd -c $WORK/" 2>/dev/null || true # a replacement gdnsd started by gdnsdctl
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -204,9 +206,47 @@ reload_measure() {
 	awk -v ms="$ms" -v p="$peak" -v s="$steady" 'BEGIN { printf "%s ms, peak %d MiB (%.2f×)", ms, p / 1024, (s > 0 ? p / s : 0) }'
 }
 
+# gdnsd_rss_kib DIR: the summed RSS of the gdnsd processes of config DIR
+# (two while a replace hands over).
+gdnsd_rss_kib() {
+	local s=0 p r
+	for p in $(pgrep -f "gdnsd -c $1 " || true); do
+		r=$(rss_kib "$p" 2>/dev/null || echo 0)
+		s=$((s + ${r:-0}))
+	done
+	echo "$s"
+}
+
+# gdnsd_reload DIR STEADY_KIB: gdnsd's reload of configuration and zones,
+# \`gdnsdctl replace\` (it starts a new daemon that takes over, and returns
+# once it answers), with RSS sampled as reload_measure does.
+gdnsd_reload() {
+	local dir=$1 steady=$2 f="$WORK/gpeak" sampler t0 ms peak
+	echo 0 >"$f"
+	rm -f "$WORK/gstop"
+	(
+		p=0
+		while [ ! -e "$WORK/gstop" ]; do
+			r=$(gdnsd_rss_kib "$dir")
+			if [ "${r:-0}" -gt "$p" ]; then p=$r; echo "$p" >"$f"; fi
+			sleep 0.01
+		done
+	) &
+	sampler=$!
+	sleep 0.05
+	t0=$(now)
+	gdnsdctl -c "$dir" replace >/dev/null 2>&1 || true
+	ms=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.0f", (a - b) * 1000 }')
+	sleep 0.2
+	touch "$WORK/gstop"
+	wait "$sampler" 2>/dev/null || true
+	peak=$(cat "$f")
+	awk -v ms="$ms" -v p="$peak" -v s="$steady" 'BEGIN { printf "%s ms, peak %d MiB (%.2f×)", ms, p / 1024, (s > 0 ? p / s : 0) }'
+}
+
 {
-	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer reload, nothing changed | steer reload, one record changed |"
-	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer reload, nothing changed | gdnsd | steer reload, one record changed | gdnsd |"
+	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 } >"$OUT/table.md"
 for n in $SIZES; do
 	d="$WORK/n$n"
@@ -242,11 +282,17 @@ for n in $SIZES; do
 		gt="failed"
 	fi
 	sleep 3
-	grss=$(rss_kib "$gp" || echo 0)
-	kill "$gp"; wait "$gp" 2>/dev/null || true
+	grss=$(gdnsd_rss_kib "$d/gdnsd")
+	g0=$(gdnsd_reload "$d/gdnsd" "$grss")
+	sed -i "0,/mumbai => 203.0.113.1,/s//mumbai => 203.0.113.251,/" "$d/gdnsd/config"
+	g1=$(gdnsd_reload "$d/gdnsd" "$grss")
+	answered "$GDNSD_PORT" s0.example.com 203.0.113.251 || g1="$g1 ✗ not applied"
+	gdnsdctl -c "$d/gdnsd" -i stop >/dev/null 2>&1 || true
+	kill "$gp" 2>/dev/null || true
+	wait "$gp" 2>/dev/null || true
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "–" }'; }
-	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
-		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$r0" "$r1" >>"$OUT/table.md"
+	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s | %s | %s |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
+		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$r0" "$g0" "$r1" "$g1" >>"$OUT/table.md"
 done
 cat "$OUT/table.md"
 echo "results: $OUT" >&2
