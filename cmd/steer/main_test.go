@@ -94,7 +94,6 @@ func writeAtomic(t *testing.T, path, body string) {
 // process is a running steer binary.
 type process struct {
 	cmd  *exec.Cmd
-	addr string
 	mu   sync.Mutex
 	logs bytes.Buffer
 	done chan error

@@ -210,18 +210,6 @@ func (h *Handler) logged(ql *querylog.Log, req []byte, t Transport, from netip.A
 	return out
 }
 
-// questionType reads the QTYPE of a query whose name is not compressed (0
-// otherwise), for metrics.
-func questionType(req []byte) uint16 {
-	if len(req) < headerLen || binary.BigEndian.Uint16(req[4:]) == 0 {
-		return 0
-	}
-	if n := plainNameLen(req, headerLen); n > 0 && headerLen+n+2 <= len(req) {
-		return binary.BigEndian.Uint16(req[headerLen+n:])
-	}
-	return 0
-}
-
 // HandleGeneral answers req like HandleFrom but always through the general
 // path, never the precompiled fast path: the reference the fast path is
 // tested against, byte for byte.

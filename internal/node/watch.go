@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"os"
 	"time"
 )
@@ -58,21 +57,4 @@ func (w *watcher) poll() bool {
 		}
 	}
 	return diff
-}
-
-// run polls every interval until ctx ends, calling changed after a poll
-// that saw a difference.
-func (w *watcher) run(ctx context.Context, interval time.Duration, changed func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if w.poll() {
-				changed()
-			}
-		}
-	}
 }
