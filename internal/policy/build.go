@@ -135,11 +135,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	// The partitions to compile, one record for each, compiled at once:
 	// on every core at start-up (nothing is answering yet), on half of
 	// them (one of two) on a reload, so that answering keeps its own.
-	workers := runtime.NumCPU()
-	if prev != nil {
-		workers /= 2
-	}
-	compileErrs := compileAll(recs, compiled, previous, g, part, max(1, workers))
+	compileErrs := compileAll(recs, compiled, previous, g, part, Workers(prev != nil))
 	t.Records = make([]*Record, 0, len(recs))
 	for _, br := range recs {
 		b, r := br.b, br.r
@@ -201,6 +197,17 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		}
 	}
 	return t, warns, errs.Err()
+}
+
+// Workers is how many goroutines a build compiles (or parses) on: every
+// core at start-up, when nothing is answering yet; half of them on a
+// reload, so that answering keeps its own (one of two).
+func Workers(reload bool) int {
+	n := runtime.NumCPU()
+	if reload {
+		n /= 2
+	}
+	return max(1, n)
 }
 
 // built is a record of a build with its builder; reused when taken from

@@ -1,10 +1,12 @@
 package policy_test
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/policy"
 )
 
 // expectProblem fails unless ps has a problem at steer.yaml:line whose
@@ -360,5 +362,22 @@ func TestBuildRecordShape(t *testing.T) {
 	}
 	if s := r.String(); s != "shop.example.com. A (4 pools, 4 rules)" {
 		t.Errorf("String() = %q", s)
+	}
+}
+
+// Issue 12: a reload never compiles on more than half the cores (one of
+// two), so the readers keep theirs; start-up, with nothing answering, uses
+// every core.
+func TestWorkers(t *testing.T) {
+	n := runtime.NumCPU()
+	if got := policy.Workers(false); got != n {
+		t.Errorf("start-up workers = %d, want %d (every core)", got, n)
+	}
+	got := policy.Workers(true)
+	if got < 1 || got > max(1, n/2) {
+		t.Errorf("reload workers = %d with %d cores, want 1..%d", got, n, max(1, n/2))
+	}
+	if n == 2 && got != 1 {
+		t.Errorf("reload workers = %d on two cores, want 1", got)
 	}
 }

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/miekg/dns"
@@ -150,13 +149,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if rerr != nil {
 			zerrs.Add(file, 0, "%v", rerr)
 		} else {
-			// At start-up a large file is parsed on every core; a reload
-			// leaves them to answering and shares what did not change
-			// with the zone being served.
-			po := zone.ParseOptions{Workers: runtime.NumCPU()}
+			// A reload parses on the cores answering leaves free
+			// (policy.Workers) and shares what did not change with the
+			// zone being served.
+			po := zone.ParseOptions{Workers: policy.Workers(opts.Previous != nil)}
 			if opts.Previous != nil {
-				// Half the cores at most (one of two), so answering keeps its own.
-				po = zone.ParseOptions{Workers: runtime.NumCPU() / 2, Previous: previousZone(opts.Previous, origin)}
+				po.Previous = previousZone(opts.Previous, origin)
 			}
 			z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
 		}
