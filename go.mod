@@ -3,6 +3,7 @@ module github.com/steer-dns/steer
 go 1.26.8
 
 require (
+	github.com/dchest/siphash v1.2.3
 	github.com/maxmind/mmdbwriter v1.2.0
 	github.com/miekg/dns v1.1.73
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0
