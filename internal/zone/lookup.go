@@ -340,13 +340,51 @@ func (z *Zone) additional(a *Answer, rrs []dns.RR) {
 		case *dns.SRV:
 			target = rr.Target
 		case *dns.SVCB:
-			target = svcbTarget(rr)
+			z.additionalSVCB(a, rr, dns.TypeSVCB)
+			continue
 		case *dns.HTTPS:
-			target = svcbTarget(&rr.SVCB)
+			z.additionalSVCB(a, &rr.SVCB, dns.TypeHTTPS)
+			continue
 		default:
 			continue
 		}
 		z.addAddresses(a, dns.CanonicalName(target))
+	}
+}
+
+// additionalSVCB adds what RFC 9460 §4.1 says an authoritative server
+// SHOULD add for an SVCB or HTTPS record (of type rtype): the addresses
+// of its target and, in AliasMode, the target's own records of that type
+// and their targets' addresses (PowerDNS's svcb-aliasmode test and Knot
+// do the same). All from z's own authoritative data, as for the others.
+func (z *Zone) additionalSVCB(a *Answer, rr *dns.SVCB, rtype uint16) {
+	target := dns.CanonicalName(svcbTarget(rr))
+	z.addAddresses(a, target)
+	if rr.Priority != 0 || target == "." || !dns.IsSubDomain(z.Origin, target) {
+		return
+	}
+	n := z.nodes[target]
+	if n == nil || n.occluded || n.cut {
+		return
+	}
+	for _, x := range a.Extra {
+		if x.Header().Rrtype == rtype && strings.EqualFold(x.Header().Name, target) {
+			return // already there
+		}
+	}
+	rrs := n.get(rtype)
+	a.Extra = append(a.Extra, rrs...)
+	for _, t := range rrs {
+		var s *dns.SVCB
+		switch t := t.(type) {
+		case *dns.SVCB:
+			s = t
+		case *dns.HTTPS:
+			s = &t.SVCB
+		}
+		if s != nil && s.Priority != 0 {
+			z.addAddresses(a, dns.CanonicalName(svcbTarget(s)))
+		}
 	}
 }
 
@@ -371,7 +409,7 @@ func (z *Zone) addAddresses(a *Answer, target string) {
 		return
 	}
 	for _, rr := range a.Extra {
-		if strings.EqualFold(rr.Header().Name, target) {
+		if t := rr.Header().Rrtype; (t == dns.TypeA || t == dns.TypeAAAA) && strings.EqualFold(rr.Header().Name, target) {
 			return // already there
 		}
 	}

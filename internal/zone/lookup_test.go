@@ -679,12 +679,17 @@ gone     A   192.0.2.13
 deleg    NS  ns.deleg
 ns.deleg A   192.0.2.14
 glue     SVCB 1 ns.deleg
+chain    SVCB 0 foo
 `
 	s := mustSet(t, "svcb.example.", z)
 	runLookups(t, s, []lookupCase{
 		{name: "AliasMode target", qname: "foo.svcb.example.", qtype: dns.TypeSVCB, want: expect{aa: true, zone: "svcb.example.",
 			answer: []string{"foo.svcb.example. 300 IN SVCB 0 foo1.svcb.example."},
-			extra:  []string{"foo1.svcb.example. 300 IN A 192.0.2.11", "foo1.svcb.example. 300 IN AAAA 2001:db8::11"}}},
+			extra: []string{"foo1.svcb.example. 300 IN A 192.0.2.11", "foo1.svcb.example. 300 IN AAAA 2001:db8::11",
+				"foo1.svcb.example. 300 IN SVCB 1 . alpn=h2,h3"}}},
+		{name: "AliasMode target's own alias is not followed", qname: "chain.svcb.example.", qtype: dns.TypeSVCB, want: expect{aa: true, zone: "svcb.example.",
+			answer: []string{"chain.svcb.example. 300 IN SVCB 0 foo.svcb.example."},
+			extra:  []string{"foo.svcb.example. 300 IN A 192.0.2.10", "foo.svcb.example. 300 IN SVCB 0 foo1.svcb.example."}}},
 		{name: "ServiceMode . is the owner", qname: "foo1.svcb.example.", qtype: dns.TypeSVCB, want: expect{aa: true, zone: "svcb.example.",
 			answer: []string{"foo1.svcb.example. 300 IN SVCB 1 . alpn=h2,h3"},
 			extra:  []string{"foo1.svcb.example. 300 IN A 192.0.2.11", "foo1.svcb.example. 300 IN AAAA 2001:db8::11"}}},
