@@ -3,9 +3,11 @@ package zone
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,6 +136,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			if f == file && strings.HasPrefix(msg, "bad SVCB key") {
 				msg = svcbKeyError(text, n, msg)
 			}
+			msg = unknownType(msg)
 			errs.Add(f, n, "%s", msg)
 		} else {
 			errs.Add(file, 0, "%v", err)
@@ -923,4 +926,20 @@ func parseParts(origin, file string, data []byte, parts []part, pos *lines) *rec
 		}()
 	}
 	return r
+}
+
+// notTTL is miekg/dns's error for a record whose type it does not know:
+// it takes the word for a TTL, having found no type.
+// Where the TTL and class come first it says so itself.
+var notTTL = regexp.MustCompile(`^(?:not a TTL|unknown RR type): "([A-Za-z][A-Za-z0-9-]*)"$`)
+
+// unknownType says what an error about a type mnemonic miekg/dns does not
+// know (ALIAS, a server's own; WALLET, newer than it) means, and how to
+// write the record anyway; other messages are returned as they are.
+func unknownType(msg string) string {
+	m := notTTL.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	return fmt.Sprintf("unknown record type %q: write a type steer does not know by number, as TYPEnnn with \\# data (RFC 3597 §5)", m[1])
 }

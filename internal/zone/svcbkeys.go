@@ -8,46 +8,66 @@ import (
 	"github.com/miekg/dns"
 )
 
-// svcbKeys returns data with the generic SvcParamKeys of SVCB and HTTPS
-// records that miekg/dns refuses written the way Knot, NSD and PowerDNS
-// read them: keyNNNNN with leading zeros (key00997=) becomes key997=, and
-// the generic form of a registered key (key01) its name (alpn). RFC 9460
-// §2.1 writes keyNNNNN without leading zeros, but zones in use (PowerDNS's
-// own test data) have them, and the number is plain. Nothing else changes,
-// least of all a line break: every error and record keeps its line. It is
-// data itself when there is nothing to rewrite, which is found without a
-// scan unless the text holds "key0" at all. Files read by $INCLUDE are
-// parsed as they are.
+// svcbKeys returns data with the record data that miekg/dns refuses but
+// Knot, NSD, BIND or PowerDNS read written the way miekg/dns reads it:
+//   - the generic SvcParamKeys of SVCB and HTTPS records: keyNNNNN with
+//     leading zeros (key00997=) becomes key997=, and the generic form of
+//     a registered key (key01) its name (alpn). RFC 9460 §2.1 writes
+//     keyNNNNN without leading zeros, but zones in use (PowerDNS's own
+//     test data) have them, and the number is plain;
+//   - the NodeID and Locator64 of NID and L64 records (RFC 6742 §2.3)
+//     with groups of fewer than four hex digits (0:0:0:1, as BIND's own
+//     test zones write them, and NSD and BIND read) padded to four.
+//
+// Nothing else changes, least of all a line break: every error and record
+// keeps its line. It is data itself when there is nothing to rewrite,
+// which is found without a scan unless the text holds "key0", "NID" or
+// "L64" (in either case) at all. Files read by $INCLUDE are parsed as
+// they are.
 func svcbKeys(data []byte) []byte {
-	if !bytes.Contains(data, []byte("key0")) {
+	svcb := bytes.Contains(data, []byte("key0"))
+	nid := bytes.Contains(data, []byte("NID")) || bytes.Contains(data, []byte("nid")) ||
+		bytes.Contains(data, []byte("L64")) || bytes.Contains(data, []byte("l64"))
+	if !svcb && !nid {
 		return data
 	}
 	var out []byte // nil until the first rewrite
 	done := 0      // data[:done] is in out
+	replace := func(start, end int, with string) {
+		if out == nil {
+			out = make([]byte, 0, len(data)+64)
+		}
+		out = append(out, data[done:start]...)
+		out = append(out, with...)
+		done = end
+	}
 	scanTokens(data, 0, func(e entry, toks []token) bool {
-		for _, tk := range svcbParams(data, toks, e.owner) {
-			t := tk.text(data)
-			if !bytes.HasPrefix(t, []byte("key0")) {
-				continue
+		typ, rdata := rdataTokens(data, toks, e.owner)
+		switch {
+		case svcb && (bytes.EqualFold(typ, []byte("SVCB")) || bytes.EqualFold(typ, []byte("HTTPS"))):
+			for _, tk := range rdata[min(2, len(rdata)):] { // after the priority and target
+				t := tk.text(data)
+				if !bytes.HasPrefix(t, []byte("key0")) {
+					continue
+				}
+				end := 3
+				for end < len(t) && t[end] >= '0' && t[end] <= '9' {
+					end++
+				}
+				if end < len(t) && t[end] != '=' {
+					continue // not a key (nor one with a value)
+				}
+				n, err := strconv.ParseUint(string(t[3:end]), 10, 16)
+				if err != nil || n == 65535 {
+					continue // the parser says why
+				}
+				replace(tk.start, tk.start+end, dns.SVCBKey(n).String()) // "alpn", or "key997"
 			}
-			end := 3
-			for end < len(t) && t[end] >= '0' && t[end] <= '9' {
-				end++
+		case nid && (bytes.EqualFold(typ, []byte("NID")) || bytes.EqualFold(typ, []byte("L64"))) && len(rdata) >= 2:
+			tk := rdata[1] // after the preference
+			if padded, ok := padGroups(tk.text(data)); ok {
+				replace(tk.start, tk.start+len(tk.text(data)), padded)
 			}
-			if end < len(t) && t[end] != '=' {
-				continue // not a key (nor one with a value)
-			}
-			n, err := strconv.ParseUint(string(t[3:end]), 10, 16)
-			if err != nil || n == 65535 {
-				continue // the parser says why
-			}
-			key := dns.SVCBKey(n).String() // "alpn", or "key997"
-			if out == nil {
-				out = make([]byte, 0, len(data))
-			}
-			out = append(out, data[done:tk.start]...)
-			out = append(out, key...)
-			done = tk.start + end
 		}
 		return true
 	})
@@ -57,14 +77,45 @@ func svcbKeys(data []byte) []byte {
 	return append(out, data[done:]...)
 }
 
-// svcbParams returns the SvcParam tokens of an entry that is an SVCB or
-// HTTPS record, and nil for any other entry.
-func svcbParams(data []byte, toks []token, owner bool) []token {
+// padGroups writes a NodeID or Locator64 of four colon-separated groups
+// of one to four hex digits with four digits each; ok is false when t is
+// not such a value or already has four digits in every group.
+func padGroups(t []byte) (string, bool) {
+	groups := bytes.Split(t, []byte(":"))
+	if len(groups) != 4 {
+		return "", false
+	}
+	short := false
+	var b strings.Builder
+	for i, g := range groups {
+		if len(g) == 0 || len(g) > 4 {
+			return "", false
+		}
+		for _, c := range g {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return "", false
+			}
+		}
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		if len(g) < 4 {
+			short = true
+			b.WriteString(strings.Repeat("0", 4-len(g)))
+		}
+		b.Write(g)
+	}
+	return b.String(), short
+}
+
+// rdataTokens returns the type token and the rdata tokens of an entry
+// that is a record, and nil for a directive.
+func rdataTokens(data []byte, toks []token, owner bool) ([]byte, []token) {
 	// [owner] [TTL] [class] type rdata; TTL and class in either order.
 	i := 0
 	if owner {
 		if directive(toks[0].text(data)) != "" {
-			return nil
+			return nil, nil
 		}
 		i = 1
 	}
@@ -75,12 +126,19 @@ func svcbParams(data []byte, toks []token, owner bool) []token {
 		}
 	}
 	if i >= len(toks) {
+		return nil, nil
+	}
+	return toks[i].text(data), toks[i+1:]
+}
+
+// svcbParams returns the SvcParam tokens of an entry that is an SVCB or
+// HTTPS record, and nil for any other entry.
+func svcbParams(data []byte, toks []token, owner bool) []token {
+	typ, rdata := rdataTokens(data, toks, owner)
+	if !bytes.EqualFold(typ, []byte("SVCB")) && !bytes.EqualFold(typ, []byte("HTTPS")) {
 		return nil
 	}
-	if t := toks[i].text(data); !bytes.EqualFold(t, []byte("SVCB")) && !bytes.EqualFold(t, []byte("HTTPS")) {
-		return nil
-	}
-	return toks[min(i+3, len(toks)):] // after the type, priority and target
+	return rdata[min(2, len(rdata)):] // after the priority and target
 }
 
 // svcbKeyError makes miekg/dns's "bad SVCB key" error at line of data

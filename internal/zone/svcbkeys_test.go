@@ -94,3 +94,60 @@ func TestSVCBKeysInParts(t *testing.T) {
 		}
 	}
 }
+
+// TestNIDShortGroups reads NID and L64 values written with groups of
+// fewer than four hex digits (BIND's own test zone has "0:0:0:0"), which
+// NSD and BIND load and miekg/dns alone refuses, as RFC 6742 §2.3 values.
+func TestNIDShortGroups(t *testing.T) {
+	const zoneText = `$ORIGIN nid.test.
+$TTL 300
+@        SOA ns1 h 1 2 3 4 60
+         NS  ns1
+ns1      A   192.0.2.1
+ns1      NID 2 0:0:0:0
+ns1      L64 ( 2
+               10:b:c:ffff )
+nid2     nid 3 0014:4fff:ff20:ee64
+nid3     TXT "NID 2 0:0:0:1"
+nid4     NID 10 0:0:0:12345
+`
+	_, errs, _ := Parse(nil, "nid.test.", "nid.zone", []byte(zoneText))
+	if len(errs) != 1 || errs[0].Line != 11 {
+		t.Fatalf("want one error, for the five-digit group at line 11: %v", errs)
+	}
+	z, errs, _ := Parse(nil, "nid.test.", "nid.zone", []byte(strings.Replace(zoneText, "12345", "1234", 1)))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	want := map[uint16]string{
+		dns.TypeNID: "ns1.nid.test.	300	IN	NID	2 0000:0000:0000:0000",
+		dns.TypeL64: "ns1.nid.test.	300	IN	L64	2 0010:000B:000C:FFFF",
+	}
+	for rtype, w := range want {
+		rrs := z.nodes["ns1.nid.test."].get(rtype)
+		if len(rrs) != 1 || rrs[0].String() != w {
+			t.Errorf("%s: got %v, want %s", dns.TypeToString[rtype], rrs, w)
+		}
+	}
+	if got := z.nodes["nid3.nid.test."].get(dns.TypeTXT)[0].String(); got != `nid3.nid.test.	300	IN	TXT	"NID 2 0:0:0:1"` {
+		t.Errorf("a TXT that reads like a NID changed: %s", got)
+	}
+	if s := z.nodes["nid2.nid.test."].set(dns.TypeNID); s == nil || s.line != 9 {
+		t.Errorf("the NID after the rewritten ones is not at line 9: %v", s)
+	}
+}
+
+// TestUnknownTypeNamed names a type mnemonic miekg/dns does not know
+// (PowerDNS's ALIAS, the newer WALLET) rather than calling it a bad TTL.
+func TestUnknownTypeNamed(t *testing.T) {
+	for _, line := range []string{"a ALIAS b.example.", "w IN WALLET \"c\" \"w\"", "x 300 IN alias y"} {
+		_, errs, _ := Parse(nil, "t.test.", "t.zone", []byte("$TTL 300\n@ SOA ns h 1 2 3 4 60\n@ NS ns\nns A 192.0.2.1\n"+line+"\n"))
+		if len(errs) != 1 || errs[0].Line != 5 || !strings.Contains(errs[0].Msg, "unknown record type") || !strings.Contains(errs[0].Msg, "TYPEnnn") {
+			t.Errorf("%q: %v", line, errs)
+		}
+	}
+	_, errs, _ := Parse(nil, "t.test.", "t.zone", []byte("$TTL 300\n@ SOA ns h 1 2 3 4 60\n@ NS ns\nns 1x A 192.0.2.1\n"))
+	if len(errs) != 1 || strings.Contains(errs[0].Msg, "unknown record type") {
+		t.Errorf("a bad TTL: %v", errs)
+	}
+}
