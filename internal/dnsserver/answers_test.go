@@ -94,7 +94,7 @@ var answerCases = []answerCase{
 	{name: "DNAME owner itself", qname: "legacy.example.com.", qtype: dns.TypeDNAME, aa: true, answer: []string{legacyDN}},
 	{name: "REFUSED outside the zones", qname: "example.org.", qtype: dns.TypeA, rcode: dns.RcodeRefused, ede: "20"},
 	{name: "REFUSED parent of the zone", qname: "com.", qtype: dns.TypeSOA, rcode: dns.RcodeRefused, ede: "20"},
-	{name: "REFUSED class HS", qname: "example.com.", qtype: dns.TypeSOA, qclass: dns.ClassHESIOD, rcode: dns.RcodeRefused},
+	{name: "REFUSED class HS", qname: "example.com.", qtype: dns.TypeSOA, qclass: dns.ClassHESIOD, rcode: dns.RcodeRefused, ede: "21"},
 	// Names in the answer compress into the question, so they come back in
 	// the case the client used (as BIND and Knot do): compare folded.
 	{name: "question case preserved", qname: "ExAmPle.CoM.", qtype: dns.TypeSOA, aa: true, answer: []string{soaRR}, fold: true},

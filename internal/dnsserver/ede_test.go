@@ -40,8 +40,10 @@ func handlerWithZone(tb testing.TB, extra string) *dnsserver.Handler {
 
 // TestExtendedErrors checks the Extended DNS Errors (RFC 8914) steer sends
 // with EDNS: 20 (Not Authoritative) with the REFUSED for a name outside
-// every zone, as Knot and NSD do, and 0 (Other) with a reason with the
-// YXDOMAIN of a DNAME substitution that overflows, as NSD does; none
+// every zone, as Knot and NSD do; 18 (Prohibited) with a refused zone
+// transfer and 21 (Not Supported) with a refused CHAOS or other class
+// query, as NSD does; and 0 (Other) with a reason with the YXDOMAIN of a
+// DNAME substitution that overflows, as NSD does; none
 // without EDNS, and none with other answers. Fast and general path agree.
 func TestExtendedErrors(t *testing.T) {
 	h := handlerWithZone(t, longDNAME)
@@ -60,7 +62,12 @@ func TestExtendedErrors(t *testing.T) {
 		{"DNAME overflow", tooLong, dns.TypeA, dns.ClassINET, dns.RcodeYXDomain, "0:DNAME substitution too long"},
 		{"answer", "www.example.com.", dns.TypeA, dns.ClassINET, dns.RcodeSuccess, ""},
 		{"NXDOMAIN", "nx.example.com.", dns.TypeA, dns.ClassINET, dns.RcodeNameError, ""},
-		{"zone transfer refused", "example.com.", dns.TypeAXFR, dns.ClassINET, dns.RcodeRefused, ""},
+		{"zone transfer refused", "example.com.", dns.TypeAXFR, dns.ClassINET, dns.RcodeRefused, "18"},
+		{"IXFR refused", "example.com.", dns.TypeIXFR, dns.ClassINET, dns.RcodeRefused, "18"},
+		{"CHAOS name not served", "foo.bind.", dns.TypeTXT, dns.ClassCHAOS, dns.RcodeRefused, "21"},
+		{"CHAOS type not served", "id.server.", dns.TypeA, dns.ClassCHAOS, dns.RcodeRefused, "21"},
+		{"CHAOS identity", "id.server.", dns.TypeTXT, dns.ClassCHAOS, dns.RcodeSuccess, ""},
+		{"HESIOD class", "example.com.", dns.TypeA, dns.ClassHESIOD, dns.RcodeRefused, "21"},
 	}
 	from := netip.MustParseAddr("192.0.2.150")
 	for _, c := range cases {

@@ -332,6 +332,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		switch q.qtype {
 		case dns.TypeAXFR, dns.TypeIXFR:
 			resp.Rcode = dns.RcodeRefused // zone transfers are not offered yet
+			ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited} // as NSD says it
 		case dns.TypeOPT:
 			resp.Rcode = dns.RcodeFormatError
 		case dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
@@ -356,8 +357,12 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		}
 	case dns.ClassCHAOS:
 		chaos(snap, &q, resp)
+		if resp.Rcode == dns.RcodeRefused {
+			ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNotSupported} // as NSD says it
+		}
 	default:
 		resp.Rcode = dns.RcodeRefused
+		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNotSupported}
 	}
 	if hasECS {
 		// RFC 7871 §7.2.1: echo the option with the scope of the answer.
