@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2) # bird2: the BGP peer of the anycast tests
+PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9) # bird2: the BGP peer of the anycast tests; knot, nsd, bind9: the reference servers
 missing=()
 for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
