@@ -18,9 +18,9 @@ $TTL 300
 ns1      A   192.0.2.1
 bar      SVCB 6 . key00997="quoted" key0998=foo key999=bar
 empty    IN 60 SVCB 1 . key00997= key0998
-web      HTTPS ( 1 . alpn=h2
-                 key01=h3 ; a registered key in generic form
-                 key0003=8443 )
+web      HTTPS ( 1 . key01="\002h2\002h3" ; registered keys in generic form
+                 key2 key0003="\032\251"
+                 key4=\192\000\002\001 )
 txt      TXT key0998=foo "key0997=bar"
 key0998  TXT "an owner that looks like a key"
 `
@@ -33,7 +33,7 @@ func TestSVCBKeysWithLeadingZeros(t *testing.T) {
 	want := map[string]string{
 		"bar.svcb.test.":     `bar.svcb.test.	300	IN	SVCB	6 . key997="quoted" key998="foo" key999="bar"`,
 		"empty.svcb.test.":   `empty.svcb.test.	60	IN	SVCB	1 . key997="" key998=""`,
-		"web.svcb.test.":     `web.svcb.test.	300	IN	HTTPS	1 . alpn="h2" alpn="h3" port="8443"`,
+		"web.svcb.test.":     `web.svcb.test.	300	IN	HTTPS	1 . alpn="h2,h3" no-default-alpn="" port="8443" ipv4hint="192.0.2.1"`,
 		"txt.svcb.test.":     `txt.svcb.test.	300	IN	TXT	"key0998=foo" "key0997=bar"`,
 		"key0998.svcb.test.": `key0998.svcb.test.	300	IN	TXT	"an owner that looks like a key"`,
 	}
