@@ -48,11 +48,14 @@ type Config struct {
 const (
 	// DefaultTableSize is 2^18 entries of 24 bytes: 6 MiB.
 	DefaultTableSize = 1 << 18
-	MinTableSize     = 256
-	MaxTableSize     = 1 << 24
-	maxRate          = 1_000_000
-	maxWindow        = 3600
-	maxSlip          = 10
+	// MinTableSize is the smallest table: one set of 4 entries per shard.
+	MinTableSize = 256
+	// MaxTableSize is the largest table: 2^24 entries, 384 MiB.
+	MaxTableSize = 1 << 24
+
+	maxRate   = 1_000_000
+	maxWindow = 3600
+	maxSlip   = 10
 )
 
 // Defaults returns a configuration no legitimate resolver reaches, from the

@@ -213,7 +213,7 @@ func (l *Limiter) Decide(src netip.Addr, r Response, now int64) Verdict {
 			meta |= uint64(r.Qtype) << 8
 		}
 		var eb [16]byte
-		if l.ecs && r.Scope > 0 && r.ECS.IsValid() {
+		if l.ecs && r.Scope > 0 && r.ECS.IsValid() && class != Error {
 			n := min(r.Scope, r.ECS.BitLen())
 			meta |= uint64(n)<<24 | 1<<32
 			if r.ECS.Is6() {

@@ -14,8 +14,15 @@
 // depend on the client (scope 0) share one. An attacker that varies ECS to
 // multiply budgets gets at most (distinct scope blocks the policy can
 // produce) × ResponsesPerSecond from the per-key buckets, and never more
-// than AllPerSecond in total from one source prefix, because the aggregate
-// bucket ignores ECS, name, type and class.
+// than AllPerSecond a second in total from one source prefix (after one
+// initial burst of as many), because the aggregate bucket ignores ECS,
+// name, type and class.
+//
+// As in BIND, every response debits its buckets, the limited ones too: a
+// source that keeps asking faster than the rate gets its initial burst and
+// then only slips, until it slows down; a bucket cannot owe more than
+// Window seconds of credit, and forgets its history after Window seconds
+// of silence.
 //
 // The package decides; it does not build or send anything. The DNS handler
 // calls [Limiter.Decide] once per UDP response it is about to send and

@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -483,6 +484,35 @@ func TestKeyParts(t *testing.T) {
 	}
 }
 
+func TestErrorIgnoresECS(t *testing.T) {
+	a := Response{Class: Error, ECS: netip.MustParseAddr("10.1.2.0"), Scope: 24}
+	b := Response{Class: Error, ECS: netip.MustParseAddr("10.9.9.0"), Scope: 24}
+	if !sameBucket(t, nil, resolver, a, resolver, b) {
+		t.Error("error responses with different ECS blocks differ")
+	}
+}
+
+// The aggregate bucket counts every response of a source prefix, whatever
+// its name, type, class or ECS, and drops over it even with slip 1.
+func TestAggregateIgnoresKey(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.AllPerSecond, c.Slip = 100, 1 })
+	for i := range 100 {
+		r := Response{Class: Class(i % NumClasses), Name: fmt.Appendf(nil, "n%d.example.com.", i), Qtype: uint16(i), ECS: ecs24(i), Scope: 24}
+		if v := l.Decide(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), r, t0); v != Pass {
+			t.Fatalf("response %d: %v", i, v)
+		}
+	}
+	if v := l.Decide(netip.MustParseAddr("198.51.100.77"), Response{Class: NoData, Name: []byte("fresh.example.")}, t0); v != Drop {
+		t.Errorf("101st: %v", v)
+	}
+	if v := l.Decide(netip.MustParseAddr("198.51.101.1"), Response{Class: NoData, Name: []byte("fresh.example.")}, t0); v != Pass {
+		t.Errorf("another prefix: %v", v)
+	}
+	if s := l.Stats(); s.AllLimited != 1 || s.Class[NoData].Dropped != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
 func TestSourcePrefixes(t *testing.T) {
 	r := positive(shop)
 	a := netip.MustParseAddr
@@ -858,7 +888,10 @@ func BenchmarkDecideManyKeys(b *testing.B) {
 	}
 }
 
-// Many goroutines, each a different resolver with random ECS blocks.
+// Many goroutines, each a different resolver with random ECS blocks. The
+// clock is synthetic (each goroutine's own, so they interleave out of
+// order) to measure the table and its locks, not time.Now: see
+// BenchmarkNow for that.
 func BenchmarkDecideParallel(b *testing.B) {
 	l := newLimiter(b, nil)
 	var seq sync.Mutex
@@ -874,7 +907,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			l.Decide(src, rs[i&(len(rs)-1)], Now())
+			l.Decide(src, rs[i&(len(rs)-1)], t0+int64(i)*1000)
 		}
 	})
 }
@@ -886,8 +919,10 @@ func BenchmarkDecideParallelOneKey(b *testing.B) {
 	r := positive(shop)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		now := t0
 		for pb.Next() {
-			l.Decide(resolver, r, Now())
+			now += 1000
+			l.Decide(resolver, r, now)
 		}
 	})
 }
