@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/ecs"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -39,9 +40,10 @@ type fastQuery struct {
 	do      bool
 	// opts lists the options steer answers, in request order (the general
 	// path answers them in that order).
-	opts  [2]uint16
-	nopts int
-	ecs   []byte
+	opts   [2]uint16
+	nopts  int
+	ecs    []byte
+	cookie []byte // the COOKIE option's data
 }
 
 // parseFast reads req for the fast path; ok is false when the general path
@@ -126,6 +128,11 @@ func parseFast(req []byte, q *fastQuery) bool {
 					return false
 				}
 				q.ecs = rd[4 : 4+l : 4+l]
+			case dns.EDNS0COOKIE:
+				if q.cookie != nil {
+					return false
+				}
+				q.cookie = rd[4 : 4+l : 4+l]
 			}
 			rd = rd[4+l:]
 		}
@@ -143,6 +150,12 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	switch q.qtype {
 	case dns.TypeANY, dns.TypeDS, dns.TypeAXFR, dns.TypeIXFR, dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
 		return nil
+	}
+	g := h.guard.Load()
+	var ckBuf [cookie.MintLen + cookie.MaxServerLen]byte
+	ck, ckReply := h.checkCookie(g, q.cookie, from, ckBuf[:0])
+	if ck.Status == cookie.Malformed {
+		return nil // the general path answers FORMERR
 	}
 	var subnet ecs.Subnet
 	hasECS := q.ecs != nil && snap.ECS
@@ -217,12 +230,10 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		if hasECS {
 			scope = subnet.Scope(scope) // from the decision's to the option's
 		}
-		out = appendOPT(out, snap, &q, t, hasECS, &subnet, scope)
-		if t == UDP {
-			limit = int(max(MinUDPSize, min(q.udpSize, AdvertisedUDPSize)))
-		}
-	} else if t == UDP {
-		limit = MinUDPSize
+		out = appendOPT(out, snap, &q, t, ckReply, hasECS, &subnet, scope)
+	}
+	if t == UDP {
+		limit = udpLimit(g, q.opt, q.udpSize, ck.Status)
 	}
 	if len(out) > limit {
 		return nil // the general path truncates
@@ -275,8 +286,9 @@ func (h *Handler) negative(out, req []byte, q *fastQuery, z *zone.Zone, rcode in
 
 // appendOPT writes the response OPT as the general path does: our UDP
 // size, version 0, DO echoed, NSID and TCP keepalive in request order,
-// then ECS with sc, the scope as the option carries it.
-func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, hasECS bool, s *ecs.Subnet, sc int) []byte {
+// the cookie (when ck is not empty), then ECS with sc, the scope as the
+// option carries it.
+func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, ck []byte, hasECS bool, s *ecs.Subnet, sc int) []byte {
 	arcount := binary.BigEndian.Uint16(out[10:])
 	binary.BigEndian.PutUint16(out[10:], arcount+1)
 	var flags byte
@@ -298,6 +310,10 @@ func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, h
 				out = append(out, 0, byte(dns.EDNS0TCPKEEPALIVE), 0, 2, byte(v>>8), byte(v))
 			}
 		}
+	}
+	if len(ck) > 0 {
+		out = append(out, 0, byte(dns.EDNS0COOKIE), byte(len(ck)>>8), byte(len(ck)))
+		out = append(out, ck...)
 	}
 	if hasECS {
 		n := (s.SourceBits + 7) / 8

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -96,6 +98,14 @@ func randomCase(r *rand.Rand, s string) string {
 func TestFastPathMatchesGeneral(t *testing.T) {
 	h, snap := steeredHandler(t)
 	t.Run("one address down", func(t *testing.T) { matchCorpus(t, h) })
+	// Cookies on, with a fixed clock: the corpus's cookies (client-only,
+	// valid, stale, forged) are answered alike by both paths, and the
+	// cap on answers without a valid cookie truncates alike.
+	jar := cookie.NewJar(cookie.Secret{1, 2, 3, 4}, nil)
+	h.SetGuard(&dnsserver.Guard{Cookies: jar, MaxNoCookieUDP: 600})
+	h.SetClock(func() time.Time { return testNow })
+	t.Run("cookies", func(t *testing.T) { matchCorpus(t, h) })
+	h.SetGuard(nil)
 	// A whole pool down: failover, fallback and ttl_while_degraded.
 	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool {
 		return a != netip.MustParseAddr("198.51.100.20") && a != netip.MustParseAddr("203.0.113.11")
@@ -163,6 +173,9 @@ func matchCorpus(t *testing.T, h *dnsserver.Handler) {
 			if r.IntN(5) == 0 {
 				o.Option = append(o.Option, &dns.EDNS0_LOCAL{Code: 65001, Data: []byte{1, 2, 3}})
 			}
+			if r.IntN(3) == 0 {
+				o.Option = append(o.Option, corpusCookie(r, netip.MustParseAddr(froms[i%len(froms)])))
+			}
 		}
 		req, err := m.Pack()
 		if err != nil {
@@ -172,7 +185,7 @@ func matchCorpus(t *testing.T, h *dnsserver.Handler) {
 		if r.IntN(4) == 0 {
 			tr = dnsserver.TCP
 		}
-		from := netip.MustParseAddr(froms[r.IntN(len(froms))])
+		from := netip.MustParseAddr(froms[i%len(froms)])
 		general := h.HandleGeneral(req, tr, from, buf1[:0])
 		got := h.HandleFrom(req, tr, from, buf2[:0])
 		total++

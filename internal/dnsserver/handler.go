@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/ecs"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
@@ -53,6 +54,64 @@ type Handler struct {
 	snap     atomic.Pointer[snapshot.Snapshot]
 	metrics  *metrics.Metrics
 	querylog atomic.Pointer[querylog.Log] // nil: off
+	guard    atomic.Pointer[Guard]        // nil: no cookies, no limits
+	now      func() time.Time             // the clock cookies read; time.Now
+}
+
+// Guard is what protects the server from being used as an amplifier:
+// DNS cookies and the size cap on answers to queries without a valid
+// server cookie. It is immutable; SetGuard replaces it whole (a reload).
+type Guard struct {
+	// Cookies answers and verifies DNS cookies (RFC 7873, RFC 9018);
+	// nil turns them off, and COOKIE options are then ignored.
+	Cookies *cookie.Jar
+	// MaxNoCookieUDP caps the size of a UDP answer to a query without a
+	// valid server cookie: a larger one goes out with TC set and empty
+	// sections, so the client asks again over TCP (or with its cookie).
+	// 0 leaves only the usual limits (the client's size, 1232).
+	MaxNoCookieUDP int
+}
+
+// SetGuard installs g for every query that starts after it (nil: none).
+func (h *Handler) SetGuard(g *Guard) { h.guard.Store(g) }
+
+// SetClock makes the handler read the time from now (tests that compare
+// two answers byte for byte need the cookies minted in the same second).
+func (h *Handler) SetClock(now func() time.Time) { h.now = now }
+
+// clock is the time cookies are minted and checked at.
+func (h *Handler) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
+
+// checkCookie classifies the query's COOKIE option (raw, nil when it has
+// none) and returns the option the response carries (appended to dst, or
+// dst when none); res.Status is cookie.Absent when cookies are off or the
+// query has none.
+func (h *Handler) checkCookie(g *Guard, raw []byte, from netip.Addr, dst []byte) (res cookie.Result, reply []byte) {
+	if raw == nil || g == nil || g.Cookies == nil {
+		return cookie.Result{}, dst
+	}
+	now := h.clock()
+	res = g.Cookies.Check(raw, from, now)
+	return res, g.Cookies.Reply(dst, raw, res, from, now)
+}
+
+// udpLimit is the most a UDP answer may hold: the client's size within
+// 512..1232 (512 without EDNS), and no more than the guard's cap for a
+// query without a valid server cookie.
+func udpLimit(g *Guard, hasOPT bool, size uint16, c cookie.Status) int {
+	limit := MinUDPSize
+	if hasOPT {
+		limit = int(max(MinUDPSize, min(size, AdvertisedUDPSize)))
+	}
+	if g != nil && g.MaxNoCookieUDP > 0 && c != cookie.Valid {
+		limit = min(limit, g.MaxNoCookieUDP)
+	}
+	return limit
 }
 
 // SetQueryLog makes the handler log a sample of queries to l (nil: none);
@@ -87,6 +146,7 @@ type query struct {
 	opt     *dns.OPT
 	optBad  bool   // an OPT that breaks RFC 6891 (second OPT, wrong owner or section)
 	ecs     []byte // the raw data of an EDNS Client Subnet option, if any
+	cookie  []byte // the raw data of the first COOKIE option, if any
 	raw     []byte // the question name's wire bytes as sent (nil if compressed)
 	hasQ    bool   // the question was parsed
 	qdcount uint16
@@ -304,6 +364,19 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		}
 		h.options(snap, q.opt, opt, t)
 	}
+	g := h.guard.Load()
+	var ck cookie.Result
+	if q.opt != nil {
+		var reply []byte
+		var tmp [cookie.MintLen + cookie.MaxServerLen]byte
+		ck, reply = h.checkCookie(g, q.cookie, from, tmp[:0])
+		if ck.Status == cookie.Malformed {
+			return h.formErr(&q, buf) // RFC 7873 §5.2.2
+		}
+		if len(reply) > 0 {
+			opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(reply)})
+		}
+	}
 	var subnet ecs.Subnet
 	hasECS := false
 	st.qtype = q.qtype
@@ -319,10 +392,11 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		st.noteECS(nil, nil, nil)
 	}
 	if t == UDP {
-		limit = MinUDPSize
+		var size uint16
 		if q.opt != nil {
-			limit = int(max(MinUDPSize, min(q.opt.UDPSize(), AdvertisedUDPSize)))
+			size = q.opt.UDPSize()
 		}
+		limit = udpLimit(g, q.opt != nil, size, ck.Status)
 	}
 
 	scope := -1
@@ -331,7 +405,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	case dns.ClassINET:
 		switch q.qtype {
 		case dns.TypeAXFR, dns.TypeIXFR:
-			resp.Rcode = dns.RcodeRefused // zone transfers are not offered yet
+			resp.Rcode = dns.RcodeRefused                                   // zone transfers are not offered yet
 			ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited} // as NSD says it
 		case dns.TypeOPT:
 			resp.Rcode = dns.RcodeFormatError
@@ -670,6 +744,10 @@ func parseOPT(req []byte, off int, q *query) (*dns.OPT, int, error) {
 		case dns.EDNS0SUBNET:
 			if first && q.ecs == nil {
 				q.ecs = data
+			}
+		case dns.EDNS0COOKIE:
+			if first && q.cookie == nil {
+				q.cookie = data
 			}
 		}
 		rdata = rdata[4+n:]
