@@ -9,6 +9,7 @@ import (
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/ecs"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/rrl"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -151,10 +152,9 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	case dns.TypeANY, dns.TypeDS, dns.TypeAXFR, dns.TypeIXFR, dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
 		return nil
 	}
-	g := h.guard.Load()
-	var ckBuf [cookie.MintLen + cookie.MaxServerLen]byte
-	ck, ckReply := h.checkCookie(g, q.cookie, from, ckBuf[:0])
-	if ck.Status == cookie.Malformed {
+	var gd guarded
+	h.startGuard(&gd, q.cookie, t, from)
+	if gd.ck.Status == cookie.Malformed {
 		return nil // the general path answers FORMERR
 	}
 	var subnet ecs.Subnet
@@ -170,6 +170,8 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 
 	out := buf[:0]
 	scope := -1
+	class := rrl.Positive // for rate limiting; the key is the query name
+	limitName := name
 	switch kind {
 	case zone.FastNode:
 		if node.Steered() && (q.qtype == dns.TypeA || q.qtype == dns.TypeAAAA) {
@@ -194,6 +196,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 					scope = d.Scope
 				}
 				out = h.negative(out, req, &q, z, dns.RcodeSuccess)
+				class = rrl.NoData
 				break
 			}
 			scope = d.Scope
@@ -214,11 +217,16 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			binary.BigEndian.PutUint16(out[0:], binary.BigEndian.Uint16(req[0:]))
 			out[2] = out[2]&^0x01 | req[2]&0x01 // RD
 			out[3] = out[3]&^0x10 | req[3]&0x10 // CD
+			if binary.BigEndian.Uint16(tpl[6:]) == 0 {
+				class = rrl.NoData
+			}
 			break
 		}
 		out = h.negative(out, req, &q, z, dns.RcodeSuccess)
+		class = rrl.NoData
 	case zone.FastNXDomain:
 		out = h.negative(out, req, &q, z, dns.RcodeNameError)
+		class, limitName = rrl.NXDomain, z.Origin
 	default:
 		return nil
 	}
@@ -226,18 +234,35 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		return nil
 	}
 	limit := maxTCPSize
+	optStart := -1
 	if q.opt {
 		if hasECS {
 			scope = subnet.Scope(scope) // from the decision's to the option's
 		}
-		out = appendOPT(out, snap, &q, t, ckReply, hasECS, &subnet, scope)
+		optStart = len(out)
+		out = appendOPT(out, snap, &q, t, gd.reply(), hasECS, &subnet, scope)
 	}
 	if t == UDP {
-		limit = udpLimit(g, q.opt, q.udpSize, ck.Status)
+		limit = gd.udpLimit(q.opt, q.udpSize)
 	}
 	if len(out) > limit {
 		return nil // the general path truncates
 	}
+	// Decided last: nothing after it sends the query the general way,
+	// which would ask the limiter a second time.
+	var ecsAddr netip.Addr
+	optScope := 0
+	if hasECS {
+		ecsAddr, optScope = subnet.Addr, scope
+	}
+	switch gd.limit(t, from, class, limitName, q.qtype, ecsAddr, optScope) {
+	case rrl.Drop:
+		st.qtype, st.cookie, st.guarded, st.reqLen = q.qtype, gd.ck.Status, true, len(req)
+		return buf[:0:0] // not nil: that would mean "use the general path"
+	case rrl.Slip:
+		out = slipWire(out, q.qend, optStart, gd.clientCookie())
+	}
+	st.cookie, st.guarded, st.reqLen = gd.ck.Status, true, len(req)
 	st.qtype = q.qtype
 	if hasECS {
 		st.noteECS(q.ecs, &subnet, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/querylog"
+	"github.com/steer-dns/steer/internal/rrl"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -56,62 +57,6 @@ type Handler struct {
 	querylog atomic.Pointer[querylog.Log] // nil: off
 	guard    atomic.Pointer[Guard]        // nil: no cookies, no limits
 	now      func() time.Time             // the clock cookies read; time.Now
-}
-
-// Guard is what protects the server from being used as an amplifier:
-// DNS cookies and the size cap on answers to queries without a valid
-// server cookie. It is immutable; SetGuard replaces it whole (a reload).
-type Guard struct {
-	// Cookies answers and verifies DNS cookies (RFC 7873, RFC 9018);
-	// nil turns them off, and COOKIE options are then ignored.
-	Cookies *cookie.Jar
-	// MaxNoCookieUDP caps the size of a UDP answer to a query without a
-	// valid server cookie: a larger one goes out with TC set and empty
-	// sections, so the client asks again over TCP (or with its cookie).
-	// 0 leaves only the usual limits (the client's size, 1232).
-	MaxNoCookieUDP int
-}
-
-// SetGuard installs g for every query that starts after it (nil: none).
-func (h *Handler) SetGuard(g *Guard) { h.guard.Store(g) }
-
-// SetClock makes the handler read the time from now (tests that compare
-// two answers byte for byte need the cookies minted in the same second).
-func (h *Handler) SetClock(now func() time.Time) { h.now = now }
-
-// clock is the time cookies are minted and checked at.
-func (h *Handler) clock() time.Time {
-	if h.now != nil {
-		return h.now()
-	}
-	return time.Now()
-}
-
-// checkCookie classifies the query's COOKIE option (raw, nil when it has
-// none) and returns the option the response carries (appended to dst, or
-// dst when none); res.Status is cookie.Absent when cookies are off or the
-// query has none.
-func (h *Handler) checkCookie(g *Guard, raw []byte, from netip.Addr, dst []byte) (res cookie.Result, reply []byte) {
-	if raw == nil || g == nil || g.Cookies == nil {
-		return cookie.Result{}, dst
-	}
-	now := h.clock()
-	res = g.Cookies.Check(raw, from, now)
-	return res, g.Cookies.Reply(dst, raw, res, from, now)
-}
-
-// udpLimit is the most a UDP answer may hold: the client's size within
-// 512..1232 (512 without EDNS), and no more than the guard's cap for a
-// query without a valid server cookie.
-func udpLimit(g *Guard, hasOPT bool, size uint16, c cookie.Status) int {
-	limit := MinUDPSize
-	if hasOPT {
-		limit = int(max(MinUDPSize, min(size, AdvertisedUDPSize)))
-	}
-	if g != nil && g.MaxNoCookieUDP > 0 && c != cookie.Valid {
-		limit = min(limit, g.MaxNoCookieUDP)
-	}
-	return limit
 }
 
 // SetQueryLog makes the handler log a sample of queries to l (nil: none);
@@ -181,6 +126,12 @@ type stats struct {
 	hasEC bool // ecs is set: the question was read
 	scope int  // the ECS scope returned, -1 for none
 	v6    bool // the ECS option was IPv6
+	// cookie is the query's cookie as the guard classified it (Absent
+	// when it had none or cookies are off); guarded says the guard saw
+	// the query, reqLen its size.
+	cookie  cookie.Status
+	guarded bool
+	reqLen  int
 }
 
 // noteECS records the query's client subnet class and, once known, the
@@ -203,6 +154,12 @@ func (h *Handler) count(t Transport, out []byte, st *stats) {
 		return
 	}
 	mt := metrics.Transport(t)
+	if st.guarded {
+		h.metrics.Cookie(st.cookie)
+		if t == UDP && st.cookie != cookie.Valid {
+			h.metrics.NoCookieUDP(st.reqLen, len(out)) // 0 out when rate limited away
+		}
+	}
 	if len(out) < headerLen {
 		h.metrics.Dropped(mt)
 		return
@@ -300,6 +257,9 @@ func (h *Handler) handle(req []byte, t Transport, from netip.Addr, buf []byte, t
 	if trace == nil {
 		if out := h.fast(h.snap.Load(), req, t, from, buf[:0], st); out != nil {
 			st.fast = true
+			if len(out) == 0 {
+				return nil // rate limited: dropped
+			}
 			return out
 		}
 	}
@@ -364,18 +324,14 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		}
 		h.options(snap, q.opt, opt, t)
 	}
-	g := h.guard.Load()
-	var ck cookie.Result
-	if q.opt != nil {
-		var reply []byte
-		var tmp [cookie.MintLen + cookie.MaxServerLen]byte
-		ck, reply = h.checkCookie(g, q.cookie, from, tmp[:0])
-		if ck.Status == cookie.Malformed {
-			return h.formErr(&q, buf) // RFC 7873 §5.2.2
-		}
-		if len(reply) > 0 {
-			opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(reply)})
-		}
+	var gd guarded
+	h.startGuard(&gd, q.cookie, t, from)
+	st.cookie, st.guarded, st.reqLen = gd.ck.Status, true, len(req)
+	if gd.ck.Status == cookie.Malformed {
+		return h.formErr(&q, buf) // RFC 7873 §5.2.2
+	}
+	if len(gd.reply()) > 0 {
+		opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(gd.reply())})
 	}
 	var subnet ecs.Subnet
 	hasECS := false
@@ -396,11 +352,13 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		if q.opt != nil {
 			size = q.opt.UDPSize()
 		}
-		limit = udpLimit(g, q.opt != nil, size, ck.Status)
+		limit = gd.udpLimit(q.opt != nil, size)
 	}
 
 	scope := -1
-	var ede *dns.EDNS0_EDE // an Extended DNS Error (RFC 8914) for the OPT
+	var ede *dns.EDNS0_EDE      // an Extended DNS Error (RFC 8914) for the OPT
+	limitName := lower(q.qname) // what rate limiting keys the response on
+	referral := false
 	switch q.qclass {
 	case dns.ClassINET:
 		switch q.qtype {
@@ -425,6 +383,13 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 			}
 			scope = a.Scope
 			ede = extendedError(&a)
+			referral = a.Referral
+			switch {
+			case a.Rcode == dns.RcodeNameError && a.Zone != nil:
+				limitName = a.Zone.Origin // NXDOMAIN per zone
+			case a.Wildcard != "":
+				limitName = a.Wildcard
+			}
 			resp.Rcode = a.Rcode
 			resp.Authoritative = a.Authoritative
 			resp.Answer, resp.Ns, resp.Extra = a.Answer, a.Ns, a.Extra
@@ -438,10 +403,20 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		resp.Rcode = dns.RcodeRefused
 		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNotSupported}
 	}
+	var ecsAddr netip.Addr
+	optScope := 0
 	if hasECS {
 		// RFC 7871 §7.2.1: echo the option with the scope of the answer.
 		st.scope = subnet.Scope(scope)
 		opt.Option = append(opt.Option, subnet.Option(st.scope))
+		ecsAddr, optScope = subnet.Addr, st.scope
+	}
+	switch v := gd.limit(t, from, rrl.Classify(resp.Rcode, len(resp.Answer) > 0, referral), limitName, q.qtype, ecsAddr, optScope); v {
+	case rrl.Drop:
+		return nil
+	case rrl.Slip:
+		slipMsg(resp, gd.clientCookie())
+		ede = nil
 	}
 	if opt != nil {
 		if ede != nil {

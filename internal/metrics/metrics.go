@@ -177,6 +177,8 @@ type Metrics struct {
 	latencyOnce    sync.Once
 	latencyUpdates *prometheus.CounterVec
 
+	ab abuseCounters
+
 	registry *prometheus.Registry
 	handler  http.Handler
 }
@@ -188,6 +190,7 @@ func New() *Metrics {
 	m.steer.Store(&steerTable{offset: []int{0}})
 	m.registry.MustRegister(
 		&collector{m: m},
+		abuseCollector{m: m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

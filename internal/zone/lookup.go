@@ -67,6 +67,10 @@ type Answer struct {
 	Scope int
 	// Steered names the steered records that answered, in chain order.
 	Steered []string
+	// Wildcard is the owner of the wildcard the query name's own answer
+	// was synthesised from (RFC 4592), "" when none: rate limiting counts
+	// every name a wildcard answers as one.
+	Wildcard string
 
 	steer Steering
 }
@@ -275,6 +279,9 @@ func (z *Zone) wildcard(a *Answer, ce *node, name string, qtype uint16) string {
 	if w == nil || w.occluded {
 		z.negative(a, dns.RcodeNameError)
 		return ""
+	}
+	if len(a.Answer) == 0 && a.Wildcard == "" {
+		a.Wildcard = wname
 	}
 	return z.answerAt(a, w, name, qtype, true)
 }

@@ -1,0 +1,156 @@
+package dnsserver
+
+import (
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/cookie"
+	"github.com/steer-dns/steer/internal/rrl"
+)
+
+// This file holds what keeps the server from being used as an amplifier
+// of spoofed floods: DNS cookies, the size cap on answers to queries
+// without a valid server cookie, and response rate limiting. Both paths
+// call the same functions, so they decide alike; neither ever changes an
+// answer's sections, only whether (and how whole) it is sent.
+
+// Guard is the server's abuse protection. It is immutable; SetGuard
+// replaces it whole (on a reload that changes it).
+type Guard struct {
+	// Cookies answers and verifies DNS cookies (RFC 7873, RFC 9018);
+	// nil turns them off, and COOKIE options are then ignored.
+	Cookies *cookie.Jar
+	// MaxNoCookieUDP caps the size of a UDP answer to a query without a
+	// valid server cookie: a larger one goes out with TC set and empty
+	// sections, so the client asks again over TCP (or with its cookie).
+	// 0 leaves only the usual limits (the client's size, 1232).
+	MaxNoCookieUDP int
+	// RRL rate-limits UDP responses to queries without a valid server
+	// cookie (nil: off). It keeps its buckets across reloads when the
+	// node hands the same limiter to the new guard.
+	RRL *rrl.Limiter
+}
+
+// SetGuard installs g for every query that starts after it (nil: none).
+func (h *Handler) SetGuard(g *Guard) { h.guard.Store(g) }
+
+// Guard returns the guard in use (nil: none).
+func (h *Handler) Guard() *Guard { return h.guard.Load() }
+
+// SetClock makes the handler read the time from now, for cookies and rate
+// limits (tests that compare answers byte for byte need the cookies
+// minted in the same second and the buckets filled at the same instant).
+func (h *Handler) SetClock(now func() time.Time) { h.now = now }
+
+// clock is the time cookies are minted and checked and buckets filled at.
+func (h *Handler) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
+
+// guarded is what the guard learnt of one query: the time it read (once),
+// the cookie result and the reply's cookie option.
+type guarded struct {
+	g     *Guard
+	now   time.Time
+	ck    cookie.Result
+	// buf[:n] is the response's COOKIE option data (n 0: none). A
+	// length, not a slice of buf, so that gd stays on the stack.
+	buf [cookie.MintLen + cookie.MaxServerLen]byte
+	n   int
+}
+
+// reply is the response's COOKIE option data, empty for none.
+func (gd *guarded) reply() []byte { return gd.buf[:gd.n] }
+
+// start loads the guard and classifies the query's COOKIE option (raw,
+// nil when it has none).
+func (h *Handler) startGuard(gd *guarded, raw []byte, t Transport, from netip.Addr) {
+	gd.g = h.guard.Load()
+	if gd.g == nil {
+		return
+	}
+	needClock := raw != nil && gd.g.Cookies != nil || t == UDP && gd.g.RRL != nil
+	if needClock {
+		gd.now = h.clock()
+	}
+	if raw != nil && gd.g.Cookies != nil {
+		gd.ck = gd.g.Cookies.Check(raw, from, gd.now)
+		gd.n = len(gd.g.Cookies.Reply(gd.buf[:0], raw, gd.ck, from, gd.now))
+	}
+}
+
+// clientCookie reports whether the query had a client cookie cookies
+// answer (so a slipped response can be BADCOOKIE).
+func (gd *guarded) clientCookie() bool {
+	return gd.ck.Status == cookie.ClientOnly || gd.ck.Status == cookie.Invalid
+}
+
+// udpLimit is the most a UDP answer may hold: the client's size within
+// 512..1232 (512 without EDNS), and no more than the guard's cap for a
+// query without a valid server cookie.
+func (gd *guarded) udpLimit(hasOPT bool, size uint16) int {
+	limit := MinUDPSize
+	if hasOPT {
+		limit = int(max(MinUDPSize, min(size, AdvertisedUDPSize)))
+	}
+	if gd.g != nil && gd.g.MaxNoCookieUDP > 0 && gd.ck.Status != cookie.Valid {
+		limit = min(limit, gd.g.MaxNoCookieUDP)
+	}
+	return limit
+}
+
+// limit asks the rate limiter about a UDP response (TCP and valid server
+// cookies are exempt). name is the lower-case name the response is keyed
+// on; the ECS address and the scope the response carries complete the key.
+func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int) rrl.Verdict {
+	if gd.g == nil || gd.g.RRL == nil || t != UDP || gd.ck.Status == cookie.Valid || !from.IsValid() {
+		return rrl.Pass
+	}
+	return gd.g.RRL.Decide(from, rrl.Response{
+		Class: class,
+		Name:  unsafe.Slice(unsafe.StringData(name), len(name)),
+		Qtype: qtype,
+		ECS:   ecsAddr,
+		Scope: scope,
+	}, gd.now.UnixNano())
+}
+
+// slipWire turns a packed response into its slipped form in place: the
+// header and question, and the OPT record that starts at optStart (-1:
+// none), with no other record; TC set, or the BADCOOKIE rcode (23) when
+// badCookie. qend is where the question ends. It writes exactly what the
+// general path packs for a slipped response.
+func slipWire(out []byte, qend, optStart int, badCookie bool) []byte {
+	n := 0
+	if optStart >= 0 {
+		n = copy(out[qend:], out[optStart:])
+	}
+	out = out[:qend+n]
+	out[6], out[7], out[8], out[9], out[10], out[11] = 0, 0, 0, 0, 0, 0
+	if optStart >= 0 {
+		out[11] = 1
+	}
+	if badCookie {
+		out[3] = out[3]&0xF0 | byte(dns.RcodeBadCookie&0x0F)
+		out[qend+5] = byte(dns.RcodeBadCookie >> 4) // the OPT's extended rcode
+	} else {
+		out[2] |= 0x02
+	}
+	return out
+}
+
+// slipMsg makes resp its slipped form: no records (the OPT is added
+// after), and TC or BADCOOKIE.
+func slipMsg(resp *dns.Msg, badCookie bool) {
+	resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
+	if badCookie {
+		resp.Rcode = dns.RcodeBadCookie
+	} else {
+		resp.Truncated = true
+	}
+}

@@ -1,0 +1,301 @@
+package dnsserver_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/rrl"
+)
+
+// rrlPair is two handlers on the same zones, each with its own limiter of
+// the same configuration and the same fixed clock: one answers through
+// the fast path where it can, the other always through the general path,
+// so each query is decided once by each and the answers must agree byte
+// for byte.
+type rrlPair struct {
+	fast, general *dnsserver.Handler
+	clock         *time.Time
+}
+
+func newRRLPair(t *testing.T, c rrl.Config, withCookies bool) *rrlPair {
+	t.Helper()
+	p := &rrlPair{clock: new(time.Time)}
+	*p.clock = testNow
+	for _, h := range []**dnsserver.Handler{&p.fast, &p.general} {
+		l, err := rrl.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &dnsserver.Guard{RRL: l}
+		if withCookies {
+			g.Cookies = testJar
+		}
+		hh, _ := steeredHandler(t)
+		hh.SetGuard(g)
+		hh.SetClock(func() time.Time { return *p.clock })
+		*h = hh
+	}
+	return p
+}
+
+// ask answers m from from over tr on both handlers; nil means dropped.
+func (p *rrlPair) ask(t *testing.T, m *dns.Msg, tr dnsserver.Transport, from netip.Addr) *dns.Msg {
+	t.Helper()
+	req, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := p.fast.HandleFrom(req, tr, from, make([]byte, 0, 65535))
+	general := p.general.HandleGeneral(req, tr, from, make([]byte, 0, 65535))
+	if !bytes.Equal(fast, general) {
+		a, b := new(dns.Msg), new(dns.Msg)
+		a.Unpack(fast)
+		b.Unpack(general)
+		t.Fatalf("%v: fast and general differ:\nfast (%d bytes):\n%v\ngeneral (%d bytes):\n%v", m.Question[0], len(fast), a, len(general), b)
+	}
+	if fast == nil {
+		return nil
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(fast); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// verdict names what became of an answer: "pass", "slip" (TC, empty),
+// "badcookie" or "drop".
+func verdict(r *dns.Msg) string {
+	switch {
+	case r == nil:
+		return "drop"
+	case r.Rcode == dns.RcodeBadCookie && len(r.Answer)+len(r.Ns) == 0:
+		return "badcookie"
+	case r.Truncated && len(r.Answer)+len(r.Ns) == 0:
+		return "slip"
+	}
+	return "pass"
+}
+
+func rrlConfig(rate, slip int) rrl.Config {
+	c := rrl.Defaults()
+	c.ResponsesPerSecond, c.Slip, c.TableSize = rate, slip, 1<<14
+	return c
+}
+
+// TestRateLimitSlipAndDrop: past R identical responses in a second, one
+// source gets every second answer slipped (TC with empty sections, or
+// BADCOOKIE with a fresh cookie when it sent a client cookie) and the
+// others dropped, on both paths alike and for every class of answer.
+// TCP and a valid server cookie are never limited; credit comes back
+// with time.
+func TestRateLimitSlipAndDrop(t *testing.T) {
+	from := netip.MustParseAddr("192.0.2.150")
+	for _, c := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"static.example.com.", dns.TypeA},       // positive, from a template
+		{"static.example.com.", dns.TypeMX},      // NODATA
+		{"nx.example.com.", dns.TypeA},           // NXDOMAIN
+		{"steered.example.com.", dns.TypeA},      // steered
+		{"x.wild.example.com.", dns.TypeTXT},     // a wildcard (general path)
+		{"x.sub.example.com.", dns.TypeA},        // a referral
+		{"example.org.", dns.TypeA},              // REFUSED: errors are dropped, never slipped
+		{"static.example.com.", dns.TypeANY},     // general path
+		{"www.example.com.", dns.TypeAAAA},       // positive
+		{"deep.nx.nx.example.com.", dns.TypeTXT}, // NXDOMAIN
+	} {
+		p := newRRLPair(t, rrlConfig(3, 2), true)
+		var got []string
+		for range 9 {
+			got = append(got, verdict(p.ask(t, withCookie(c.name, c.qtype, nil), dnsserver.UDP, from)))
+		}
+		want := "[pass pass pass slip drop slip drop slip drop]"
+		if c.name == "example.org." {
+			want = "[pass pass pass drop drop drop drop drop drop]"
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("%s %s: %v, want %s", c.name, dns.TypeToString[c.qtype], got, want)
+		}
+		// The same source over TCP, and with a valid cookie: answered.
+		if v := verdict(p.ask(t, withCookie(c.name, c.qtype, nil), dnsserver.TCP, from)); v != "pass" {
+			t.Errorf("%s over TCP: %s", c.name, v)
+		}
+		client := [8]byte{7, 7, 7, 7, 7, 7, 7, 7}
+		valid := testJar.Mint(nil, client, from, testNow)
+		if v := verdict(p.ask(t, withCookie(c.name, c.qtype, valid), dnsserver.UDP, from)); v != "pass" {
+			t.Errorf("%s with a valid cookie: %s", c.name, v)
+		}
+		// A client cookie alone: the slip is BADCOOKIE, carrying the
+		// server cookie that exempts the retry.
+		var sawBad bool
+		for range 4 {
+			r := p.ask(t, withCookie(c.name, c.qtype, client[:]), dnsserver.UDP, from)
+			if verdict(r) == "badcookie" {
+				sawBad = true
+				if ck := cookieOf(r); len(ck) != 24 || !bytes.Equal(ck, valid) {
+					t.Errorf("%s: BADCOOKIE carries %x, want %x", c.name, ck, valid)
+				}
+			}
+			if verdict(r) == "slip" {
+				t.Errorf("%s: a query with a client cookie slipped as TC", c.name)
+			}
+		}
+		if !sawBad && c.name != "example.org." {
+			t.Errorf("%s: no BADCOOKIE slip", c.name)
+		}
+		// Another /24 has its own budget.
+		if v := verdict(p.ask(t, withCookie(c.name, c.qtype, nil), dnsserver.UDP, netip.MustParseAddr("192.0.3.1"))); v != "pass" {
+			t.Errorf("%s from another /24: %s", c.name, v)
+		}
+		// After the window, credit is back.
+		*p.clock = p.clock.Add(16 * time.Second)
+		if v := verdict(p.ask(t, withCookie(c.name, c.qtype, nil), dnsserver.UDP, from)); v != "pass" {
+			t.Errorf("%s after the window: %s", c.name, v)
+		}
+	}
+}
+
+// TestRateLimitKeys checks what makes responses "identical": every name a
+// wildcard answers counts as the wildcard, every NXDOMAIN of a zone as the
+// zone; a steered answer's ECS scope block is part of the key (a resolver
+// asking once per client /24 is never limited), while an unsteered name
+// (scope 0) shares one bucket whatever the ECS.
+func TestRateLimitKeys(t *testing.T) {
+	from := netip.MustParseAddr("192.0.2.150")
+	count := func(p *rrlPair, qs []*dns.Msg) map[string]int {
+		n := map[string]int{}
+		for _, m := range qs {
+			n[verdict(p.ask(t, m, dnsserver.UDP, from))]++
+		}
+		return n
+	}
+	var wild, nx []*dns.Msg
+	for i := range 10 {
+		wild = append(wild, withCookie(fmt.Sprintf("n%d.wild.example.com.", i), dns.TypeA, nil))
+		nx = append(nx, withCookie(fmt.Sprintf("nx%d.example.com.", i), dns.TypeA, nil))
+	}
+	for what, qs := range map[string][]*dns.Msg{"wildcard names": wild, "NXDOMAIN names": nx} {
+		if n := count(newRRLPair(t, rrlConfig(3, 2), false), qs); n["pass"] != 3 {
+			t.Errorf("%s: %v, want 3 answered (one bucket)", what, n)
+		}
+	}
+	ecsQuery := func(name string, a net.IP) *dns.Msg {
+		m := withCookie(name, dns.TypeA, nil)
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: a})
+		return m
+	}
+	// 200 client /24s spread over the address space, each asked twice:
+	// first learn each answer's scope without limits, then expect each
+	// scope block to get its own budget of R.
+	var steered, static []*dns.Msg
+	addr := func(i int) net.IP { return net.IPv4(byte(1+i%200), byte(i*7), 0, 0).To4() }
+	for i := range 400 {
+		steered = append(steered, ecsQuery("steered.example.com.", addr(i)))
+		static = append(static, ecsQuery("static.example.com.", addr(i)))
+	}
+	unlimited := rrlConfig(1000000, 2)
+	unlimited.AllPerSecond = 0
+	free := newRRLPair(t, unlimited, false)
+	perBlock := map[string]int{}
+	for i, m := range steered {
+		r := free.ask(t, m, dnsserver.UDP, from)
+		for _, o := range r.IsEdns0().Option {
+			if s, ok := o.(*dns.EDNS0_SUBNET); ok {
+				a, _ := netip.AddrFromSlice(addr(i))
+				perBlock[netip.PrefixFrom(a, int(s.SourceScope)).Masked().String()]++
+			}
+		}
+	}
+	want := 0
+	for _, k := range perBlock {
+		want += min(k, 3)
+	}
+	if len(perBlock) < 20 {
+		t.Fatalf("only %d scope blocks among 200 /24s: the test needs many", len(perBlock))
+	}
+	n := count(newRRLPair(t, rrlConfig(3, 2), false), steered)
+	if n["pass"] != want {
+		t.Errorf("steered over %d scope blocks: %v, want %d answered", len(perBlock), n, want)
+	}
+	t.Logf("steered: %d scope blocks, %v", len(perBlock), n)
+	if n := count(newRRLPair(t, rrlConfig(3, 2), false), static); n["pass"] != 3 {
+		t.Errorf("unsteered name with 200 ECS /24s: %v, want 3 answered (scope 0 is one bucket)", n)
+	}
+}
+
+// TestRateLimitAllocs: rate limiting costs the fast path no allocation.
+func TestRateLimitAllocs(t *testing.T) {
+	p := newRRLPair(t, rrl.Defaults(), true)
+	from := netip.MustParseAddr("192.0.2.150")
+	for _, name := range []string{"static.example.com.", "steered.example.com.", "nx.example.com."} {
+		req, _ := withCookie(name, dns.TypeA, nil).Pack()
+		buf := make([]byte, 0, 4096)
+		if a := testing.AllocsPerRun(200, func() { p.fast.HandleFrom(req, dnsserver.UDP, from, buf) }); a != 0 {
+			t.Errorf("%s: %.1f allocations per query with RRL on", name, a)
+		}
+	}
+}
+
+// TestAbuseMetrics counts cookie results, the bytes of UDP without a
+// valid cookie, and the rate limiter's verdicts by class.
+func TestAbuseMetrics(t *testing.T) {
+	p := newRRLPair(t, rrlConfig(2, 2), true)
+	m := metrics.New()
+	p.fast.SetMetrics(m)
+	l := p.fast.Guard().RRL
+	m.SetAbuse(func() metrics.AbuseState {
+		s := l.Stats()
+		return metrics.AbuseState{RRL: &s, TCP: metrics.TCPState{Current: 3, Accepted: 7, Closed: map[string]uint64{"evicted_global": 4}}}
+	})
+	from := netip.MustParseAddr("192.0.2.150")
+	client := [8]byte{1}
+	valid := testJar.Mint(nil, client, from, testNow)
+	var in, out int
+	for range 6 { // 2 pass, then slip, drop, slip, drop
+		req, _ := withCookie("static.example.com.", dns.TypeA, nil).Pack()
+		in += len(req)
+		out += len(p.fast.HandleFrom(req, dnsserver.UDP, from, make([]byte, 0, 4096)))
+	}
+	for _, c := range [][]byte{client[:], valid, client[:7]} {
+		req, _ := withCookie("nx.example.com.", dns.TypeA, c).Pack()
+		resp := p.fast.HandleFrom(req, dnsserver.UDP, from, make([]byte, 0, 4096))
+		if !bytes.Equal(c, valid) {
+			in, out = in+len(req), out+len(resp)
+		}
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`steer_dns_cookies_total{result="none"} 6`,
+		`steer_dns_cookies_total{result="client_only"} 1`,
+		`steer_dns_cookies_total{result="valid"} 1`,
+		`steer_dns_cookies_total{result="malformed"} 1`,
+		fmt.Sprintf(`steer_dns_nocookie_udp_bytes_total{direction="in"} %d`, in),
+		fmt.Sprintf(`steer_dns_nocookie_udp_bytes_total{direction="out"} %d`, out),
+		`steer_rrl_responses_total{class="positive",outcome="passed"} 2`,
+		`steer_rrl_responses_total{class="positive",outcome="slipped"} 2`,
+		`steer_rrl_responses_total{class="positive",outcome="dropped"} 2`,
+		`steer_rrl_responses_total{class="nxdomain",outcome="passed"} 1`,
+		`steer_tcp_connections 3`,
+		`steer_tcp_connections_closed_total{reason="evicted_global"} 4`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+}
