@@ -60,6 +60,10 @@ type Config struct {
 	Latency Latency `yaml:"latency"`
 	// Anycast, when set, announces service prefixes over BGP while healthy.
 	Anycast *Anycast `yaml:"anycast"`
+	// RRL configures response rate limiting (on by default).
+	RRL RRL `yaml:"rrl"`
+	// Cookies configures DNS cookies (on by default).
+	Cookies Cookies `yaml:"cookies"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -81,11 +85,19 @@ type Config struct {
 
 // TCP holds the TCP transport's limits.
 type TCP struct {
-	// MaxConnections is the number of TCP connections open at once; beyond
-	// it new connections are closed at once.
+	// MaxConnections is the number of TCP connections open at once;
+	// beyond it a new connection closes the longest-idle one (gdnsd's
+	// behaviour), so idle connections cannot lock clients out. Default 1000.
 	MaxConnections int `yaml:"max_connections"`
 	// IdleTimeout closes a connection that sends no complete query for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// PerPrefix is how many connections one client /24 (IPv4) or /56
+	// (IPv6) may hold open: 1..max_connections; default 32. A new
+	// connection over either limit closes the longest-idle one.
+	PerPrefix int `yaml:"per_prefix"`
+	// FirstQueryTimeout closes a new connection that sends no complete
+	// query for this long: 100ms..6553.5s; default 2s.
+	FirstQueryTimeout Duration `yaml:"first_query_timeout"`
 }
 
 // Zone names a zone served from an RFC 1035 master file.
@@ -296,6 +308,7 @@ func (c *Config) applyDefaults() {
 	if c.VersionBind == "" {
 		c.VersionBind = VersionHidden
 	}
+	c.applyAbuseDefaults()
 }
 
 func (c *Config) check(probs *diag.Problems) {
@@ -334,6 +347,7 @@ func (c *Config) check(probs *diag.Problems) {
 	if c.TCP.IdleTimeout < 0 {
 		probs.Add(f, c.Line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
 	}
+	c.checkAbuse(probs)
 	if c.ECS.MaxSourceV4 < 0 || c.ECS.MaxSourceV4 > 32 {
 		probs.Add(f, c.Line("ecs.max_source_v4"), "ecs.max_source_v4: %d is not between 1 and 32", c.ECS.MaxSourceV4)
 	}

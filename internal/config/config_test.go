@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,7 +205,7 @@ verison_bind: v
 			{11, `unknown key "extra" in zones[1]`},
 			{12, `unknown key "verison_bind" at the top level`},
 		}},
-		{"unknown key lists the known ones", "tcp: {max_conns: 1}\n", []prob{{1, "known keys: idle_timeout, max_connections"}}},
+		{"unknown key lists the known ones", "tcp: {max_conns: 1}\n", []prob{{1, "known keys: first_query_timeout, idle_timeout, max_connections, per_prefix"}}},
 		{"unknown key in a flow mapping", "zones: [{origin: a.example, orign: b}]\n", []prob{{1, `unknown key "orign" in zones[0]`}}},
 		{"type error", "identity: x\ntcp:\n  max_connections: \"lots\"\n", []prob{{3, "lots"}}},
 		{"type error on a list", "listen: 53\n", []prob{{1, "cannot unmarshal"}}},
@@ -441,5 +442,91 @@ func TestLoadDemo(t *testing.T) {
 	want := []string{"static.example.com.\t3600\tIN\tAAAA\t2001:db8::80"}
 	if a.Rcode != dns.RcodeSuccess || !a.Authoritative || !slices.Equal(got, want) {
 		t.Errorf("demo static.example.com. AAAA: %s %v %q", dns.RcodeToString[a.Rcode], a.Authoritative, got)
+	}
+}
+
+// TestAbuseKeys reads the rrl, cookies and new tcp keys with their
+// defaults, and names the key and line of each value out of range.
+func TestAbuseKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "steer.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c, err := config.Load(write("identity: x\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.RRL
+	if !*r.Enabled || *r.ResponsesPerSecond != 20 || *r.AllPerSecond != 1000 || time.Duration(r.Window) != 15*time.Second ||
+		*r.Slip != 2 || r.IPv4Prefix != 24 || r.IPv6Prefix != 56 || !*r.ECSAware || r.LogOnly || r.TableSize != 1<<18 {
+		t.Errorf("rrl defaults: %+v", r)
+	}
+	if fmt.Sprint(r.ExemptPrefixes) != "[127.0.0.0/8 ::1/128]" {
+		t.Errorf("rrl.exempt default: %v, want loopback", r.ExemptPrefixes)
+	}
+	if c, err := config.Load(write("rrl: { exempt: [] }\n")); err != nil || len(c.RRL.ExemptPrefixes) != 0 {
+		t.Errorf("rrl.exempt: [] must exempt nothing: %v %v", err, c.RRL.ExemptPrefixes)
+	}
+	if !*c.Cookies.Enabled || c.Cookies.MaxNoCookieUDP != 1232 || c.Cookies.SecretFile != "" {
+		t.Errorf("cookies defaults: %+v", c.Cookies)
+	}
+	if c.TCP.PerPrefix != 32 || time.Duration(c.TCP.FirstQueryTimeout) != 2*time.Second {
+		t.Errorf("tcp defaults: %+v", c.TCP)
+	}
+	c, err = config.Load(write(`rrl:
+  responses_per_second: 5
+  all_per_second: 0
+  window: 30s
+  slip: 0
+  exempt: [192.0.2.0/24, "2001:db8::1"]
+  log_only: true
+cookies: { enabled: false, secret_file: s.key, max_nocookie_udp: 512 }
+tcp: { max_connections: 10, per_prefix: 4, first_query_timeout: 500ms }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.RRL.ResponsesPerSecond != 5 || *c.RRL.AllPerSecond != 0 || *c.RRL.Slip != 0 || !c.RRL.LogOnly ||
+		fmt.Sprint(c.RRL.ExemptPrefixes) != "[192.0.2.0/24 2001:db8::1/128]" {
+		t.Errorf("rrl: %+v", c.RRL)
+	}
+	if *c.Cookies.Enabled || c.Cookies.SecretFile != "s.key" || c.Cookies.MaxNoCookieUDP != 512 || c.TCP.PerPrefix != 4 {
+		t.Errorf("cookies, tcp: %+v %+v", c.Cookies, c.TCP)
+	}
+	_, err = config.Load(write(`rrl:
+  responses_per_second: 0
+  window: 1500ms
+  slip: 11
+  ipv4_prefix: 33
+  exempt: [bogus]
+  table_size: 100
+cookies:
+  max_nocookie_udp: 4096
+tcp:
+  max_connections: 10
+  per_prefix: 11
+  first_query_timeout: 10ms
+`))
+	if err == nil {
+		t.Fatal("out-of-range values accepted")
+	}
+	for _, want := range []string{
+		"steer.yaml:2: rrl.responses_per_second: 0 is not between 1",
+		"steer.yaml:3: rrl.window: 1.5s is not a whole number of seconds",
+		"steer.yaml:4: rrl.slip: 11",
+		"steer.yaml:5: rrl.ipv4_prefix: 33",
+		`steer.yaml:6: rrl.exempt[0]: "bogus"`,
+		"steer.yaml:7: rrl.table_size: 100",
+		"steer.yaml:9: cookies.max_nocookie_udp: 4096",
+		"steer.yaml:12: tcp.per_prefix: 11",
+		"steer.yaml:13: tcp.first_query_timeout: 10ms",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
 	}
 }

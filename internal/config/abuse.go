@@ -1,0 +1,194 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/steer-dns/steer/internal/diag"
+)
+
+// This file holds the abuse-protection keys: response rate limiting
+// (rrl), DNS cookies (cookies) and the TCP limits added to tcp. Each key's
+// type, range and default are in its comment and in applyAbuseDefaults
+// and checkAbuse.
+
+// RRL configures response rate limiting of UDP answers to queries without
+// a valid server cookie (TCP and valid cookies are never limited).
+type RRL struct {
+	// Enabled turns rate limiting on; default true.
+	Enabled *bool `yaml:"enabled"`
+	// ResponsesPerSecond is the rate of identical responses one client
+	// block gets: 1..1,000,000; default 20.
+	ResponsesPerSecond *int `yaml:"responses_per_second"`
+	// AllPerSecond caps all responses to one client block, whatever the
+	// name, type and client subnet; over it they are dropped. 0 turns it
+	// off; otherwise responses_per_second..1,000,000; default 1000.
+	AllPerSecond *int `yaml:"all_per_second"`
+	// Window is how much history a bucket keeps: whole seconds, 1s..1h;
+	// default 15s.
+	Window Duration `yaml:"window"`
+	// Slip: every slip-th limited response is sent truncated (or BADCOOKIE
+	// to a client with a cookie) instead of dropped; 0 never, 1 always;
+	// 0..10; default 2.
+	Slip *int `yaml:"slip"`
+	// IPv4Prefix and IPv6Prefix are the client block: 1..32 and 1..128;
+	// defaults 24 and 56.
+	IPv4Prefix int `yaml:"ipv4_prefix"`
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// ECSAware keys responses on the client subnet block the answer's ECS
+	// scope covers, so a resolver asking for many client networks gets a
+	// budget per block; default true.
+	ECSAware *bool `yaml:"ecs_aware"`
+	// Exempt lists source addresses or prefixes never limited. Default
+	// (the key left out): loopback, 127.0.0.0/8 and ::1, which no packet
+	// from another host can carry (Linux drops them as martians), so
+	// local monitoring and tests are never limited; "exempt: []" limits
+	// loopback too.
+	Exempt []string `yaml:"exempt"`
+	// LogOnly counts what would be limited and limits nothing.
+	LogOnly bool `yaml:"log_only"`
+	// TableSize is the number of buckets (fixed, allocated at start):
+	// 256..16,777,216; default 262,144 (6 MiB).
+	TableSize int `yaml:"table_size"`
+
+	// ExemptPrefixes are Exempt parsed (after check).
+	ExemptPrefixes []netip.Prefix `yaml:"-"`
+}
+
+// Cookies configures DNS cookies (RFC 7873, server cookies per RFC 9018).
+type Cookies struct {
+	// Enabled answers COOKIE options; default true.
+	Enabled *bool `yaml:"enabled"`
+	// SecretFile holds the server secret: one or two lines of 32 hex
+	// digits, the first minting and verifying, the second (the previous
+	// secret, during a rollover) verifying only. Give every node of an
+	// anycast set the same file (BIND's cookie-secret, NSD's
+	// cookie-secret-file and Knot's mod-cookies secret accept the same
+	// value). Empty: a random secret per node, kept until it restarts.
+	SecretFile string `yaml:"secret_file"`
+	// MaxNoCookieUDP caps a UDP answer to a query without a valid server
+	// cookie: a larger one is sent truncated. 512..1232; default 1232
+	// (no cap beyond the usual); 512 for exposed nodes.
+	MaxNoCookieUDP int `yaml:"max_nocookie_udp"`
+}
+
+// Defaults of the abuse-protection keys.
+const (
+	DefaultRRLRate        = 20
+	DefaultRRLAll         = 1000
+	DefaultRRLWindow      = 15 * time.Second
+	DefaultRRLSlip        = 2
+	DefaultRRLTable       = 1 << 18
+	DefaultMaxNoCookieUDP = 1232
+	DefaultTCPPerPrefix   = 32
+	DefaultTCPFirstQuery  = 2 * time.Second
+	DefaultTCPIPv4Prefix  = 24
+	DefaultTCPIPv6Prefix  = 56
+	minNoCookieUDP        = 512
+	maxNoCookieUDP        = 1232
+	maxRate               = 1_000_000
+	minRRLTable           = 256
+	maxRRLTable           = 1 << 24
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func (c *Config) applyAbuseDefaults() {
+	r := &c.RRL
+	if r.Enabled == nil {
+		r.Enabled = ptr(true)
+	}
+	if r.ResponsesPerSecond == nil {
+		r.ResponsesPerSecond = ptr(DefaultRRLRate)
+	}
+	if r.AllPerSecond == nil {
+		r.AllPerSecond = ptr(max(DefaultRRLAll, *r.ResponsesPerSecond))
+	}
+	if r.Window == 0 {
+		r.Window = Duration(DefaultRRLWindow)
+	}
+	if r.Slip == nil {
+		r.Slip = ptr(DefaultRRLSlip)
+	}
+	if r.IPv4Prefix == 0 {
+		r.IPv4Prefix = 24
+	}
+	if r.IPv6Prefix == 0 {
+		r.IPv6Prefix = 56
+	}
+	if r.ECSAware == nil {
+		r.ECSAware = ptr(true)
+	}
+	if r.Exempt == nil {
+		r.Exempt = []string{"127.0.0.0/8", "::1"}
+	}
+	if r.TableSize == 0 {
+		r.TableSize = DefaultRRLTable
+	}
+	if c.Cookies.Enabled == nil {
+		c.Cookies.Enabled = ptr(true)
+	}
+	if c.Cookies.MaxNoCookieUDP == 0 {
+		c.Cookies.MaxNoCookieUDP = DefaultMaxNoCookieUDP
+	}
+	if c.TCP.PerPrefix == 0 {
+		c.TCP.PerPrefix = min(DefaultTCPPerPrefix, max(c.TCP.MaxConnections, 1))
+	}
+	if c.TCP.FirstQueryTimeout == 0 {
+		c.TCP.FirstQueryTimeout = Duration(DefaultTCPFirstQuery)
+	}
+}
+
+func (c *Config) checkAbuse(probs *diag.Problems) {
+	f := c.File
+	bad := func(key, format string, args ...any) {
+		probs.Add(f, c.Line(key), "%s: %s", key, fmt.Sprintf(format, args...))
+	}
+	r := &c.RRL
+	if n := *r.ResponsesPerSecond; n < 1 || n > maxRate {
+		bad("rrl.responses_per_second", "%d is not between 1 and 1000000 (turn rate limiting off with rrl.enabled: false)", n)
+	}
+	if a := *r.AllPerSecond; a != 0 && (a < *r.ResponsesPerSecond || a > maxRate) {
+		bad("rrl.all_per_second", "%d is not 0 (off) or between responses_per_second (%d) and 1000000", a, *r.ResponsesPerSecond)
+	}
+	if w := time.Duration(r.Window); w < time.Second || w > time.Hour || w%time.Second != 0 {
+		bad("rrl.window", "%s is not a whole number of seconds between 1s and 1h", w)
+	}
+	if s := *r.Slip; s < 0 || s > 10 {
+		bad("rrl.slip", "%d is not between 0 (never) and 10", s)
+	}
+	if r.IPv4Prefix < 1 || r.IPv4Prefix > 32 {
+		bad("rrl.ipv4_prefix", "%d is not between 1 and 32", r.IPv4Prefix)
+	}
+	if r.IPv6Prefix < 1 || r.IPv6Prefix > 128 {
+		bad("rrl.ipv6_prefix", "%d is not between 1 and 128", r.IPv6Prefix)
+	}
+	if r.TableSize < minRRLTable || r.TableSize > maxRRLTable {
+		bad("rrl.table_size", "%d is not between 256 and 16777216", r.TableSize)
+	}
+	r.ExemptPrefixes = nil
+	for i, e := range r.Exempt {
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(e); aerr == nil {
+				p, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+		}
+		if err != nil {
+			bad(fmt.Sprintf("rrl.exempt[%d]", i), "%q is not an address or a prefix such as 192.0.2.0/24", e)
+			continue
+		}
+		r.ExemptPrefixes = append(r.ExemptPrefixes, p.Masked())
+	}
+	if m := c.Cookies.MaxNoCookieUDP; m < minNoCookieUDP || m > maxNoCookieUDP {
+		bad("cookies.max_nocookie_udp", "%d is not between 512 and 1232", m)
+	}
+	t := &c.TCP
+	if t.PerPrefix < 1 || t.MaxConnections > 0 && t.PerPrefix > t.MaxConnections {
+		bad("tcp.per_prefix", "%d is not between 1 and tcp.max_connections (%d)", t.PerPrefix, t.MaxConnections)
+	}
+	if d := time.Duration(t.FirstQueryTimeout); d < 100*time.Millisecond || d > 6553500*time.Millisecond {
+		bad("tcp.first_query_timeout", "%s is not between 100ms and 6553.5s", d)
+	}
+}
