@@ -1,7 +1,8 @@
 // Package dnsserver owns steer's transports: the UDP and TCP listeners on
 // every configured address, RFC 7766 TCP handling (framing, pipelining, idle
-// timeout, a connection limit), and the Handler that turns one query packet
-// into one response from the current snapshot.
+// and first-query timeouts, global and per-prefix connection limits that
+// close the longest-idle connection; see TCPLimits), and the Handler that
+// turns one query packet into one response from the current snapshot.
 //
 // The query path reads an immutable snapshot through an atomic pointer;
 // Apply swaps in a new one (and rebinds listeners whose addresses changed)
@@ -33,12 +34,17 @@ type Server struct {
 	handler *Handler
 	log     *slog.Logger
 
-	mu        sync.Mutex // guards lns and conns; never taken per query
-	lns       map[string]*listener
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup
-	tcpActive atomic.Int64
-	closing   atomic.Bool
+	mu      sync.Mutex // guards lns; never taken per query
+	lns     map[string]*listener
+	wg      sync.WaitGroup
+	closing atomic.Bool
+
+	// TCP: the open connections, the limits SetTCPLimits set (nil: the
+	// snapshot's) and the counters TCPStats reports. The UDP path uses
+	// none of them.
+	tcp       tcpTracker
+	tcpLimits atomic.Pointer[TCPLimits]
+	tcpStats  tcpCounters
 }
 
 type listener struct {
@@ -69,7 +75,6 @@ func New(snap *snapshot.Snapshot, log *slog.Logger) *Server {
 		handler: NewHandler(snap),
 		log:     log,
 		lns:     map[string]*listener{},
-		conns:   map[net.Conn]struct{}{},
 	}
 }
 
@@ -357,6 +362,7 @@ func (s *Server) serveUDPWildcard(c *net.UDPConn, v4 bool) {
 func (s *Server) acceptTCP(l *net.TCPListener) {
 	defer s.wg.Done()
 	var backoff time.Duration
+	var vbuf [4]*tcpConn
 	for {
 		c, err := l.AcceptTCP()
 		if err != nil {
@@ -370,32 +376,50 @@ func (s *Server) acceptTCP(l *net.TCPListener) {
 			continue
 		}
 		backoff = 0
-		snap := s.handler.Snapshot()
-		if s.tcpActive.Load() >= int64(snap.TCPMaxConnections) || s.closing.Load() {
-			s.log.Debug("tcp connection limit reached; closing new connection", "from", c.RemoteAddr().String(), "limit", snap.TCPMaxConnections)
+		accepted := time.Now()
+		pol := s.tcpPolicy()
+		from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
+		tc, victims := s.tcp.admit(c, from, &pol, &s.closing, vbuf[:0])
+		// Shutting a victim's write side sends its FIN at once, even if its
+		// goroutine is slow to run; closing it wakes that goroutine, which
+		// then releases the descriptor and counts the eviction.
+		for i, v := range victims {
+			v.c.CloseWrite()
+			v.c.Close()
+			if i < len(vbuf) {
+				vbuf[i] = nil
+			}
+		}
+		if tc == nil {
+			s.tcpStats.refused.Add(1)
+			if !s.closing.Load() {
+				s.log.Debug("tcp connection limit reached; closing new connection", "from", from.String(), "limit", pol.maxConns)
+			}
 			c.SetLinger(0)
 			c.Close()
 			continue
 		}
-		s.tcpActive.Add(1)
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		s.tcpStats.accepted.Add(1)
 		s.wg.Add(1)
-		go s.serveTCP(c, snap.TCPIdleTimeout)
+		go s.serveTCP(tc, pol, accepted)
 	}
 }
 
 // serveTCP answers length-prefixed queries on one connection in order
 // (RFC 7766 §6.2.1: pipelined queries are all answered) until the client
-// closes it, stays idle past idle, or sends something that is not DNS.
-func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
+// closes it, it is evicted, its first complete query does not arrive
+// within pol.firstQuery of accepted or a later one within pol.idle of the
+// last answer, or it sends something that is not DNS.
+func (s *Server) serveTCP(tc *tcpConn, pol tcpPolicy, accepted time.Time) {
+	c := tc.c
+	why := TCPError
 	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
+		s.tcp.release(tc)
 		c.Close()
-		s.tcpActive.Add(-1)
+		if r := tc.evicted.Load(); r != 0 {
+			why = TCPCloseReason(r - 1)
+		}
+		s.tcpStats.closed[why].Add(1)
 		s.wg.Done()
 	}()
 	from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
@@ -403,9 +427,17 @@ func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
 	var prefix [2]byte
 	msg := make([]byte, 0, 512)
 	out := make([]byte, 0, 4096)
-	for !s.closing.Load() {
-		c.SetReadDeadline(time.Now().Add(idle))
+	deadline := accepted.Add(pol.firstQuery)
+	for queries := 0; ; queries++ {
+		c.SetReadDeadline(deadline)
+		// Checked after setting the deadline: Shutdown sets closing, then
+		// moves the deadline to now, and neither step can be undone here.
+		if s.closing.Load() {
+			why = TCPShutdown
+			return
+		}
 		if _, err := io.ReadFull(r, prefix[:]); err != nil {
+			why = s.readEnd(err, queries)
 			return
 		}
 		n := int(binary.BigEndian.Uint16(prefix[:]))
@@ -417,8 +449,10 @@ func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
 		}
 		msg = msg[:n]
 		if _, err := io.ReadFull(r, msg); err != nil {
+			why = s.readEnd(err, queries)
 			return
 		}
+		tc.busy.Store(true)
 		resp := s.handler.HandleFrom(msg, TCP, from, out[:0])
 		if resp == nil {
 			return
@@ -427,11 +461,14 @@ func (s *Server) serveTCP(c *net.TCPConn, idle time.Duration) {
 			out = resp[:0] // keep the larger buffer for the next answer
 		}
 		binary.BigEndian.PutUint16(prefix[:], uint16(len(resp)))
-		c.SetWriteDeadline(time.Now().Add(idle))
+		c.SetWriteDeadline(time.Now().Add(pol.idle))
 		bufs := net.Buffers{prefix[:], resp}
 		if _, err := bufs.WriteTo(c); err != nil {
+			why = s.writeEnd(err)
 			return
 		}
+		s.tcp.answered(tc)
+		deadline = time.Now().Add(pol.idle)
 	}
 }
 
@@ -444,23 +481,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ln.close()
 		delete(s.lns, a)
 	}
+	s.mu.Unlock()
 	// Wake connections blocked reading the next query; one mid-answer
 	// finishes its write first.
-	for c := range s.conns {
+	for _, c := range s.tcp.conns() {
 		c.SetReadDeadline(time.Now())
 	}
-	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
+		for _, c := range s.tcp.conns() {
 			c.Close()
 		}
-		s.mu.Unlock()
 		return ctx.Err()
 	}
 }
