@@ -255,7 +255,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	if hasECS {
 		ecsAddr, optScope = subnet.Addr, scope
 	}
-	switch gd.limit(t, from, class, limitName, q.qtype, ecsAddr, optScope) {
+	switch gd.limit(t, from, class, limitName, q.qtype, ecsAddr, optScope, st) {
 	case rrl.Drop:
 		st.qtype, st.cookie, st.guarded, st.reqLen = q.qtype, gd.ck.Status, true, len(req)
 		return buf[:0:0] // not nil: that would mean "use the general path"

@@ -2,6 +2,7 @@ package dnsserver
 
 import (
 	"net/netip"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -55,9 +56,9 @@ func (h *Handler) clock() time.Time {
 // guarded is what the guard learnt of one query: the time it read (once),
 // the cookie result and the reply's cookie option.
 type guarded struct {
-	g     *Guard
-	now   time.Time
-	ck    cookie.Result
+	g   *Guard
+	now time.Time
+	ck  cookie.Result
 	// buf[:n] is the response's COOKIE option data (n 0: none). A
 	// length, not a slice of buf, so that gd stays on the stack.
 	buf [cookie.MintLen + cookie.MaxServerLen]byte
@@ -107,7 +108,14 @@ func (gd *guarded) udpLimit(hasOPT bool, size uint16) int {
 // limit asks the rate limiter about a UDP response (TCP and valid server
 // cookies are exempt). name is the lower-case name the response is keyed
 // on; the ECS address and the scope the response carries complete the key.
-func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int) rrl.Verdict {
+//
+// For explain (st.explain) it peeks instead, records what it found in
+// st.report and passes: the explained answer is the one sent if it passes.
+func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int, st *stats) rrl.Verdict {
+	if st.explain {
+		// A copy: name may point into the fast path's stack.
+		return gd.explain(t, from, class, strings.Clone(name), qtype, ecsAddr, scope, &st.report)
+	}
 	if gd.g == nil || gd.g.RRL == nil || t != UDP || gd.ck.Status == cookie.Valid || !from.IsValid() {
 		return rrl.Pass
 	}
@@ -118,6 +126,57 @@ func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name str
 		ECS:   ecsAddr,
 		Scope: scope,
 	}, gd.now.UnixNano())
+}
+
+// GuardReport is what explain says of the abuse protection for one query.
+type GuardReport struct {
+	// Cookie is the query's cookie result (absent, client_only, ...).
+	Cookie string `json:"cookie"`
+	// RateLimit is "off", "exempt (...)" or the verdict the limiter would
+	// give this response now: pass, slip, drop, log-slip, log-drop.
+	RateLimit string `json:"rate_limit"`
+	// Class and Key are what the response is counted as: its class and
+	// the name, type and client block its bucket is keyed on.
+	Class string `json:"rate_limit_class,omitempty"`
+	Key   string `json:"rate_limit_key,omitempty"`
+}
+
+func (gd *guarded) explain(t Transport, from netip.Addr, class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int, rep *GuardReport) rrl.Verdict {
+	rep.Cookie = gd.ck.Status.String()
+	switch {
+	case gd.g == nil || gd.g.RRL == nil:
+		rep.RateLimit = "off"
+		return rrl.Pass
+	case t != UDP:
+		rep.RateLimit = "exempt (TCP)"
+		return rrl.Pass
+	case gd.ck.Status == cookie.Valid:
+		rep.RateLimit = "exempt (valid server cookie)"
+		return rrl.Pass
+	case !from.IsValid():
+		rep.RateLimit = "exempt (no source address)"
+		return rrl.Pass
+	}
+	rep.Class = class.String()
+	key := name + " " + dns.TypeToString[qtype]
+	switch class {
+	case rrl.Error:
+		key = "(the source block only)"
+	case rrl.NoData, rrl.NXDomain, rrl.Referral:
+		key = name
+	}
+	if ecsAddr.IsValid() && scope > 0 && class != rrl.Error {
+		key += ", client block " + netip.PrefixFrom(ecsAddr, min(scope, ecsAddr.BitLen())).Masked().String()
+	}
+	rep.Key = key
+	rep.RateLimit = gd.g.RRL.Peek(from, rrl.Response{
+		Class: class,
+		Name:  unsafe.Slice(unsafe.StringData(name), len(name)),
+		Qtype: qtype,
+		ECS:   ecsAddr,
+		Scope: scope,
+	}, gd.now.UnixNano()).String()
+	return rrl.Pass
 }
 
 // slipWire turns a packed response into its slipped form in place: the

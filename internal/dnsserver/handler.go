@@ -132,6 +132,9 @@ type stats struct {
 	cookie  cookie.Status
 	guarded bool
 	reqLen  int
+	// explain asks the guard to peek, not decide, and to fill report.
+	explain bool
+	report  GuardReport
 }
 
 // noteECS records the query's client subnet class and, once known, the
@@ -240,8 +243,14 @@ type Trace func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *p
 
 // Explain answers req exactly as HandleFrom does over UDP, calling trace
 // for each steering decision.
-func (h *Handler) Explain(req []byte, from netip.Addr, trace Trace) []byte {
-	return h.handle(req, UDP, from, make([]byte, 0, maxTCPSize), trace, new(stats))
+//
+// It never debits the rate limiter: Guard reports what the limiter would
+// do with this response now (Peek), and the answer returned is the one
+// that would be sent if it passed.
+func (h *Handler) Explain(req []byte, from netip.Addr, trace Trace) ([]byte, GuardReport) {
+	st := &stats{explain: true}
+	out := h.handle(req, UDP, from, make([]byte, 0, maxTCPSize), trace, st)
+	return out, st.report
 }
 
 // handle answers req through the fast path when it can (never with a
@@ -411,7 +420,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		opt.Option = append(opt.Option, subnet.Option(st.scope))
 		ecsAddr, optScope = subnet.Addr, st.scope
 	}
-	switch v := gd.limit(t, from, rrl.Classify(resp.Rcode, len(resp.Answer) > 0, referral), limitName, q.qtype, ecsAddr, optScope); v {
+	switch v := gd.limit(t, from, rrl.Classify(resp.Rcode, len(resp.Answer) > 0, referral), limitName, q.qtype, ecsAddr, optScope, st); v {
 	case rrl.Drop:
 		return nil
 	case rrl.Slip:

@@ -13,7 +13,9 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/rrl"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // rrlPair is two handlers on the same zones, each with its own limiter of
@@ -297,5 +299,42 @@ func TestAbuseMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(body)
+	}
+}
+
+// TestExplainPeeksTheLimiter: explain says what the limiter would do with
+// the answer now, without debiting it, and how the response is keyed.
+func TestExplainPeeksTheLimiter(t *testing.T) {
+	p := newRRLPair(t, rrlConfig(2, 2), true)
+	h := p.fast
+	from := netip.MustParseAddr("192.0.2.150")
+	req, _ := withCookie("static.example.com.", dns.TypeA, nil).Pack()
+	explain := func() dnsserver.GuardReport {
+		out, rep := h.Explain(req, from, func(*snapshot.Snapshot, *policy.Record, *policy.Query, *policy.Decision) {})
+		if r := new(dns.Msg); out == nil || r.Unpack(out) != nil || len(r.Answer) != 1 {
+			t.Fatalf("explain's answer: %x", out)
+		}
+		return rep
+	}
+	for range 5 { // explaining costs no credit
+		if rep := explain(); rep.RateLimit != "pass" || rep.Class != "positive" || rep.Key != "static.example.com. A" || rep.Cookie != "absent" {
+			t.Fatalf("before any query: %+v", rep)
+		}
+	}
+	for range 2 {
+		h.HandleFrom(req, dnsserver.UDP, from, make([]byte, 0, 4096))
+	}
+	if rep := explain(); rep.RateLimit != "slip" {
+		t.Errorf("after R queries: %+v, want slip", rep)
+	}
+	h.HandleFrom(req, dnsserver.UDP, from, make([]byte, 0, 4096)) // slipped
+	if rep := explain(); rep.RateLimit != "drop" {
+		t.Errorf("after a slip: %+v, want drop", rep)
+	}
+	client := [8]byte{3}
+	valid := testJar.Mint(nil, client, from, testNow)
+	vreq, _ := withCookie("static.example.com.", dns.TypeA, valid).Pack()
+	if _, rep := h.Explain(vreq, from, func(*snapshot.Snapshot, *policy.Record, *policy.Query, *policy.Decision) {}); rep.RateLimit != "exempt (valid server cookie)" || rep.Cookie != "valid" {
+		t.Errorf("with a valid cookie: %+v", rep)
 	}
 }

@@ -44,6 +44,9 @@ type Report struct {
 	// Scope is the ECS SCOPE PREFIX-LENGTH of the response (nil without ECS).
 	Scope *int     `json:"ecs_scope,omitempty"`
 	Notes []string `json:"notes,omitempty"`
+	// Guard says how cookies and rate limiting treat the query from this
+	// resolver over UDP, now (the limiter is asked, not debited).
+	Guard *dnsserver.GuardReport `json:"guard,omitempty"`
 }
 
 // Input says which address steering looked at.
@@ -108,7 +111,7 @@ func Run(h *dnsserver.Handler, req Request) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Query: fmt.Sprintf("%s %s", dns.Fqdn(req.Name), dns.TypeToString[req.Qtype])}
-	out := h.Explain(wire, req.From, func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.Decision) {
+	out, guard := h.Explain(wire, req.From, func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.Decision) {
 		rep.Steer = append(rep.Steer, step(snap, r, q, d))
 		used := netip.PrefixFrom(q.Client, q.ClientBits)
 		in.Used = used.String()
@@ -124,6 +127,7 @@ func Run(h *dnsserver.Handler, req Request) (*Report, error) {
 		}
 	}
 	rep.Input = in
+	rep.Guard = &guard
 	if out == nil {
 		return nil, fmt.Errorf("the server dropped the query")
 	}
@@ -333,6 +337,14 @@ func (r *Report) Text() string {
 	}
 	if r.Scope != nil {
 		p("ecs scope: /%d", *r.Scope)
+	}
+	if g := r.Guard; g != nil {
+		limit := g.RateLimit
+		if g.Class != "" {
+			limit += fmt.Sprintf(" (as %s, keyed on %s)", g.Class, g.Key)
+		}
+		p("rate limit: %s", limit)
+		p("cookie:   %s", g.Cookie)
 	}
 	for _, n := range r.Notes {
 		p("note:     %s", n)

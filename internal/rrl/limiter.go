@@ -184,6 +184,17 @@ func (l *Limiter) TableSize() int { return l.size }
 // The caller does not call Decide for TCP, nor for UDP queries with a valid
 // server cookie. A nil Limiter passes everything.
 func (l *Limiter) Decide(src netip.Addr, r Response, now int64) Verdict {
+	return l.decide(src, r, now, false)
+}
+
+// Peek returns what Decide would return for the same arguments now,
+// changing nothing: no bucket is debited, created or evicted and no
+// counter moves (for explain).
+func (l *Limiter) Peek(src netip.Addr, r Response, now int64) Verdict {
+	return l.decide(src, r, now, true)
+}
+
+func (l *Limiter) decide(src netip.Addr, r Response, now int64, peek bool) Verdict {
 	if l == nil {
 		return Pass
 	}
@@ -196,7 +207,9 @@ func (l *Limiter) Decide(src netip.Addr, r Response, now int64) Verdict {
 	sh := &l.shards[hs>>(64-shardBits)]
 	for i := range l.exempt {
 		if l.exempt[i].Contains(src) {
-			sh.exempt.Add(1)
+			if !peek {
+				sh.exempt.Add(1)
+			}
 			return Pass
 		}
 	}
@@ -229,6 +242,16 @@ func (l *Limiter) Decide(src netip.Addr, r Response, now int64) Verdict {
 	}
 
 	sh.mu.Lock()
+	// A peek works on the two sets as they are and puts them back after.
+	var saved [2][ways]entry
+	var savedStats counters
+	sets := [2]int{int(hk&l.setMask) * ways, int((hs>>32)&l.setMask) * ways}
+	if peek {
+		for i, b := range sets {
+			copy(saved[i][:], sh.entries[b:b+ways])
+		}
+		savedStats = sh.stats
+	}
 	v := Pass
 	if l.rate > 0 {
 		v = l.debit(sh, hk, hk, false, class != Error && l.slip != 0, t)
@@ -249,6 +272,12 @@ func (l *Limiter) Decide(src netip.Addr, r Response, now int64) Verdict {
 		c.class[class][outSlipped]++
 	default:
 		c.class[class][outDropped]++
+	}
+	if peek {
+		for i := len(sets) - 1; i >= 0; i-- {
+			copy(sh.entries[sets[i]:sets[i]+ways], saved[i][:])
+		}
+		sh.stats = savedStats
 	}
 	sh.mu.Unlock()
 	return v

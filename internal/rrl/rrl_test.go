@@ -926,3 +926,37 @@ func BenchmarkDecideParallelOneKey(b *testing.B) {
 		}
 	})
 }
+
+// TestPeek: Peek says what Decide would, and changes nothing.
+func TestPeek(t *testing.T) {
+	c := Defaults()
+	c.ResponsesPerSecond, c.TableSize = 3, MinTableSize
+	l, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := netip.MustParseAddr("192.0.2.1")
+	r := Response{Class: Positive, Name: []byte("www.example.com."), Qtype: 1}
+	for i := range 8 {
+		want := l.Peek(src, r, 0)
+		for range 5 {
+			if again := l.Peek(src, r, 0); again != want {
+				t.Fatalf("query %d: peeks disagree: %v then %v", i, want, again)
+			}
+		}
+		before := l.Stats()
+		if got := l.Decide(src, r, 0); got != want {
+			t.Errorf("query %d: Peek said %v, Decide %v", i, want, got)
+		}
+		if after := l.Stats(); after.Total() == before.Total() {
+			t.Errorf("query %d: Decide counted nothing", i)
+		}
+	}
+	st := l.Stats()
+	if tot := st.Total(); tot.Passed != 3 || tot.Slipped+tot.Dropped != 5 {
+		t.Errorf("peeks changed the counts: %+v", tot)
+	}
+	if a := testing.AllocsPerRun(100, func() { l.Peek(src, r, 0) }); a != 0 {
+		t.Errorf("Peek allocates %.1f", a)
+	}
+}
