@@ -69,6 +69,7 @@ type Node struct {
 	api  *apiWiring
 	ac   *anycastWiring
 	feed *feedWiring
+	grd  *guardWiring
 
 	// first is the snapshot New built and Start serves.
 	first *snapshot.Snapshot
@@ -134,6 +135,10 @@ func New(o Options) (*Node, error) {
 	n.srv.Handler().SetMetrics(n.met)
 	n.ql = newQueryLog(n.log, n.srv.Handler(), n.met)
 	if err := n.ql.apply(cfg); err != nil {
+		return nil, err
+	}
+	n.grd = newGuard(n)
+	if err := n.grd.apply(cfg); err != nil {
 		return nil, err
 	}
 	n.hc = newHealth(n.log, n.srv, n.met)
@@ -209,7 +214,8 @@ func Check(path string) (summary string, warns []string, err error) {
 		return "", warns, err
 	}
 	var errs []string
-	for _, err := range []error{validateFiles(cfg), tokenError(cfg)} {
+	_, guardErr := (&guardWiring{}).prepare(cfg)
+	for _, err := range []error{validateFiles(cfg), tokenError(cfg), guardErr} {
 		if err != nil {
 			errs = append(errs, err.Error())
 		}

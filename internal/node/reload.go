@@ -213,6 +213,13 @@ func (n *Node) reloadConfig(res *Result) {
 		n.reject(res, err)
 		return
 	}
+	guardNext, err := n.grd.prepare(cfg)
+	if err != nil {
+		qlNext.abort()
+		apiNext.abort()
+		n.reject(res, err)
+		return
+	}
 	t = time.Now()
 	n.hc.setStateFile(cfg)
 	n.hc.prepare(snap)
@@ -238,6 +245,7 @@ func (n *Node) reloadConfig(res *Result) {
 	res.Changed = append(res.Changed, qlNext.commit()...)
 	res.Changed = append(res.Changed, apiNext.commit(token)...)
 	res.Changed = append(res.Changed, n.feed.apply(cfg)...)
+	res.Changed = append(res.Changed, n.grd.commit(guardNext)...)
 	res.RestartNeeded = append(res.RestartNeeded, restartNeeded(old, snap)...)
 	res.Warnings = append(res.Warnings, degraded(snap)...)
 	n.logDegraded(snap)

@@ -1,0 +1,162 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/cookie"
+	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/metrics"
+	"github.com/steer-dns/steer/internal/rrl"
+)
+
+// guardWiring turns the rrl, cookies and tcp keys into the DNS server's
+// abuse protection, at start-up and on every reload. The rate limiter
+// keeps its buckets across a reload that leaves its settings alone; the
+// node's random cookie secret (when no secret_file is set) lasts as long
+// as the process, so cookies handed out stay valid across reloads.
+type guardWiring struct {
+	n       *Node
+	random  *cookie.Jar
+	limiter *rrl.Limiter
+	rrlCfg  rrl.Config
+}
+
+// guardPlan is a guard built from a configuration, not yet applied.
+type guardPlan struct {
+	guard   *dnsserver.Guard
+	rrlCfg  rrl.Config
+	tcp     dnsserver.TCPLimits
+	changes []string
+}
+
+func newGuard(n *Node) *guardWiring {
+	g := &guardWiring{n: n, random: cookie.Random()}
+	n.met.SetAbuse(g.metrics)
+	return g
+}
+
+// prepare reads the secret file and builds the limiter cfg asks for; an
+// error (file:line) leaves the node as it was.
+func (g *guardWiring) prepare(cfg *config.Config) (*guardPlan, error) {
+	p := &guardPlan{guard: &dnsserver.Guard{}}
+	var probs diag.Problems
+	c := cfg.Cookies
+	if *c.Enabled {
+		p.guard.Cookies = g.random
+		if c.SecretFile != "" {
+			path := cfg.Resolve(c.SecretFile)
+			data, err := config.ReadFile(cfg.FS, path)
+			var jar *cookie.Jar
+			if err == nil {
+				jar, err = cookie.Parse(data, path)
+			}
+			if err != nil {
+				probs.Add(cfg.File, cfg.Line("cookies.secret_file"), "cookies.secret_file: %v", err)
+			}
+			p.guard.Cookies = jar
+		}
+		p.guard.MaxNoCookieUDP = c.MaxNoCookieUDP
+	}
+	r := cfg.RRL
+	if *r.Enabled {
+		p.rrlCfg = rrl.Config{
+			ResponsesPerSecond: *r.ResponsesPerSecond,
+			Window:             int(time.Duration(r.Window) / time.Second),
+			Slip:               *r.Slip,
+			IPv4Prefix:         r.IPv4Prefix,
+			IPv6Prefix:         r.IPv6Prefix,
+			ECSAware:           *r.ECSAware,
+			AllPerSecond:       *r.AllPerSecond,
+			Exempt:             r.ExemptPrefixes,
+			LogOnly:            r.LogOnly,
+			TableSize:          r.TableSize,
+		}
+		if g.limiter != nil && sameRRL(g.rrlCfg, p.rrlCfg) {
+			p.guard.RRL = g.limiter
+		} else {
+			l, err := rrl.New(p.rrlCfg)
+			if err != nil {
+				probs.Add(cfg.File, cfg.Line("rrl"), "%v", err)
+			}
+			p.guard.RRL = l
+			if g.limiter != nil {
+				p.changes = append(p.changes, "rrl: new settings (the buckets start empty)")
+			}
+		}
+	} else if g.limiter != nil {
+		p.changes = append(p.changes, "rrl: off")
+	}
+	p.tcp = dnsserver.TCPLimits{
+		MaxConns:   cfg.TCP.MaxConnections,
+		PerPrefix:  cfg.TCP.PerPrefix,
+		IPv4Prefix: config.DefaultTCPIPv4Prefix,
+		IPv6Prefix: config.DefaultTCPIPv6Prefix,
+		Idle:       0, // the snapshot's tcp.idle_timeout, which edns-tcp-keepalive advertises
+		FirstQuery: time.Duration(cfg.TCP.FirstQueryTimeout),
+	}
+	if err := p.tcp.Validate(); err != nil {
+		probs.Add(cfg.File, cfg.Line("tcp"), "tcp: %v", err)
+	}
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// commit installs the plan: queries that start after it see it.
+func (g *guardWiring) commit(p *guardPlan) []string {
+	old := g.n.srv.Handler().Guard()
+	g.n.srv.Handler().SetGuard(p.guard)
+	if err := g.n.srv.SetTCPLimits(p.tcp); err != nil {
+		// prepare validated the same limits.
+		g.n.log.Error("tcp limits", "err", err)
+	}
+	g.limiter, g.rrlCfg = p.guard.RRL, p.rrlCfg
+	changes := p.changes
+	if old != nil && old.Cookies != p.guard.Cookies && p.guard.Cookies != nil && p.guard.Cookies != g.random {
+		changes = append(changes, "cookies: secret file read")
+	}
+	if old != nil && (old.Cookies == nil) != (p.guard.Cookies == nil) {
+		changes = append(changes, fmt.Sprintf("cookies: enabled %v", p.guard.Cookies != nil))
+	}
+	return changes
+}
+
+// apply prepares and commits (at start-up).
+func (g *guardWiring) apply(cfg *config.Config) error {
+	p, err := g.prepare(cfg)
+	if err != nil {
+		return err
+	}
+	g.commit(p)
+	return nil
+}
+
+// sameRRL reports whether two limiter configurations are the same.
+func sameRRL(a, b rrl.Config) bool {
+	return slices.Equal(a.Exempt, b.Exempt) && a.ResponsesPerSecond == b.ResponsesPerSecond && a.Window == b.Window &&
+		a.Slip == b.Slip && a.IPv4Prefix == b.IPv4Prefix && a.IPv6Prefix == b.IPv6Prefix && a.ECSAware == b.ECSAware &&
+		a.AllPerSecond == b.AllPerSecond && a.LogOnly == b.LogOnly && a.TableSize == b.TableSize
+}
+
+// metrics reads the limiter's and the TCP counters at scrape time.
+func (g *guardWiring) metrics() metrics.AbuseState {
+	var s metrics.AbuseState
+	if gd := g.n.srv.Handler().Guard(); gd != nil && gd.RRL != nil {
+		st := gd.RRL.Stats()
+		s.RRL = &st
+	}
+	ts := g.n.srv.TCPStats()
+	s.TCP = metrics.TCPState{Current: uint64(ts.Current), Accepted: ts.Accepted, Closed: map[string]uint64{}}
+	for r, n := range ts.Closed {
+		s.TCP.Closed[dnsserver.TCPCloseReason(r).String()] = n
+	}
+	if ts.Refused > 0 {
+		s.TCP.Closed["refused"] = ts.Refused
+	}
+	return s
+}
