@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"
 )
 
@@ -727,6 +728,28 @@ func TestGenreportJudge(t *testing.T) {
 		}
 		if got := genJudge(g, resp); got != c.want {
 			t.Errorf("case %d (%s): judged %q, want %q", i, c.test, got, c.want)
+		}
+	}
+}
+
+// TestGenreportWithCookies runs genreport's cookie tests against a server
+// answering cookies: each must pass with the tag "cookie" (a good server
+// cookie for genreport's client cookie), as BIND, NSD and Knot do.
+func TestGenreportWithCookies(t *testing.T) {
+	s := startServer(t, srvOpts{})
+	s.Handler().SetGuard(&dnsserver.Guard{Cookies: cookie.Random()})
+	for _, g := range allGenTests() {
+		if !g.sentCookie() {
+			continue
+		}
+		for _, tg := range targets(s) {
+			got := genRun(g, tg.addr)
+			tags := strings.Split(got, ",")
+			if !genPasses(got) || !slices.Contains(tags, "cookie") {
+				t.Errorf("%s: %s=%s, want ok with the tag cookie", tg.name, g.name, got)
+			} else {
+				t.Logf("%s: %s=%s", tg.name, g.name, got)
+			}
 		}
 	}
 }

@@ -320,28 +320,33 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 
 	var opt *dns.OPT
 	limit := maxTCPSize
+	var gd guarded
+	h.startGuard(&gd, q.cookie, t, from)
+	st.cookie, st.guarded, st.reqLen = gd.ck.Status, true, len(req)
+	cookieOpt := func() {
+		if len(gd.reply()) > 0 {
+			opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(gd.reply())})
+		}
+	}
 	if q.opt != nil {
 		opt = responseOPT(q.opt)
 		if q.opt.Version() != 0 {
-			// RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak.
+			// RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak
+			// and, as BIND sends it, the cookie (genreport's edns1cookie).
 			// The full 12-bit rcode stays in resp.Rcode: PackBuffer splits it
 			// into the header and the OPT (and would reset an OPT's extended
 			// rcode to the upper bits of resp.Rcode if it were only 0..15).
 			resp.Rcode = dns.RcodeBadVers
+			cookieOpt()
 			resp.Extra = []dns.RR{opt}
 			return q.patch(pack(resp, buf, limit))
 		}
 		h.options(snap, q.opt, opt, t)
 	}
-	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from)
-	st.cookie, st.guarded, st.reqLen = gd.ck.Status, true, len(req)
 	if gd.ck.Status == cookie.Malformed {
 		return h.formErr(&q, buf) // RFC 7873 §5.2.2
 	}
-	if len(gd.reply()) > 0 {
-		opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(gd.reply())})
-	}
+	cookieOpt()
 	var subnet ecs.Subnet
 	hasECS := false
 	st.qtype = q.qtype
