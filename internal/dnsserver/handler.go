@@ -56,7 +56,8 @@ type Handler struct {
 	metrics  *metrics.Metrics
 	querylog atomic.Pointer[querylog.Log] // nil: off
 	guard    atomic.Pointer[Guard]        // nil: no cookies, no limits
-	now      func() time.Time             // the clock cookies read; time.Now
+	now      func() time.Time             // the clock cookies read (tests); nil: coarse or time.Now
+	coarse   atomic.Int64                 // Unix nanoseconds, kept by a running server (0: none)
 }
 
 // SetQueryLog makes the handler log a sample of queries to l (nil: none);

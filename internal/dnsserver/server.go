@@ -34,10 +34,15 @@ type Server struct {
 	handler *Handler
 	log     *slog.Logger
 
-	mu      sync.Mutex // guards lns; never taken per query
-	lns     map[string]*listener
-	wg      sync.WaitGroup
-	closing atomic.Bool
+	mu  sync.Mutex // guards lns; never taken per query
+	lns map[string]*listener
+
+	// The handler's coarse clock, run from Start to Shutdown.
+	clockOnce sync.Once
+	clockMu   sync.Mutex
+	clockStop chan struct{}
+	wg        sync.WaitGroup
+	closing   atomic.Bool
 
 	// TCP: the open connections, the limits SetTCPLimits set (nil: the
 	// snapshot's) and the counters TCPStats reports. The UDP path uses
@@ -82,7 +87,16 @@ func New(snap *snapshot.Snapshot, log *slog.Logger) *Server {
 func (s *Server) Handler() *Handler { return s.handler }
 
 // Start binds every listen address of the current snapshot and serves.
-func (s *Server) Start() error { return s.Apply(s.handler.Snapshot()) }
+func (s *Server) Start() error {
+	if err := s.Apply(s.handler.Snapshot()); err != nil {
+		return err
+	}
+	s.clockOnce.Do(func() {
+		s.clockStop = make(chan struct{})
+		go s.handler.RunClock(s.clockStop)
+	})
+	return nil
+}
 
 // Apply makes snap current. Listen addresses new in snap are bound first; if
 // any cannot be bound, nothing changes and the error says why. Then the
@@ -476,6 +490,13 @@ func (s *Server) serveTCP(tc *tcpConn, pol tcpPolicy, accepted time.Time) {
 // returns when every goroutine has ended or ctx is done.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	s.clockOnce.Do(func() {}) // no clock starts after this
+	s.clockMu.Lock()
+	if s.clockStop != nil {
+		close(s.clockStop)
+		s.clockStop = nil
+	}
+	s.clockMu.Unlock()
 	s.mu.Lock()
 	for a, ln := range s.lns {
 		ln.close()
