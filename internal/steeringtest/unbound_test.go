@@ -3,7 +3,6 @@ package steeringtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,28 +13,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/peertest"
 )
-
-// freePort returns a loopback port that is free for both UDP and TCP now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		u, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		u.Close()
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
-	}
-	t.Fatal("no free port for both UDP and TCP")
-	return 0
-}
 
 // unboundConf is a recursive resolver on 127.0.0.1:port that sends ECS to
 // steer (send-client-subnet) for example.com, a stub zone served by steer.
@@ -84,7 +63,7 @@ func TestUnboundForwardsECS(t *testing.T) {
 	srv := start(t, cfgOpts{})
 
 	dir := t.TempDir()
-	port := freePort(t)
+	port := peertest.FreePort(t)
 	conf := filepath.Join(dir, "unbound.conf")
 	if err := os.WriteFile(conf, []byte(unboundConf(dir, port, srv.V4)), 0o644); err != nil {
 		t.Fatal(err)
