@@ -184,6 +184,9 @@ func (gd *guarded) explain(t Transport, from netip.Addr, class rrl.Class, name s
 	case !from.IsValid():
 		rep.RateLimit = "exempt (no source address)"
 		return rrl.Pass
+	case gd.g.RRL.Exempt(from):
+		rep.RateLimit = "exempt (rrl.exempt)"
+		return rrl.Pass
 	}
 	rep.Class = class.String()
 	key := name + " " + dns.TypeToString[qtype]

@@ -25,6 +25,7 @@ import (
 
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
@@ -421,5 +422,13 @@ func ExplainOffline(path string, req explain.Request, log *slog.Logger) (*explai
 		log = slog.New(slog.DiscardHandler)
 	}
 	newLatency(log, nil).prepare(snap)
-	return explain.Run(dnsserver.NewHandler(snap), req)
+	h := dnsserver.NewHandler(snap)
+	// The guard as the configuration sets it, with empty buckets: explain
+	// says how the answer is keyed and whether rate limiting applies.
+	plan, err := (&guardWiring{random: cookie.Random()}).prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.SetGuard(plan.guard)
+	return explain.Run(h, req)
 }

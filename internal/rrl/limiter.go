@@ -187,6 +187,20 @@ func (l *Limiter) Decide(src netip.Addr, r Response, now int64) Verdict {
 	return l.decide(src, r, now, false)
 }
 
+// Exempt reports whether src is in Config.Exempt (never limited).
+func (l *Limiter) Exempt(src netip.Addr) bool {
+	if l == nil {
+		return false
+	}
+	src = src.Unmap()
+	for i := range l.exempt {
+		if l.exempt[i].Contains(src) {
+			return true
+		}
+	}
+	return false
+}
+
 // Peek returns what Decide would return for the same arguments now,
 // changing nothing: no bucket is debited, created or evicted and no
 // counter moves (for explain).
