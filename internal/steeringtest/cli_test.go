@@ -172,6 +172,8 @@ func wantBerlinText(t *testing.T, out, cfgText string) {
 		"answer:   shop.example.com.\t60\tIN\tA\t" + euCentral,
 		"ttl:      60",
 		"ecs scope: /28",
+		"cookie:   absent",
+		"rate limit: ",
 	} {
 		if !strings.Contains(out, want) {
 			missing = append(missing, want)
