@@ -69,7 +69,8 @@ func printReport(files []string, w io.Writer) error {
 		cpu, drops, load, other := "–", "–", "–", "–"
 		if sv != nil {
 			if g := rows[s]["generator"]; g != nil && num(sv, "machine_busy_s") > 0 {
-				other = fmt.Sprintf("%.1f", num(sv, "machine_busy_s")-num(sv, "cpu_s")-num(g, "cpu_s"))
+				// clock-tick resolution can make it slightly negative on an idle machine
+				other = fmt.Sprintf("%.1f", max(0, num(sv, "machine_busy_s")-num(sv, "cpu_s")-num(g, "cpu_s")))
 			}
 			cpu = fmt.Sprintf("%.2f (%.0f %%)", num(sv, "cpu_s"), 100*num(sv, "cpu_s")/num(f, "duration_s"))
 			drops = fmt.Sprintf("%.0f", num(sv, "rx_drops"))
