@@ -26,6 +26,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/version"
 )
 
 // ErrNotFound is returned (possibly wrapped) by a Backend for an unknown
@@ -215,7 +216,12 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) status(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.b.Status())
+	st := s.b.Status()
+	if st.Build == nil {
+		bi := version.Get()
+		st.Build = &bi
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *server) explain(w http.ResponseWriter, r *http.Request) {

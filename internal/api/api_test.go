@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/latency"
+	"github.com/steer-dns/steer/internal/version"
 )
 
 // fake is a Backend that records its calls.
@@ -216,6 +217,16 @@ func TestStatus(t *testing.T) {
 	if got.Version != want.Version || !got.Loaded.Equal(want.Loaded) || len(got.Records) != 1 ||
 		got.Records[0].Pools[0].Targets[0].Address != "198.51.100.20" || got.Zones[0].Serial != 7 {
 		t.Fatalf("status body %+v", got)
+	}
+	if bi := version.Get(); got.Build == nil || *got.Build != bi {
+		t.Fatalf("status build %+v, want %+v", got.Build, bi)
+	}
+	var raw map[string]map[string]any
+	json.Unmarshal(w.Body.Bytes(), &raw)
+	for _, k := range []string{"version", "commit", "date", "modified", "go_version"} {
+		if _, ok := raw["build"][k]; !ok {
+			t.Errorf("status build has no %q: %v", k, raw["build"])
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/version"
 )
 
 // Backend is what the admin API reads and acts on: the running server.
@@ -67,7 +68,10 @@ type ReloadResult struct {
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Version string         `json:"version"`
+	Version string `json:"version"`
+	// Build is the running build (version, commit, date, Go version);
+	// the API fills it in when the Backend leaves it nil.
+	Build   *version.Info  `json:"build,omitempty"`
 	Loaded  time.Time      `json:"loaded"`
 	Records []RecordStatus `json:"records"`
 	Zones   []ZoneStatus   `json:"zones"`

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/steer-dns/steer/internal/version"
 )
 
 // Transport says how a query arrived. Its values match dnsserver.Transport.
@@ -193,9 +194,23 @@ func New() *Metrics {
 		abuseCollector{m: m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(),
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 	return m
+}
+
+// buildInfo is steer_build_info{version,commit,goversion} 1: which build
+// is running, to join with other series or spot a fleet on mixed versions.
+func buildInfo() prometheus.Gauge {
+	bi := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "steer_build_info",
+		Help:        "Always 1; the labels say which build of steer is running (version, commit, Go version).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "goversion": bi.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Query counts one answered query: its transport, rcode (0..15, BADVERS (16)
