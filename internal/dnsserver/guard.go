@@ -148,11 +148,12 @@ func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name str
 		return rrl.Pass
 	}
 	return gd.g.RRL.Decide(from, rrl.Response{
-		Class: class,
-		Name:  unsafe.Slice(unsafe.StringData(name), len(name)),
-		Qtype: qtype,
-		ECS:   ecsAddr,
-		Scope: scope,
+		Class:  class,
+		Name:   unsafe.Slice(unsafe.StringData(name), len(name)),
+		Qtype:  qtype,
+		ECS:    ecsAddr,
+		Scope:  scope,
+		Cookie: gd.clientCookie(),
 	}, gd.now.UnixNano())
 }
 
@@ -201,11 +202,12 @@ func (gd *guarded) explain(t Transport, from netip.Addr, class rrl.Class, name s
 	}
 	rep.Key = key
 	rep.RateLimit = gd.g.RRL.Peek(from, rrl.Response{
-		Class: class,
-		Name:  unsafe.Slice(unsafe.StringData(name), len(name)),
-		Qtype: qtype,
-		ECS:   ecsAddr,
-		Scope: scope,
+		Class:  class,
+		Name:   unsafe.Slice(unsafe.StringData(name), len(name)),
+		Qtype:  qtype,
+		ECS:    ecsAddr,
+		Scope:  scope,
+		Cookie: gd.clientCookie(),
 	}, gd.now.UnixNano()).String()
 	return rrl.Pass
 }

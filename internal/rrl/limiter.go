@@ -268,7 +268,10 @@ func (l *Limiter) decide(src netip.Addr, r Response, now int64, peek bool) Verdi
 	}
 	v := Pass
 	if l.rate > 0 {
-		v = l.debit(sh, hk, hk, false, class != Error && l.slip != 0, t)
+		v = l.debit(sh, hk, hk, false, class != Error && (l.slip != 0 || r.Cookie), t)
+		if v == Drop && r.Cookie && class != Error {
+			v = Slip // BADCOOKIE: the client's retry with its cookie is exempt
+		}
 	}
 	all := l.all > 0 && l.debit(sh, hs, hs>>32, true, false, t) != Pass
 	c := &sh.stats

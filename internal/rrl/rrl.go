@@ -130,6 +130,13 @@ type Response struct {
 	// means the answer holds for every client: such responses share one
 	// bucket whatever the ECS, the same bucket as queries without ECS.
 	Scope int
+	// Cookie says the query carried a client cookie (alone, or with a
+	// server cookie that did not verify). Its limited responses are
+	// always slipped, never dropped — the slip is BADCOOKIE with a fresh
+	// server cookie, about the size of the query, and the client's retry
+	// with that cookie is exempt, so a real client is never left waiting
+	// for a timeout — except over AllPerSecond, which drops as always.
+	Cookie bool
 }
 
 // Verdict is what the caller does with a response.

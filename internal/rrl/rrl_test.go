@@ -960,3 +960,41 @@ func TestPeek(t *testing.T) {
 		t.Errorf("Peek allocates %.1f", a)
 	}
 }
+
+// TestCookieAlwaysSlips: a limited response to a query with a client
+// cookie is slipped (BADCOOKIE for the caller), never dropped, even with
+// slip 0, but the aggregate cap still drops it.
+func TestCookieAlwaysSlips(t *testing.T) {
+	for _, slip := range []int{0, 2} {
+		c := Defaults()
+		c.ResponsesPerSecond, c.Slip, c.AllPerSecond, c.TableSize = 2, slip, 0, MinTableSize
+		l, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := netip.MustParseAddr("192.0.2.1")
+		r := Response{Class: Positive, Name: []byte("www.example.com."), Qtype: 1, Cookie: true}
+		var got []Verdict
+		for range 6 {
+			got = append(got, l.Decide(src, r, 0))
+		}
+		if fmt.Sprint(got) != "[pass pass slip slip slip slip]" {
+			t.Errorf("slip %d: %v", slip, got)
+		}
+		r.Class = Error
+		if v := l.Decide(netip.MustParseAddr("192.0.3.1"), r, 0); v != Pass {
+			t.Errorf("error class, first: %v", v)
+		}
+	}
+	c := Defaults()
+	c.ResponsesPerSecond, c.AllPerSecond, c.TableSize = 2, 3, MinTableSize
+	l, _ := New(c)
+	src := netip.MustParseAddr("192.0.2.1")
+	var got []Verdict
+	for i := range 6 {
+		got = append(got, l.Decide(src, Response{Class: Positive, Name: []byte(fmt.Sprintf("n%d.", i)), Qtype: 1, Cookie: true}, 0))
+	}
+	if fmt.Sprint(got) != "[pass pass pass drop drop drop]" {
+		t.Errorf("over all_per_second: %v", got)
+	}
+}
