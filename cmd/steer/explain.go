@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,16 +24,9 @@ import (
 // answer, so the explanation has the node's live health, overrides and
 // latency; --offline evaluates the configuration alone and says so.
 func explainCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file: its api.listen and token find the running node; with --offline, what is explained (default: the embedded demo)")
-	apiURL := fs.String("api", "", "admin API of the running node, e.g. http://127.0.0.1:8053 (default: the config's api.listen)")
-	tokenFile := fs.String("token-file", "", "bearer token for --api (default: the config's api token)")
-	offline := fs.Bool("offline", false, "explain the configuration alone, without asking a running node")
-	qtype := fs.String("type", "A", "query type")
-	ecsFlag := fs.String("ecs", "", "client subnet to send, e.g. 49.36.0.0/24 (default: none)")
-	from := fs.String("from", "127.0.0.1", "resolver address the query comes from")
-	asJSON := fs.Bool("json", false, "print JSON")
+	fs := newFlagSet("explain", stderr)
+	o := explainFlags(fs)
+	apiURL, tokenFile, offline, qtype, ecsFlag, from, asJSON := o.apiURL, o.tokenFile, o.offline, o.qtype, o.ecs, o.from, o.json
 	// Accept the name anywhere among the flags: Go's flag package stops at
 	// the first non-flag argument, so parse again after it.
 	var name string
@@ -77,14 +69,15 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	what := *path
+	path, _ := configPath(*o.config)
+	what := path
 	if what == "" {
 		what = "the embedded demo"
 	}
 	var rep *explain.Report
 	why := "--offline"
 	if !*offline {
-		target, token, err := explainTarget(*apiURL, *tokenFile, *path)
+		target, token, err := explainTarget(*apiURL, *tokenFile, path)
 		switch {
 		case err != nil:
 			fmt.Fprintln(stderr, "steer explain:", err)
@@ -106,7 +99,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if rep == nil {
 		quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if rep, err = node.ExplainOffline(*path, req, quiet); err != nil {
+		if rep, err = node.ExplainOffline(path, req, quiet); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}

@@ -13,14 +13,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,34 +26,16 @@ import (
 
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/node"
+	"github.com/steer-dns/steer/internal/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `steer: a GeoDNS authoritative nameserver
-
-usage:
-  steer serve [--config FILE] [--listen ADDR]... [--pid-file FILE]
-              [--log-format text|json] [--log-level LEVEL] [--watch-interval 5s]
-  steer check --config FILE
-  steer explain NAME [--config FILE | --api URL [--token-file FILE]] [--offline]
-              [--type A] [--ecs PREFIX] [--from IP] [--json]
-  steer version
-
-Without --config, serve runs the embedded demo configuration
-(zone example.com on 127.0.0.1:5353 and [::1]:5353).
-Signals: SIGHUP reloads the configuration and zones and reopens the query
-log; SIGUSR1 reopens the query log only; SIGTERM and SIGINT stop.
-`
-
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
 	switch args[0] {
@@ -66,42 +46,58 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		return explainCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "steer", versionString())
+		fmt.Fprint(stdout, version.Get().String())
 		return 0
+	case "completion":
+		return completionCmd(args[1:], stdout, stderr)
+	case "manpage":
+		return manpageCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	default:
-		fmt.Fprintf(stderr, "steer: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "steer: unknown command %q\n\n%s", args[0], usage())
 		return 2
 	}
 }
 
-func versionString() string {
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		v += " " + bi.GoVersion
+// DefaultConfig is the configuration used when --config is not given and
+// the file exists; the STEER_DEFAULT_CONFIG environment variable replaces
+// it (tests, and installs under another prefix).
+const DefaultConfig = "/etc/steer/steer.yaml"
+
+func defaultConfig() string {
+	if p := os.Getenv("STEER_DEFAULT_CONFIG"); p != "" {
+		return p
 	}
-	return v
+	return DefaultConfig
+}
+
+// configPath applies the default: --config when given, else the default
+// path when it exists, else "" (the embedded demo) and why.
+func configPath(flagValue string) (path, demoWhy string) {
+	if flagValue != "" {
+		return flagValue, ""
+	}
+	def := defaultConfig()
+	if _, err := os.Stat(def); err == nil {
+		return def, ""
+	}
+	return "", "no --config and no " + def + ": serving the embedded demo"
 }
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file to check")
+	fs := newFlagSet("check", stderr)
+	o := checkFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *path == "" {
-		fmt.Fprintln(stderr, "steer check: --config FILE is required")
+	path, _ := configPath(*o.config)
+	if path == "" {
+		fmt.Fprintf(stderr, "steer check: --config FILE is required (there is no %s)\n", defaultConfig())
 		return 2
 	}
-	summary, warns, err := node.Check(*path)
+	summary, warns, err := node.Check(path)
 	for _, w := range warns {
 		fmt.Fprintln(stderr, w)
 	}
@@ -109,7 +105,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, summary)
+	fmt.Fprintf(stdout, "%s: ok (%s)\n", path, summary)
 	return 0
 }
 
@@ -128,31 +124,23 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is neither text nor json", format)
 }
 
-// listFlag collects a repeatable flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
-
 func serve(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file (default: the embedded demo)")
-	var listen listFlag
-	fs.Var(&listen, "listen", "address to serve DNS on, host:port (repeatable; replaces the config's listen)")
-	pidFile := fs.String("pid-file", "", "write the process ID to this file")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	watchInterval := fs.Duration("watch-interval", 5*time.Second, "how often geo database, latency and health feed files are checked for changes")
+	fs := newFlagSet("serve", stderr)
+	o := serveFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log, err := newLogger(*logFormat, *logLevel, stderr)
+	listen, pidFile, watchInterval := o.listen, o.pidFile, o.watchInterval
+	log, err := newLogger(*o.logFormat, *o.logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "steer serve:", err)
 		return 2
 	}
-	for _, a := range listen {
+	path, demoWhy := configPath(*o.config)
+	if demoWhy != "" {
+		log.Warn(demoWhy)
+	}
+	for _, a := range *listen {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			fmt.Fprintf(stderr, "steer serve: --listen %q: want host:port\n", a)
 			return 2
@@ -177,7 +165,7 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	ready := make(chan made, 1)
 	go func() {
-		n, err := node.New(node.Options{ConfigPath: *path, Listen: listen, Log: log, WatchInterval: *watchInterval, Version: versionString()})
+		n, err := node.New(node.Options{ConfigPath: path, Listen: *listen, Log: log, WatchInterval: *watchInterval, Version: version.Get().Short()})
 		ready <- made{n, err}
 	}()
 	var n *node.Node
@@ -192,6 +180,7 @@ func serve(args []string, stderr io.Writer) int {
 			n = m.n
 		case sig := <-sigs:
 			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+				sdNotify(log, "STOPPING=1")
 				log.Info("stopped during start-up", "signal", sig.String())
 				return 0
 			}
@@ -202,16 +191,50 @@ func serve(args []string, stderr io.Writer) int {
 		logProblems(log, "start failed", err)
 		return 1
 	}
+	// The first snapshot is serving: tell systemd (Type=notify).
+	sdNotify(log, "READY=1\nSTATUS=serving")
+	reload := func(trigger string) {
+		if !sdNotifying() {
+			n.RequestReload(trigger)
+			return
+		}
+		// systemd wants RELOADING=1 (with the monotonic time) and READY=1
+		// once the reload is done, so "systemctl reload" waits for it. The
+		// node numbers its reloads: wait for the one after those done now
+		// (one running now may finish first; ours follows it).
+		var before uint64
+		if lr := n.Status().LastReload; lr != nil {
+			before = lr.Seq
+		}
+		sdNotify(log, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
+		n.RequestReload(trigger)
+		go func() {
+			deadline := time.Now().Add(5 * time.Minute)
+			for time.Now().Before(deadline) {
+				if lr := n.Status().LastReload; lr != nil && lr.Seq > before {
+					status := "serving; last reload applied"
+					if !lr.Applied {
+						status = "serving; last reload rejected"
+					}
+					sdNotify(log, "READY=1\nSTATUS="+status)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			sdNotify(log, "READY=1\nSTATUS=serving; reload still running")
+		}()
+	}
 	if hup {
-		n.RequestReload("SIGHUP during start-up")
+		reload("SIGHUP during start-up")
 	}
 	for sig := range sigs {
 		switch sig {
 		case syscall.SIGHUP:
-			n.RequestReload("SIGHUP")
+			reload("SIGHUP")
 		case syscall.SIGUSR1:
 			n.ReopenLogs()
 		default:
+			sdNotify(log, "STOPPING=1")
 			log.Info("shutting down", "signal", sig.String())
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			n.Shutdown(ctx)

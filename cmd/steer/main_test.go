@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Tests without --config serve the demo whatever is in /etc (the
+	// package test installs /etc/steer/steer.yaml while these run).
+	os.Setenv("STEER_DEFAULT_CONFIG", filepath.Join(dir, "no-default-config.yaml"))
 	steerBin = filepath.Join(dir, "steer")
 	// A plain build: the race detector slows compiling the demo's policy
 	// against the embedded database tenfold, and in-process tests already
@@ -414,7 +417,7 @@ tcp: { max_connectons: 5 }
 		t.Error("exit 0 for an invalid config")
 	}
 	code, out, _ = run("version")
-	if code != 0 || !strings.HasPrefix(out, "steer ") {
+	if code != 0 || !strings.HasPrefix(out, "steer ") || !strings.Contains(out, "\ncommit:") || !strings.Contains(out, "\ngo:") {
 		t.Errorf("version: %d %q", code, out)
 	}
 	if code, _, _ = run("frobnicate"); code != 2 {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The commands and their flags are defined once, here: the commands use
+// them, and usage (--help), the man pages (steer manpage) and the shell
+// completions (steer completion) are written from them.
+
+type command struct {
+	name     string
+	synopsis string // after "steer NAME"
+	summary  string // one line
+	desc     string // a paragraph for the man page
+	flags    func(fs *flag.FlagSet)
+}
+
+var commands = []command{
+	{"serve", "[--config FILE] [--listen ADDR]... [--pid-file FILE] [--log-format text|json] [--log-level LEVEL] [--watch-interval 5s]",
+		"run a node",
+		"Serve DNS (and the admin API, health checks and anycast the configuration sets). Without --config it uses " + DefaultConfig + " when that file exists, otherwise the embedded demo (zone example.com on 127.0.0.1:5353 and [::1]:5353), and says so in a warning on its first log line. SIGHUP reloads the configuration and zones and reopens the query log; SIGUSR1 reopens the query log only; SIGTERM and SIGINT drain and stop. Under systemd (Type=notify) it reports READY=1 once the first snapshot serves, RELOADING=1 and READY=1 around a reload and STOPPING=1 at shutdown.",
+		func(fs *flag.FlagSet) { serveFlags(fs) }},
+	{"check", "[--config FILE]", "validate a configuration and every file it names",
+		"Load and validate the configuration and every file it names (zones, geo databases, latency files, token and password files) without serving. Without --config it checks " + DefaultConfig + ". Prints each problem as file:line: message and exits 1 when any is found; warnings do not fail the check.",
+		func(fs *flag.FlagSet) { checkFlags(fs) }},
+	{"explain", "NAME [--config FILE | --api URL [--token-file FILE]] [--offline] [--type A] [--ecs PREFIX] [--from IP] [--json]",
+		"say why a client gets the answer it gets",
+		"Ask the running node (its admin API) to answer one query through its own handler and say why: the input used, the geo record, each rule, pool states, the decision, answer, TTL and ECS scope. The first line says the source: live, or OFFLINE with why. Without --config it uses " + DefaultConfig + " when that file exists, otherwise the embedded demo.",
+		func(fs *flag.FlagSet) { explainFlags(fs) }},
+	{"version", "", "print the version, commit, build date and Go version", "Print the version, the commit it was built from, the build date and the Go version.", nil},
+	{"completion", "bash|zsh|fish", "print a shell completion script",
+		"Print a completion script for the shell: source <(steer completion bash), or install it where the shell looks (the Debian package does).", nil},
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+type serveOpts struct {
+	config, pidFile, logFormat, logLevel *string
+	listen                               *listFlag
+	watchInterval                        *time.Duration
+}
+
+func serveFlags(fs *flag.FlagSet) serveOpts {
+	var o serveOpts
+	o.config = fs.String("config", "", "configuration file (default: "+DefaultConfig+" if it exists, else the embedded demo)")
+	o.listen = &listFlag{}
+	fs.Var(o.listen, "listen", "address to serve DNS on, host:port (repeatable; replaces the config's listen)")
+	o.pidFile = fs.String("pid-file", "", "write the process ID to this file")
+	o.logFormat = fs.String("log-format", "text", "log format: text or json")
+	o.logLevel = fs.String("log-level", "info", "log level: debug, info, warn or error")
+	o.watchInterval = fs.Duration("watch-interval", 5*time.Second, "how often geo database, latency and health feed files are checked for changes")
+	return o
+}
+
+type checkOpts struct{ config *string }
+
+func checkFlags(fs *flag.FlagSet) checkOpts {
+	return checkOpts{fs.String("config", "", "configuration file to check (default: "+DefaultConfig+")")}
+}
+
+type explainOpts struct {
+	config, apiURL, tokenFile, qtype, ecs, from *string
+	offline, json                               *bool
+}
+
+func explainFlags(fs *flag.FlagSet) explainOpts {
+	var o explainOpts
+	o.config = fs.String("config", "", "configuration file: its api.listen and token find the running node; with --offline, what is explained (default: "+DefaultConfig+" if it exists, else the embedded demo)")
+	o.apiURL = fs.String("api", "", "admin API of the running node, e.g. http://127.0.0.1:8053 (default: the config's api.listen)")
+	o.tokenFile = fs.String("token-file", "", "bearer token for --api (default: the config's api token)")
+	o.offline = fs.Bool("offline", false, "explain the configuration alone, without asking a running node")
+	o.qtype = fs.String("type", "A", "query type")
+	o.ecs = fs.String("ecs", "", "client subnet to send, e.g. 49.36.0.0/24 (default: none)")
+	o.from = fs.String("from", "127.0.0.1", "resolver address the query comes from")
+	o.json = fs.Bool("json", false, "print JSON")
+	return o
+}
+
+// flagList is a command's flags in order of name.
+func flagList(c command) []*flag.Flag {
+	if c.flags == nil {
+		return nil
+	}
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.flags(fs)
+	var fl []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { fl = append(fl, f) })
+	sort.Slice(fl, func(i, j int) bool { return fl[i].Name < fl[j].Name })
+	return fl
+}
+
+// isBool says whether a flag takes no value.
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("steer: a GeoDNS authoritative nameserver\n\nusage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  steer %s %s\n", c.name, c.synopsis)
+	}
+	b.WriteString("\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(&b, "\nWithout --config, serve, check and explain use %s when it exists;\n"+
+		"serve and explain otherwise use the embedded demo configuration\n"+
+		"(zone example.com on 127.0.0.1:5353 and [::1]:5353).\n"+
+		"Signals: SIGHUP reloads the configuration and zones and reopens the query\n"+
+		"log; SIGUSR1 reopens the query log only; SIGTERM and SIGINT stop.\n"+
+		"steer COMMAND -h lists a command's flags; man steer, man steer.yaml.\n", DefaultConfig)
+	return b.String()
+}
