@@ -25,6 +25,7 @@ QUERIES=${QUERIES:-200000}       # distinct client /24s in the steered file
 SAMPLE=${SAMPLE:-200}            # subnets checked per server before load
 BIND=${BIND:-127.0.0.1}
 STEER_PORT=${STEER_PORT:-5301}
+STEER_GUARD_PORT=${STEER_GUARD_PORT:-5305} # steer-guard: --servers "steer steer-guard"
 GDNSD_PORT=${GDNSD_PORT:-5302}
 KNOT_PORT=${KNOT_PORT:-5303}
 NSD_PORT=${NSD_PORT:-5304}
@@ -69,7 +70,7 @@ for m in $MODES; do
 	case "$m" in pinned | unpinned) ;; *) echo "unknown mode $m" >&2; exit 2 ;; esac
 done
 for s in $SERVERS; do
-	case "$s" in steer | gdnsd | knot | nsd) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
+	case "$s" in steer | steer-guard | gdnsd | knot | nsd) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
 done
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -101,7 +102,7 @@ trap 'exit 130' INT TERM
 
 port_of() {
 	case "$1" in
-	steer) echo "$STEER_PORT" ;; gdnsd) echo "$GDNSD_PORT" ;;
+	steer) echo "$STEER_PORT" ;; steer-guard) echo "$STEER_GUARD_PORT" ;; gdnsd) echo "$GDNSD_PORT" ;;
 	knot) echo "$KNOT_PORT" ;; nsd) echo "$NSD_PORT" ;;
 	esac
 }
@@ -192,6 +193,17 @@ records:
       - match: { continent: [NA, SA] }
         pool: us-east
       - default: { pool: us-east }
+EOF
+
+	# steer-guard: the same with rate limiting and cookies deciding every
+	# query (loopback not exempt; rates no pass reaches, so every query
+	# is decided and answered): the guard's cost per query, beside steer.
+	mkdir -p "$d/steer-guard"
+	cp "$d/steer/example.com.zone" "$d/steer-guard/"
+	sed "s/:$STEER_PORT\"/:$STEER_GUARD_PORT\"/" "$d/steer/steer.yaml" >"$d/steer-guard/steer.yaml"
+	cat >>"$d/steer-guard/steer.yaml" <<EOF
+rrl: { exempt: [], responses_per_second: 1000000, all_per_second: 1000000 }
+cookies: { enabled: true, max_nocookie_udp: 1232 }
 EOF
 
 	# gdnsd: shop is a DYNA record of the geoip plugin; the map is
@@ -354,7 +366,7 @@ start_server() { # NAME MODE
 	fi
 	local logf=$RESULTS/logs/$mode-$s.log
 	case "$s" in
-	steer) env "${envs[@]}" "${pin[@]}" "$BIN/steer" serve --config "$d/steer/steer.yaml" >"$logf" 2>&1 & ;;
+	steer | steer-guard) env "${envs[@]}" "${pin[@]}" "$BIN/steer" serve --config "$d/$s/steer.yaml" >"$logf" 2>&1 & ;;
 	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >"$logf" 2>&1 & ;;
 	knot) "${pin[@]}" knotd -c "$d/knot/knot.conf" >"$logf" 2>&1 & ;;
 	nsd) "${pin[@]}" nsd -d -c "$d/nsd/nsd.conf" >"$logf" 2>&1 & ;;
@@ -465,6 +477,7 @@ run_mode() { # MODE
 		local note=""
 		case "$s" in
 		steer) note="GOMAXPROCS=$([ "$mode" = pinned ] && echo 1 || echo "default ($NCPU)")" ;;
+		steer-guard) note="GOMAXPROCS=$([ "$mode" = pinned ] && echo 1 || echo "default ($NCPU)"), rrl deciding every query, cookies on" ;;
 		gdnsd) note="udp_threads=$threads" ;;
 		knot) note="udp-workers=$threads" ;;
 		nsd) note="server-count=$threads, static only (no geo)" ;;
