@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // testNow is the clock of the cookie tests.
@@ -245,4 +246,51 @@ func TestCookieFastPathAllocs(t *testing.T) {
 			t.Errorf("cookie %x: %.1f allocations per query", c, allocs)
 		}
 	}
+}
+
+// TestAnswersWithCookies asks every answer case of TestAnswers with a
+// client cookie and with a valid server cookie, over UDP and TCP, of a
+// server answering cookies: the response carries the cookie (the client's
+// own first 8 bytes, and a server cookie), and with the COOKIE option set
+// aside is exactly what the case wants without one.
+func TestAnswersWithCookies(t *testing.T) {
+	s := startServer(t, srvOpts{})
+	jar := cookie.Random()
+	s.Handler().SetGuard(&dnsserver.Guard{Cookies: jar})
+	client := [8]byte{0xc0, 0x01, 0xc0, 0x0c, 0x1e, 0x00, 0x00, 0x01}
+	from := s.V4.Addr()
+	for _, c := range answerCases {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, kind := range []string{"client-only", "valid"} {
+				b := client[:]
+				if kind == "valid" {
+					b = jar.Mint(nil, client, from, time.Now().Add(-time.Minute))
+				}
+				q := c.query(true)
+				q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(b)})
+				r := dnstest.Exchange(t, network, s.V4, q)
+				got := cookieOf(r)
+				if len(got) != 24 || !bytes.Equal(got[:8], client[:]) || jar.Check(got, from, time.Now()).Status != cookie.Valid {
+					t.Errorf("%s %s %s: cookie %x", c.name, network, kind, got)
+				}
+				if o := r.IsEdns0(); o != nil {
+					o.Option = slicesDeleteCookie(o.Option)
+				}
+				if c.fold {
+					foldSections(t, r)
+				}
+				checkResponse(t, q, r, c.want(t))
+			}
+		}
+	}
+}
+
+func slicesDeleteCookie(opts []dns.EDNS0) []dns.EDNS0 {
+	var out []dns.EDNS0
+	for _, o := range opts {
+		if _, ok := o.(*dns.EDNS0_COOKIE); !ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
