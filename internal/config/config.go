@@ -64,6 +64,8 @@ type Config struct {
 	RRL RRL `yaml:"rrl"`
 	// Cookies configures DNS cookies (on by default).
 	Cookies Cookies `yaml:"cookies"`
+	// Fleet, when set, makes the node one of a fleet on etcd.
+	Fleet *Fleet `yaml:"fleet"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -309,6 +311,7 @@ func (c *Config) applyDefaults() {
 		c.VersionBind = VersionHidden
 	}
 	c.applyAbuseDefaults()
+	c.applyFleetDefaults()
 }
 
 func (c *Config) check(probs *diag.Problems) {
@@ -348,6 +351,7 @@ func (c *Config) check(probs *diag.Problems) {
 		probs.Add(f, c.Line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
 	}
 	c.checkAbuse(probs)
+	c.checkFleet(probs)
 	if c.ECS.MaxSourceV4 < 0 || c.ECS.MaxSourceV4 > 32 {
 		probs.Add(f, c.Line("ecs.max_source_v4"), "ecs.max_source_v4: %d is not between 1 and 32", c.ECS.MaxSourceV4)
 	}

@@ -530,3 +530,51 @@ tcp:
 		}
 	}
 }
+
+// TestFleetKeys reads the fleet section with its defaults and names the
+// line of each bad value.
+func TestFleetKeys(t *testing.T) {
+	c, err := config.Parse(nil, "steer.yaml", []byte(`fleet:
+  node: fra-1
+  region: eu
+  etcd:
+    endpoints: [https://etcd-a:2379, https://etcd-b:2379]
+    prefix: steer/v1/
+    tls: { ca: ca.pem, cert: node.pem, key: node-key.pem }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Fleet
+	if f == nil || f.Node != "fra-1" || f.Region != "eu" || f.Etcd.Prefix != "/steer/v1" || time.Duration(f.LeaseTTL) != 10*time.Second ||
+		time.Duration(f.ViewGrace) != time.Minute || *f.HealthQuorum.HealthyAbove != 0.18 || f.HealthQuorum.MinObservers != 3 ||
+		time.Duration(*f.HealthQuorum.HoldDown) != 10*time.Second {
+		t.Errorf("fleet: %+v", f)
+	}
+	if c, _ := config.Parse(nil, "steer.yaml", []byte("identity: x\n")); c.Fleet != nil {
+		t.Error("no fleet section must mean no fleet")
+	}
+	_, err = config.Parse(nil, "steer.yaml", []byte(`fleet:
+  node: "fra 1"
+  etcd:
+    endpoints: [etcd-a:2379, "http://etcd-b:2379"]
+    tls: { ca: ca.pem, cert: node.pem }
+    username: root
+  lease_ttl: 1500ms
+  health_quorum: { healthy_above: 1.5, min_observers: 0, hold_down: -1s }
+`))
+	for _, want := range []string{
+		`steer.yaml:2: fleet.node: "fra 1"`,
+		`steer.yaml:4: fleet.etcd.endpoints[0]: "etcd-a:2379" is not an http:// or https:// URL`,
+		`steer.yaml:4: fleet.etcd.endpoints[1]: "http://etcd-b:2379" is plain http but fleet.etcd.tls is set`,
+		"steer.yaml:5: fleet.etcd.tls: cert and key go together",
+		"steer.yaml:6: fleet.etcd.username: username and password_file go together",
+		"steer.yaml:7: fleet.lease_ttl: 1.5s",
+		"steer.yaml:8: fleet.health_quorum.healthy_above: 1.5",
+		"steer.yaml:8: fleet.health_quorum.hold_down: -1s",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/steer-dns/steer/internal/diag"
+)
+
+// Fleet makes the node one of many run as one, on etcd: the configuration
+// and zones come from the store, health is decided by a quorum of the
+// nodes' observations, and operator overrides are fleet-wide. A node's
+// own file then needs only this section (plus, optionally, listen and
+// anycast).
+type Fleet struct {
+	// Node is this node's name, unique in the fleet: letters, digits,
+	// '-', '_' and '.'; default the host name.
+	Node string `yaml:"node"`
+	// Region groups nodes for regional verdicts; optional.
+	Region string `yaml:"region"`
+	// Etcd is how to reach the store.
+	Etcd Etcd `yaml:"etcd"`
+	// LeaseTTL is how long a node's observations outlive it: 2s..5m;
+	// default 10s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// ViewGrace is how long the last fleet view is kept when the store is
+	// unreachable before the node falls back to its own checks: 0..24h;
+	// default 60s.
+	ViewGrace Duration `yaml:"view_grace"`
+	// HealthQuorum turns observations into verdicts.
+	HealthQuorum HealthQuorum `yaml:"health_quorum"`
+}
+
+// Etcd is the store's address and credentials.
+type Etcd struct {
+	// Endpoints are the members' client URLs (http:// or https://).
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix is where the fleet's keys live; default /steer/v1.
+	Prefix string `yaml:"prefix"`
+	// TLS, when CA or Cert is set, is used for https endpoints.
+	TLS EtcdTLS `yaml:"tls"`
+	// Username and PasswordFile authenticate to etcd (both or neither).
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+	// DialTimeout bounds connecting to a member: 100ms..1m; default 5s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+}
+
+// EtcdTLS holds PEM files: the CA that signed the members' certificates,
+// and the client's certificate and key (both or neither).
+type EtcdTLS struct {
+	CA   string `yaml:"ca"`
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// HealthQuorum is the rule that turns many nodes' observations of a
+// target into one verdict (see the README's fleet section).
+type HealthQuorum struct {
+	// HealthyAbove: a target is up while more than this fraction of its
+	// live observers see it up: 0..<1; default 0.18 (Route 53's rule).
+	HealthyAbove *float64 `yaml:"healthy_above"`
+	// MinObservers: with fewer live observers the node's own checks
+	// decide: 1..1000; default 3.
+	MinObservers int `yaml:"min_observers"`
+	// HoldDown is how long a new verdict must hold before it is used:
+	// 0..1h; default 10s.
+	HoldDown *Duration `yaml:"hold_down"`
+	// Regional judges each region by its own observers, falling back to
+	// the fleet's verdict where a region has too few.
+	Regional bool `yaml:"regional"`
+	// Observers is how many nodes probe each target: 0 (default: 5, or
+	// every node when fewer) or 1..1000.
+	Observers int `yaml:"observers"`
+}
+
+// Defaults of the fleet keys.
+const (
+	DefaultFleetPrefix    = "/steer/v1"
+	DefaultLeaseTTL       = 10 * time.Second
+	DefaultViewGrace      = 60 * time.Second
+	DefaultHealthyAbove   = 0.18
+	DefaultMinObservers   = 3
+	DefaultHoldDown       = 10 * time.Second
+	DefaultEtcdDialTimout = 5 * time.Second
+)
+
+func (c *Config) applyFleetDefaults() {
+	f := c.Fleet
+	if f == nil {
+		return
+	}
+	if f.Node == "" {
+		f.Node, _ = os.Hostname()
+	}
+	if f.Etcd.Prefix == "" {
+		f.Etcd.Prefix = DefaultFleetPrefix
+	}
+	f.Etcd.Prefix = "/" + strings.Trim(f.Etcd.Prefix, "/")
+	if f.Etcd.DialTimeout == 0 {
+		f.Etcd.DialTimeout = Duration(DefaultEtcdDialTimout)
+	}
+	if f.LeaseTTL == 0 {
+		f.LeaseTTL = Duration(DefaultLeaseTTL)
+	}
+	if f.ViewGrace == 0 {
+		f.ViewGrace = Duration(DefaultViewGrace)
+	}
+	q := &f.HealthQuorum
+	if q.HealthyAbove == nil {
+		q.HealthyAbove = ptr(DefaultHealthyAbove)
+	}
+	if q.MinObservers == 0 {
+		q.MinObservers = DefaultMinObservers
+	}
+	if q.HoldDown == nil {
+		q.HoldDown = ptr(Duration(DefaultHoldDown))
+	}
+}
+
+func (c *Config) checkFleet(probs *diag.Problems) {
+	f := c.Fleet
+	if f == nil {
+		return
+	}
+	bad := func(key, format string, args ...any) {
+		probs.Add(c.File, c.Line(key), "%s: %s", key, fmt.Sprintf(format, args...))
+	}
+	if f.Node == "" || strings.Trim(f.Node, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" || len(f.Node) > 63 {
+		bad("fleet.node", "%q is not a node name (1 to 63 letters, digits, '-', '_' or '.')", f.Node)
+	}
+	if strings.ContainsAny(f.Region, "/ ") {
+		bad("fleet.region", "%q may not hold '/' or spaces", f.Region)
+	}
+	if len(f.Etcd.Endpoints) == 0 {
+		bad("fleet.etcd.endpoints", "at least one etcd client URL is needed, e.g. https://etcd-a:2379")
+	}
+	tlsSet := f.Etcd.TLS.CA != "" || f.Etcd.TLS.Cert != ""
+	for i, e := range f.Etcd.Endpoints {
+		u, err := url.Parse(e)
+		key := fmt.Sprintf("fleet.etcd.endpoints[%d]", i)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+			bad(key, "%q is not an http:// or https:// URL with a host", e)
+		case u.Scheme == "http" && tlsSet:
+			bad(key, "%q is plain http but fleet.etcd.tls is set", e)
+		}
+	}
+	if (f.Etcd.TLS.Cert == "") != (f.Etcd.TLS.Key == "") {
+		bad("fleet.etcd.tls", "cert and key go together")
+	}
+	if (f.Etcd.Username == "") != (f.Etcd.PasswordFile == "") {
+		bad("fleet.etcd.username", "username and password_file go together")
+	}
+	if d := time.Duration(f.Etcd.DialTimeout); d < 100*time.Millisecond || d > time.Minute {
+		bad("fleet.etcd.dial_timeout", "%s is not between 100ms and 1m", d)
+	}
+	if d := time.Duration(f.LeaseTTL); d < 2*time.Second || d > 5*time.Minute || d%time.Second != 0 {
+		bad("fleet.lease_ttl", "%s is not a whole number of seconds between 2s and 5m (etcd's lease granularity)", d)
+	}
+	if d := time.Duration(f.ViewGrace); d < 0 || d > 24*time.Hour {
+		bad("fleet.view_grace", "%s is not between 0s and 24h", d)
+	}
+	q := f.HealthQuorum
+	if h := *q.HealthyAbove; h < 0 || h >= 1 {
+		bad("fleet.health_quorum.healthy_above", "%g is not at least 0 and below 1", h)
+	}
+	if q.MinObservers < 1 || q.MinObservers > 1000 {
+		bad("fleet.health_quorum.min_observers", "%d is not between 1 and 1000", q.MinObservers)
+	}
+	if d := time.Duration(*q.HoldDown); d < 0 || d > time.Hour {
+		bad("fleet.health_quorum.hold_down", "%s is not between 0s and 1h", d)
+	}
+	if q.Observers < 0 || q.Observers > 1000 {
+		bad("fleet.health_quorum.observers", "%d is not 0 (default) or between 1 and 1000", q.Observers)
+	}
+}
