@@ -2,17 +2,43 @@
 # Runs steer's whole test suite on a fresh Debian machine with Go:
 # installs the real DNS clients the tests talk to, then vets, tests with the
 # race detector, runs each fuzz target for a bounded number of inputs and every
-# benchmark once (so they keep compiling and running).
+# benchmark once (so they keep compiling and running). Prints how long each
+# stage took, and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9) # bird2: the BGP peer of the anycast tests; knot, nsd, bind9: the reference servers
+# Stage timing: "stage NAME" ends the previous stage and starts the next;
+# the summary is printed at the end, and on failure too.
+now_ms() { date +%s%3N; }
+start_all=$(now_ms)
+stage_name="" stage_start="" timings=() log=""
+secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
+end_stage() {
+	[ -n "$stage_name" ] || return 0
+	timings+=("$(printf '  %-12s %7s s' "$stage_name" "$(secs $(($(now_ms) - stage_start)))")")
+	stage_name=""
+}
+stage() {
+	end_stage
+	stage_name=$1 stage_start=$(now_ms)
+	echo "== $*"
+}
+summary() {
+	end_stage
+	echo "== stage times"
+	((${#timings[@]})) && printf '%s\n' "${timings[@]}"
+	printf '  %-12s %7s s\n' total "$(secs $(($(now_ms) - start_all)))"
+}
+trap 'rc=$?; [ -z "$log" ] || rm -f "$log"; [ "$rc" -eq 0 ] || summary' EXIT
+
+PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 lintian) # bird2: the BGP peer of the anycast tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/)
 missing=()
 for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+stage apt
 if ((${#missing[@]})); then
-	echo "== installing ${missing[*]}"
+	echo "installing ${missing[*]}"
 	SUDO=""
 	[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 	$SUDO apt-get update -qq
@@ -20,16 +46,15 @@ if ((${#missing[@]})); then
 fi
 export STEER_REQUIRE_TOOLS=1 # a missing client fails tests instead of skipping them
 
-echo "== gofmt"
+stage gofmt
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "not gofmt-clean:"; echo "$unformatted"; exit 1
 fi
-echo "== go vet"
+stage vet
 go vet ./...
-echo "== go test -race"
+stage "test -race"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 status=0
 go test -race -count=1 -timeout 15m -v ./... >"$log" 2>&1 || status=$?
 # Show package results and failures, not every passing test's chatter.
@@ -51,10 +76,11 @@ fi
 # on this project's 2-core machine.
 HANDLE_EXECS=${HANDLE_EXECS:-200000}
 PARSE_EXECS=${PARSE_EXECS:-30000}
-echo "== fuzz (FuzzHandle ${HANDLE_EXECS}x, FuzzParse ${PARSE_EXECS}x)"
+stage fuzz "(FuzzHandle ${HANDLE_EXECS}x, FuzzParse ${PARSE_EXECS}x)"
 go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "${HANDLE_EXECS}x" -fuzzminimizetime 1000x ./internal/dnsserver/
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${PARSE_EXECS}x" -fuzzminimizetime 1000x ./internal/zone/
 
-echo "== benchmarks (each once, to keep them compiling and running; measure with bench/ or -benchtime)"
+stage benchmarks "(each once, to keep them compiling and running; measure with bench/ or -benchtime)"
 go test -run '^$' -bench . -benchtime 1x ./... | grep -E '^(Benchmark|ok|FAIL)'
+summary
 echo "tests: $passed passed, $failed failed, $skipped skipped"
