@@ -1,0 +1,57 @@
+// Package examples holds complete example configurations (one directory
+// each) and the test that every one passes steer check.
+package examples
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/steer-dns/steer/internal/node"
+)
+
+// TestExamplesCheck runs steer check's validation on every
+// examples/*/steer.yaml: each must pass without warnings.
+func TestExamplesCheck(t *testing.T) {
+	configs, err := filepath.Glob("*/steer.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(configs) < 5 {
+		t.Fatalf("only %d examples: %v", len(configs), configs)
+	}
+	for _, c := range configs {
+		t.Run(filepath.Dir(c), func(t *testing.T) {
+			t.Parallel()
+			summary, warns, err := node.Check(c)
+			for _, w := range warns {
+				t.Errorf("warning: %s", w)
+			}
+			if err != nil {
+				t.Fatalf("steer check %s:\n%v", c, err)
+			}
+			t.Logf("%s: ok (%s)", c, summary)
+		})
+	}
+}
+
+// TestLarkbookIsTheDemo keeps examples/larkbook the embedded demo.
+func TestLarkbookIsTheDemo(t *testing.T) {
+	for ex, demo := range map[string]string{
+		"larkbook/steer.yaml":             "../internal/config/demo/steer.yaml",
+		"larkbook/zones/example.com.zone": "../internal/config/demo/zones/example.com.zone",
+	} {
+		a, err1 := os.ReadFile(ex)
+		b, err2 := os.ReadFile(demo)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		// The first line says what the file is; the rest is the same.
+		if _, a2, _ := bytes.Cut(a, []byte("\n")); true {
+			if _, b2, _ := bytes.Cut(b, []byte("\n")); !bytes.Equal(a2, b2) {
+				t.Errorf("%s differs from %s (copy it again, keeping the first line)", ex, demo)
+			}
+		}
+	}
+}
