@@ -29,6 +29,7 @@ import (
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -71,6 +72,7 @@ type Node struct {
 	ac   *anycastWiring
 	feed *feedWiring
 	grd  *guardWiring
+	fl   *fleetWiring // nil: not in a fleet
 
 	// first is the snapshot New built and Start serves.
 	first *snapshot.Snapshot
@@ -118,12 +120,34 @@ func New(o Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	var bundle fleet.Bundle
+	if cfg.Fleet != nil {
+		if n.fl, err = openFleet(n, cfg); err != nil {
+			return nil, err
+		}
+		local := cfg
+		if cfg, bundle, err = n.fl.config(nil); err != nil {
+			n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
+			n.fl.applied(bundle, err)
+			cfg, bundle = local, fleet.Bundle{}
+		}
+	}
 	n.log.Info("configuration read; loading zones and geo databases, compiling policies", "zones", len(cfg.Zones),
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
 	snap, warns, err := n.build(cfg, nil)
 	logWarnings(n.log, warns)
+	if err != nil && n.fl != nil && bundle.Rev != 0 {
+		n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
+		n.fl.applied(bundle, err)
+		cfg, bundle = n.fl.local, fleet.Bundle{}
+		snap, warns, err = n.build(cfg, nil)
+		logWarnings(n.log, warns)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if n.fl != nil && bundle.Rev != 0 {
+		n.fl.applied(bundle, nil)
 	}
 	n.log.Info("loaded", "data", snap.Summary(), "took", time.Since(start).Round(time.Millisecond))
 	if err := validateFiles(cfg); err != nil {
@@ -317,6 +341,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	go n.reloadLoop()
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
+	if n.fl != nil {
+		n.fl.start(n.ctx)
+		n.onStop(func(context.Context) { n.fl.close() })
+	}
 	n.releaseMemory()
 	n.log.Info("serving", "config", n.source, "version", n.opts.Version, "data", snap.Summary(),
 		"listen", strings.Join(addrStrings(n.srv.Addrs()), " "))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -174,7 +176,25 @@ func (n *Node) reloadConfig(res *Result) {
 	}
 	t := time.Now()
 	old := n.srv.Handler().Snapshot()
-	cfg, same, err := reloadConfigFile(n.opts.ConfigPath, old.Config)
+	var cfg *config.Config
+	var same bool
+	var err error
+	var bundle fleet.Bundle
+	if n.fl != nil {
+		cfg, bundle, err = n.fl.config(old.Config)
+		same = cfg == old.Config
+		defer func() {
+			if bundle.Rev != 0 {
+				var e error
+				if !res.Applied {
+					e = errors.New(strings.Join(res.Problems, "; "))
+				}
+				n.fl.applied(bundle, e)
+			}
+		}()
+	} else {
+		cfg, same, err = reloadConfigFile(n.opts.ConfigPath, old.Config)
+	}
 	if err != nil {
 		n.reject(res, err)
 		return

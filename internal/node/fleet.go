@@ -1,0 +1,306 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/fleet"
+)
+
+// fleetWiring makes the node one of a fleet: its configuration and zones
+// come from the bundle published in the store (steer fleet push), which
+// it follows and applies through the one reload path, and it reports what
+// it serves under its own lease. The local file holds only the fleet
+// section and, optionally, listen and anycast, which override the
+// bundle's. The last bundle is kept on disk, so a node restarted while
+// the store is unreachable serves what it served before. The query path
+// never reads the store.
+type fleetWiring struct {
+	n      *Node
+	local  *config.Config
+	store  fleet.Store
+	prefix string
+	cache  string // where the last bundle is kept
+
+	mu       sync.Mutex
+	kvs      map[string]fleet.KV // the view of P/config/
+	latest   fleet.Bundle        // the newest complete bundle seen
+	served   fleet.Bundle        // the bundle the node serves
+	applyErr string              // why latest is not served
+	errRev   int64
+	viewAt   time.Time
+	since    time.Time
+	lease    fleet.Lease
+	wg       sync.WaitGroup
+}
+
+// openFleet opens the store named by the local file's fleet section (no
+// I/O yet, unless etcd authentication is set) and reads the bundle to
+// start from: the store's, or the cached one when the store cannot be
+// read within the dial timeout.
+func openFleet(n *Node, local *config.Config) (*fleetWiring, error) {
+	f := local.Fleet
+	ec := fleet.EtcdConfig{
+		Endpoints:   f.Etcd.Endpoints,
+		DialTimeout: time.Duration(f.Etcd.DialTimeout),
+		Username:    f.Etcd.Username,
+	}
+	if f.Etcd.TLS.CA != "" {
+		ec.CAFile = local.Resolve(f.Etcd.TLS.CA)
+	}
+	if f.Etcd.TLS.Cert != "" {
+		ec.CertFile, ec.KeyFile = local.Resolve(f.Etcd.TLS.Cert), local.Resolve(f.Etcd.TLS.Key)
+	}
+	if f.Etcd.PasswordFile != "" {
+		b, err := config.ReadFile(local.FS, local.Resolve(f.Etcd.PasswordFile))
+		if err != nil {
+			return nil, fmt.Errorf("%s: fleet.etcd.password_file: %v", local.File, err)
+		}
+		ec.Password = strings.TrimSpace(string(b))
+	}
+	s, err := fleet.OpenEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	fw := &fleetWiring{n: n, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
+		cache: fleetCacheFile(local), since: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
+	defer cancel()
+	b, err := fleet.ReadBundle(ctx, s, fw.prefix)
+	switch {
+	case err == nil && b.Rev != 0:
+		fw.latest, fw.viewAt = b, time.Now()
+		fw.saveCache(b)
+	case err == nil:
+		fw.viewAt = time.Now()
+		n.log.Warn("fleet: nothing published yet: serving the local file alone until steer fleet push", "prefix", fw.prefix)
+	default:
+		n.log.Error("fleet: the store cannot be read; starting from the last bundle kept on disk", "err", err, "cache", fw.cache)
+		if cb, cerr := fw.loadCache(); cerr == nil {
+			fw.latest = cb
+		} else {
+			n.log.Warn("fleet: no bundle kept on disk either: serving the local file alone", "err", cerr)
+		}
+	}
+	return fw, nil
+}
+
+// fleetCacheFile is beside the local health state file when one is set,
+// else beside the local file.
+func fleetCacheFile(local *config.Config) string {
+	dir := filepath.Dir(local.File)
+	if local.Health.StateFile != "" {
+		dir = filepath.Dir(local.Resolve(local.Health.StateFile))
+	}
+	return filepath.Join(dir, "steer-fleet-bundle.json")
+}
+
+type cachedBundle struct {
+	Meta  fleet.Meta        `json:"meta"`
+	Rev   int64             `json:"rev"`
+	Files map[string][]byte `json:"files"`
+}
+
+func (fw *fleetWiring) saveCache(b fleet.Bundle) {
+	data, err := json.Marshal(cachedBundle{Meta: b.Meta, Rev: b.Rev, Files: b.Files})
+	if err == nil {
+		tmp := fw.cache + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, fw.cache)
+		}
+	}
+	if err != nil {
+		fw.n.log.Warn("fleet: the bundle could not be kept on disk", "file", fw.cache, "err", err)
+	}
+}
+
+func (fw *fleetWiring) loadCache() (fleet.Bundle, error) {
+	data, err := os.ReadFile(fw.cache)
+	if err != nil {
+		return fleet.Bundle{}, err
+	}
+	var c cachedBundle
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fleet.Bundle{}, fmt.Errorf("%s: %v", fw.cache, err)
+	}
+	return fleet.Bundle{Meta: c.Meta, Rev: c.Rev, Files: c.Files}, nil
+}
+
+// config is the configuration to serve: the newest bundle's, with the
+// local file's fleet section and, where the local file sets them, listen
+// and anycast; the local file alone before anything was published.
+func (fw *fleetWiring) config(prev *config.Config) (*config.Config, fleet.Bundle, error) {
+	fw.mu.Lock()
+	b := fw.latest
+	fw.mu.Unlock()
+	if b.Rev == 0 {
+		return fw.local, b, nil
+	}
+	// Files the bundle does not carry (geo databases, latency and feed
+	// files) are read from the node's disk by their absolute paths.
+	fsys := b.FS(os.DirFS("/"))
+	cfg, _, err := config.LoadAgain(fsys, fleet.ConfigName, prev)
+	if err != nil {
+		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
+	}
+	cfg.Fleet = fw.local.Fleet
+	if fw.local.Line("listen") > 0 {
+		cfg.Listen = append([]string(nil), fw.local.Listen...)
+	}
+	if fw.local.Anycast != nil {
+		cfg.Anycast = fw.local.Anycast
+	}
+	return cfg, b, nil
+}
+
+// applied records the outcome of serving bundle b (err nil: it is served).
+func (fw *fleetWiring) applied(b fleet.Bundle, err error) {
+	fw.mu.Lock()
+	if err == nil {
+		fw.served, fw.applyErr, fw.errRev = b, "", 0
+	} else {
+		fw.applyErr, fw.errRev = err.Error(), b.Rev
+	}
+	fw.mu.Unlock()
+	fw.report()
+}
+
+// start follows the bundle and keeps the node's status key until ctx ends.
+func (fw *fleetWiring) start(ctx context.Context) {
+	fw.wg.Add(2)
+	go func() {
+		defer fw.wg.Done()
+		fleet.Follow(ctx, fw.store, fleet.ConfigPrefix(fw.prefix), fleet.Handler{
+			Snapshot: func(kvs []fleet.KV, rev int64) {
+				fw.mu.Lock()
+				fw.kvs = map[string]fleet.KV{}
+				for _, kv := range kvs {
+					fw.kvs[kv.Key] = kv
+				}
+				fw.mu.Unlock()
+				fw.changed()
+			},
+			Events: func(evs []fleet.Event, rev int64) {
+				fw.mu.Lock()
+				for _, e := range evs {
+					if e.Kind == fleet.EventDelete {
+						delete(fw.kvs, e.KV.Key)
+					} else {
+						fw.kvs[e.KV.Key] = e.KV
+					}
+				}
+				fw.mu.Unlock()
+				fw.changed()
+			},
+			Progress: func(int64) {
+				fw.mu.Lock()
+				fw.viewAt = time.Now()
+				fw.mu.Unlock()
+			},
+			Error: func(err error) { fw.n.log.Warn("fleet: following the configuration", "err", err) },
+		})
+	}()
+	go func() {
+		defer fw.wg.Done()
+		fw.keepStatus(ctx)
+	}()
+}
+
+// changed rebuilds the bundle from the view and asks for a reload when it
+// is a new one.
+func (fw *fleetWiring) changed() {
+	fw.mu.Lock()
+	kvs := make([]fleet.KV, 0, len(fw.kvs))
+	for _, kv := range fw.kvs {
+		kvs = append(kvs, kv)
+	}
+	fw.viewAt = time.Now()
+	fw.mu.Unlock()
+	b, err := fleet.BundleOf(fw.prefix, kvs)
+	if err != nil {
+		fw.n.log.Error("fleet: the published bundle is incomplete; keeping the one served", "err", err)
+		return
+	}
+	fw.mu.Lock()
+	newer := b.Rev != fw.latest.Rev
+	if newer {
+		fw.latest = b
+	}
+	fw.mu.Unlock()
+	if newer && b.Rev != 0 {
+		fw.saveCache(b)
+		fw.n.log.Info("fleet: a new bundle is published", "serial", b.Meta.Serial, "revision", b.Rev, "files", len(b.Files))
+		fw.n.RequestReload("fleet")
+	}
+}
+
+// keepStatus holds a lease and the node's status under it, granting a new
+// lease whenever the old one is lost (the store was unreachable too long).
+func (fw *fleetWiring) keepStatus(ctx context.Context) {
+	ttl := time.Duration(fw.local.Fleet.LeaseTTL)
+	for ctx.Err() == nil {
+		l, err := fw.store.Grant(ctx, ttl)
+		if err != nil {
+			fw.n.log.Warn("fleet: no lease for the node's status", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		fw.mu.Lock()
+		fw.lease = l
+		fw.mu.Unlock()
+		fw.report()
+		select {
+		case <-ctx.Done():
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			l.Close(cctx) // the status goes at once, not after the TTL
+			cancel()
+			return
+		case <-l.Done():
+			fw.n.log.Warn("fleet: the node's lease was lost; granting a new one", "err", l.Err())
+		}
+	}
+}
+
+// report writes the node's status under its lease (when it has one).
+func (fw *fleetWiring) report() {
+	fw.mu.Lock()
+	l := fw.lease
+	st := fleet.Status{
+		Node: fw.local.Fleet.Node, Region: fw.local.Fleet.Region,
+		Serial: fw.served.Meta.Serial, Rev: fw.served.Rev,
+		Error: fw.applyErr, ErrorRev: fw.errRev,
+		ViewAt: fw.viewAt, Version: fw.n.opts.Version, Since: fw.since,
+	}
+	fw.mu.Unlock()
+	if l == nil {
+		return
+	}
+	data, _ := json.Marshal(st)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := l.Put(ctx, fleet.StatusKey(fw.prefix, st.Node), data); err != nil && !errors.Is(err, context.Canceled) {
+		fw.n.log.Warn("fleet: the node's status was not written", "err", err)
+	}
+}
+
+// close waits for the follower and the status keeper (ctx has ended)
+// and closes the store.
+func (fw *fleetWiring) close() {
+	fw.wg.Wait()
+	fw.store.Close()
+}
+
+var _ fs.FS = fleet.Bundle{}.FS(nil)
