@@ -262,15 +262,25 @@ func (fw *fleetWiring) keepStatus(ctx context.Context) {
 		fw.lease = l
 		fw.mu.Unlock()
 		fw.report()
-		select {
-		case <-ctx.Done():
-			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			l.Close(cctx) // the status goes at once, not after the TTL
-			cancel()
-			return
-		case <-l.Done():
-			fw.n.log.Warn("fleet: the node's lease was lost; granting a new one", "err", l.Err())
+		// Re-written every half TTL, so status shows a live view age.
+		tick := time.NewTicker(ttl / 2)
+	held:
+		for {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				l.Close(cctx) // the status goes at once, not after the TTL
+				cancel()
+				return
+			case <-tick.C:
+				fw.report()
+			case <-l.Done():
+				fw.n.log.Warn("fleet: the node's lease was lost; granting a new one", "err", l.Err())
+				break held
+			}
 		}
+		tick.Stop()
 	}
 }
 
@@ -291,9 +301,16 @@ func (fw *fleetWiring) report() {
 	data, _ := json.Marshal(st)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := l.Put(ctx, fleet.StatusKey(fw.prefix, st.Node), data); err != nil && !errors.Is(err, context.Canceled) {
-		fw.n.log.Warn("fleet: the node's status was not written", "err", err)
+	if _, err := l.Put(ctx, fleet.StatusKey(fw.prefix, st.Node), data); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			fw.n.log.Warn("fleet: the node's status was not written", "err", err)
+		}
+		return
 	}
+	// The store answered and the watch runs: the view is current.
+	fw.mu.Lock()
+	fw.viewAt = time.Now()
+	fw.mu.Unlock()
 }
 
 // close waits for the follower and the status keeper (ctx has ended)

@@ -127,3 +127,52 @@ func TestFleetConfig(t *testing.T) {
 		t.Errorf("the log does not say the kept bundle is served")
 	}
 }
+
+// TestFleetPushAndStatus pushes a configuration with its zones as steer
+// fleet push does: a configuration that fails steer check is refused with
+// nothing written; a good one is published with every zone it names and
+// served by a node, which fleet status lists.
+func TestFleetPushAndStatus(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	dir := t.TempDir()
+	writeFile(t, dir, "steer.yaml", "identity: pushed\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n")
+	writeFile(t, dir, "zones/example.com.zone", zone("example.com", 7, "pushed"))
+	writeFile(t, dir, "bad.yaml", "identity: pushed\nzones:\n  - origin: example.com\n    file: zones/nope.zone\n")
+	o := FleetOptions{Endpoints: c.Endpoints(), Timeout: 3 * time.Second}
+	if _, err := FleetPush(dir+"/bad.yaml", o); err == nil || !strings.Contains(err.Error(), "nothing was pushed") {
+		t.Fatalf("a config failing steer check: %v", err)
+	}
+	st, err := FleetStatus(o)
+	if err != nil || st.Published.Rev != 0 {
+		t.Fatalf("after the refused push: %+v %v", st, err)
+	}
+	res, err := FleetPush(dir+"/steer.yaml", o)
+	if err != nil || res.Serial != 1 || len(res.Files) != 2 {
+		t.Fatalf("push: %+v %v", res, err)
+	}
+	n := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "ams-1")}, Options{Version: "v-test"})
+	if got := n.txt("gen.example.com"); got != "pushed" {
+		t.Errorf("the node serves %q", got)
+	}
+	var text string
+	waitFor(t, 3*time.Second, "fleet status lists ams-1", func() bool {
+		st, err := FleetStatus(o)
+		if err != nil {
+			return false
+		}
+		text = st.Text(time.Now())
+		return len(st.Nodes) == 1 && st.Nodes[0].Serial == 1 && st.Nodes[0].Version == "v-test"
+	})
+	if !strings.Contains(text, "published: serial 1") || !strings.Contains(text, "ams-1") {
+		t.Errorf("status text:\n%s", text)
+	}
+	t.Logf("\n%s", text)
+	// The store down: push fails loudly.
+	c.Member(0).Stop()
+	o.Timeout = time.Second
+	if _, err := FleetPush(dir+"/steer.yaml", o); err == nil {
+		t.Error("push with the store down succeeded")
+	} else {
+		t.Logf("push with the store down: %v", err)
+	}
+}
