@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/fleet"
 )
@@ -135,7 +136,8 @@ func TestFleetConfig(t *testing.T) {
 func TestFleetPushAndStatus(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	dir := t.TempDir()
-	writeFile(t, dir, "steer.yaml", "identity: pushed\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n")
+	writeFile(t, dir, "steer.yaml", "identity: pushed\ncookies: { secret_file: cookie.key }\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n")
+	writeFile(t, dir, "cookie.key", secretA+"\n")
 	writeFile(t, dir, "zones/example.com.zone", zone("example.com", 7, "pushed"))
 	writeFile(t, dir, "bad.yaml", "identity: pushed\nzones:\n  - origin: example.com\n    file: zones/nope.zone\n")
 	o := FleetOptions{Endpoints: c.Endpoints(), Timeout: 3 * time.Second}
@@ -147,12 +149,19 @@ func TestFleetPushAndStatus(t *testing.T) {
 		t.Fatalf("after the refused push: %+v %v", st, err)
 	}
 	res, err := FleetPush(dir+"/steer.yaml", o)
-	if err != nil || res.Serial != 1 || len(res.Files) != 2 {
+	if err != nil || res.Serial != 1 || len(res.Files) != 3 {
 		t.Fatalf("push: %+v %v", res, err)
 	}
 	n := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "ams-1")}, Options{Version: "v-test"})
 	if got := n.txt("gen.example.com"); got != "pushed" {
 		t.Errorf("the node serves %q", got)
+	}
+	// The pushed secret is the node's: a cookie minted with it is valid.
+	sa, _ := cookie.ParseSecret(secretA)
+	if g := n.srv.Handler().Guard(); g == nil || g.Cookies == nil {
+		t.Error("no cookies on the fleet node")
+	} else if ck := cookie.NewJar(sa, nil).Mint(nil, [8]byte{1}, n.dns.Addr(), time.Now()); g.Cookies.Check(ck, n.dns.Addr(), time.Now()).Status != cookie.Valid {
+		t.Error("the node does not accept cookies minted with the pushed secret")
 	}
 	var text string
 	waitFor(t, 3*time.Second, "fleet status lists ams-1", func() bool {

@@ -79,9 +79,9 @@ type PushResult struct {
 // FleetPush checks the configuration at path as steer check does and, when
 // it passes, publishes it with every zone file it names, in one
 // transaction, on top of the bundle published now (a push that races
-// another fails, and writes nothing). Files other than zones (geo
-// databases, latency and feed files) are not pushed: each node reads them
-// from its own disk, by their absolute paths.
+// another fails, and writes nothing), and the cookie secret file when it
+// names one. Other files (geo databases, latency and feed files) are not
+// pushed: each node reads them from its own disk, by their absolute paths.
 func FleetPush(path string, o FleetOptions) (*PushResult, error) {
 	summary, warns, err := Check(path)
 	if err != nil {
@@ -102,6 +102,15 @@ func FleetPush(path string, o FleetOptions) (*PushResult, error) {
 			return nil, fmt.Errorf("zone %s: %v", z.Origin, err)
 		}
 		b.Files[fleet.BundleName(z.File)] = zd
+	}
+	// The cookie secret goes with the bundle: every node of the anycast
+	// set then mints and accepts the same cookies, and a push rotates it.
+	if sf := cfg.Cookies.SecretFile; sf != "" {
+		sd, err := os.ReadFile(cfg.Resolve(sf))
+		if err != nil {
+			return nil, fmt.Errorf("cookies.secret_file: %v", err)
+		}
+		b.Files[fleet.BundleName(sf)] = sd
 	}
 	host, _ := os.Hostname()
 	b.Meta.PushedBy, b.Meta.PushedAt = host, time.Now().UTC()
