@@ -169,6 +169,7 @@ type Manager struct {
 	pools     map[[2]string]*override // by record and pool
 	restored  map[Key]State           // from LoadState, for keys without a result yet
 	onChange  []func()
+	verdict   func(k Key, own Status) Status // SetVerdict; nil: own status
 	onResult  func(k Key, took time.Duration, pass bool, from, to Status)
 	closed    bool
 	stateFile string      // saved on every change; "" for none

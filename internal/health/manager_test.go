@@ -288,3 +288,37 @@ func TestCloseStopsCheckers(t *testing.T) {
 		t.Error("Apply after Close started checks")
 	}
 }
+
+// TestSetVerdict: an outside verdict decides Usable from the node's own
+// status; overrides still win; Changed notifies.
+func TestSetVerdict(t *testing.T) {
+	m := NewManager(nil)
+	k := Key{Addr: netip.MustParseAddr("192.0.2.1"), Check: "c"}
+	notified := 0
+	m.OnChange(func() { notified++ })
+	down := true
+	m.SetVerdict(func(key Key, own Status) Status {
+		if key == k && down {
+			return Down
+		}
+		return own
+	})
+	if m.Usable(k) {
+		t.Error("the verdict says down, Usable says usable")
+	}
+	down = false
+	m.Changed()
+	if !m.Usable(k) || notified != 2 {
+		t.Errorf("verdict up: usable %v, notified %d", m.Usable(k), notified)
+	}
+	down = true
+	m.SetOverride(k.Addr, OverrideUp, time.Time{})
+	if !m.Usable(k) {
+		t.Error("an up override must win over the verdict")
+	}
+	m.SetVerdict(nil)
+	m.SetOverride(k.Addr, OverrideNone, time.Time{})
+	if !m.Usable(k) {
+		t.Error("without a verdict an unchecked key is usable")
+	}
+}

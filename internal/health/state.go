@@ -46,8 +46,27 @@ func (m *Manager) Usable(k Key) bool {
 	if c := m.checkers[k]; c != nil {
 		s = c.m.status
 	}
+	if f := m.verdict; f != nil {
+		s = f(k, s)
+	}
 	return usable(s, o)
 }
+
+// SetVerdict makes f decide the status Usable goes by, from the key and
+// this node's own status (a fleet's quorum of many nodes' observations);
+// nil goes back to the node's own. Overrides still win over it. f is
+// called with the Manager's read lock held: it must not call the Manager.
+// Call Changed when f's answers change.
+func (m *Manager) SetVerdict(f func(k Key, own Status) Status) {
+	m.mu.Lock()
+	m.verdict = f
+	m.mu.Unlock()
+	m.notify()
+}
+
+// Changed tells the Manager's OnChange functions that usability changed
+// outside it (the verdict function's answers).
+func (m *Manager) Changed() { m.notify() }
 
 // OnResult sets a function called after every check with its duration,
 // whether it passed, and the status before and after (metrics). It is
