@@ -31,7 +31,7 @@ summary() {
 }
 trap 'rc=$?; [ -z "$log" ] || rm -f "$log"; [ "$rc" -eq 0 ] || summary' EXIT
 
-PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 lintian) # bird2: the BGP peer of the anycast tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/)
+PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 lintian zsh fish) # bird2: the BGP peer of the anycast tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/); zsh, fish: the completion scripts' test
 missing=()
 for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -203,6 +203,14 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("bash completion of --log-l: %q %v", out, err)
 		}
 	}
+	if fish, err := exec.LookPath("fish"); err == nil {
+		f := filepath.Join(t.TempDir(), "steer.fish")
+		os.WriteFile(f, []byte(steerOut(t, "completion", "fish")), 0o644)
+		out, err := exec.Command(fish, "--no-config", "-c", "source "+f+"; complete -C'steer serve --log-l'").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "--log-level\t") {
+			t.Errorf("fish completion of --log-l: %q %v", out, err)
+		}
+	}
 	if code, _, _ := runCapture("completion", "tcsh"); code != 2 {
 		t.Errorf("completion tcsh: exit %d", code)
 	}
