@@ -11,9 +11,10 @@ import (
 
 // sd_notify(3) by hand: a datagram of NAME=value lines to the unix socket
 // systemd names in $NOTIFY_SOCKET (a path, or "@name" in the abstract
-// namespace). It is a dozen lines; go-systemd would add a dependency (and
-// its dbus and journal code) for one sendto. Without the variable (not
-// under systemd, or Type= other than notify) it does nothing.
+// namespace). It is a dozen lines, so steer does not import go-systemd
+// for it (that module comes in only through etcd's client, and a direct
+// dependency for one sendto is not worth tracking). Without the variable
+// (not under systemd, or Type= other than notify) it does nothing.
 
 func sdNotifying() bool { return os.Getenv("NOTIFY_SOCKET") != "" }
 
