@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +186,176 @@ func TestFleetPushAndStatus(t *testing.T) {
 	} else {
 		t.Logf("push with the store down: %v", err)
 	}
+}
+
+// fakeObserver publishes one observation of target under its own lease,
+// refreshed every interval, as another node of the fleet would.
+type fakeObserver struct {
+	lease fleet.Lease
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newFakeObserver(t *testing.T, s fleet.Store, target, node string, up bool) *fakeObserver {
+	t.Helper()
+	l, err := s.Grant(context.Background(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeObserver{lease: l, stop: make(chan struct{}), done: make(chan struct{})}
+	put := func() {
+		data, _ := json.Marshal(observation{Up: up, CheckedAt: time.Now(), Interval: 100 * time.Millisecond})
+		l.Put(context.Background(), "/steer/v1/obs/"+target+"/"+node, data)
+	}
+	put()
+	go func() {
+		defer close(f.done)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-tk.C:
+				put()
+			}
+		}
+	}()
+	t.Cleanup(f.leave)
+	return f
+}
+
+// leave is the observer's node going away: its lease (and observation) go.
+func (f *fakeObserver) leave() {
+	select {
+	case <-f.stop:
+		return
+	default:
+	}
+	close(f.stop)
+	<-f.done
+	f.lease.Close(context.Background())
+}
+
+// TestFleetHealthQuorum runs a node whose own checker sees the target up,
+// beside other observers written to the store: a minority seeing it down
+// never flips it (fail-open, more than 18 % up keeps it up); more than
+// 82 % down takes it down after hold_down although the node itself sees it
+// up; observers that leave drop out of the count (the node's own view
+// decides below min_observers); and cut from the store the node goes back
+// to its own checks after view_grace, and to the fleet's verdict when the
+// link heals.
+func TestFleetHealthQuorum(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	target := startTCPTarget(t)
+	cfg := fmt.Sprintf(`identity: pushed
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+health_checks:
+  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
+records:
+  - name: shop.example.com
+    ttl: 5
+    pools:
+      primary:   { address: 127.0.0.1, health_check: t }
+      secondary: { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, secondary] }
+`, target)
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	bridge := etcdtest.NewBridge(t, strings.TrimPrefix(c.Endpoints()[0], "http://"))
+	local := fmt.Sprintf(`fleet:
+  node: self
+  etcd: { endpoints: ["http://%s"], dial_timeout: 1s }
+  lease_ttl: 2s
+  view_grace: 2s
+  health_quorum: { healthy_above: 0.18, min_observers: 3, hold_down: 300ms }
+`, bridge.Addr())
+	n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
+	const key = "127.0.0.1/t"
+	answers := func(want string, within time.Duration, what string) {
+		t.Helper()
+		waitFor(t, within, what+": shop answers "+want, func() bool { return n.a("shop.example.com") == want })
+	}
+	answers("127.0.0.1", 3*time.Second, "alone")
+	waitFor(t, 3*time.Second, "the node's own observation published", func() bool {
+		kvs, _, err := s.Get(context.Background(), "/steer/v1/obs/"+key+"/self")
+		return err == nil && len(kvs) == 1
+	})
+
+	var down []*fakeObserver
+	for i := range 3 {
+		down = append(down, newFakeObserver(t, s, key, fmt.Sprintf("down-%d", i), false))
+	}
+	// 1 up of 4 live = 25 % > 18 %: stays up, however long.
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if got := n.a("shop.example.com"); got != "127.0.0.1" {
+			t.Fatalf("3 of 4 observers down flipped the target: %s", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// 1 up of 6 = 16.7 %: down, though the node's own check says up.
+	for i := 3; i < 5; i++ {
+		down = append(down, newFakeObserver(t, s, key, fmt.Sprintf("down-%d", i), false))
+	}
+	start := time.Now()
+	answers("192.0.2.2", 3*time.Second, "5 of 6 down")
+	t.Logf("5 of 6 observers down: withdrawn after %v (hold_down 300ms)", time.Since(start).Round(10*time.Millisecond))
+	if el := time.Since(start); el < 250*time.Millisecond {
+		t.Errorf("withdrawn after %v, before hold_down", el)
+	}
+	// They leave (their leases go): 1 live < min_observers: own view, up.
+	for _, f := range down {
+		f.leave()
+	}
+	answers("127.0.0.1", 3*time.Second, "the observers left")
+
+	// Down again by quorum, then cut from the store: after view_grace the
+	// node's own check decides; healed, the fleet's verdict is back.
+	down = down[:0]
+	for i := range 5 {
+		down = append(down, newFakeObserver(t, s, key, fmt.Sprintf("again-%d", i), false))
+	}
+	answers("192.0.2.2", 3*time.Second, "5 of 6 down again")
+	bridge.Cut()
+	cut := time.Now()
+	answers("127.0.0.1", 5*time.Second, "cut from the store past view_grace")
+	t.Logf("cut from the store: own checks after %v (view_grace 2s)", time.Since(cut).Round(10*time.Millisecond))
+	if el := time.Since(cut); el < 1500*time.Millisecond {
+		t.Errorf("own checks after %v, before view_grace", el)
+	}
+	bridge.Heal()
+	healed := time.Now()
+	answers("192.0.2.2", 5*time.Second, "healed")
+	t.Logf("healed: the fleet's verdict back after %v", time.Since(healed).Round(10*time.Millisecond))
+}
+
+// startTCPTarget is a TCP health-check target on a free loopback port.
+func startTCPTarget(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
 }

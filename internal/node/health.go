@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/steer-dns/steer/internal/config"
@@ -29,6 +30,10 @@ type healthWiring struct {
 	last      map[[2]string]poolSeen // record, pool -> state last logged
 	allDown   map[string]bool        // records last seen failing open
 	gen       uint64                 // logTransitions calls, for last
+
+	// onCheck, when set, receives every check's resulting status (the
+	// fleet publishes them).
+	onCheck atomic.Pointer[func(health.Key, health.Status)]
 }
 
 func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *healthWiring {
@@ -42,6 +47,9 @@ func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *h
 		}
 		log.Debug("health check", "target", k.Addr.String(), "check", k.Check, "pass", pass, "status", to.String(),
 			"took", took.Round(time.Microsecond))
+		if f := h.onCheck.Load(); f != nil {
+			(*f)(k, to)
+		}
 	})
 	met.SetHealth(h.counts)
 	h.wireMetrics()

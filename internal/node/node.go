@@ -342,7 +342,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
 	if n.fl != nil {
+		fh, err := newFleetHealth(n.fl, n.hc)
+		if err != nil {
+			return fmt.Errorf("fleet.health_quorum: %w", err)
+		}
+		observed := fh.observed
+		n.hc.onCheck.Store(&observed)
 		n.fl.start(n.ctx)
+		fh.start(n.ctx)
 		n.onStop(func(context.Context) { n.fl.close() })
 	}
 	n.releaseMemory()

@@ -1,0 +1,338 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/quorum"
+)
+
+// fleetHealth shares health across the fleet: the node publishes each of
+// its checkers' observations under its lease (P/obs/ADDR/CHECK/NODE), follows
+// every node's, and lets the quorum of live observers decide each target's
+// status (see internal/quorum: up while more than healthy_above of them
+// see it up; absent observers never vote). When the node has had no view
+// of the store for view_grace, its own checks decide again.
+type fleetHealth struct {
+	fw      *fleetWiring
+	hc      *healthWiring
+	cfg     quorum.Config
+	grace   time.Duration
+	tracker *quorum.Tracker
+
+	mu      sync.Mutex
+	obs     map[string]map[string]quorum.Observation // target → node → observation
+	own     map[string]quorum.Verdict
+	ownObs  map[string]quorum.Observation // this node's latest, counted before the store has it
+	viewAt  time.Time                     // the last complete view of P/obs/
+	fresh   bool                          // the view was fresh at the last tick
+	pending map[string]observation        // to publish, by target
+	lastPub map[string]observation
+	kick    chan struct{}
+}
+
+// observation is what a node publishes for one target.
+type observation struct {
+	Up        bool          `json:"up"`
+	CheckedAt time.Time     `json:"checked_at"`
+	Interval  time.Duration `json:"interval"`
+	Region    string        `json:"region,omitempty"`
+}
+
+func obsPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/obs/" }
+
+// targetName is a health key as the store names it: ADDR/CHECK.
+func targetName(k health.Key) string { return k.Addr.String() + "/" + url.PathEscape(k.Check) }
+
+func newFleetHealth(fw *fleetWiring, hc *healthWiring) (*fleetHealth, error) {
+	f := fw.local.Fleet
+	q := quorum.Defaults()
+	q.HealthyAbove = *f.HealthQuorum.HealthyAbove
+	q.MinObservers = f.HealthQuorum.MinObservers
+	q.HoldDown = time.Duration(*f.HealthQuorum.HoldDown)
+	q.Regional = f.HealthQuorum.Regional
+	tr, err := quorum.NewTracker(q)
+	if err != nil {
+		return nil, err
+	}
+	fh := &fleetHealth{fw: fw, hc: hc, cfg: q, grace: time.Duration(f.ViewGrace), tracker: tr,
+		obs: map[string]map[string]quorum.Observation{}, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
+		pending: map[string]observation{}, lastPub: map[string]observation{}, kick: make(chan struct{}, 1)}
+	hc.manager.SetVerdict(fh.verdict)
+	return fh, nil
+}
+
+// verdict is the status Usable goes by: the fleet's, while the view is
+// fresh and the quorum has decided, else the node's own.
+func (fh *fleetHealth) verdict(k health.Key, own health.Status) health.Status {
+	fh.mu.Lock()
+	fresh := time.Since(fh.viewAt) <= fh.grace
+	fh.mu.Unlock()
+	if !fresh {
+		return own
+	}
+	r, ok := fh.tracker.Result(targetName(k))
+	if !ok {
+		return own
+	}
+	switch r.Verdict {
+	case quorum.Up:
+		return health.Up
+	case quorum.Down:
+		return health.Down
+	}
+	return own
+}
+
+// observed takes one of the node's own check results.
+func (fh *fleetHealth) observed(k health.Key, to health.Status) {
+	interval := health.DefaultInterval
+	if snap := fh.fw.n.srv.Handler().Snapshot(); snap != nil {
+		if c, ok := snap.HealthChecks[k.Check]; ok {
+			interval = c.WithDefaults().Interval
+		}
+	}
+	name := targetName(k)
+	now := time.Now()
+	o := observation{Up: to != health.Down, CheckedAt: now, Interval: interval, Region: fh.fw.local.Fleet.Region}
+	fh.mu.Lock()
+	v := quorum.Up
+	if to == health.Down {
+		v = quorum.Down
+	}
+	fh.own[name] = v
+	fh.ownObs[name] = quorum.Observation{Node: fh.fw.local.Fleet.Node, Region: o.Region, Up: o.Up, CheckedAt: now, Interval: interval}
+	last, had := fh.lastPub[name]
+	// Published at every check: observers older than three intervals are
+	// not counted, and the newest observation is the view's clock (decide).
+	_, _ = last, had
+	due := true
+	if due {
+		fh.pending[name] = o
+	}
+	fh.mu.Unlock()
+	if due {
+		select {
+		case fh.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// start follows every node's observations, publishes this node's, and
+// re-decides the verdicts as time passes (hold-down, staleness).
+func (fh *fleetHealth) start(ctx context.Context) {
+	fw := fh.fw
+	fw.wg.Add(3)
+	go func() {
+		defer fw.wg.Done()
+		p := obsPrefix(fw.prefix)
+		fleet.Follow(ctx, fw.store, p, fleet.Handler{
+			Snapshot: func(kvs []fleet.KV, rev int64) {
+				fh.mu.Lock()
+				fh.obs = map[string]map[string]quorum.Observation{}
+				for _, kv := range kvs {
+					fh.putLocked(p, kv)
+				}
+				fh.viewAt = time.Now()
+				fh.mu.Unlock()
+				fh.decide()
+			},
+			Events: func(evs []fleet.Event, rev int64) {
+				fh.mu.Lock()
+				for _, e := range evs {
+					if e.Kind == fleet.EventDelete {
+						fh.deleteLocked(p, e.KV.Key)
+					} else {
+						fh.putLocked(p, e.KV)
+					}
+				}
+				fh.viewAt = time.Now()
+				fh.mu.Unlock()
+				fh.decide()
+			},
+			Progress: func(int64) {
+				fh.mu.Lock()
+				fh.viewAt = time.Now()
+				fh.mu.Unlock()
+			},
+		})
+	}()
+	go func() {
+		defer fw.wg.Done()
+		fh.publish(ctx)
+	}()
+	go func() {
+		defer fw.wg.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				// A store that answers keeps the view fresh even when no
+				// observation changes (the status writes prove it).
+				fw.mu.Lock()
+				statusAt := fw.viewAt
+				fw.mu.Unlock()
+				fh.mu.Lock()
+				if statusAt.After(fh.viewAt) && !fh.viewAt.IsZero() {
+					fh.viewAt = statusAt
+				}
+				fresh := time.Since(fh.viewAt) <= fh.grace
+				flipped := fresh != fh.fresh
+				fh.fresh = fresh
+				fh.mu.Unlock()
+				if flipped {
+					if fresh {
+						fh.fw.n.log.Info("fleet: the store is back: health by the fleet's quorum again")
+					} else {
+						fh.fw.n.log.Warn("fleet: no view of the store for view_grace: health by this node's own checks", "view_grace", fh.grace)
+					}
+					fh.hc.manager.Changed()
+				}
+				fh.decide()
+			}
+		}
+	}()
+}
+
+func splitObsKey(p, key string) (target, node string, ok bool) {
+	rest := strings.TrimPrefix(key, p)
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
+}
+
+func (fh *fleetHealth) putLocked(p string, kv fleet.KV) {
+	target, node, ok := splitObsKey(p, kv.Key)
+	if !ok {
+		return
+	}
+	var o observation
+	if json.Unmarshal(kv.Value, &o) != nil {
+		return
+	}
+	m := fh.obs[target]
+	if m == nil {
+		m = map[string]quorum.Observation{}
+		fh.obs[target] = m
+	}
+	m[node] = quorum.Observation{Node: node, Region: o.Region, Up: o.Up, CheckedAt: o.CheckedAt, Interval: o.Interval}
+}
+
+func (fh *fleetHealth) deleteLocked(p, key string) {
+	if target, node, ok := splitObsKey(p, key); ok {
+		delete(fh.obs[target], node)
+	}
+}
+
+// decide updates every target's verdict and, when one flipped, has the
+// answers recomputed.
+func (fh *fleetHealth) decide() {
+	now := time.Now()
+	fh.mu.Lock()
+	// Cut from the store, the node sees no fresh observation from anyone:
+	// its view is frozen at the newest observation it has (observers do
+	// not go stale, hold-downs do not run out) until view_grace, when its
+	// own checks take over (verdict). Observations are re-published at
+	// every check, so while the store answers the newest one is at most an
+	// interval old and the view's time is now.
+	var newest time.Time
+	var longest time.Duration
+	for _, m := range fh.obs {
+		for _, o := range m {
+			if o.CheckedAt.After(newest) {
+				newest = o.CheckedAt
+			}
+			longest = max(longest, o.Interval)
+		}
+	}
+	if !newest.IsZero() && now.After(newest.Add(longest)) {
+		now = newest.Add(longest)
+	}
+	type in struct {
+		name string
+		obs  []quorum.Observation
+		own  quorum.Verdict
+	}
+	var ins []in
+	seen := map[string]bool{}
+	self := fh.fw.local.Fleet.Node
+	for name, m := range fh.obs {
+		x := in{name: name, own: fh.own[name]}
+		for node, o := range m {
+			if node != self {
+				x.obs = append(x.obs, o)
+			}
+		}
+		if o, ok := fh.ownObs[name]; ok {
+			x.obs = append(x.obs, o) // its own, as it is now, not as the store last had it
+		}
+		ins = append(ins, x)
+		seen[name] = true
+	}
+	for name, v := range fh.own {
+		if !seen[name] {
+			x := in{name: name, own: v}
+			if o, ok := fh.ownObs[name]; ok {
+				x.obs = append(x.obs, o)
+			}
+			ins = append(ins, x)
+		}
+	}
+	fh.mu.Unlock()
+	changed := false
+	for _, x := range ins {
+		if r := fh.tracker.Update(x.name, x.obs, x.own, now); r.Changed {
+			changed = true
+			fh.fw.n.log.Info("fleet health verdict", "target", x.name, "verdict", r.Verdict.String(), "reason", r.Reason())
+		}
+	}
+	if changed {
+		fh.hc.manager.Changed()
+	}
+}
+
+// publish writes pending observations under the node's lease.
+func (fh *fleetHealth) publish(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fh.kick:
+		}
+		fh.fw.mu.Lock()
+		l := fh.fw.lease
+		fh.fw.mu.Unlock()
+		fh.mu.Lock()
+		batch := fh.pending
+		fh.pending = map[string]observation{}
+		fh.mu.Unlock()
+		if l == nil {
+			continue // the first lease is not granted yet; the next result publishes
+		}
+		for name, o := range batch {
+			data, _ := json.Marshal(o)
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := l.Put(pctx, obsPrefix(fh.fw.prefix)+name+"/"+fh.fw.local.Fleet.Node, data)
+			cancel()
+			fh.mu.Lock()
+			if err == nil {
+				fh.lastPub[name] = o
+			} else if _, newer := fh.pending[name]; !newer {
+				fh.pending[name] = o // try again with the next kick
+			}
+			fh.mu.Unlock()
+		}
+	}
+}
