@@ -48,6 +48,13 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 	if !b.n.targets()[addr] {
 		return fmt.Errorf("%s is no address of any pool of the served records: %w", addr, api.ErrNotFound)
 	}
+	if fw := b.n.fl; fw != nil {
+		// For the whole fleet; applied here at once, and by every node
+		// (this one too) as it follows the store.
+		if err := fw.setOverride(targetOverrideKey(fw.prefix, addr), o, expires); err != nil {
+			return fmt.Errorf("the fleet's store: %w", err)
+		}
+	}
 	b.n.hc.manager.SetOverride(addr, o, expires)
 	return nil
 }
@@ -75,6 +82,11 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	name, err := b.n.findPool(record, pool)
 	if err != nil {
 		return err
+	}
+	if fw := b.n.fl; fw != nil {
+		if err := fw.setOverride(poolOverrideKey(fw.prefix, name, pool), o, expires); err != nil {
+			return fmt.Errorf("the fleet's store: %w", err)
+		}
 	}
 	b.n.hc.manager.SetPoolOverride(name, pool, o, expires)
 	return nil

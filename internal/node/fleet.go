@@ -213,6 +213,11 @@ func (fw *fleetWiring) start(ctx context.Context) {
 		defer fw.wg.Done()
 		fw.keepStatus(ctx)
 	}()
+	fw.wg.Add(1)
+	go func() {
+		defer fw.wg.Done()
+		fw.followOverrides(ctx, fw.n.hc.manager)
+	}()
 }
 
 // changed rebuilds the bundle from the view and asks for a reload when it

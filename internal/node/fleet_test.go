@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/health"
 )
 
 // fleetBundle is a pushed configuration serving example.com with gen TXT.
@@ -358,4 +360,70 @@ func startTCPTarget(t *testing.T) int {
 		}
 	}()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestFleetOverrides: a drain set through one node's admin API is in
+// effect on every node within a second, outlives the node that set it,
+// and auto clears it everywhere.
+func TestFleetOverrides(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cfg := `identity: pushed
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+records:
+  - name: shop.example.com
+    ttl: 5
+    pools:
+      primary:   { address: 192.0.2.1 }
+      secondary: { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, secondary] }
+`
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*testNode
+	for _, name := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), name)}, Options{}))
+	}
+	for _, n := range nodes {
+		if got := n.a("shop.example.com"); got != "192.0.2.1" {
+			t.Fatalf("before the drain: %s", got)
+		}
+	}
+	be := &backend{n: nodes[0].Node}
+	start := time.Now()
+	if err := be.SetPoolState("shop.example.com", "primary", "drain", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, time.Second, "the drain on every node", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
+	}
+	t.Logf("pool drain in effect on all 3 nodes after %v", time.Since(start).Round(time.Millisecond))
+	if err := be.SetTargetState(netip.MustParseAddr("192.0.2.2"), "down", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "the target override on node c", func() bool {
+		o, _, ok := nodes[2].hc.manager.TargetOverride(netip.MustParseAddr("192.0.2.2"))
+		return ok && o == health.OverrideDown
+	})
+	// The node that set them goes; they stay. Auto from another node clears them.
+	nodes[0].Shutdown(context.Background())
+	other := &backend{n: nodes[1].Node}
+	if err := other.SetTargetState(netip.MustParseAddr("192.0.2.2"), "auto", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SetPoolState("shop.example.com", "primary", "auto", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes[1:] {
+		waitFor(t, time.Second, "the drain cleared", func() bool { return n.a("shop.example.com") == "192.0.2.1" })
+	}
 }
