@@ -48,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		fmt.Fprint(stdout, version.Get().String())
 		return 0
+	case "fleet":
+		return fleetCmd(args[1:], stdout, stderr)
 	case "completion":
 		return completionCmd(args[1:], stdout, stderr)
 	case "manpage":
