@@ -6,12 +6,15 @@ package packaging
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // need skips when a tool is missing, or fails with STEER_REQUIRE_TOOLS=1
@@ -152,6 +155,7 @@ func TestDebianPackage(t *testing.T) {
 	if fi, err := os.Stat("/var/lib/steer"); err != nil || !fi.IsDir() {
 		t.Errorf("/var/lib/steer: %v", err)
 	}
+	serveAsSteer(t)
 	dpkgRun(t, "-i", deb) // again: postinst is idempotent (the user exists)
 	if _, err := exec.LookPath("systemd-analyze"); err == nil {
 		if out := sh(t, "systemd-analyze", "verify", "/lib/systemd/system/steer.service"); strings.TrimSpace(out) != "" {
@@ -180,4 +184,79 @@ func TestDebianPackage(t *testing.T) {
 		t.Error("user steer is left after dpkg --purge")
 	}
 	t.Logf("package test took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// serveAsSteer runs the installed steer as the unit does: the steer user,
+// only CAP_NET_BIND_SERVICE (ambient), the packaged configuration on
+// port 53, $NOTIFY_SOCKET. It must report READY=1, answer the steered
+// name, stop on SIGTERM and leave its state file in /var/lib/steer.
+func serveAsSteer(t *testing.T) {
+	t.Helper()
+	const addr = "127.0.0.1:53"
+	if l, err := net.ListenPacket("udp", addr); err != nil {
+		t.Logf("%s is busy (%v): not serving the starter configuration", addr, err)
+		return
+	} else {
+		l.Close()
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Logf("no setpriv: not serving the starter configuration")
+		return
+	}
+	dir, err := os.MkdirTemp("", "steer-notify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	sockPath := filepath.Join(dir, "notify")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	os.Chmod(sockPath, 0o777)
+	cmd := exec.Command("setpriv", "--reuid=steer", "--regid=steer", "--init-groups",
+		"--inh-caps=+net_bind_service", "--ambient-caps=+net_bind_service", "--",
+		"/usr/bin/steer", "serve", "--config", "/etc/steer/steer.yaml", "--listen", addr)
+	cmd.Dir = "/var/lib/steer"
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	sock.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 4096)
+	n, err := sock.Read(buf)
+	if err != nil || !strings.HasPrefix(string(buf[:n]), "READY=1") {
+		t.Fatalf("no READY=1 from steer serve as the steer user (%v %q):\n%s", err, buf[:n], out.String())
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.com.", dns.TypeA)
+	r, err := dns.Exchange(m, addr)
+	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("www.example.com A on %s: %v %v\n%s", addr, err, r, out.String())
+	}
+	a := r.Answer[0].(*dns.A).A.String()
+	if a != "198.51.100.20" && a != "192.0.2.30" {
+		t.Errorf("www.example.com A %s, want a pool's address", a)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGINT: %v\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGINT\n%s", out.String())
+	}
+	if fi, err := os.Stat("/var/lib/steer/health.json"); err != nil {
+		t.Errorf("no state file written by the steer user: %v\n%s", err, out.String())
+	} else {
+		t.Logf("served %s as the steer user with CAP_NET_BIND_SERVICE; state file %d bytes", addr, fi.Size())
+	}
 }
