@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -116,6 +117,11 @@ func TestFleetConfig(t *testing.T) {
 	for _, n := range nodes {
 		waitTXT(t, n, "four")
 	}
+	waitFor(t, 2*time.Second, "the serial in the metrics", func() bool {
+		body := scrape(t, nodes[1])
+		return strings.Contains(body, "steer_fleet_config_serial 4") && strings.Contains(body, "steer_fleet_config_apply_failing 0") &&
+			strings.Contains(body, "steer_fleet_view_age_seconds")
+	})
 
 	// Shut a node down: its status goes with its lease, at once.
 	first := nodes[0]
@@ -336,6 +342,9 @@ records:
 	if el := time.Since(cut); el < 1500*time.Millisecond {
 		t.Errorf("own checks after %v, before view_grace", el)
 	}
+	if body := scrape(t, n); !strings.Contains(body, "steer_fleet_health_own_view 1") {
+		t.Errorf("metrics do not say the node decides by its own checks:\n%s", grepLines(body, "steer_fleet"))
+	}
 	bridge.Heal()
 	healed := time.Now()
 	answers("192.0.2.2", 5*time.Second, "healed")
@@ -426,4 +435,22 @@ records:
 	for _, n := range nodes[1:] {
 		waitFor(t, time.Second, "the drain cleared", func() bool { return n.a("shop.example.com") == "192.0.2.1" })
 	}
+}
+
+// scrape returns the node's /metrics text.
+func scrape(t *testing.T, n *testNode) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	n.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -348,6 +348,23 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		observed := fh.observed
 		n.hc.onCheck.Store(&observed)
+		n.met.SetFleet(func() metrics.FleetState {
+			fw := n.fl
+			fw.mu.Lock()
+			s := metrics.FleetState{Serial: fw.served.Meta.Serial, Failing: fw.applyErr != ""}
+			at := fw.viewAt
+			fw.mu.Unlock()
+			fh.mu.Lock()
+			if fh.viewAt.After(at) {
+				at = fh.viewAt
+			}
+			s.OwnHealth = !fh.fresh
+			fh.mu.Unlock()
+			if !at.IsZero() {
+				s.ViewAge = time.Since(at).Seconds()
+			}
+			return s
+		})
 		n.fl.start(n.ctx)
 		fh.start(n.ctx)
 		n.onStop(func(context.Context) { n.fl.close() })
