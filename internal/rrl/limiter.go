@@ -208,6 +208,14 @@ func (l *Limiter) Peek(src netip.Addr, r Response, now int64) Verdict {
 	return l.decide(src, r, now, true)
 }
 
+// peekSave is what a Peek puts back: the two sets it touched and the
+// shard's counters.
+type peekSave struct {
+	sets    [2]int
+	entries [2][ways]entry
+	stats   counters
+}
+
 func (l *Limiter) decide(src netip.Addr, r Response, now int64, peek bool) Verdict {
 	if l == nil {
 		return Pass
@@ -256,15 +264,14 @@ func (l *Limiter) decide(src netip.Addr, r Response, now int64, peek bool) Verdi
 	}
 
 	sh.mu.Lock()
-	// A peek works on the two sets as they are and puts them back after.
-	var saved [2][ways]entry
-	var savedStats counters
-	sets := [2]int{int(hk&l.setMask) * ways, int((hs>>32)&l.setMask) * ways}
+	// A peek works on the two sets as they are and puts them back after
+	// (saved on the heap: Decide, the hot path, zeroes nothing for it).
+	var sv *peekSave
 	if peek {
-		for i, b := range sets {
-			copy(saved[i][:], sh.entries[b:b+ways])
+		sv = &peekSave{sets: [2]int{int(hk&l.setMask) * ways, int((hs>>32)&l.setMask) * ways}, stats: sh.stats}
+		for i, b := range sv.sets {
+			copy(sv.entries[i][:], sh.entries[b:b+ways])
 		}
-		savedStats = sh.stats
 	}
 	v := Pass
 	if l.rate > 0 {
@@ -290,11 +297,11 @@ func (l *Limiter) decide(src netip.Addr, r Response, now int64, peek bool) Verdi
 	default:
 		c.class[class][outDropped]++
 	}
-	if peek {
-		for i := len(sets) - 1; i >= 0; i-- {
-			copy(sh.entries[sets[i]:sets[i]+ways], saved[i][:])
+	if sv != nil {
+		for i := len(sv.sets) - 1; i >= 0; i-- {
+			copy(sh.entries[sv.sets[i]:sv.sets[i]+ways], sv.entries[i][:])
 		}
-		sh.stats = savedStats
+		sh.stats = sv.stats
 	}
 	sh.mu.Unlock()
 	return v
