@@ -170,6 +170,7 @@ type Manager struct {
 	restored  map[Key]State           // from LoadState, for keys without a result yet
 	onChange  []func()
 	verdict   func(k Key, own Status) Status // SetVerdict; nil: own status
+	dial      DialFunc                       // SetDialer; nil: a net.Dialer
 	onResult  func(k Key, took time.Duration, pass bool, from, to Status)
 	closed    bool
 	stateFile string      // saved on every change; "" for none
@@ -188,6 +189,15 @@ type Manager struct {
 
 	// jitter returns the delay before a checker's first run; tests pin it.
 	jitter func(interval time.Duration) time.Duration
+}
+
+// SetDialer makes the TCP and HTTP(S) probes of checkers started after it
+// connect through dial (tests route each node's probes through its own
+// proxy); nil goes back to a plain net.Dialer.
+func (m *Manager) SetDialer(dial DialFunc) {
+	m.mu.Lock()
+	m.dial = dial
+	m.mu.Unlock()
 }
 
 // NewManager returns a Manager with no checks; log may be nil.
@@ -317,7 +327,10 @@ func (m *Manager) isClosed() bool {
 func (m *Manager) run(c *checker) {
 	defer close(c.done)
 	ctx := c.ctx
-	probe := newProber(c.check, c.key.Addr)
+	m.mu.RLock()
+	dial := m.dial
+	m.mu.RUnlock()
+	probe := newProber(c.check, c.key.Addr, dial)
 	first := time.NewTimer(m.jitter(c.check.Interval))
 	select {
 	case <-ctx.Done():

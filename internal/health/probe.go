@@ -24,15 +24,19 @@ type prober func(ctx context.Context) (ok bool, reason string)
 
 // newProber builds the prober for check c (with defaults) against addr,
 // including any per-check client.
-func newProber(c Check, addr netip.Addr) prober {
+func newProber(c Check, addr netip.Addr, dial DialFunc) prober {
 	target := netip.AddrPortFrom(addr, uint16(c.Port)).String()
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: c.Timeout}).DialContext
+	}
 	switch c.Type {
 	case TypeHTTP, TypeHTTPS:
-		return httpProber(c, target)
+		return httpProber(c, target, dial)
 	case TypeTCP:
 		return func(ctx context.Context) (bool, string) {
-			d := net.Dialer{Timeout: c.Timeout}
-			conn, err := d.DialContext(ctx, "tcp", target)
+			ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+			defer cancel()
+			conn, err := dial(ctx, "tcp", target)
 			if err != nil {
 				return false, errReason(err, c)
 			}
@@ -45,10 +49,14 @@ func newProber(c Check, addr netip.Addr) prober {
 	return func(context.Context) (bool, string) { return false, "unknown check type " + c.Type }
 }
 
-func httpProber(c Check, target string) prober {
+// DialFunc opens a connection for a probe (net.Dialer.DialContext's
+// shape).
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+func httpProber(c Check, target string, dial DialFunc) prober {
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: c.Timeout}).DialContext,
+		DialContext:         dial,
 		DisableKeepAlives:   true, // each check proves a new connection works
 		TLSHandshakeTimeout: c.Timeout,
 		TLSClientConfig: &tls.Config{

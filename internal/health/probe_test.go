@@ -119,7 +119,7 @@ func TestHTTPSServerName(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	c := Check{Type: "https", Port: port(t, srv.Listener.Addr().String()), Host: "shop.example.com", InsecureSkipVerify: true, Interval: 4 * iv, Timeout: 4 * to}.WithDefaults()
-	ok, reason := newProber(c, localhost)(context.Background())
+	ok, reason := newProber(c, localhost, nil)(context.Background())
 	if !ok || sni.Load() != "shop.example.com" {
 		t.Errorf("probe %v %q, SNI %v", ok, reason, sni.Load())
 	}
@@ -246,7 +246,7 @@ func TestDNSNoServer(t *testing.T) {
 	t.Cleanup(func() { pc.Close() }) // bound but never answering: timeouts
 	c := Check{Type: "dns", Port: p, QName: "example.com", Interval: iv, Timeout: to}.WithDefaults()
 	start := time.Now()
-	ok, reason := newProber(c, localhost)(context.Background())
+	ok, reason := newProber(c, localhost, nil)(context.Background())
 	if ok || reason != "timeout after 50ms" {
 		t.Errorf("probe %v %q", ok, reason)
 	}

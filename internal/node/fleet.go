@@ -41,6 +41,45 @@ type fleetWiring struct {
 	since    time.Time
 	lease    fleet.Lease
 	wg       sync.WaitGroup
+	// resync is closed (and replaced) when the link to the store was
+	// seen broken: the followers then start their watches again, so one
+	// stalled on a dead connection does not wait for gRPC's keep-alive.
+	resync  chan struct{}
+	lastRe  time.Time
+	failing bool // the last status write failed
+}
+
+// resyncNow makes every follower start its watch again (at most once a
+// second, unless forced: the link just came back).
+func (fw *fleetWiring) resyncNow(force bool) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if !force && time.Since(fw.lastRe) < time.Second {
+		return
+	}
+	fw.lastRe = time.Now()
+	close(fw.resync)
+	fw.resync = make(chan struct{})
+}
+
+// follow runs fleet.Follow on prefix until ctx ends, starting it again
+// whenever resyncNow is called.
+func (fw *fleetWiring) follow(ctx context.Context, prefix string, h fleet.Handler) {
+	for ctx.Err() == nil {
+		fw.mu.Lock()
+		ch := fw.resync
+		fw.mu.Unlock()
+		child, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-child.Done():
+			}
+		}()
+		fleet.Follow(child, fw.store, prefix, h)
+		cancel()
+	}
 }
 
 // openFleet opens the store named by the local file's fleet section (no
@@ -72,7 +111,7 @@ func openFleet(n *Node, local *config.Config) (*fleetWiring, error) {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
 	fw := &fleetWiring{n: n, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
-		cache: fleetCacheFile(local), since: time.Now()}
+		cache: fleetCacheFile(local), since: time.Now(), resync: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
 	defer cancel()
 	b, err := fleet.ReadBundle(ctx, s, fw.prefix)
@@ -179,7 +218,7 @@ func (fw *fleetWiring) start(ctx context.Context) {
 	fw.wg.Add(2)
 	go func() {
 		defer fw.wg.Done()
-		fleet.Follow(ctx, fw.store, fleet.ConfigPrefix(fw.prefix), fleet.Handler{
+		fw.follow(ctx, fleet.ConfigPrefix(fw.prefix), fleet.Handler{
 			Snapshot: func(kvs []fleet.KV, rev int64) {
 				fw.mu.Lock()
 				fw.kvs = map[string]fleet.KV{}
@@ -253,13 +292,19 @@ func (fw *fleetWiring) changed() {
 func (fw *fleetWiring) keepStatus(ctx context.Context) {
 	ttl := time.Duration(fw.local.Fleet.LeaseTTL)
 	for ctx.Err() == nil {
-		l, err := fw.store.Grant(ctx, ttl)
+		gctx, cancel := context.WithTimeout(ctx, time.Second)
+		l, err := fw.store.Grant(gctx, ttl)
+		cancel()
 		if err != nil {
 			fw.n.log.Warn("fleet: no lease for the node's status", "err", err)
+			fw.mu.Lock()
+			fw.failing = true
+			fw.mu.Unlock()
+			fw.resyncNow(false)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(time.Second):
+			case <-time.After(250 * time.Millisecond):
 				continue
 			}
 		}
@@ -267,7 +312,8 @@ func (fw *fleetWiring) keepStatus(ctx context.Context) {
 		fw.lease = l
 		fw.mu.Unlock()
 		fw.report()
-		// Re-written every half TTL, so status shows a live view age.
+		// Re-written every half TTL, so status shows a live view age; after
+		// a failed write, every 250 ms, so a healed link shows at once.
 		tick := time.NewTicker(ttl / 2)
 	held:
 		for {
@@ -279,9 +325,14 @@ func (fw *fleetWiring) keepStatus(ctx context.Context) {
 				cancel()
 				return
 			case <-tick.C:
-				fw.report()
+				if fw.report() {
+					tick.Reset(ttl / 2)
+				} else {
+					tick.Reset(250 * time.Millisecond)
+				}
 			case <-l.Done():
 				fw.n.log.Warn("fleet: the node's lease was lost; granting a new one", "err", l.Err())
+				fw.resyncNow(false)
 				break held
 			}
 		}
@@ -289,8 +340,9 @@ func (fw *fleetWiring) keepStatus(ctx context.Context) {
 	}
 }
 
-// report writes the node's status under its lease (when it has one).
-func (fw *fleetWiring) report() {
+// report writes the node's status under its lease (when it has one) and
+// says whether the store took it.
+func (fw *fleetWiring) report() bool {
 	fw.mu.Lock()
 	l := fw.lease
 	st := fleet.Status{
@@ -301,21 +353,34 @@ func (fw *fleetWiring) report() {
 	}
 	fw.mu.Unlock()
 	if l == nil {
-		return
+		return false
 	}
 	data, _ := json.Marshal(st)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := l.Put(ctx, fleet.StatusKey(fw.prefix, st.Node), data); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			fw.n.log.Warn("fleet: the node's status was not written", "err", err)
+			fw.mu.Lock()
+			fw.failing = true
+			fw.mu.Unlock()
+			fw.resyncNow(false)
 		}
-		return
+		return false
 	}
 	// The store answered and the watch runs: the view is current.
 	fw.mu.Lock()
 	fw.viewAt = time.Now()
+	back := fw.failing
+	fw.failing = false
 	fw.mu.Unlock()
+	if back {
+		// Reads and watches started while the link was down may wait on
+		// a dead connection: start them again now that it works.
+		fw.n.log.Info("fleet: the store answers again; following it afresh")
+		fw.resyncNow(true)
+	}
+	return true
 }
 
 // close waits for the follower and the status keeper (ctx has ended)

@@ -133,7 +133,7 @@ func (fh *fleetHealth) start(ctx context.Context) {
 	go func() {
 		defer fw.wg.Done()
 		p := obsPrefix(fw.prefix)
-		fleet.Follow(ctx, fw.store, p, fleet.Handler{
+		fw.follow(ctx, p, fleet.Handler{
 			Snapshot: func(kvs []fleet.KV, rev int64) {
 				fh.mu.Lock()
 				fh.obs = map[string]map[string]quorum.Observation{}

@@ -76,7 +76,7 @@ func (fw *fleetWiring) followOverrides(ctx context.Context, m *health.Manager) {
 		}
 		applied = seen
 	}
-	fleet.Follow(ctx, fw.store, p, fleet.Handler{
+	fw.follow(ctx, p, fleet.Handler{
 		Snapshot: func(kvs []fleet.KV, rev int64) {
 			view = map[string][]byte{}
 			for _, kv := range kvs {

@@ -30,6 +30,7 @@ import (
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -52,6 +53,9 @@ type Options struct {
 	// AfterReload, when set, is called after every reload with its result
 	// (before waiters are told): tests observe reloads through it.
 	AfterReload func(Result)
+	// HealthDial, when set, opens the connections of TCP and HTTP(S)
+	// health checks: tests route each node's probes through its own proxy.
+	HealthDial health.DialFunc
 }
 
 // Result is the outcome of one reload.
@@ -167,6 +171,9 @@ func New(o Options) (*Node, error) {
 		return nil, err
 	}
 	n.hc = newHealth(n.log, n.srv, n.met)
+	if o.HealthDial != nil {
+		n.hc.manager.SetDialer(o.HealthDial)
+	}
 	n.lat = newLatency(n.log, func() *policy.Table { return n.srv.Handler().Snapshot().Policies })
 	n.lat.met = n.met
 	n.met.SetLatency(n.lat.info)
