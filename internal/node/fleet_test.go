@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/quorum"
 )
 
 // fleetBundle is a pushed configuration serving example.com with gen TXT.
@@ -453,4 +455,41 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestProbeSpreading: with a fresh view and ten live members, each target
+// is probed by five of them (rendezvous hashing: every node computes the
+// same choice), each node probes about half the targets, and without a
+// fresh view a node probes every target itself.
+func TestProbeSpreading(t *testing.T) {
+	var keys []health.Key
+	for i := range 200 {
+		keys = append(keys, health.Key{Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), Check: "h"})
+	}
+	members := map[string]string{}
+	for i := range 10 {
+		members[fmt.Sprintf("n%d", i)] = []string{"eu", "us"}[i%2]
+	}
+	probes := map[string]int{} // target → how many nodes probe it
+	for i := range 10 {
+		fw := &fleetWiring{local: &config.Config{Fleet: &config.Fleet{Node: fmt.Sprintf("n%d", i), Region: members[fmt.Sprintf("n%d", i)]}}}
+		fh := &fleetHealth{fw: fw, cfg: quorum.Defaults(), own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
+			members: members, fresh: true}
+		mine := fh.mine(keys)
+		if len(mine) < 60 || len(mine) > 140 {
+			t.Errorf("n%d probes %d of 200 targets, want about 100", i, len(mine))
+		}
+		for _, k := range mine {
+			probes[targetName(k)]++
+		}
+		fh.fresh = false
+		if all := fh.mine(keys); len(all) != len(keys) {
+			t.Errorf("n%d without a fresh view probes %d of %d", i, len(all), len(keys))
+		}
+	}
+	for _, k := range keys {
+		if n := probes[targetName(k)]; n != 5 {
+			t.Errorf("%s is probed by %d nodes, want 5", targetName(k), n)
+		}
+	}
 }

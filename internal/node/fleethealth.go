@@ -32,6 +32,8 @@ type fleetHealth struct {
 	ownObs  map[string]quorum.Observation // this node's latest, counted before the store has it
 	viewAt  time.Time                     // the last complete view of P/obs/
 	fresh   bool                          // the view was fresh at the last tick
+	members map[string]string             // live nodes (their status keys) → region
+	probing string                        // the last choice of keys, for change detection
 	pending map[string]observation        // to publish, by target
 	lastPub map[string]observation
 	kick    chan struct{}
@@ -63,6 +65,7 @@ func newFleetHealth(fw *fleetWiring, hc *healthWiring) (*fleetHealth, error) {
 	}
 	fh := &fleetHealth{fw: fw, hc: hc, cfg: q, grace: time.Duration(f.ViewGrace), tracker: tr,
 		obs: map[string]map[string]quorum.Observation{}, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
+		members: map[string]string{},
 		pending: map[string]observation{}, lastPub: map[string]observation{}, kick: make(chan struct{}, 1)}
 	hc.manager.SetVerdict(fh.verdict)
 	return fh, nil
@@ -129,7 +132,11 @@ func (fh *fleetHealth) observed(k health.Key, to health.Status) {
 // re-decides the verdicts as time passes (hold-down, staleness).
 func (fh *fleetHealth) start(ctx context.Context) {
 	fw := fh.fw
-	fw.wg.Add(3)
+	fw.wg.Add(4)
+	go func() {
+		defer fw.wg.Done()
+		fh.followMembers(ctx)
+	}()
 	go func() {
 		defer fw.wg.Done()
 		p := obsPrefix(fw.prefix)
@@ -197,11 +204,110 @@ func (fh *fleetHealth) start(ctx context.Context) {
 						fh.fw.n.log.Warn("fleet: no view of the store for view_grace: health by this node's own checks", "view_grace", fh.grace)
 					}
 					fh.hc.manager.Changed()
+					fh.hc.reapply() // probe every target while deciding alone
 				}
 				fh.decide()
 			}
 		}
 	}()
+}
+
+// mine chooses the keys this node probes: for each target, the k nodes
+// quorum.Observers picks among the live members (rendezvous hashing, so a
+// node joining or leaving moves about 1/N of the targets; k = 5 by default,
+// so that two observers can be lost and min_observers 3 still decide, and
+// one of five seeing it up is 20 % > 18 %). Every key while the node has no
+// fresh view (its own checks then decide) or knows no other member.
+func (fh *fleetHealth) mine(keys []health.Key) []health.Key {
+	fh.mu.Lock()
+	defer fh.mu.Unlock()
+	self := fh.fw.local.Fleet.Node
+	if !fh.fresh || len(fh.members) <= 1 {
+		fh.probing = "all"
+		return keys
+	}
+	nodes := []quorum.Node{{Name: self, Region: fh.fw.local.Fleet.Region}}
+	for name, region := range fh.members {
+		if name != self {
+			nodes = append(nodes, quorum.Node{Name: name, Region: region})
+		}
+	}
+	k := fh.fw.local.Fleet.HealthQuorum.Observers
+	if k <= 0 {
+		k = quorum.DefaultK(len(nodes), fh.cfg.MinObservers)
+	}
+	var out []health.Key
+	var b strings.Builder
+	for _, key := range keys {
+		name := targetName(key)
+		for _, o := range quorum.Observers(name, nodes, k) {
+			if o == self {
+				out = append(out, key)
+				b.WriteString(name + ";")
+				break
+			}
+		}
+	}
+	chosen := map[string]bool{}
+	for _, key := range out {
+		chosen[targetName(key)] = true
+	}
+	for name := range fh.own {
+		if !chosen[name] {
+			// No longer probed here: this node's view of it is unknown.
+			delete(fh.own, name)
+			delete(fh.ownObs, name)
+		}
+	}
+	fh.probing = b.String()
+	return out
+}
+
+// followMembers keeps the live members (their status keys) for mine.
+func (fh *fleetHealth) followMembers(ctx context.Context) {
+	fw := fh.fw
+	p := strings.TrimSuffix(fw.prefix, "/") + "/nodes/"
+	set := func(kvs map[string][]byte) {
+		m := map[string]string{}
+		for key, v := range kvs {
+			var st fleet.Status
+			if json.Unmarshal(v, &st) == nil {
+				m[strings.TrimPrefix(key, p)] = st.Region
+			}
+		}
+		fh.mu.Lock()
+		changed := len(m) != len(fh.members)
+		for n, r := range m {
+			if fh.members[n] != r {
+				changed = true
+			}
+		}
+		fh.members = m
+		fh.mu.Unlock()
+		if changed {
+			fh.hc.reapply()
+		}
+	}
+	view := map[string][]byte{}
+	fw.follow(ctx, p, fleet.Handler{
+		Snapshot: func(kvs []fleet.KV, rev int64) {
+			view = map[string][]byte{}
+			for _, kv := range kvs {
+				view[kv.Key] = kv.Value
+			}
+			set(view)
+		},
+		Events: func(evs []fleet.Event, rev int64) {
+			for _, e := range evs {
+				if e.Kind == fleet.EventDelete {
+					delete(view, e.KV.Key)
+				} else {
+					view[e.KV.Key] = e.KV.Value
+				}
+			}
+			set(view)
+		},
+	})
 }
 
 func splitObsKey(p, key string) (target, node string, ok bool) {

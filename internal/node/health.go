@@ -34,6 +34,25 @@ type healthWiring struct {
 	// onCheck, when set, receives every check's resulting status (the
 	// fleet publishes them).
 	onCheck atomic.Pointer[func(health.Key, health.Status)]
+	// filter, when set, chooses the keys this node checks itself (a
+	// fleet spreads the probes); snap is the snapshot last prepared.
+	filter atomic.Pointer[func([]health.Key) []health.Key]
+	snap   atomic.Pointer[snapshot.Snapshot]
+}
+
+// reapply runs the checks the filter chooses now, on the last snapshot.
+func (h *healthWiring) reapply() {
+	if snap := h.snap.Load(); snap != nil {
+		h.manager.Apply(snap.HealthChecks, h.keys(snap))
+	}
+}
+
+func (h *healthWiring) keys(snap *snapshot.Snapshot) []health.Key {
+	keys := snap.HealthKeys()
+	if f := h.filter.Load(); f != nil {
+		keys = (*f)(keys)
+	}
+	return keys
 }
 
 func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *healthWiring {
@@ -187,7 +206,8 @@ func (h *healthWiring) logTransitions(t *policy.Table) {
 // of targets that stay) and gives snap the current health before it is
 // swapped in.
 func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
-	h.manager.Apply(snap.HealthChecks, snap.HealthKeys())
+	h.snap.Store(snap)
+	h.manager.Apply(snap.HealthChecks, h.keys(snap))
 	if snap.Policies == nil {
 		return
 	}

@@ -355,6 +355,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		observed := fh.observed
 		n.hc.onCheck.Store(&observed)
+		mine := fh.mine
+		n.hc.filter.Store(&mine)
 		n.met.SetFleet(func() metrics.FleetState {
 			fw := n.fl
 			fw.mu.Lock()
