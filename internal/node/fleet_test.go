@@ -493,3 +493,51 @@ func TestProbeSpreading(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetHealthViewSurvivesRestart: a node that saw a target down by the
+// fleet's quorum, restarted while the store is unreachable, answers from
+// the view it kept on disk, not from its own checks.
+func TestFleetHealthViewSurvivesRestart(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	target := startTCPTarget(t)
+	cfg := fmt.Sprintf(`identity: pushed
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+health_checks:
+  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
+records:
+  - name: shop.example.com
+    ttl: 5
+    pools:
+      primary:   { address: 127.0.0.1, health_check: t }
+      secondary: { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, secondary] }
+`, target)
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	local := fmt.Sprintf("fleet:\n  node: self\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n  view_grace: 30s\n  health_quorum: { min_observers: 3, hold_down: 200ms }\n", c.Endpoints()[0])
+	n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
+	for i := range 5 {
+		newFakeObserver(t, s, "127.0.0.1/t", fmt.Sprintf("down-%d", i), false)
+	}
+	waitFor(t, 3*time.Second, "down by quorum", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
+	time.Sleep(2500 * time.Millisecond) // the view is written at most every 2 s
+	n.Shutdown(context.Background())
+	c.Member(0).Stop()
+	again := startNodeIn(t, n.dir, Options{})
+	if got := again.a("shop.example.com"); got != "192.0.2.2" {
+		t.Errorf("restarted without the store: %s, want the fleet's verdict kept on disk", got)
+	}
+	if !strings.Contains(again.logs.String(), "starting from the health view kept on disk") {
+		t.Error("the log does not say the kept health view is used")
+	}
+}

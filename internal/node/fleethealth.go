@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,55 @@ type fleetHealth struct {
 	pending map[string]observation        // to publish, by target
 	lastPub map[string]observation
 	kick    chan struct{}
+	savedAt time.Time // the view was last written to viewFile
+}
+
+// savedView is the fleet's health view as kept on disk, so a node
+// restarted while the store is unreachable decides as it did, until
+// view_grace after the view was current.
+type savedView struct {
+	ViewAt time.Time                                `json:"view_at"`
+	Obs    map[string]map[string]quorum.Observation `json:"observations"`
+}
+
+func (fh *fleetHealth) viewFile() string {
+	return strings.TrimSuffix(fh.fw.cache, "-bundle.json") + "-health.json"
+}
+
+// saveView writes the view at most every two seconds.
+func (fh *fleetHealth) saveView(now time.Time) {
+	fh.mu.Lock()
+	if now.Sub(fh.savedAt) < 2*time.Second || fh.viewAt.IsZero() {
+		fh.mu.Unlock()
+		return
+	}
+	fh.savedAt = now
+	data, err := json.Marshal(savedView{ViewAt: fh.viewAt, Obs: fh.obs})
+	fh.mu.Unlock()
+	if err == nil {
+		tmp := fh.viewFile() + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, fh.viewFile())
+		}
+	}
+	if err != nil {
+		fh.fw.n.log.Warn("fleet: the health view could not be kept on disk", "err", err)
+	}
+}
+
+// loadView starts from the view kept on disk, if any.
+func (fh *fleetHealth) loadView() {
+	data, err := os.ReadFile(fh.viewFile())
+	if err != nil {
+		return
+	}
+	var v savedView
+	if json.Unmarshal(data, &v) != nil || v.Obs == nil {
+		return
+	}
+	fh.obs, fh.viewAt = v.Obs, v.ViewAt
+	fh.fresh = time.Since(v.ViewAt) <= fh.grace
+	fh.fw.n.log.Info("fleet: starting from the health view kept on disk", "view_at", v.ViewAt, "targets", len(v.Obs))
 }
 
 // observation is what a node publishes for one target.
@@ -67,7 +117,9 @@ func newFleetHealth(fw *fleetWiring, hc *healthWiring) (*fleetHealth, error) {
 		obs: map[string]map[string]quorum.Observation{}, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
 		members: map[string]string{},
 		pending: map[string]observation{}, lastPub: map[string]observation{}, kick: make(chan struct{}, 1)}
+	fh.loadView()
 	hc.manager.SetVerdict(fh.verdict)
+	fh.decide() // verdicts from the kept view before the first query
 	return fh, nil
 }
 
@@ -407,6 +459,7 @@ func (fh *fleetHealth) decide() {
 	if changed {
 		fh.hc.manager.Changed()
 	}
+	fh.saveView(time.Now())
 }
 
 // publish writes pending observations under the node's lease.
