@@ -261,7 +261,7 @@ func TestFleetAcceptance(t *testing.T) {
 	})
 
 	t.Run("config pushes", func(t *testing.T) {
-		n := 20
+		n := 50
 		var lat []time.Duration
 		for serial := 2; serial < 2+n; serial++ {
 			// A new zone serial under the published configuration.

@@ -206,7 +206,7 @@ type fakeObserver struct {
 	done  chan struct{}
 }
 
-func newFakeObserver(t *testing.T, s fleet.Store, target, node string, up bool) *fakeObserver {
+func newFakeObserver(t *testing.T, s fleet.Store, target, node string, up bool, region ...string) *fakeObserver {
 	t.Helper()
 	l, err := s.Grant(context.Background(), 2*time.Second)
 	if err != nil {
@@ -214,7 +214,11 @@ func newFakeObserver(t *testing.T, s fleet.Store, target, node string, up bool) 
 	}
 	f := &fakeObserver{lease: l, stop: make(chan struct{}), done: make(chan struct{})}
 	put := func() {
-		data, _ := json.Marshal(observation{Up: up, CheckedAt: time.Now(), Interval: 100 * time.Millisecond})
+		o := observation{Up: up, CheckedAt: time.Now(), Interval: 100 * time.Millisecond}
+		if len(region) > 0 {
+			o.Region = region[0]
+		}
+		data, _ := json.Marshal(o)
 		l.Put(context.Background(), "/steer/v1/obs/"+target+"/"+node, data)
 	}
 	put()
@@ -539,5 +543,59 @@ records:
 	}
 	if !strings.Contains(again.logs.String(), "starting from the health view kept on disk") {
 		t.Error("the log does not say the kept health view is used")
+	}
+}
+
+// TestFleetRegionalVerdict: with health_quorum.regional, a node answers by
+// its own region's observers; without, by the whole fleet's.
+func TestFleetRegionalVerdict(t *testing.T) {
+	for _, regional := range []bool{true, false} {
+		c := etcdtest.Start(t, etcdtest.Options{})
+		s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		// Nothing listens on the target's port: this node sees it down.
+		l, _ := net.Listen("tcp", "127.0.0.1:0")
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		cfg := fmt.Sprintf(`identity: pushed
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+health_checks:
+  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
+records:
+  - name: shop.example.com
+    ttl: 5
+    pools:
+      primary:   { address: 127.0.0.1, health_check: t }
+      secondary: { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, secondary] }
+`, port)
+		b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
+		if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+			t.Fatal(err)
+		}
+		local := fmt.Sprintf("fleet:\n  node: self\n  region: eu\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n  health_quorum: { min_observers: 3, hold_down: 200ms, regional: %v }\n", c.Endpoints()[0], regional)
+		n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
+		for i := range 2 {
+			newFakeObserver(t, s, "127.0.0.1/t", fmt.Sprintf("eu-%d", i), false, "eu")
+		}
+		for i := range 3 {
+			newFakeObserver(t, s, "127.0.0.1/t", fmt.Sprintf("us-%d", i), true, "us")
+		}
+		// Fleet: 3 of 6 up (50 %): up. EU: 0 of 3 up: down.
+		want := "127.0.0.1"
+		if regional {
+			want = "192.0.2.2"
+		}
+		waitFor(t, 3*time.Second, fmt.Sprintf("regional %v answers %s", regional, want), func() bool { return n.a("shop.example.com") == want })
+		time.Sleep(500 * time.Millisecond)
+		if got := n.a("shop.example.com"); got != want {
+			t.Errorf("regional %v: %s, want %s", regional, got, want)
+		}
 	}
 }

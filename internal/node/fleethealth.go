@@ -133,6 +133,11 @@ func (fh *fleetHealth) verdict(k health.Key, own health.Status) health.Status {
 		return own
 	}
 	r, ok := fh.tracker.Result(targetName(k))
+	if fh.cfg.Regional {
+		// This node answers the clients of its region: the verdict of
+		// its region's observers (the fleet's where they are too few).
+		r, ok = fh.tracker.Region(targetName(k), fh.fw.local.Fleet.Region)
+	}
 	if !ok {
 		return own
 	}
