@@ -267,25 +267,7 @@ func TestFleetHealthQuorum(t *testing.T) {
 	}
 	defer s.Close()
 	target := startTCPTarget(t)
-	cfg := fmt.Sprintf(`identity: pushed
-zones:
-  - origin: example.com
-    file: zones/example.com.zone
-health_checks:
-  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
-records:
-  - name: shop.example.com
-    ttl: 5
-    pools:
-      primary:   { address: 127.0.0.1, health_check: t }
-      secondary: { address: 192.0.2.2 }
-    rules:
-      - default: { failover: [primary, secondary] }
-`, target)
-	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
-	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
-		t.Fatal(err)
-	}
+	publishHealthBundle(t, s, target)
 	bridge := etcdtest.NewBridge(t, strings.TrimPrefix(c.Endpoints()[0], "http://"))
 	local := fmt.Sprintf(`fleet:
   node: self
@@ -509,25 +491,7 @@ func TestFleetHealthViewSurvivesRestart(t *testing.T) {
 	}
 	defer s.Close()
 	target := startTCPTarget(t)
-	cfg := fmt.Sprintf(`identity: pushed
-zones:
-  - origin: example.com
-    file: zones/example.com.zone
-health_checks:
-  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
-records:
-  - name: shop.example.com
-    ttl: 5
-    pools:
-      primary:   { address: 127.0.0.1, health_check: t }
-      secondary: { address: 192.0.2.2 }
-    rules:
-      - default: { failover: [primary, secondary] }
-`, target)
-	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
-	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
-		t.Fatal(err)
-	}
+	publishHealthBundle(t, s, target)
 	local := fmt.Sprintf("fleet:\n  node: self\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n  view_grace: 30s\n  health_quorum: { min_observers: 3, hold_down: 200ms }\n", c.Endpoints()[0])
 	n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
 	for i := range 5 {
@@ -560,25 +524,7 @@ func TestFleetRegionalVerdict(t *testing.T) {
 		l, _ := net.Listen("tcp", "127.0.0.1:0")
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		cfg := fmt.Sprintf(`identity: pushed
-zones:
-  - origin: example.com
-    file: zones/example.com.zone
-health_checks:
-  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
-records:
-  - name: shop.example.com
-    ttl: 5
-    pools:
-      primary:   { address: 127.0.0.1, health_check: t }
-      secondary: { address: 192.0.2.2 }
-    rules:
-      - default: { failover: [primary, secondary] }
-`, port)
-		b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
-		if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
-			t.Fatal(err)
-		}
+		publishHealthBundle(t, s, port)
 		local := fmt.Sprintf("fleet:\n  node: self\n  region: eu\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n  health_quorum: { min_observers: 3, hold_down: 200ms, regional: %v }\n", c.Endpoints()[0], regional)
 		n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
 		for i := range 2 {
@@ -597,5 +543,31 @@ records:
 		if got := n.a("shop.example.com"); got != want {
 			t.Errorf("regional %v: %s, want %s", regional, got, want)
 		}
+	}
+}
+
+// publishHealthBundle publishes a configuration whose shop.example.com
+// fails over from 127.0.0.1 (checked over TCP on port every 100 ms) to
+// 192.0.2.2.
+func publishHealthBundle(t *testing.T, s fleet.Store, port int) {
+	t.Helper()
+	cfg := fmt.Sprintf(`identity: pushed
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+health_checks:
+  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
+records:
+  - name: shop.example.com
+    ttl: 5
+    pools:
+      primary:   { address: 127.0.0.1, health_check: t }
+      secondary: { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, secondary] }
+`, port)
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
 	}
 }

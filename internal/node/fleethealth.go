@@ -455,10 +455,23 @@ func (fh *fleetHealth) decide() {
 	}
 	fh.mu.Unlock()
 	changed := false
+	region := fh.fw.local.Fleet.Region
 	for _, x := range ins {
-		if r := fh.tracker.Update(x.name, x.obs, x.own, now); r.Changed {
+		var before quorum.Result
+		var had bool
+		if fh.cfg.Regional {
+			before, had = fh.tracker.Region(x.name, region)
+		}
+		r := fh.tracker.Update(x.name, x.obs, x.own, now)
+		if r.Changed {
 			changed = true
 			fh.fw.n.log.Info("fleet health verdict", "target", x.name, "verdict", r.Verdict.String(), "reason", r.Reason())
+		}
+		if fh.cfg.Regional {
+			if after, ok := fh.tracker.Region(x.name, region); ok && (!had || after.Verdict != before.Verdict) {
+				changed = true
+				fh.fw.n.log.Info("fleet health verdict for the region", "target", x.name, "region", region, "verdict", after.Verdict.String(), "reason", after.Reason())
+			}
 		}
 	}
 	if changed {
