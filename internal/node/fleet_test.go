@@ -59,12 +59,7 @@ func statusOf(t *testing.T, s fleet.Store, node string) fleet.Status {
 // old bundle and reports the error when a new one cannot be applied, and,
 // restarted while the store is down, serves the bundle it kept on disk.
 func TestFleetConfig(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
-	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := fleetStore(t)
 	ctx := context.Background()
 	rev, _, err := fleet.Publish(ctx, s, "/steer/v1", fleetBundle(1, "one"), 0)
 	if err != nil {
@@ -260,12 +255,7 @@ func (f *fakeObserver) leave() {
 // to its own checks after view_grace, and to the fleet's verdict when the
 // link heals.
 func TestFleetHealthQuorum(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
-	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := fleetStore(t)
 	target := startTCPTarget(t)
 	publishHealthBundle(t, s, target)
 	bridge := etcdtest.NewBridge(t, strings.TrimPrefix(c.Endpoints()[0], "http://"))
@@ -363,12 +353,7 @@ func startTCPTarget(t *testing.T) int {
 // effect on every node within a second, outlives the node that set it,
 // and auto clears it everywhere.
 func TestFleetOverrides(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
-	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := fleetStore(t)
 	cfg := `identity: pushed
 zones:
   - origin: example.com
@@ -484,12 +469,7 @@ func TestProbeSpreading(t *testing.T) {
 // fleet's quorum, restarted while the store is unreachable, answers from
 // the view it kept on disk, not from its own checks.
 func TestFleetHealthViewSurvivesRestart(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
-	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := fleetStore(t)
 	target := startTCPTarget(t)
 	publishHealthBundle(t, s, target)
 	local := fmt.Sprintf("fleet:\n  node: self\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n  view_grace: 30s\n  health_quorum: { min_observers: 3, hold_down: 200ms }\n", c.Endpoints()[0])
@@ -514,12 +494,7 @@ func TestFleetHealthViewSurvivesRestart(t *testing.T) {
 // its own region's observers; without, by the whole fleet's.
 func TestFleetRegionalVerdict(t *testing.T) {
 	for _, regional := range []bool{true, false} {
-		c := etcdtest.Start(t, etcdtest.Options{})
-		s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		c, s := fleetStore(t)
 		// Nothing listens on the target's port: this node sees it down.
 		l, _ := net.Listen("tcp", "127.0.0.1:0")
 		port := l.Addr().(*net.TCPAddr).Port
@@ -570,4 +545,17 @@ records:
 	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fleetStore starts one embedded etcd member and opens the store on it
+// (closed when the test ends).
+func fleetStore(t *testing.T) (*etcdtest.Cluster, fleet.Store) {
+	t.Helper()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return c, s
 }
