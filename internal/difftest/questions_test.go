@@ -1,11 +1,8 @@
 package difftest
 
 import (
-	"bufio"
 	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -183,22 +180,9 @@ func parent(name string) string {
 // their dnssec, tcp and ecs= flags.
 func pdnsQuestions(t *testing.T, dir string) []question {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "pdns-queries.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var qs []question
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, "\t")
-		if len(f) < 4 {
-			t.Fatalf("pdns-queries.tsv: %q: want test, name, type and flags", line)
-		}
+	for _, f := range readTSV(t, dir, "pdns-queries.tsv", "test", "name", "type", "flags") {
+		line := strings.Join(f, " ")
 		qt, ok := parseType(f[2])
 		if !ok {
 			t.Fatalf("pdns-queries.tsv: %q: unknown type %q", line, f[2])

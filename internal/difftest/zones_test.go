@@ -45,29 +45,41 @@ func peerDir(t *testing.T) string {
 	return ""
 }
 
-// readZones reads zones.tsv: origin, file, source.
-func readZones(t *testing.T, dir string) []peerZone {
+// readTSV reads the tab-separated rows of dir/name, skipping blank lines
+// and # comments; a row with fewer than len(fields) fields fails the test,
+// naming them.
+func readTSV(t *testing.T, dir, name string, fields ...string) [][]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "zones.tsv"))
+	f, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var zones []peerZone
+	var rows [][]string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.Split(line, "\t")
-		if len(f) < 3 {
-			t.Fatalf("zones.tsv: %q: want origin, file and source", line)
+		row := strings.Split(line, "\t")
+		if len(row) < len(fields) {
+			t.Fatalf("%s: %q: want %s", name, line, strings.Join(fields, ", "))
 		}
-		zones = append(zones, peerZone{Origin: strings.TrimSuffix(f[0], ".") + ".", File: filepath.Join(dir, f[1]), Source: f[2]})
+		rows = append(rows, row)
 	}
-	if len(zones) == 0 {
-		t.Fatal("zones.tsv lists no zones")
+	if len(rows) == 0 {
+		t.Fatalf("%s has no rows", name)
+	}
+	return rows
+}
+
+// readZones reads zones.tsv: origin, file, source.
+func readZones(t *testing.T, dir string) []peerZone {
+	t.Helper()
+	var zones []peerZone
+	for _, f := range readTSV(t, dir, "zones.tsv", "origin", "file", "source") {
+		zones = append(zones, peerZone{Origin: strings.TrimSuffix(f[0], ".") + ".", File: filepath.Join(dir, f[1]), Source: f[2]})
 	}
 	return zones
 }
