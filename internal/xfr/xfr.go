@@ -1,0 +1,154 @@
+// Package xfr owns the outgoing zone transfer (AXFR, RFC 5936): turning a
+// zone's records into response messages that each fit a TCP DNS message,
+// TSIG-signing every one of them (RFC 8945), and writing them on the
+// connection. What the zone holds and who may ask for it are the caller's.
+package xfr
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// DefaultLimit is the packed size a message is kept at or under when the
+// caller gives no limit. The accounting is an upper bound (each record is
+// counted uncompressed and the TSIG RR is counted with the largest MAC and
+// a BADTIME other-data field), so no margin is needed for miscounting; the
+// 1,535 bytes under the 65,535-byte TCP maximum are kept as room for
+// anything a later change adds to a message (an OPT RR, a longer key
+// name) without re-deriving the arithmetic. CoreDNS flushes at 63,000
+// bytes for the same reason.
+const DefaultLimit = 64000
+
+// maxMAC is the largest TSIG MAC in bytes (hmac-sha512).
+const maxMAC = 64
+
+// ErrTooBig reports a record that does not fit a message on its own.
+var ErrTooBig = errors.New("xfr: record too big for one message")
+
+// Messages splits rrs — the zone's SOA, its other records, and the SOA
+// again — into AXFR response messages for req. Each message echoes req's
+// ID and question (RFC 5936 §2.2.1 lets later messages omit the question;
+// every one carries it, as BIND, Knot and NSD accept and miekg/dns's
+// Transfer.In expects nothing else), has AA set and rcode NOERROR, and
+// packs to at most limit bytes with compression, counting room for a TSIG
+// RR when req is signed. limit ≤ 0 means DefaultLimit. The messages are
+// not signed yet; Serve signs them as it writes.
+func Messages(req *dns.Msg, rrs []dns.RR, limit int) ([]*dns.Msg, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	if len(rrs) < 2 || rrs[0].Header().Rrtype != dns.TypeSOA || rrs[len(rrs)-1].Header().Rrtype != dns.TypeSOA {
+		return nil, errors.New("xfr: records must start and end with the zone's SOA")
+	}
+	overhead := 12 // header
+	for _, q := range req.Question {
+		overhead += len(dns.Fqdn(q.Name)) + 1 + 4
+	}
+	if t := req.IsTsig(); t != nil {
+		overhead += tsigRoom(t)
+	}
+	var out []*dns.Msg
+	var m *dns.Msg
+	size := 0
+	for _, rr := range rrs {
+		n := dns.Len(rr) // uncompressed: never less than what it packs to
+		if overhead+n > limit {
+			return nil, fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrTooBig, rr.Header().Name, dns.TypeToString[rr.Header().Rrtype], n, limit)
+		}
+		if m == nil || size+n > limit {
+			m = reply(req)
+			out = append(out, m)
+			size = overhead
+		}
+		m.Answer = append(m.Answer, rr)
+		size += n
+	}
+	return out, nil
+}
+
+// tsigRoom is an upper bound on the packed size of the TSIG RR a response
+// to a request signed with t carries.
+func tsigRoom(t *dns.TSIG) int {
+	r := &dns.TSIG{
+		Hdr:       dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: t.Algorithm,
+		MAC:       strings.Repeat("00", maxMAC),
+		OtherData: strings.Repeat("00", 6),
+	}
+	return dns.Len(r)
+}
+
+func reply(req *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative = true
+	m.Compress = true
+	return m
+}
+
+// Serve answers the AXFR request req on w with rrs (SOA, the rest, SOA),
+// in messages of at most DefaultLimit bytes. When req is signed, every
+// message is signed with req's key: the first over the request MAC and
+// the message, each later one over the previous MAC, the message and the
+// timers only (RFC 8945 §5.3.1), which is what the server's
+// ResponseWriter does once TsigTimersOnly is set. The dns.Server must
+// have the key in its TsigSecret (or TsigProvider) and must have verified
+// the request: a signed request whose TSIG did not verify is answered
+// NOTAUTH with the TSIG error (RFC 8945 §5.2) and nothing of the zone.
+// A request over UDP is answered REFUSED (RFC 5936 §4.2).
+func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
+	if len(req.Question) != 1 || req.Question[0].Qtype != dns.TypeAXFR {
+		return errors.New("xfr: not an AXFR request")
+	}
+	if _, ok := w.RemoteAddr().(*net.TCPAddr); !ok {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeRefused)
+		w.WriteMsg(m)
+		return errors.New("xfr: AXFR over UDP refused")
+	}
+	t := req.IsTsig()
+	if t != nil && w.TsigStatus() != nil {
+		err := w.TsigStatus()
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeNotAuth)
+		code := uint16(dns.RcodeBadSig)
+		switch {
+		case errors.Is(err, dns.ErrSecret) || errors.Is(err, dns.ErrKeyAlg):
+			code = dns.RcodeBadKey
+		case errors.Is(err, dns.ErrTime):
+			code = dns.RcodeBadTime
+		}
+		// Unsigned: the key did not verify, so it cannot sign (RFC 8945 §5.3.2).
+		m.Extra = append(m.Extra, &dns.TSIG{
+			Hdr:       dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+			Algorithm: t.Algorithm, Fudge: t.Fudge, TimeSigned: t.TimeSigned, OrigId: req.Id, Error: code,
+		})
+		w.WriteMsg(m)
+		return fmt.Errorf("xfr: request TSIG: %w", err)
+	}
+	msgs, err := Messages(req, rrs, DefaultLimit)
+	if err != nil {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeServerFailure)
+		if t != nil {
+			m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, 0)
+		}
+		w.WriteMsg(m)
+		return err
+	}
+	for i, m := range msgs {
+		if t != nil {
+			m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, 0)
+			// SetTsig leaves TimeSigned 0; miekg fills in the time as it signs.
+		}
+		if err := w.WriteMsg(m); err != nil {
+			return fmt.Errorf("xfr: message %d of %d: %w", i+1, len(msgs), err)
+		}
+		w.TsigTimersOnly(true)
+	}
+	return nil
+}
