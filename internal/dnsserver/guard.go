@@ -137,24 +137,29 @@ func (gd *guarded) udpLimit(hasOPT bool, size uint16) int {
 // cookies are exempt). name is the lower-case name the response is keyed
 // on; the ECS address and the scope the response carries complete the key.
 //
-// For explain (st.explain) it peeks instead, records what it found in
+// For explain (st.report set) it peeks instead, records what it found in
 // st.report and passes: the explained answer is the one sent if it passes.
 func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int, st *stats) rrl.Verdict {
-	if st.explain {
+	if st.report != nil {
 		// A copy: name may point into the fast path's stack.
-		return gd.explain(t, from, class, strings.Clone(name), qtype, ecsAddr, scope, &st.report)
+		return gd.explain(t, from, class, strings.Clone(name), qtype, ecsAddr, scope, st.report)
 	}
 	if gd.g == nil || gd.g.RRL == nil || t != UDP || gd.ck.Status == cookie.Valid || !from.IsValid() {
 		return rrl.Pass
 	}
-	return gd.g.RRL.Decide(from, rrl.Response{
+	return gd.g.RRL.Decide(from, gd.response(class, name, qtype, ecsAddr, scope), gd.now.UnixNano())
+}
+
+// response is what the limiter keys the response on.
+func (gd *guarded) response(class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int) rrl.Response {
+	return rrl.Response{
 		Class:  class,
 		Name:   unsafe.Slice(unsafe.StringData(name), len(name)),
 		Qtype:  qtype,
 		ECS:    ecsAddr,
 		Scope:  scope,
 		Cookie: gd.clientCookie(),
-	}, gd.now.UnixNano())
+	}
 }
 
 // GuardReport is what explain says of the abuse protection for one query.
@@ -201,14 +206,7 @@ func (gd *guarded) explain(t Transport, from netip.Addr, class rrl.Class, name s
 		key += ", client block " + netip.PrefixFrom(ecsAddr, min(scope, ecsAddr.BitLen())).Masked().String()
 	}
 	rep.Key = key
-	rep.RateLimit = gd.g.RRL.Peek(from, rrl.Response{
-		Class:  class,
-		Name:   unsafe.Slice(unsafe.StringData(name), len(name)),
-		Qtype:  qtype,
-		ECS:    ecsAddr,
-		Scope:  scope,
-		Cookie: gd.clientCookie(),
-	}, gd.now.UnixNano()).String()
+	rep.RateLimit = gd.g.RRL.Peek(from, gd.response(class, name, qtype, ecsAddr, scope), gd.now.UnixNano()).String()
 	return rrl.Pass
 }
 

@@ -133,9 +133,9 @@ type stats struct {
 	cookie  cookie.Status
 	guarded bool
 	reqLen  int
-	// explain asks the guard to peek, not decide, and to fill report.
-	explain bool
-	report  GuardReport
+	// report, set by Explain only, asks the guard to peek, not decide,
+	// and to say what it found (a pointer: every query zeroes stats).
+	report *GuardReport
 }
 
 // noteECS records the query's client subnet class and, once known, the
@@ -249,9 +249,9 @@ type Trace func(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *p
 // do with this response now (Peek), and the answer returned is the one
 // that would be sent if it passed.
 func (h *Handler) Explain(req []byte, from netip.Addr, trace Trace) ([]byte, GuardReport) {
-	st := &stats{explain: true}
+	st := &stats{report: new(GuardReport)}
 	out := h.handle(req, UDP, from, make([]byte, 0, maxTCPSize), trace, st)
-	return out, st.report
+	return out, *st.report
 }
 
 // handle answers req through the fast path when it can (never with a

@@ -39,6 +39,10 @@ type fleetHealth struct {
 	lastPub map[string]observation
 	kick    chan struct{}
 	savedAt time.Time // the view was last written to viewFile
+	// newest and longest are the view's clock: the newest CheckedAt and
+	// the longest interval of any observation seen (decide).
+	newest  time.Time
+	longest time.Duration
 }
 
 // savedView is the fleet's health view as kept on disk, so a node
@@ -85,6 +89,14 @@ func (fh *fleetHealth) loadView() {
 		return
 	}
 	fh.obs, fh.viewAt = v.Obs, v.ViewAt
+	for _, m := range fh.obs {
+		for _, o := range m {
+			if o.CheckedAt.After(fh.newest) {
+				fh.newest = o.CheckedAt
+			}
+			fh.longest = max(fh.longest, o.Interval)
+		}
+	}
 	fh.fresh = time.Since(v.ViewAt) <= fh.grace
 	fh.fw.n.log.Info("fleet: starting from the health view kept on disk", "view_at", v.ViewAt, "targets", len(v.Obs))
 }
@@ -201,6 +213,7 @@ func (fh *fleetHealth) start(ctx context.Context) {
 			Snapshot: func(kvs []fleet.KV, rev int64) {
 				fh.mu.Lock()
 				fh.obs = map[string]map[string]quorum.Observation{}
+				fh.newest, fh.longest = time.Time{}, 0
 				for _, kv := range kvs {
 					fh.putLocked(p, kv)
 				}
@@ -209,8 +222,12 @@ func (fh *fleetHealth) start(ctx context.Context) {
 				fh.decide()
 			},
 			Events: func(evs []fleet.Event, rev int64) {
+				touched := map[string]bool{}
 				fh.mu.Lock()
 				for _, e := range evs {
+					if target, _, ok := splitObsKey(p, e.KV.Key); ok {
+						touched[target] = true
+					}
 					if e.Kind == fleet.EventDelete {
 						fh.deleteLocked(p, e.KV.Key)
 					} else {
@@ -219,7 +236,7 @@ func (fh *fleetHealth) start(ctx context.Context) {
 				}
 				fh.viewAt = time.Now()
 				fh.mu.Unlock()
-				fh.decide()
+				fh.decideTargets(touched)
 			},
 			Progress: func(int64) {
 				fh.mu.Lock()
@@ -391,6 +408,10 @@ func (fh *fleetHealth) putLocked(p string, kv fleet.KV) {
 		fh.obs[target] = m
 	}
 	m[node] = quorum.Observation{Node: node, Region: o.Region, Up: o.Up, CheckedAt: o.CheckedAt, Interval: o.Interval}
+	if o.CheckedAt.After(fh.newest) {
+		fh.newest = o.CheckedAt
+	}
+	fh.longest = max(fh.longest, o.Interval)
 }
 
 func (fh *fleetHealth) deleteLocked(p, key string) {
@@ -401,7 +422,13 @@ func (fh *fleetHealth) deleteLocked(p, key string) {
 
 // decide updates every target's verdict and, when one flipped, has the
 // answers recomputed.
-func (fh *fleetHealth) decide() {
+func (fh *fleetHealth) decide() { fh.decideTargets(nil) }
+
+// decideTargets updates the verdicts of the named targets (nil: every
+// target: the ticker's pass, for hold-downs and staleness) and, when one
+// flipped, has the answers recomputed. A watch event re-decides only the
+// targets it touched, so its cost grows with the change, not the fleet.
+func (fh *fleetHealth) decideTargets(only map[string]bool) {
 	now := time.Now()
 	fh.mu.Lock()
 	// Cut from the store, the node sees no fresh observation from anyone:
@@ -410,18 +437,8 @@ func (fh *fleetHealth) decide() {
 	// own checks take over (verdict). Observations are re-published at
 	// every check, so while the store answers the newest one is at most an
 	// interval old and the view's time is now.
-	var newest time.Time
-	var longest time.Duration
-	for _, m := range fh.obs {
-		for _, o := range m {
-			if o.CheckedAt.After(newest) {
-				newest = o.CheckedAt
-			}
-			longest = max(longest, o.Interval)
-		}
-	}
-	if !newest.IsZero() && now.After(newest.Add(longest)) {
-		now = newest.Add(longest)
+	if !fh.newest.IsZero() && now.After(fh.newest.Add(fh.longest)) {
+		now = fh.newest.Add(fh.longest)
 	}
 	type in struct {
 		name string
@@ -432,6 +449,9 @@ func (fh *fleetHealth) decide() {
 	seen := map[string]bool{}
 	self := fh.fw.local.Fleet.Node
 	for name, m := range fh.obs {
+		if only != nil && !only[name] {
+			continue
+		}
 		x := in{name: name, own: fh.own[name]}
 		for node, o := range m {
 			if node != self {
@@ -445,6 +465,9 @@ func (fh *fleetHealth) decide() {
 		seen[name] = true
 	}
 	for name, v := range fh.own {
+		if only != nil && !only[name] {
+			continue
+		}
 		if !seen[name] {
 			x := in{name: name, own: v}
 			if o, ok := fh.ownObs[name]; ok {
@@ -498,16 +521,30 @@ func (fh *fleetHealth) publish(ctx context.Context) {
 		if l == nil {
 			continue // the first lease is not granted yet; the next result publishes
 		}
-		for name, o := range batch {
-			data, _ := json.Marshal(o)
+		// One transaction for as many observations as it may hold, all
+		// under the node's lease.
+		names := make([]string, 0, len(batch))
+		for name := range batch {
+			names = append(names, name)
+		}
+		for len(names) > 0 {
+			chunk := names[:min(len(names), fleet.MaxTxnOps)]
+			names = names[len(chunk):]
+			puts := make([]fleet.KV, 0, len(chunk))
+			for _, name := range chunk {
+				data, _ := json.Marshal(batch[name])
+				puts = append(puts, fleet.KV{Key: obsPrefix(fh.fw.prefix) + name + "/" + fh.fw.local.Fleet.Node, Value: data, Lease: l.ID()})
+			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := l.Put(pctx, obsPrefix(fh.fw.prefix)+name+"/"+fh.fw.local.Fleet.Node, data)
+			_, _, err := fh.fw.store.Txn(pctx, nil, puts, nil)
 			cancel()
 			fh.mu.Lock()
-			if err == nil {
-				fh.lastPub[name] = o
-			} else if _, newer := fh.pending[name]; !newer {
-				fh.pending[name] = o // try again with the next kick
+			for _, name := range chunk {
+				if err == nil {
+					fh.lastPub[name] = batch[name]
+				} else if _, newer := fh.pending[name]; !newer {
+					fh.pending[name] = batch[name] // try again with the next kick
+				}
 			}
 			fh.mu.Unlock()
 		}
