@@ -42,23 +42,8 @@ const (
 
 func rigConfig(site string, serial int) fleet.Bundle {
 	_, port, _ := net.SplitHostPort(site)
-	cfg := fmt.Sprintf(`identity: rig
-zones:
-  - origin: example.com
-    file: zones/example.com.zone
-health_checks:
-  h: { type: http, port: %s, path: /healthz, interval: %s, timeout: 150ms, rise: 1, fall: %d }
-records:
-  - name: shop.example.com
-    ttl: 5
-    pools:
-      primary:   { address: 127.0.0.1, health_check: h }
-      secondary: { address: 192.0.2.2 }
-    rules:
-      - default: { failover: [primary, secondary] }
-`, port, rigInterval, rigFall)
-	return fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg),
-		"zones/example.com.zone": []byte(zone("example.com", serial, "serial-"+strconv.Itoa(serial)))}}
+	return failoverBundle(fmt.Sprintf("{ type: http, port: %s, path: /healthz, interval: %s, timeout: 150ms, rise: 1, fall: %d }", port, rigInterval, rigFall),
+		serial, "serial-"+strconv.Itoa(serial))
 }
 
 func newFleetRig(t *testing.T) *fleetRig {

@@ -526,12 +526,22 @@ func TestFleetRegionalVerdict(t *testing.T) {
 // 192.0.2.2.
 func publishHealthBundle(t *testing.T, s fleet.Store, port int) {
 	t.Helper()
-	cfg := fmt.Sprintf(`identity: pushed
+	b := failoverBundle(fmt.Sprintf("{ type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }", port), 1, "x")
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failoverBundle is a configuration whose shop.example.com fails over
+// from 127.0.0.1, checked by health check t (check is its definition), to
+// 192.0.2.2, with a zone of serial and gen TXT txt.
+func failoverBundle(check string, serial int, txt string) fleet.Bundle {
+	cfg := `identity: pushed
 zones:
   - origin: example.com
     file: zones/example.com.zone
 health_checks:
-  t: { type: tcp, port: %d, interval: 100ms, timeout: 80ms, rise: 1, fall: 1 }
+  t: ` + check + `
 records:
   - name: shop.example.com
     ttl: 5
@@ -540,11 +550,8 @@ records:
       secondary: { address: 192.0.2.2 }
     rules:
       - default: { failover: [primary, secondary] }
-`, port)
-	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
-	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
-		t.Fatal(err)
-	}
+`
+	return fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", serial, txt))}}
 }
 
 // fleetStore starts one embedded etcd member and opens the store on it
