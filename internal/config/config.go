@@ -66,6 +66,9 @@ type Config struct {
 	Cookies Cookies `yaml:"cookies"`
 	// Fleet, when set, makes the node one of a fleet on etcd.
 	Fleet *Fleet `yaml:"fleet"`
+	// TSIG holds the keys zone transfers and NOTIFYs are signed with, by
+	// name (the key's own name in the file).
+	TSIG map[string]TSIGKey `yaml:"tsig"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -102,10 +105,23 @@ type TCP struct {
 	FirstQueryTimeout Duration `yaml:"first_query_timeout"`
 }
 
-// Zone names a zone served from an RFC 1035 master file.
+// Zone names a zone served from an RFC 1035 master file, or, with
+// Primaries, one transferred in from primary servers (see transfer.go).
 type Zone struct {
 	Origin string `yaml:"origin"`
 	File   string `yaml:"file"`
+	// Primaries make the zone a secondary: host:port addresses (port 53
+	// when left out) it is transferred from, tried in order.
+	Primaries []string `yaml:"primaries"`
+	// TSIG names the key (of the tsig section) transfers from the
+	// primaries and their NOTIFYs are signed with; "" for none.
+	TSIG string `yaml:"tsig"`
+	// Secondaries may transfer the zone out, and are notified of each
+	// new serial.
+	Secondaries []Secondary `yaml:"secondaries"`
+	// IXFRJournal is how many serial changes are kept to answer IXFR:
+	// 0..10000; default 20. Older serials get an AXFR-style answer.
+	IXFRJournal *int `yaml:"ixfr_journal"`
 	// Line is where this entry starts in the configuration file.
 	Line int `yaml:"-"`
 }
@@ -312,6 +328,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.applyAbuseDefaults()
 	c.applyFleetDefaults()
+	c.applyTransferDefaults()
 }
 
 func (c *Config) check(probs *diag.Problems) {
@@ -397,8 +414,13 @@ func (c *Config) check(probs *diag.Problems) {
 			continue
 		}
 		origins[canon] = c.Line(fmt.Sprintf("zones[%d].origin", i))
-		if z.File == "" {
-			probs.Add(f, z.Line, "zones: %s has no file", canon)
+		switch {
+		case z.File == "" && len(z.Primaries) == 0:
+			probs.Add(f, z.Line, "zones: %s has no file (or primaries, to transfer it in)", canon)
+		case z.File != "" && len(z.Primaries) > 0:
+			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].primaries", i)), "zones: %s has both a file and primaries; a zone is read from one or transferred from the other", canon)
 		}
+		c.checkTransfer(probs, i)
 	}
+	c.checkTSIG(probs)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -110,7 +111,7 @@ func TestFullConfig(t *testing.T) {
 		{Origin: "example.com", File: "zones/example.com.zone", Line: 12},
 		{Origin: "Example.NET.", File: "/var/lib/steer/example.net.zone", Line: 14},
 	}
-	if !slices.Equal(c.Zones, want) {
+	if !reflect.DeepEqual(c.Zones, want) {
 		t.Errorf("Zones = %+v, want %+v", c.Zones, want)
 	}
 	if c.File != "steer.yaml" || c.FS != nil {

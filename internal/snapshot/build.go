@@ -23,6 +23,15 @@ type Options struct {
 	// there when it changed, and a zone that fails with no copy in
 	// Previous is loaded from there.
 	CacheDir string
+	// Secondary returns the copy to serve of a zone transferred in from
+	// primaries (config Zone.Primaries). nil: every secondary zone is
+	// answered SERVFAIL, as not transferred yet (steer check).
+	Secondary func(origin string) Transferred
+	// Serials are the serials zones are exported with, by origin, when
+	// steer changed what a zone transfers without its file's serial
+	// changing (a steered name's fallback). A serial not newer than the
+	// file's (RFC 1982) is ignored: the file's wins.
+	Serials map[string]uint32
 }
 
 // What a degraded zone is served from (ZoneProblem.Serving); a zone read
@@ -77,6 +86,7 @@ func BuildWith(cfg *config.Config, opts Options) (snap *Snapshot, warns diag.Pro
 func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Problems, error) {
 	var errs, warns diag.Problems
 	checks := healthChecks(cfg, &errs)
+	keys := loadTSIG(cfg, &errs, &warns)
 	var geoSet *geo.Set
 	var geoFiles []string
 	var table *policy.Table
@@ -131,12 +141,38 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	reused := 0
 	prevSteered := steeredByZone(opts.Previous)
 	marks := map[*zone.Zone][]*policy.Record{}
+	secondaries := map[string]bool{}
 	for _, zc := range cfg.Zones {
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
-		data, rerr := zone.ReadFile(cfg.FS, file)
-		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && sameSteered(prevSteered[pz], recs) {
+		var data []byte
+		var rerr error
+		if zc.Secondary() {
+			secondaries[origin] = true
+			tr := Transferred{Unusable: "not transferred yet"}
+			if opts.Secondary != nil {
+				tr = opts.Secondary(origin)
+			}
+			if tr.Data == nil {
+				zp := ZoneProblem{Origin: origin, File: tr.Name, Problem: tr.Unusable, Serving: ServingServfail}
+				for _, r := range recs {
+					zp.Skipped = append(zp.Skipped, r.Name)
+				}
+				if opts.Secondary != nil {
+					warns.Add(cfg.File, zc.Line, "zone %s is a secondary with no copy to serve (%s): answering SERVFAIL until a primary transfers it", origin, tr.Unusable)
+					degraded = append(degraded, zp)
+				}
+				zones = append(zones, zone.NewFailed(origin, "primaries", tr.Unusable))
+				continue
+			}
+			file, data = tr.Name, tr.Data
+		} else {
+			data, rerr = zone.ReadFile(cfg.FS, file)
+		}
+		serial := opts.Serials[origin]
+		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && sameSteered(prevSteered[pz], recs) &&
+			(serial == 0 || serial == pz.Serial() || !newer(serial, pz.FileSerial())) {
 			// The same bytes and the same steered names: the zone being
 			// served is kept as it is (marked and precompiled already).
 			zones = append(zones, pz)
@@ -157,6 +193,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				po.Previous = previousZone(opts.Previous, origin)
 			}
 			z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
+			if len(zerrs) == 0 {
+				var err error
+				if z, err = applySerial(z, serial); err != nil {
+					zerrs.Add(file, 0, "%v", err)
+				}
+			}
 		}
 		warns = append(warns, zwarns...)
 		for i, p := range zerrs {
@@ -172,7 +214,9 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		if len(zerrs) == 0 && len(merrs) == 0 {
 			zones = append(zones, z)
-			fresh = append(fresh, z)
+			if !zc.Secondary() { // a secondary's copy is kept by its transfers
+				fresh = append(fresh, z)
+			}
 			marks[z] = recs
 			continue
 		}
@@ -217,6 +261,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	if err := errs.Err(); err != nil {
 		return nil, warns, err
 	}
+	transferWarnings(cfg, marks, zones, &warns)
 	set := zone.NewSet(zones)
 	set.Precompile()
 	if opts.CacheDir != "" {
@@ -247,6 +292,8 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		ZonesReused:       reused,
 		PoliciesKept:      policiesKept,
 		marks:             marks,
+		TSIG:              keys,
+		Secondaries:       secondaries,
 	}
 	if cfg.VersionBind != config.VersionHidden {
 		s.Version = cfg.VersionBind

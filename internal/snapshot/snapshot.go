@@ -16,6 +16,7 @@ import (
 	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/tsig"
 	"github.com/steer-dns/steer/internal/zone"
 )
 
@@ -61,6 +62,11 @@ type Snapshot struct {
 	// with degraded zones is still a good build: the node serves, but
 	// should report itself degraded.
 	Degraded []ZoneProblem
+
+	// TSIG holds the keys of the tsig section, by the name it gives them.
+	TSIG map[string]tsig.Key
+	// Secondaries are the zones transferred in from primaries, by origin.
+	Secondaries map[string]bool
 
 	// marks holds, for each zone of Zones, the steered records marked in
 	// it (nil for a snapshot build did not make).

@@ -96,6 +96,21 @@ func NewKey(name, alg, secret string) (Key, error) {
 	return Key{Name: dns.CanonicalName(name), Algorithm: info.miekg, Secret: secret}, nil
 }
 
+// Algorithm returns the miekg/dns constant of the algorithm an operator
+// wrote (with or without the trailing dot, any case), or an error naming
+// the accepted ones.
+func Algorithm(alg string) (string, error) {
+	a := strings.TrimSuffix(strings.ToLower(alg), ".")
+	if a == "hmac-md5" || a == "hmac-md5.sig-alg.reg.int" {
+		return "", fmt.Errorf("algorithm %s is refused: RFC 8945 §6 deprecates HMAC-MD5 (accepted: %s)", alg, strings.Join(Algorithms(), ", "))
+	}
+	info, ok := algorithms[a]
+	if !ok {
+		return "", fmt.Errorf("unknown algorithm %q (accepted: %s)", alg, strings.Join(Algorithms(), ", "))
+	}
+	return info.miekg, nil
+}
+
 // keyError is a NewKey error; field ("name", "algorithm", "secret") lets
 // ParseFile point at the offending line.
 type keyError struct{ field, msg string }

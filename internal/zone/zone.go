@@ -65,6 +65,8 @@ type Zone struct {
 	shares bool
 	// negWire is the negative-answer SOA for the fast path.
 	negWire NegativeSOA
+	// fileSerial is the SOA serial as read when WithSerial changed it.
+	fileSerial uint32
 }
 
 // node holds the RRsets owned by one name. A node with no RRsets is an

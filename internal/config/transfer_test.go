@@ -1,0 +1,96 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/steer-dns/steer/internal/config"
+)
+
+func TestTransferKeys(t *testing.T) {
+	c := mustParse(t, `tsig:
+  xfr-key: { secret_file: /etc/steer/xfr.key }
+  nsd-key: { algorithm: hmac-sha512, secret_file: nsd.key }
+zones:
+  - origin: example.com
+    primaries: [192.0.2.1, "[2001:db8::1]:5300"]
+    tsig: xfr-key
+  - origin: example.org
+    file: example.org.zone
+    ixfr_journal: 5
+    secondaries:
+      - { address: 198.51.100.7, tsig: nsd-key }
+      - { address: 198.51.100.0/24, tsig: xfr-key }
+      - { address: 198.51.100.8, tsig: xfr-key, notify: ":5300" }
+      - { address: 198.51.100.9, tsig: xfr-key, notify: none }
+`)
+	if k := c.TSIG["xfr-key"]; k.Algorithm != "hmac-sha256" || k.SecretFile != "/etc/steer/xfr.key" {
+		t.Errorf("xfr-key %+v", k)
+	}
+	z := c.Zones[0]
+	if !z.Secondary() || z.TSIG != "xfr-key" || z.Journal() != config.DefaultIXFRJournal {
+		t.Errorf("zone 0 %+v", z)
+	}
+	for i, want := range []string{"192.0.2.1:53", "[2001:db8::1]:5300"} {
+		if got, err := config.PrimaryAddr(z.Primaries[i]); err != nil || got != want {
+			t.Errorf("primary %d: %q %v, want %q", i, got, err, want)
+		}
+	}
+	o := c.Zones[1]
+	if o.Secondary() || o.Journal() != 5 || len(o.Secondaries) != 4 {
+		t.Fatalf("zone 1 %+v", o)
+	}
+	for i, want := range []struct{ prefix, notify string }{
+		{"198.51.100.7/32", "198.51.100.7:53"},
+		{"198.51.100.0/24", ""},
+		{"198.51.100.8/32", "198.51.100.8:5300"},
+		{"198.51.100.9/32", ""},
+	} {
+		s := o.Secondaries[i]
+		if s.Prefix().String() != want.prefix || s.NotifyAddr() != want.notify {
+			t.Errorf("secondary %d: prefix %s notify %q, want %s %q", i, s.Prefix(), s.NotifyAddr(), want.prefix, want.notify)
+		}
+	}
+}
+
+func TestTransferProblems(t *testing.T) {
+	_, ps := parse(t, `tsig:
+  xfr-key: { algorithm: hmac-sha256 }
+zones:
+  - origin: a.example
+    file: a.zone
+    primaries: [192.0.2.1]
+  - origin: b.example
+    primaries: [192.0.2.1, "192.0.2.1:53", nowhere]
+    tsig: no-such-key
+    ixfr_journal: -1
+  - origin: c.example
+    file: c.zone
+    tsig: xfr-key
+    secondaries:
+      - { address: 198.51.100.300, tsig: xfr-key }
+      - { address: 198.51.100.7 }
+      - { address: 198.51.100.0/24, tsig: xfr-key, notify: ":53" }
+      - { address: 198.51.100.8, tsig: xfr-key, notify: "somewhere:53" }
+  - origin: d.example
+`)
+	checkProblems(t, ps, []prob{
+		{2, "tsig: xfr-key has no secret_file"},
+		{6, "has both a file and primaries"},
+		{8, "primary 192.0.2.1:53 is listed twice"},
+		{8, `primary "nowhere" is not an IP address`},
+		{9, `no key "no-such-key" in the tsig section (it has xfr-key)`},
+		{10, "ixfr_journal: -1 is not between 0 and 10000"},
+		{13, "tsig names the key of transfers from primaries"},
+		{15, `secondary address "198.51.100.300" is not an IP address or prefix`},
+		{16, "secondary 198.51.100.7 has no tsig key"},
+		{17, "a port alone needs address to be one address"},
+		{18, `"somewhere:53" is not IP:port`},
+		{19, "d.example. has no file (or primaries"},
+	})
+	if t.Failed() {
+		for _, p := range ps {
+			t.Log(strings.TrimSpace(p.String()))
+		}
+	}
+}
