@@ -30,7 +30,8 @@ const maxMAC = 64
 var ErrTooBig = errors.New("xfr: record too big for one message")
 
 // Messages splits rrs — the zone's SOA, its other records, and the SOA
-// again — into AXFR response messages for req. Each message echoes req's
+// again; or an IXFR answer, which also starts and ends with the SOA, or is
+// the current SOA alone — into response messages for req. Each message echoes req's
 // ID and question (RFC 5936 §2.2.1 lets later messages omit the question;
 // every one carries it, as BIND, Knot and NSD accept and miekg/dns's
 // Transfer.In expects nothing else), has AA set and rcode NOERROR, and
@@ -41,8 +42,8 @@ func Messages(req *dns.Msg, rrs []dns.RR, limit int) ([]*dns.Msg, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	if len(rrs) < 2 || rrs[0].Header().Rrtype != dns.TypeSOA || rrs[len(rrs)-1].Header().Rrtype != dns.TypeSOA {
-		return nil, errors.New("xfr: records must start and end with the zone's SOA")
+	if len(rrs) == 0 || rrs[0].Header().Rrtype != dns.TypeSOA || rrs[len(rrs)-1].Header().Rrtype != dns.TypeSOA {
+		return nil, errors.New("xfr: records must start and end with the zone's SOA (or be the SOA alone)")
 	}
 	overhead := 12 // header
 	for _, q := range req.Question {
@@ -110,26 +111,39 @@ func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
 		w.WriteMsg(m)
 		return errors.New("xfr: AXFR over UDP refused")
 	}
-	t := req.IsTsig()
-	if t != nil && w.TsigStatus() != nil {
-		err := w.TsigStatus()
-		m := new(dns.Msg)
-		m.SetRcode(req, dns.RcodeNotAuth)
-		code := uint16(dns.RcodeBadSig)
-		switch {
-		case errors.Is(err, dns.ErrSecret) || errors.Is(err, dns.ErrKeyAlg):
-			code = dns.RcodeBadKey
-		case errors.Is(err, dns.ErrTime):
-			code = dns.RcodeBadTime
-		}
-		// Unsigned: the key did not verify, so it cannot sign (RFC 8945 §5.3.2).
-		m.Extra = append(m.Extra, &dns.TSIG{
-			Hdr:       dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-			Algorithm: t.Algorithm, Fudge: t.Fudge, TimeSigned: t.TimeSigned, OrigId: req.Id, Error: code,
-		})
-		w.WriteMsg(m)
-		return fmt.Errorf("xfr: request TSIG: %w", err)
+	if t := req.IsTsig(); t != nil && w.TsigStatus() != nil {
+		return refuseTsig(w, req)
 	}
+	return writeAll(w, req, rrs)
+}
+
+// refuseTsig answers a signed request whose TSIG did not verify: NOTAUTH
+// with the TSIG error and no MAC (RFC 8945 §5.2, §5.3.2).
+func refuseTsig(w dns.ResponseWriter, req *dns.Msg) error {
+	t := req.IsTsig()
+	err := w.TsigStatus()
+	m := new(dns.Msg)
+	m.SetRcode(req, dns.RcodeNotAuth)
+	code := uint16(dns.RcodeBadSig)
+	switch {
+	case errors.Is(err, dns.ErrSecret) || errors.Is(err, dns.ErrKeyAlg):
+		code = dns.RcodeBadKey
+	case errors.Is(err, dns.ErrTime):
+		code = dns.RcodeBadTime
+	}
+	// Unsigned: the key did not verify, so it cannot sign (RFC 8945 §5.3.2).
+	m.Extra = append(m.Extra, &dns.TSIG{
+		Hdr:       dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: t.Algorithm, Fudge: t.Fudge, TimeSigned: t.TimeSigned, OrigId: req.Id, Error: code,
+	})
+	w.WriteMsg(m)
+	return fmt.Errorf("xfr: request TSIG: %w", err)
+}
+
+// writeAll splits rrs into messages for req and writes them on w, each
+// signed when req is.
+func writeAll(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
+	t := req.IsTsig()
 	msgs, err := Messages(req, rrs, DefaultLimit)
 	if err != nil {
 		m := new(dns.Msg)

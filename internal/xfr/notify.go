@@ -1,0 +1,252 @@
+package xfr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/tsig"
+)
+
+// Target is a secondary to notify.
+type Target struct {
+	// Addr is host:port.
+	Addr string
+	// Key signs the NOTIFY; nil sends it unsigned.
+	Key *tsig.Key
+}
+
+// RcodeError is a NOTIFY answered with an rcode other than NOERROR.
+type RcodeError struct {
+	Rcode     int
+	TsigError uint16 // the response's TSIG error, 0 when none
+}
+
+func (e *RcodeError) Error() string {
+	s := dns.RcodeToString[e.Rcode]
+	if s == "" {
+		s = fmt.Sprintf("rcode %d", e.Rcode)
+	}
+	if e.TsigError != 0 {
+		s += " (TSIG " + dns.RcodeToString[int(e.TsigError)] + ")"
+	}
+	return s
+}
+
+// notifyInterval is the first retry interval; tests shorten it.
+var notifyInterval = time.Second
+
+// Notify sends one NOTIFY for zone with serial soa.Serial to t over UDP
+// (RFC 1996: AA set, opcode NOTIFY, question zone SOA IN, the SOA in the
+// answer section as §3.7 allows), signed with t.Key, and waits for the
+// matching response (same ID, opcode NOTIFY, QR set; its TSIG verified
+// when the NOTIFY was signed). Datagrams that do not match are ignored.
+// Without a response it retries, up to tries attempts in all (tries < 1
+// means 1), the wait doubling from 1 s; ctx bounds the whole. It returns
+// nil on NOERROR and an *RcodeError naming the rcode otherwise.
+func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int) error {
+	if tries < 1 {
+		tries = 1
+	}
+	zone = dns.Fqdn(zone)
+	m := new(dns.Msg)
+	m.SetNotify(zone)
+	a := dns.Copy(soa).(*dns.SOA)
+	a.Hdr.Name = zone
+	m.Answer = []dns.RR{a}
+	var secret string
+	if t.Key != nil {
+		secret = t.Key.Secret
+		m.SetTsig(t.Key.Name, t.Key.Algorithm, 300, 0)
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, "udp", t.Addr)
+	if err != nil {
+		return fmt.Errorf("xfr: notify %s to %s: %w", zone, t.Addr, err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	defer stop()
+
+	wait := notifyInterval
+	var last error
+	for try := 0; try < tries; try++ {
+		if ctx.Err() != nil {
+			break
+		}
+		var b []byte
+		var mac string
+		if t.Key != nil {
+			// A fresh time per attempt: the ID stays, as the same NOTIFY.
+			m.Extra[len(m.Extra)-1].(*dns.TSIG).TimeSigned = uint64(time.Now().Unix())
+			b, mac, err = dns.TsigGenerate(m, secret, "", false)
+		} else {
+			b, err = m.Pack()
+		}
+		if err != nil {
+			return fmt.Errorf("xfr: notify %s: %w", zone, err)
+		}
+		deadline := time.Now().Add(wait)
+		if _, err := c.Write(b); err != nil {
+			last = err
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(deadline)):
+			}
+		} else {
+			r, rb, err := readNotifyResponse(ctx, c, m.Id, deadline)
+			if err == nil {
+				return checkNotifyResponse(r, rb, secret, mac, t.Key != nil)
+			}
+			last = err
+		}
+		wait *= 2
+	}
+	if ctx.Err() != nil {
+		last = ctx.Err()
+	}
+	return fmt.Errorf("xfr: notify %s to %s: no response: %w", zone, t.Addr, last)
+}
+
+// readNotifyResponse reads datagrams until the response to id arrives or
+// the deadline passes.
+func readNotifyResponse(ctx context.Context, c net.Conn, id uint16, deadline time.Time) (*dns.Msg, []byte, error) {
+	c.SetReadDeadline(deadline)
+	buf := make([]byte, dns.MaxMsgSize)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			if ctx.Err() == nil && time.Now().Before(deadline) {
+				// Connection refused and the like: keep to the schedule.
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Until(deadline)):
+				}
+			}
+			return nil, nil, err
+		}
+		r := new(dns.Msg)
+		if r.Unpack(buf[:n]) != nil || r.Id != id || !r.Response || r.Opcode != dns.OpcodeNotify {
+			continue
+		}
+		return r, append([]byte(nil), buf[:n]...), nil
+	}
+}
+
+func checkNotifyResponse(r *dns.Msg, raw []byte, secret, mac string, signed bool) error {
+	if r.Rcode != dns.RcodeSuccess {
+		e := &RcodeError{Rcode: r.Rcode}
+		if t := r.IsTsig(); t != nil {
+			e.TsigError = t.Error
+		}
+		return e
+	}
+	if signed {
+		if r.IsTsig() == nil {
+			return errors.New("xfr: notify response not signed")
+		}
+		if err := dns.TsigVerify(raw, secret, mac, false); err != nil {
+			return fmt.Errorf("xfr: notify response TSIG: %w", err)
+		}
+	}
+	return nil
+}
+
+// Notifier sends NOTIFYs in the background. For each (zone, target) at
+// most one NOTIFY is in flight; a Send while one is in flight leaves the
+// newest serial pending (replacing an older pending one), sent when the
+// current one finishes. Its zero value is ready to use; it must not be
+// copied after first use.
+type Notifier struct {
+	// Result, when set, is called after each finished Notify (from the
+	// sending goroutine) with its error (nil: acknowledged).
+	Result func(zone string, t Target, serial uint32, err error)
+	// Tries is passed to Notify; 0 means 5.
+	Tries int
+
+	mu     sync.Mutex
+	jobs   map[notifyKey]*notifyJob
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type notifyKey struct {
+	zone, addr, key string
+}
+
+type notifyJob struct {
+	t       Target
+	pending *dns.SOA
+}
+
+// Send queues a NOTIFY of soa for zone to each target and returns at once.
+// After Close it does nothing.
+func (n *Notifier) Send(zone string, soa *dns.SOA, targets []Target) {
+	zone = dns.CanonicalName(zone)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	if n.jobs == nil {
+		n.jobs = map[notifyKey]*notifyJob{}
+		n.ctx, n.cancel = context.WithCancel(context.Background())
+	}
+	for _, t := range targets {
+		k := notifyKey{zone: zone, addr: t.Addr}
+		if t.Key != nil {
+			k.key = t.Key.Name
+		}
+		if j, ok := n.jobs[k]; ok {
+			if j.pending == nil || !SerialNewer(j.pending.Serial, soa.Serial) {
+				j.pending = soa
+			}
+			j.t = t
+			continue
+		}
+		j := &notifyJob{t: t, pending: soa}
+		n.jobs[k] = j
+		n.wg.Add(1)
+		go n.run(k, j)
+	}
+}
+
+func (n *Notifier) run(k notifyKey, j *notifyJob) {
+	defer n.wg.Done()
+	tries := n.Tries
+	if tries == 0 {
+		tries = 5
+	}
+	for {
+		n.mu.Lock()
+		soa, t := j.pending, j.t
+		j.pending = nil
+		if soa == nil || n.ctx.Err() != nil {
+			delete(n.jobs, k)
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		err := Notify(n.ctx, k.zone, soa, t, tries)
+		if n.Result != nil {
+			n.Result(k.zone, t, soa.Serial, err)
+		}
+	}
+}
+
+// Close stops sending (a NOTIFY in flight ends with the context's error)
+// and waits for the senders to finish.
+func (n *Notifier) Close() {
+	n.mu.Lock()
+	n.closed = true
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+}
