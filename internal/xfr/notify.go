@@ -61,7 +61,6 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 	var secret string
 	if t.Key != nil {
 		secret = t.Key.Secret
-		m.SetTsig(t.Key.Name, t.Key.Algorithm, 300, 0)
 	}
 	c, err := (&net.Dialer{}).DialContext(ctx, "udp", t.Addr)
 	if err != nil {
@@ -80,8 +79,10 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 		var b []byte
 		var mac string
 		if t.Key != nil {
-			// A fresh time per attempt: the ID stays, as the same NOTIFY.
-			m.Extra[len(m.Extra)-1].(*dns.TSIG).TimeSigned = uint64(time.Now().Unix())
+			// Signed afresh each attempt (TsigGenerate takes the TSIG RR
+			// off m); the ID stays, as it is the same NOTIFY.
+			m.Extra = nil
+			m.SetTsig(t.Key.Name, t.Key.Algorithm, 300, time.Now().Unix())
 			b, mac, err = dns.TsigGenerate(m, secret, "", false)
 		} else {
 			b, err = m.Pack()
