@@ -121,6 +121,15 @@ func (p *rawPrimary) set(zone []dns.RR) Delta {
 	return d
 }
 
+// replace makes zone current with the journal emptied, as after a
+// restart: an IXFR for an older serial gets the AXFR-style answer.
+func (p *rawPrimary) replace(zone []dns.RR) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.j = NewJournal(4)
+	p.zone = zone
+}
+
 func (p *rawPrimary) requests() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -129,7 +138,7 @@ func (p *rawPrimary) requests() []string {
 
 func (p *rawPrimary) handle(w dns.ResponseWriter, r *dns.Msg) {
 	p.mu.Lock()
-	zone := p.zone
+	zone, j := p.zone, p.j
 	p.mu.Unlock()
 	signed := r.IsTsig() != nil
 	if len(r.Question) == 1 && (r.Question[0].Qtype == dns.TypeAXFR || r.Question[0].Qtype == dns.TypeIXFR) {
@@ -155,7 +164,7 @@ func (p *rawPrimary) handle(w dns.ResponseWriter, r *dns.Msg) {
 			var rrs []dns.RR
 			if len(r.Ns) > 0 {
 				if soa, ok := r.Ns[0].(*dns.SOA); ok {
-					rrs = IXFR(zone, soa.Serial, p.j)
+					rrs = IXFR(zone, soa.Serial, j)
 				}
 			}
 			err = ServeIXFR(w, r, rrs)
