@@ -58,6 +58,7 @@ type Handler struct {
 	guard    atomic.Pointer[Guard]        // nil: no cookies, no limits
 	now      func() time.Time             // the clock cookies read (tests); nil: coarse or time.Now
 	coarse   atomic.Int64                 // Unix nanoseconds, kept by a running server (0: none)
+	xfr      Transfers                    // nil: transfers refused, NOTIFY not implemented
 }
 
 // SetQueryLog makes the handler log a sample of queries to l (nil: none);
@@ -287,6 +288,11 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	q.cd = req[3]&0x10 != 0
 	q.qdcount = binary.BigEndian.Uint16(req[4:])
 
+	if q.opcode == dns.OpcodeNotify && h.xfr != nil {
+		if out := h.xfr.Answer(req, from, t); out != nil {
+			return out
+		}
+	}
 	if q.opcode != dns.OpcodeQuery {
 		// RFC 1035 §4.1.1: NOTIMP, echoing the ID and opcode; with an OPT
 		// when the request had a well-formed one (RFC 6891 §7).
@@ -378,7 +384,14 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	case dns.ClassINET:
 		switch q.qtype {
 		case dns.TypeAXFR, dns.TypeIXFR:
-			resp.Rcode = dns.RcodeRefused                                   // zone transfers are not offered yet
+			if q.qtype == dns.TypeIXFR && h.xfr != nil {
+				// RFC 1995 §2 allows IXFR over UDP; AXFR is TCP only
+				// (RFC 5936 §4.2), and TCP transfers never get here.
+				if out := h.xfr.Answer(req, from, t); out != nil {
+					return out
+				}
+			}
+			resp.Rcode = dns.RcodeRefused                                   // no transfers configured, or not allowed
 			ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited} // as NSD says it
 		case dns.TypeOPT:
 			resp.Rcode = dns.RcodeFormatError

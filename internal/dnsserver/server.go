@@ -467,6 +467,16 @@ func (s *Server) serveTCP(tc *tcpConn, pol tcpPolicy, accepted time.Time) {
 			return
 		}
 		tc.busy.Store(true)
+		if x := s.handler.xfr; x != nil && isTransfer(msg) {
+			// A transfer writes its own messages, as many as it needs.
+			if err := x.Transfer(c, msg); err != nil {
+				why = s.writeEnd(err)
+				return
+			}
+			s.tcp.answered(tc)
+			deadline = time.Now().Add(pol.idle)
+			continue
+		}
 		resp := s.handler.HandleFrom(msg, TCP, from, out[:0])
 		if resp == nil {
 			return

@@ -38,6 +38,9 @@ type healthWiring struct {
 	// fleet spreads the probes); snap is the snapshot last prepared.
 	filter atomic.Pointer[func([]health.Key) []health.Key]
 	snap   atomic.Pointer[snapshot.Snapshot]
+	// afterRefresh, when set, is called after the served table's health
+	// was recomputed (zone transfers re-export steered names).
+	afterRefresh atomic.Pointer[func()]
 }
 
 // reapply runs the checks the filter chooses now, on the last snapshot.
@@ -147,6 +150,9 @@ func (h *healthWiring) refresh() {
 	if s := h.srv.Handler().Snapshot(); s != nil && s.Policies != nil {
 		s.Policies.SetHealth(h.usable, h.poolOverride)
 		h.logTransitions(s.Policies)
+	}
+	if f := h.afterRefresh.Load(); f != nil {
+		(*f)()
 	}
 }
 

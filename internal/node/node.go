@@ -77,6 +77,7 @@ type Node struct {
 	feed *feedWiring
 	grd  *guardWiring
 	fl   *fleetWiring // nil: not in a fleet
+	xfr  *xfrWiring
 
 	// first is the snapshot New built and Start serves.
 	first *snapshot.Snapshot
@@ -106,7 +107,7 @@ type Node struct {
 // configuration fail here, before any part starts. A zone file that
 // cannot be loaded does not fail New: that zone serves its last good copy
 // or SERVFAIL and the node reports itself degraded.
-func New(o Options) (*Node, error) {
+func New(o Options) (_ *Node, err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -138,6 +139,18 @@ func New(o Options) (*Node, error) {
 	}
 	n.log.Info("configuration read; loading zones and geo databases, compiling policies", "zones", len(cfg.Zones),
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
+	n.xfr = newXfr(n)
+	defer func() {
+		if err != nil {
+			n.xfr.close()
+		}
+	}()
+	keys, kerrs := snapshot.LoadKeys(cfg)
+	if err := kerrs.Err(); err != nil {
+		return nil, err
+	}
+	n.xfr.open(cfg, keys)
+	n.xfr.initialSerials()
 	snap, warns, err := n.build(cfg, nil)
 	logWarnings(n.log, warns)
 	if err != nil && n.fl != nil && bundle.Rev != 0 {
@@ -162,6 +175,9 @@ func New(o Options) (*Node, error) {
 	n.srv = dnsserver.New(snap, n.log)
 	n.geoWatch = newWatcher(func() []string { return n.srv.Handler().Snapshot().GeoFiles })
 	n.srv.Handler().SetMetrics(n.met)
+	n.srv.Handler().SetTransfers(n.xfr)
+	n.xfr.met = n.met
+	n.met.SetZones(n.xfr.zoneStates)
 	n.ql = newQueryLog(n.log, n.srv.Handler(), n.met)
 	if err := n.ql.apply(cfg); err != nil {
 		return nil, err
@@ -171,6 +187,8 @@ func New(o Options) (*Node, error) {
 		return nil, err
 	}
 	n.hc = newHealth(n.log, n.srv, n.met)
+	hc := n.xfr.healthChanged
+	n.hc.afterRefresh.Store(&hc)
 	if o.HealthDial != nil {
 		n.hc.manager.SetDialer(o.HealthDial)
 	}
@@ -206,7 +224,12 @@ func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, e
 // from prev's copy, or the copy kept beside the state file, or SERVFAIL.
 func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Snapshot, diag.Problems, error) {
 	start := time.Now()
-	snap, warns, err := snapshot.BuildWith(cfg, snapshot.Options{Previous: prev, CacheDir: zoneCacheDir(cfg)})
+	opts := snapshot.Options{Previous: prev, CacheDir: zoneCacheDir(cfg)}
+	if n.xfr != nil {
+		opts.Secondary = n.xfr.copyOf
+		opts.Serials = n.xfr.buildSerials()
+	}
+	snap, warns, err := snapshot.BuildWith(cfg, opts)
 	if err != nil {
 		return nil, warns, err
 	}
@@ -333,6 +356,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	n.logDegraded(snap)
 	step("listeners", t)
+	n.onStop(func(context.Context) { n.xfr.close() })
+	n.xfr.refresh() // publishes the exports and notifies the secondaries
 	if err := n.api.start(cfg); err != nil {
 		return err
 	}

@@ -26,7 +26,10 @@ import (
 //   - kindGeo (a geo database file changed): the geo databases and the
 //     policies compiled against them, with the served config and zones;
 //   - kindInputs (the poll of the latency and health feed files): those
-//     files only.
+//     files only;
+//   - kindZones (a secondary zone transferred or expired, a zone given a
+//     new serial to export): the served configuration built again, which
+//     keeps every zone and policy that did not change.
 
 type reloadKind uint8
 
@@ -34,6 +37,9 @@ const (
 	kindConfig reloadKind = 1 << iota
 	kindGeo
 	kindInputs
+	// kindZones: the served configuration again, for a secondary zone's
+	// new copy or a zone's new exported serial (xfr.go).
+	kindZones
 )
 
 // pendingReload is what waits for the next run.
@@ -125,7 +131,7 @@ func (n *Node) reloadLoop() {
 func (n *Node) runReload(p pendingReload) Result {
 	start := time.Now()
 	res := Result{Seq: n.seq.Add(1), Trigger: strings.Join(p.triggers, ", "), Applied: true}
-	if p.kinds&(kindConfig|kindGeo) != 0 {
+	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 {
 		defer boundReloadMemory()()
 	}
 	switch {
@@ -133,13 +139,21 @@ func (n *Node) runReload(p pendingReload) Result {
 		n.reloadConfig(&res)
 	case p.kinds&kindGeo != 0:
 		n.reloadGeo(&res)
+		if p.kinds&kindZones != 0 && res.Applied {
+			n.rebuildZones(&res)
+		}
+	case p.kinds&kindZones != 0:
+		n.rebuildZones(&res)
+	}
+	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 && n.xfr != nil {
+		n.xfr.refresh()
 	}
 	if p.kinds&kindInputs != 0 && p.kinds&kindConfig == 0 {
 		n.lat.poll()
 		n.feed.poll()
 	}
 	res.Took = time.Since(start).Round(time.Microsecond).String()
-	if p.kinds&(kindConfig|kindGeo) != 0 {
+	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 {
 		n.met.Reload(res.Applied)
 		n.lastResult.Store(&res)
 		n.logResult(&res)
@@ -261,12 +275,42 @@ func (n *Node) reloadConfig(res *Result) {
 		n.hc.refresh()
 	}
 	n.lat.refresh()
+	n.xfr.configure(cfg, snap.TSIG)
 	res.Changed = append(res.Changed, describeChanges(old, snap)...)
 	res.Changed = append(res.Changed, qlNext.commit()...)
 	res.Changed = append(res.Changed, apiNext.commit(token)...)
 	res.Changed = append(res.Changed, n.feed.apply(cfg)...)
 	res.Changed = append(res.Changed, n.grd.commit(guardNext)...)
 	res.RestartNeeded = append(res.RestartNeeded, restartNeeded(old, snap)...)
+	res.Warnings = append(res.Warnings, degraded(snap)...)
+	n.logDegraded(snap)
+	n.releaseMemory()
+}
+
+// rebuildZones builds the served configuration again with the secondary
+// zones' copies and the exported serials of now, and swaps it in. Every
+// zone and policy that did not change is kept as it is.
+func (n *Node) rebuildZones(res *Result) {
+	old := n.srv.Handler().Snapshot()
+	snap, warns, err := n.build(old.Config, old)
+	logWarnings(n.log, warns)
+	if err != nil {
+		n.reject(res, err)
+		return
+	}
+	if snap.Policies != old.Policies {
+		n.hc.prepare(snap)
+		n.lat.prepare(snap)
+	}
+	if err := n.srv.Apply(snap); err != nil {
+		n.reject(res, err)
+		return
+	}
+	if snap.Policies != old.Policies {
+		n.hc.refresh()
+		n.lat.refresh()
+	}
+	res.Changed = append(res.Changed, describeChanges(old, snap)...)
 	res.Warnings = append(res.Warnings, degraded(snap)...)
 	n.logDegraded(snap)
 	n.releaseMemory()

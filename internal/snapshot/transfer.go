@@ -26,6 +26,14 @@ type Transferred struct {
 	Unusable string
 }
 
+// LoadKeys reads the keys of cfg's tsig section (as a build does), by
+// the name the section gives them.
+func LoadKeys(cfg *config.Config) (map[string]tsig.Key, diag.Problems) {
+	var errs, warns diag.Problems
+	keys := loadTSIG(cfg, &errs, &warns)
+	return keys, errs
+}
+
 // loadTSIG reads the keys of the tsig section from their files. Each
 // problem is reported at the key's line of the configuration.
 func loadTSIG(cfg *config.Config, errs, warns *diag.Problems) map[string]tsig.Key {
