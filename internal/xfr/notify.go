@@ -47,7 +47,8 @@ var notifyInterval = time.Second
 // when the NOTIFY was signed). Datagrams that do not match are ignored.
 // Without a response it retries, up to tries attempts in all (tries < 1
 // means 1), the wait doubling from 1 s; ctx bounds the whole. It returns
-// nil on NOERROR and an *RcodeError naming the rcode otherwise.
+// nil on NOERROR and otherwise an error naming zone and target that wraps
+// an *RcodeError naming the rcode (e.g. "NOTAUTH (TSIG BADKEY)").
 func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int) error {
 	if tries < 1 {
 		tries = 1
@@ -100,7 +101,10 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 		} else {
 			r, rb, err := readNotifyResponse(ctx, c, m.Id, deadline)
 			if err == nil {
-				return checkNotifyResponse(r, rb, secret, mac, t.Key != nil)
+				if err := checkNotifyResponse(r, rb, secret, mac, t.Key != nil); err != nil {
+					return fmt.Errorf("xfr: notify %s to %s: %w", zone, t.Addr, err)
+				}
+				return nil
 			}
 			last = err
 		}
@@ -147,10 +151,10 @@ func checkNotifyResponse(r *dns.Msg, raw []byte, secret, mac string, signed bool
 	}
 	if signed {
 		if r.IsTsig() == nil {
-			return errors.New("xfr: notify response not signed")
+			return errors.New("response not signed")
 		}
 		if err := dns.TsigVerify(raw, secret, mac, false); err != nil {
-			return fmt.Errorf("xfr: notify response TSIG: %w", err)
+			return fmt.Errorf("response TSIG: %w", err)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package xfr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/peertest"
+	"github.com/steer-dns/steer/internal/tsig"
 )
 
 // waitSerial asks s for the zone's SOA until it serves serial (within d).
@@ -69,15 +71,45 @@ func checkServes(t *testing.T, s *peertest.Server, has, gone []dns.RR) {
 func secondaryIXFR(t *testing.T, p *rawPrimary, s *peertest.Server, z1 []dns.RR) {
 	t.Helper()
 	waitSerial(t, s, z1[0].(*dns.SOA).Serial, 10*time.Second)
+	// A NOTIFY signed with a key the secondary does not know is refused
+	// with an rcode Notify names.
+	unknown := &tsig.Key{Name: "other-key.", Algorithm: dns.HmacSHA256, Secret: secret}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := Notify(ctx, origin, z1[0].(*dns.SOA), Target{Addr: s.Addr.String(), Key: unknown}, 2)
+	cancel()
+	var re *RcodeError
+	if !errors.As(err, &re) {
+		t.Fatalf("%s: NOTIFY with an unknown key: %v", s.Name, err)
+	}
+	t.Logf("%s: NOTIFY with an unknown key: %v", s.Name, err)
 	zs := [][]dns.RR{z1}
 	for i, serial := range []uint32{serial + 1, serial + 2} {
 		z := changed(t, zs[i], serial)
 		zs = append(zs, z)
 		d := p.set(z)
 		before := len(p.requests())
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := Notify(ctx, origin, z[0].(*dns.SOA), Target{Addr: s.Addr.String(), Key: testKey}, 3)
-		cancel()
+		tg := Target{Addr: s.Addr.String(), Key: testKey}
+		var err error
+		if i == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = Notify(ctx, origin, z[0].(*dns.SOA), tg, 3)
+			cancel()
+		} else {
+			// The second change goes through a Notifier.
+			done := make(chan error, 1)
+			n := &Notifier{Tries: 3, Result: func(_ string, _ Target, sn uint32, err error) {
+				if sn == serial {
+					done <- err
+				}
+			}}
+			n.Send(origin, z[0].(*dns.SOA), []Target{tg})
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				err = errors.New("no Result from the Notifier")
+			}
+			n.Close()
+		}
 		if err != nil {
 			t.Fatalf("%s: NOTIFY: %v\n%s", s.Name, err, s.Log.String())
 		}
@@ -99,7 +131,7 @@ func secondaryIXFR(t *testing.T, p *rawPrimary, s *peertest.Server, z1 []dns.RR)
 	del, add := Diff(zs[len(zs)-1], z)
 	p.replace(z)
 	before := len(p.requests())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := Notify(ctx, origin, z[0].(*dns.SOA), Target{Addr: s.Addr.String(), Key: testKey}, 3); err != nil {
 		t.Fatalf("%s: NOTIFY: %v", s.Name, err)

@@ -1,7 +1,20 @@
-// Package xfr owns the outgoing zone transfer (AXFR, RFC 5936): turning a
-// zone's records into response messages that each fit a TCP DNS message,
-// TSIG-signing every one of them (RFC 8945), and writing them on the
-// connection. What the zone holds and who may ask for it are the caller's.
+// Package xfr owns zone transfers out and the NOTIFYs that announce them:
+//
+//   - AXFR out (RFC 5936): turning a zone's records into response messages
+//     that each fit a TCP DNS message, TSIG-signing every one of them
+//     (RFC 8945), and writing them on the connection (Messages, Serve);
+//   - IXFR out (RFC 1995): the difference between two versions of a zone
+//     (Diff), a journal of the last deltas (Journal), the answer for a
+//     client's serial in its incremental, AXFR-style or up-to-date form
+//     (IXFR) and serving it over TCP or UDP (ServeIXFR);
+//   - NOTIFY out (RFC 1996): one signed NOTIFY with retries (Notify) and a
+//     background sender that coalesces them per secondary (Notifier);
+//   - a dns.ResponseWriter over a plain TCP connection (NewConnWriter), for
+//     steer's own server, which reads requests itself rather than running
+//     a miekg dns.Server.
+//
+// What the zone holds, who may ask for it and whom to notify are the
+// caller's.
 package xfr
 
 import (
@@ -96,9 +109,9 @@ func reply(req *dns.Msg) *dns.Msg {
 // message is signed with req's key: the first over the request MAC and
 // the message, each later one over the previous MAC, the message and the
 // timers only (RFC 8945 §5.3.1), which is what the server's
-// ResponseWriter does once TsigTimersOnly is set. The dns.Server must
-// have the key in its TsigSecret (or TsigProvider) and must have verified
-// the request: a signed request whose TSIG did not verify is answered
+// ResponseWriter (and NewConnWriter's) does once TsigTimersOnly is set.
+// The dns.Server must have the key in its TsigSecret (or TsigProvider),
+// or NewConnWriter in its secrets, and must have verified the request: a signed request whose TSIG did not verify is answered
 // NOTAUTH with the TSIG error (RFC 8945 §5.2) and nothing of the zone.
 // A request over UDP is answered REFUSED (RFC 5936 §4.2).
 func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
