@@ -232,6 +232,9 @@ func ServeIXFR(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
 			size = int(o.UDPSize())
 		}
 		m := reply(req)
+		if req.IsEdns0() != nil {
+			m.SetEdns0(uint16(size), false) // RFC 6891 §6.1.1: answer EDNS with EDNS
+		}
 		m.Answer = rrs
 		n := m.Len()
 		if t != nil {

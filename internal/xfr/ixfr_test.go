@@ -380,7 +380,7 @@ func TestServeIXFRUDP(t *testing.T) {
 			if err != nil {
 				t.Fatalf("have %d signed=%v: %v", tc.have, signed, err)
 			}
-			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != tc.records || r.Answer[0].(*dns.SOA).Serial != 2 || (signed != (r.IsTsig() != nil)) {
+			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != tc.records || r.Answer[0].(*dns.SOA).Serial != 2 || (signed != (r.IsTsig() != nil)) || ((tc.edns != 0) != (r.IsEdns0() != nil)) {
 				t.Fatalf("have %d signed=%v: %v", tc.have, signed, r)
 			}
 		}

@@ -163,7 +163,8 @@ func checkNotifyResponse(r *dns.Msg, raw []byte, secret, mac string, signed bool
 // Notifier sends NOTIFYs in the background. For each (zone, target) at
 // most one NOTIFY is in flight; a Send while one is in flight leaves the
 // newest serial pending (replacing an older pending one), sent when the
-// current one finishes. Its zero value is ready to use; it must not be
+// current one finishes. A serial not newer (RFC 1982) than the one in
+// flight, with nothing pending, is dropped: the NOTIFY in flight covers it. Its zero value is ready to use; it must not be
 // copied after first use.
 type Notifier struct {
 	// Result, when set, is called after each finished Notify (from the
@@ -187,6 +188,7 @@ type notifyKey struct {
 type notifyJob struct {
 	t       Target
 	pending *dns.SOA
+	sending uint32 // the serial in flight
 }
 
 // Send queues a NOTIFY of soa for zone to each target and returns at once.
@@ -208,9 +210,15 @@ func (n *Notifier) Send(zone string, soa *dns.SOA, targets []Target) {
 			k.key = t.Key.Name
 		}
 		if j, ok := n.jobs[k]; ok {
-			if j.pending == nil || !SerialNewer(j.pending.Serial, soa.Serial) {
+			switch {
+			case j.pending != nil:
+				if !SerialNewer(j.pending.Serial, soa.Serial) {
+					j.pending = soa
+				}
+			case SerialNewer(soa.Serial, j.sending):
 				j.pending = soa
 			}
+			// Otherwise the NOTIFY in flight already announces it.
 			j.t = t
 			continue
 		}
@@ -231,6 +239,9 @@ func (n *Notifier) run(k notifyKey, j *notifyJob) {
 		n.mu.Lock()
 		soa, t := j.pending, j.t
 		j.pending = nil
+		if soa != nil {
+			j.sending = soa.Serial
+		}
 		if soa == nil || n.ctx.Err() != nil {
 			delete(n.jobs, k)
 			n.mu.Unlock()

@@ -246,6 +246,33 @@ func TestNotifier(t *testing.T) {
 	}
 }
 
+// TestNotifierInFlight: the same or an older serial than the one in flight
+// is not sent again.
+func TestNotifierInFlight(t *testing.T) {
+	r := newResponder(t, "slow")
+	var calls atomic.Int32
+	n := &Notifier{Result: func(_ string, _ Target, _ uint32, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		calls.Add(1)
+	}}
+	tg := []Target{{Addr: r.addr, Key: testKey}}
+	n.Send(origin, soaAt(t, 7), tg)
+	time.Sleep(50 * time.Millisecond)
+	n.Send(origin, soaAt(t, 7), tg)
+	n.Send(origin, soaAt(t, 6), tg)
+	deadline := time.Now().Add(3 * time.Second)
+	for calls.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	n.Close()
+	if calls.Load() != 1 || len(r.got()) != 1 {
+		t.Fatalf("%d results, responder saw %v", calls.Load(), r.got())
+	}
+}
+
 func TestNotifierCloseStopsRetries(t *testing.T) {
 	r := newResponder(t, "silent")
 	var calls atomic.Int32
