@@ -32,6 +32,8 @@ type fake struct {
 	hold      chan struct{}
 	signSOA   bool // sign SOA answers to signed queries
 	signXfr   bool // sign transfer messages to signed requests
+	timers    string
+	refuse    bool // answer everything REFUSED
 	ixfrN     int
 	axfrN     int
 	soaN      int
@@ -48,7 +50,7 @@ func startFake(t *testing.T, serial uint32) *fake {
 		tl.Close()
 		t.Fatal(err)
 	}
-	f := &fake{t: t, addr: tl.Addr().String(), serial: serial}
+	f := &fake{t: t, addr: tl.Addr().String(), serial: serial, timers: slowTimers}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { tl.Close(); ul.Close(); wg.Wait() })
 	wg.Add(2)
@@ -101,13 +103,13 @@ func (f *fake) counts() (soa, ixfr, axfr int) {
 }
 
 func (f *fake) soaRR(serial uint32) dns.RR {
-	return mustRR(f.t, fmt.Sprintf("%s 60 IN SOA ns1.%s hostmaster.%s %d %s", origin, origin, origin, serial, slowTimers))
+	return mustRR(f.t, fmt.Sprintf("%s 60 IN SOA ns1.%s hostmaster.%s %d %s", origin, origin, origin, serial, f.timers))
 }
 
 // zone is the fake's zone without the closing SOA (f.mu held).
 func (f *fake) zone() []dns.RR {
 	var out []dns.RR
-	for _, l := range strings.Split(strings.TrimSpace(zoneBody(f.serial, slowTimers, f.extra...)), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(zoneBody(f.serial, f.timers, f.extra...)), "\n") {
 		out = append(out, mustRR(f.t, l))
 	}
 	return out
@@ -144,6 +146,11 @@ func (f *fake) soa(q *dns.Msg) []byte {
 	f.soaN++
 	r := new(dns.Msg)
 	r.SetReply(q)
+	if f.refuse {
+		r.Rcode = dns.RcodeRefused
+		b, _ := pack(r, q, f.signSOA, "", false)
+		return b
+	}
 	r.Authoritative = true
 	r.Answer = []dns.RR{f.soaRR(f.serial)}
 	b, _ := pack(r, q, f.signSOA, "", false)
@@ -413,5 +420,29 @@ func TestSetReconfigures(t *testing.T) {
 	waitFor(t, 2*time.Second, "Changed for the removal", func() bool { return rec.changes() > n })
 	if len(m.Status()) != 0 || m.Refresh(origin) || m.Notify(origin, netip.MustParseAddr("127.0.0.1")) {
 		t.Fatal("removed zone still known")
+	}
+}
+
+// TestFakeExpiryAndRecovery: the copy expires when no primary confirms
+// it for SOA EXPIRE, and a primary confirming it later unexpires it.
+func TestFakeExpiryAndRecovery(t *testing.T) {
+	f := startFake(t, 1)
+	f.set(func(f *fake) { f.timers = "1 1 2 1" })
+	rec, log := &recorder{}, &dnstest.LockedBuffer{}
+	m := newManager(t, t.TempDir(), rec, log, nil)
+	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}}})
+	waitFor(t, 3*time.Second, "serial 1", haveSerial(m, 1))
+	f.set(func(f *fake) { f.refuse = true })
+	n := rec.changes()
+	waitFor(t, 4*time.Second, "expiry", func() bool { c, _ := m.Copy(origin); return c.Expired })
+	if rec.changes() <= n || !rec.has("soa/refused") {
+		t.Fatalf("changes %d→%d, events %s", n, rec.changes(), rec)
+	}
+	n = rec.changes()
+	f.set(func(f *fake) { f.refuse = false })
+	waitFor(t, 3*time.Second, "recovery", func() bool { c, _ := m.Copy(origin); return !c.Expired })
+	waitFor(t, time.Second, "Changed for the recovery", func() bool { return rec.changes() > n })
+	if c, _ := m.Copy(origin); c.Serial != 1 || !rec.has("soa/uptodate") || !strings.Contains(log.String(), "no longer expired") {
+		t.Fatalf("serial %d, events %s", c.Serial, rec)
 	}
 }

@@ -235,6 +235,21 @@ func TestKnotRestartFromDisk(t *testing.T) {
 	if _, ok := m4.Copy(origin); ok {
 		t.Fatal("a disk copy Accept refused is served")
 	}
+
+	// A copy older than SOA EXPIRE is loaded expired.
+	old := time.Now().Add(-2 * 86400 * time.Second)
+	if err := os.Chtimes(filepath.Join(dir, CacheFile(origin)), old, old); err != nil {
+		t.Fatal(err)
+	}
+	log5 := &dnstest.LockedBuffer{}
+	m5 := newManager(t, dir, &recorder{}, log5, nil)
+	m5.Set(zones)
+	if c, ok := m5.Copy(origin); !ok || !c.Expired || c.From != "disk" {
+		t.Fatalf("old disk copy: ok=%v expired=%v", ok, c.Expired)
+	}
+	if !strings.Contains(log5.String(), "expired: no primary confirmed serial 7") {
+		t.Fatalf("log:\n%s", log5.String())
+	}
 }
 
 // TestKnotExpiry: with the primary gone, the copy expires after SOA

@@ -375,13 +375,11 @@ func (m *Manager) run(zs *zoneState) {
 		}
 		m.mu.Lock()
 		early := m.o.Now().Before(zs.nextRefresh)
+		wait := m.wakeIn(zs)
 		m.mu.Unlock()
 		if !kicked && early {
 			// Woken for expiry alone: wait on for the refresh.
-			m.mu.Lock()
-			wait := zs.nextRefresh.Sub(m.o.Now())
-			m.mu.Unlock()
-			timer.Reset(max(wait, 0))
+			timer.Reset(wait)
 			continue
 		}
 		kicked = false
@@ -393,7 +391,7 @@ func (m *Manager) run(zs *zoneState) {
 			m.changed(zs.origin)
 		}
 		m.mu.Lock()
-		var wait time.Duration
+		wait = 0
 		switch {
 		case zs.copy == nil:
 			wait = backoff
@@ -411,16 +409,24 @@ func (m *Manager) run(zs *zoneState) {
 			}
 			wait = max(wait, m.o.MinRefresh)
 		}
-		now := m.o.Now()
-		zs.nextRefresh = now.Add(wait)
-		if c := zs.copy; c != nil && !c.Expired {
-			if until := c.Expires.Sub(now); until < wait {
-				wait = max(until, 0) + 10*time.Millisecond
-			}
-		}
+		zs.nextRefresh = m.o.Now().Add(wait)
+		wait = m.wakeIn(zs)
 		m.mu.Unlock()
 		timer.Reset(wait)
 	}
+}
+
+// wakeIn is how long the zone's loop sleeps: until the next refresh or,
+// if sooner, just past the copy's expiry (m.mu held).
+func (m *Manager) wakeIn(zs *zoneState) time.Duration {
+	now := m.o.Now()
+	wait := zs.nextRefresh.Sub(now)
+	if c := zs.copy; c != nil && !c.Expired {
+		if until := c.Expires.Sub(now) + 10*time.Millisecond; until < wait {
+			wait = until
+		}
+	}
+	return max(wait, 0)
 }
 
 // checkExpiry marks the copy expired when its time has come; true if it
@@ -480,12 +486,13 @@ func (m *Manager) refresh(ctx context.Context, zs *zoneState) (ok, changed bool)
 			return true, m.confirm(zs, primary)
 		}
 		m.event(zs.origin, "soa", "ok")
+		start := time.Now()
 		rrs, kind, err := m.transfer(ctx, zs.origin, cfg, primary, cur)
 		if err == nil {
 			if rrs == nil { // IXFR said up to date after all
 				return true, m.confirm(zs, primary)
 			}
-			changed, err = m.install(zs, primary, kind, rrs, curSerial, have)
+			changed, err = m.install(zs, primary, kind, rrs, curSerial, have, time.Since(start))
 			if err == nil {
 				return true, changed
 			}
@@ -534,7 +541,7 @@ func (m *Manager) confirm(zs *zoneState, primary string) bool {
 }
 
 // install checks and saves a transferred copy and makes it current.
-func (m *Manager) install(zs *zoneState, primary, kind string, rrs []dns.RR, oldSerial uint32, hadCopy bool) (bool, error) {
+func (m *Manager) install(zs *zoneState, primary, kind string, rrs []dns.RR, oldSerial uint32, hadCopy bool, took time.Duration) (bool, error) {
 	now := m.o.Now()
 	soa := rrs[0].(*dns.SOA)
 	text := zoneText(zs.origin, rrs, primary, now)
@@ -559,7 +566,7 @@ func (m *Manager) install(zs *zoneState, primary, kind string, rrs []dns.RR, old
 		old = fmt.Sprint(oldSerial)
 	}
 	m.log.Info("zone transferred", "zone", zs.origin, "primary", primary, "kind", kind,
-		"serial", fmt.Sprintf("%s→%d", old, soa.Serial), "records", len(rrs))
+		"serial", fmt.Sprintf("%s→%d", old, soa.Serial), "records", len(rrs), "duration", took.Round(time.Millisecond))
 	return true, nil
 }
 
