@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,7 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 
 	wait := notifyInterval
 	var last error
+	var macs []string // a late answer to an earlier attempt is signed over its MAC
 	for try := 0; try < tries; try++ {
 		if ctx.Err() != nil {
 			break
@@ -85,6 +87,7 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 			m.Extra = nil
 			m.SetTsig(t.Key.Name, t.Key.Algorithm, 300, time.Now().Unix())
 			b, mac, err = dns.TsigGenerate(m, secret, "", false)
+			macs = append(macs, mac)
 		} else {
 			b, err = m.Pack()
 		}
@@ -99,9 +102,9 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 			case <-time.After(time.Until(deadline)):
 			}
 		} else {
-			r, rb, err := readNotifyResponse(ctx, c, m.Id, deadline)
+			r, rb, err := readNotifyResponse(ctx, c, m.Id, zone, deadline)
 			if err == nil {
-				if err := checkNotifyResponse(r, rb, secret, mac, t.Key != nil); err != nil {
+				if err := checkNotifyResponse(r, rb, secret, macs, t.Key != nil); err != nil {
 					return fmt.Errorf("xfr: notify %s to %s: %w", zone, t.Addr, err)
 				}
 				return nil
@@ -118,8 +121,12 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 
 // readNotifyResponse reads datagrams until the response to id arrives or
 // the deadline passes.
-func readNotifyResponse(ctx context.Context, c net.Conn, id uint16, deadline time.Time) (*dns.Msg, []byte, error) {
+func readNotifyResponse(ctx context.Context, c net.Conn, id uint16, zone string, deadline time.Time) (*dns.Msg, []byte, error) {
 	c.SetReadDeadline(deadline)
+	if err := ctx.Err(); err != nil {
+		// Cancelled before the deadline was set: AfterFunc's wake-up is lost.
+		return nil, nil, err
+	}
 	buf := make([]byte, dns.MaxMsgSize)
 	for {
 		n, err := c.Read(buf)
@@ -134,14 +141,15 @@ func readNotifyResponse(ctx context.Context, c net.Conn, id uint16, deadline tim
 			return nil, nil, err
 		}
 		r := new(dns.Msg)
-		if r.Unpack(buf[:n]) != nil || r.Id != id || !r.Response || r.Opcode != dns.OpcodeNotify {
+		if r.Unpack(buf[:n]) != nil || r.Id != id || !r.Response || r.Opcode != dns.OpcodeNotify ||
+			(len(r.Question) > 0 && !strings.EqualFold(r.Question[0].Name, zone)) {
 			continue
 		}
 		return r, append([]byte(nil), buf[:n]...), nil
 	}
 }
 
-func checkNotifyResponse(r *dns.Msg, raw []byte, secret, mac string, signed bool) error {
+func checkNotifyResponse(r *dns.Msg, raw []byte, secret string, macs []string, signed bool) error {
 	if r.Rcode != dns.RcodeSuccess {
 		e := &RcodeError{Rcode: r.Rcode}
 		if t := r.IsTsig(); t != nil {
@@ -153,7 +161,14 @@ func checkNotifyResponse(r *dns.Msg, raw []byte, secret, mac string, signed bool
 		if r.IsTsig() == nil {
 			return errors.New("response not signed")
 		}
-		if err := dns.TsigVerify(raw, secret, mac, false); err != nil {
+		var err error
+		for i := len(macs) - 1; i >= 0; i-- {
+			// TsigVerify rewrites the buffer it is given.
+			if err = dns.TsigVerify(append([]byte(nil), raw...), secret, macs[i], false); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("response TSIG: %w", err)
 		}
 	}

@@ -41,6 +41,8 @@ func newResponder(t *testing.T, mode string) *responder {
 	go func() {
 		defer close(done)
 		buf := make([]byte, 65535)
+		var first *dns.Msg
+		var firstMAC string
 		for {
 			n, from, err := pc.ReadFrom(buf)
 			if err != nil {
@@ -78,6 +80,14 @@ func newResponder(t *testing.T, mode string) *responder {
 			mode := r.mode.Load().(string)
 			if mode == "silent" {
 				continue
+			}
+			if mode == "late" {
+				// Hold the first NOTIFY; answer it when the retry comes.
+				if first == nil {
+					first, firstMAC = m, mac
+					continue
+				}
+				m, mac = first, firstMAC
 			}
 			if mode == "slow" {
 				time.Sleep(200 * time.Millisecond)
@@ -176,6 +186,17 @@ func TestNotifyRetries(t *testing.T) {
 	start = time.Now()
 	if err := Notify(context.Background(), origin, soa, Target{Addr: dead}, 3); err == nil || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("closed port: %v after %v", err, time.Since(start))
+	}
+	// The answer to the first attempt arrives during the second: accepted
+	// (its TSIG is over the first attempt's MAC, which differs from the
+	// retry's only when they were signed in different seconds: hence the
+	// interval over 1 s here).
+	notifyInterval = 1100 * time.Millisecond
+	r = newResponder(t, "late")
+	err = Notify(context.Background(), origin, soa, Target{Addr: r.addr, Key: testKey}, 3)
+	notifyInterval = 50 * time.Millisecond
+	if err != nil || r.count.Load() != 2 {
+		t.Fatalf("late answer: %v, %d NOTIFYs", err, r.count.Load())
 	}
 	// Then it answers: the retry gets through.
 	r = newResponder(t, "silent")
