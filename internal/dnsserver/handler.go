@@ -96,6 +96,7 @@ type query struct {
 	cookie  []byte // the raw data of the first COOKIE option, if any
 	raw     []byte // the question name's wire bytes as sent (nil if compressed)
 	hasQ    bool   // the question was parsed
+	tsig    bool   // the last record is a TSIG (RFC 8945)
 	qdcount uint16
 }
 
@@ -313,6 +314,16 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	}
 	if q.qdcount != 1 {
 		return h.formErr(&q, buf)
+	}
+	if q.tsig {
+		// A signed query is answered signed (RFC 8945 §5.3), by the
+		// transfer wiring, which holds the keys; without keys, NOTAUTH.
+		if h.xfr != nil {
+			if out := h.xfr.Answer(req, from, t); out != nil {
+				return out
+			}
+		}
+		return badKey(req, buf)
 	}
 
 	snap := h.snap.Load()
@@ -533,6 +544,9 @@ func parse(req []byte, q *query) error {
 		}
 		if rr == nil {
 			return dns.ErrRdata
+		}
+		if rr.Header().Rrtype == dns.TypeTSIG && i == total-1 && i >= int(an)+int(ns) {
+			q.tsig = true
 		}
 		if o, ok := rr.(*dns.OPT); ok {
 			if i < int(an)+int(ns) || o.Hdr.Name != "." || q.opt != nil {

@@ -16,14 +16,46 @@ type Transfers interface {
 	// connection c, writing every response message (length-prefixed) on c
 	// itself. An error closes the connection.
 	Transfer(c net.Conn, req []byte) error
-	// Answer answers, over t, an IXFR request or a NOTIFY (opcode 4)
-	// from from; nil leaves it to the default (REFUSED, NOTIMP).
+	// Answer answers, over t, a NOTIFY (opcode 4), an IXFR request, or
+	// any query signed with TSIG (whose response must be signed: the
+	// handler's Unsigned gives the answer to sign); nil leaves it to the
+	// default (NOTIMP, REFUSED, NOTAUTH).
 	Answer(req []byte, from netip.Addr, t Transport) []byte
 }
 
 // SetTransfers makes the handler pass zone transfers and NOTIFYs to x
 // (set before serving; nil: none).
 func (h *Handler) SetTransfers(x Transfers) { h.xfr = x }
+
+// Unsigned answers req, which carries no TSIG, as HandleFrom would,
+// without counting it: Transfers.Answer signs what it returns and the
+// signed response is the one counted.
+func (h *Handler) Unsigned(req []byte, t Transport, from netip.Addr) []byte {
+	var st stats
+	return h.handle(req, t, from, make([]byte, 0, 4096), nil, &st)
+}
+
+// badKey answers a signed request when no key is configured: NOTAUTH with
+// a TSIG error BADKEY, unsigned (RFC 8945 §5.2.1).
+func badKey(req []byte, buf []byte) []byte {
+	m := new(dns.Msg)
+	if err := m.Unpack(req); err != nil {
+		return nil
+	}
+	t := m.IsTsig()
+	r := new(dns.Msg)
+	r.SetRcode(m, dns.RcodeNotAuth)
+	r.Extra = nil
+	if t != nil {
+		r.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+			Algorithm: t.Algorithm, TimeSigned: t.TimeSigned, Fudge: t.Fudge, OrigId: m.Id, Error: dns.RcodeBadKey}}
+	}
+	out, err := r.PackBuffer(buf)
+	if err != nil {
+		return nil
+	}
+	return out
+}
 
 // isTransfer reports whether req is a QUERY for AXFR or IXFR, reading the
 // header and question only.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -293,7 +294,15 @@ func (n *Node) reloadConfig(res *Result) {
 func (n *Node) rebuildZones(res *Result) {
 	old := n.srv.Handler().Snapshot()
 	snap, warns, err := n.build(old.Config, old)
-	logWarnings(n.log, warns)
+	// The configuration's own warnings were given when it was loaded;
+	// those of a zone's data (a transferred copy) are new.
+	var fresh diag.Problems
+	for _, w := range warns {
+		if w.File != old.Config.File {
+			fresh = append(fresh, w)
+		}
+	}
+	logWarnings(n.log, fresh)
 	if err != nil {
 		n.reject(res, err)
 		return

@@ -562,7 +562,15 @@ func (w *xfrWiring) Answer(req []byte, from netip.Addr, t dnsserver.Transport) [
 	if tsigRR != nil {
 		secret = secrets(snap)[dns.CanonicalName(tsigRR.Hdr.Name)]
 	}
-	verified := tsigRR != nil && secret != "" && dns.TsigVerify(req, secret, "", false) == nil
+	var verr error
+	switch {
+	case tsigRR == nil:
+	case secret == "":
+		verr = dns.ErrSecret
+	default:
+		verr = dns.TsigVerify(req, secret, "", false)
+	}
+	verified := tsigRR != nil && verr == nil
 	reply := new(dns.Msg)
 	reply.SetReply(m)
 	reply.Authoritative = true
@@ -576,6 +584,14 @@ func (w *xfrWiring) Answer(req []byte, from netip.Addr, t dnsserver.Transport) [
 		}
 		out, _ := reply.Pack()
 		return out
+	}
+	if tsigRR != nil && !verified {
+		w.log.Warn("signed message refused: TSIG did not verify", "opcode", dns.OpcodeToString[m.Opcode], "zone", origin,
+			"from", from.String(), "key", tsigRR.Hdr.Name, "err", verr)
+		if m.Opcode == dns.OpcodeNotify {
+			w.met.Notify(origin, "received", "tsig")
+		}
+		return tsigFailure(m, tsigRR, verr)
 	}
 	if m.Opcode == dns.OpcodeNotify {
 		zc := zoneConfig(snap.Config, origin)
@@ -593,7 +609,6 @@ func (w *xfrWiring) Answer(req []byte, from netip.Addr, t dnsserver.Transport) [
 			log.Warn("NOTIFY refused: the zone's key is required", "key", zc.TSIG, "why", why)
 			w.met.Notify(origin, "received", "tsig")
 			reply.Rcode = dns.RcodeNotAuth
-			verified = false
 		case zc.TSIG != "" && dns.CanonicalName(tsigRR.Hdr.Name) != snap.TSIG[zc.TSIG].Name:
 			log.Warn("NOTIFY refused: signed with another key", "key", tsigRR.Hdr.Name, "want", zc.TSIG)
 			w.met.Notify(origin, "received", "tsig")
@@ -614,11 +629,28 @@ func (w *xfrWiring) Answer(req []byte, from netip.Addr, t dnsserver.Transport) [
 		}
 		return sign()
 	}
-	// IXFR over UDP (RFC 1995 §2): the current SOA, so that a client
-	// behind tells it must come over TCP, and one up to date is done.
-	if m.Question[0].Qtype != dns.TypeIXFR || t != dnsserver.UDP {
+	if m.Opcode != dns.OpcodeQuery {
 		return nil
 	}
+	if m.Question[0].Qtype != dns.TypeIXFR || t != dnsserver.UDP {
+		if tsigRR == nil {
+			return nil
+		}
+		// Any other signed query (a secondary's SOA check): the answer
+		// the query would get unsigned, signed with its key.
+		m.Extra = m.Extra[:len(m.Extra)-1]
+		plain, err := m.Pack()
+		if err != nil {
+			return nil
+		}
+		out := w.n.srv.Handler().Unsigned(plain, t, from)
+		if out == nil || reply.Unpack(out) != nil {
+			return nil
+		}
+		return sign()
+	}
+	// IXFR over UDP (RFC 1995 §2): the current SOA, so that a client
+	// behind tells it must come over TCP, and one up to date is done.
 	e := (*w.exports.Load())[origin]
 	key := ""
 	if verified {
@@ -632,6 +664,24 @@ func (w *xfrWiring) Answer(req []byte, from netip.Addr, t dnsserver.Transport) [
 	reply.Answer = []dns.RR{e.rrs[0]}
 	w.met.Transfer(origin, "out", "ixfr", "ok")
 	return sign()
+}
+
+// tsigFailure answers a request whose TSIG did not verify: NOTAUTH with
+// the TSIG error, unsigned (RFC 8945 §5.2).
+func tsigFailure(m *dns.Msg, t *dns.TSIG, err error) []byte {
+	r := new(dns.Msg)
+	r.SetRcode(m, dns.RcodeNotAuth)
+	code := uint16(dns.RcodeBadSig)
+	switch {
+	case errors.Is(err, dns.ErrSecret), errors.Is(err, dns.ErrKeyAlg):
+		code = dns.RcodeBadKey
+	case errors.Is(err, dns.ErrTime):
+		code = dns.RcodeBadTime
+	}
+	r.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: t.Algorithm, TimeSigned: t.TimeSigned, Fudge: t.Fudge, OrigId: m.Id, Error: code}}
+	out, _ := r.Pack()
+	return out
 }
 
 func zoneConfig(cfg *config.Config, origin string) *config.Zone {
