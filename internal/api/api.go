@@ -112,6 +112,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.mux.HandleFunc("POST /v1/latency", s.postLatency)
 	s.mux.HandleFunc("GET /v1/latency", s.getLatency)
 	s.anycastRoutes()
+	s.transferRoutes()
 	return h
 }
 

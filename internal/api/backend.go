@@ -123,8 +123,10 @@ type ZoneStatus struct {
 	Serial  uint32 `json:"serial"`
 	Records int    `json:"records"`
 	File    string `json:"file"`
-	// Serving is "file", "last good copy ..." or "SERVFAIL: reason".
+	// Serving is "file", "transfer", "last good copy ..." or "SERVFAIL: reason".
 	Serving string `json:"serving,omitempty"`
+	// Transfer, for a secondary zone or one with secondaries.
+	Transfer *ZoneTransfer `json:"transfer,omitempty"`
 }
 
 // GeoStatus is one loaded geo database.

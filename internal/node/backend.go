@@ -120,6 +120,14 @@ func (b *backend) LatencyStatus() api.LatencyStatus { return b.n.lat.status() }
 
 func (b *backend) Status() api.Status { return b.n.Status() }
 
+// RefreshZone implements api.TransferBackend.
+func (b *backend) RefreshZone(zone string) error {
+	if !b.n.xfr.sec.Refresh(dns.CanonicalName(zone)) {
+		return fmt.Errorf("%w: %s is not a secondary zone here", api.ErrNotFound, zone)
+	}
+	return nil
+}
+
 // Status describes everything being served now.
 func (n *Node) Status() api.Status {
 	snap := n.srv.Handler().Snapshot()
@@ -132,9 +140,13 @@ func (n *Node) Status() api.Status {
 	}
 	for _, z := range snap.Zones.Zones() {
 		zs := api.ZoneStatus{Origin: z.Origin, Serial: z.Serial(), Records: z.Records, File: z.File, Serving: "file"}
+		if snap.Secondaries[z.Origin] {
+			zs.Serving = "transfer"
+		}
 		if s, ok := failed[z.Origin]; ok {
 			zs.Serving = s
 		}
+		zs.Transfer = n.xfr.status(snap, z)
 		st.Zones = append(st.Zones, zs)
 	}
 	if snap.Geo != nil {

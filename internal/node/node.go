@@ -139,7 +139,9 @@ func New(o Options) (_ *Node, err error) {
 	}
 	n.log.Info("configuration read; loading zones and geo databases, compiling policies", "zones", len(cfg.Zones),
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
+	n.met = metrics.New()
 	n.xfr = newXfr(n)
+	n.xfr.met = n.met
 	defer func() {
 		if err != nil {
 			n.xfr.close()
@@ -171,12 +173,10 @@ func New(o Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n.first = snap
-	n.met = metrics.New()
 	n.srv = dnsserver.New(snap, n.log)
 	n.geoWatch = newWatcher(func() []string { return n.srv.Handler().Snapshot().GeoFiles })
 	n.srv.Handler().SetMetrics(n.met)
 	n.srv.Handler().SetTransfers(n.xfr)
-	n.xfr.met = n.met
 	n.met.SetZones(n.xfr.zoneStates)
 	n.ql = newQueryLog(n.log, n.srv.Handler(), n.met)
 	if err := n.ql.apply(cfg); err != nil {

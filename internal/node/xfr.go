@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/metrics"
@@ -759,6 +760,34 @@ func (w *xfrWiring) zoneStates() []metrics.ZoneTransferState {
 		return 0
 	})
 	return out
+}
+
+// status is a zone's transfer state for /v1/status (nil: none).
+func (w *xfrWiring) status(snap *snapshot.Snapshot, z *zonedata.Zone) *api.ZoneTransfer {
+	zc := zoneConfig(snap.Config, z.Origin)
+	if zc == nil || (!zc.Secondary() && len(zc.Secondaries) == 0) {
+		return nil
+	}
+	zt := &api.ZoneTransfer{Secondaries: len(zc.Secondaries)}
+	if zc.Secondary() {
+		zt.Primaries = append(zt.Primaries, zc.Primaries...)
+		for _, s := range w.sec.Status() {
+			if s.Origin == z.Origin {
+				zt.Primary, zt.LastTransfer, zt.Refreshed, zt.NextRefresh = s.Primary, s.LastTransfer, s.Refreshed, s.NextRefresh
+				zt.Expires, zt.Expired, zt.LastError = s.Expires, s.Expired, s.LastError
+			}
+		}
+	}
+	if e := (*w.exports.Load())[z.Origin]; e != nil {
+		zt.ExportedSerial = e.serial
+		if e.journal != nil {
+			zt.Journal = e.journal.Len()
+		}
+		if fs := z.FileSerial(); fs != z.Serial() {
+			zt.FileSerial = fs
+		}
+	}
+	return zt
 }
 
 func (w *xfrWiring) close() {

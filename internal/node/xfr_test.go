@@ -228,6 +228,22 @@ zone %q { type secondary; primaries { %s port %d key "bind-key"; }; file %q; all
 	for _, p := range peers {
 		waitFor(t, 5*time.Second, p.Name+" to serve serial 3 with the new fallback", func() bool { return serves(p, 3, "shop."+xfrOrigin, "198.51.100.1") })
 	}
+	_, metricsText := n.call("GET", "/metrics", "", "")
+	for _, want := range []string{
+		`steer_zone_serial{zone="xfr.example."} 3`,
+		`steer_zone_transfers_total{direction="out",result="ok",type="ixfr",zone="xfr.example."}`,
+		`steer_zone_transfers_total{direction="out",result="ok",type="axfr",zone="xfr.example."}`,
+		`steer_zone_transfers_total{direction="out",result="refused",type="axfr",zone="xfr.example."} 2`,
+		`steer_zone_transfers_total{direction="out",result="tsig",type="axfr",zone="xfr.example."} 1`,
+		`steer_notify_total{direction="sent",result="ok",zone="xfr.example."}`,
+	} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(metricsText, "xfr.example"))
+		}
+	}
+	if _, body := n.call("GET", "/v1/status", "", ""); !strings.Contains(body, `"exported_serial": 3`) || !strings.Contains(body, `"file_serial": 2`) {
+		t.Errorf("status: %s", grepLines(body, "transfer"))
+	}
 	if !strings.Contains(n.logs.String(), "form=incremental") {
 		t.Errorf("no secondary took an incremental transfer:\n%s", grepLines(n.logs.String(), "transferred out"))
 	}
@@ -242,6 +258,7 @@ func secZone(serial int, gen string) string {
 
 func secConfig(secret string, knot netip.AddrPort) string {
 	return fmt.Sprintf(`health: { state_file: state/steer-health.json }
+api: { listen: "127.0.0.1:0" }
 tsig:
   xfr-key: { secret_file: xfr.key }
 zones:
@@ -343,6 +360,28 @@ acl:
 	}
 	if !strings.Contains(n.logs.String(), "NOTIFY received") {
 		t.Errorf("steer logged no NOTIFY")
+	}
+
+	_, metricsText := n.call("GET", "/metrics", "", "")
+	for _, want := range []string{
+		`steer_zone_serial{zone="sec.example."} 2`,
+		`steer_zone_transfers_total{direction="in",result="ok",type="ixfr",zone="sec.example."} 1`,
+		`steer_zone_transfers_total{direction="in",result="ok",type="axfr",zone="sec.example."} 1`,
+		`steer_notify_total{direction="received",result="ok",zone="sec.example."}`,
+		`steer_zone_expires_in_seconds{zone="sec.example."} 86`,
+	} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(metricsText, "sec.example"))
+		}
+	}
+	if code, _ := n.call("POST", "/v1/zones/sec.example./refresh", "", ""); code != 202 {
+		t.Errorf("refresh: %d", code)
+	}
+	if code, body := n.call("POST", "/v1/zones/nope.example./refresh", "", ""); code != 404 || !strings.Contains(body, "not a secondary zone") {
+		t.Errorf("refresh of an unknown zone: %d %s", code, body)
+	}
+	if _, body := n.call("GET", "/v1/status", "", ""); !strings.Contains(body, `"serving": "transfer"`) || !strings.Contains(body, `"last_transfer": "ixfr"`) {
+		t.Errorf("status: %s", body)
 	}
 
 	// A wrong key (same name, another secret) on a second node: refused,
