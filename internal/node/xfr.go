@@ -524,6 +524,11 @@ func (e *export) allows(addr netip.Addr, key string) bool {
 func refuse(rw dns.ResponseWriter, req *dns.Msg) error {
 	m := new(dns.Msg)
 	m.SetRcode(req, dns.RcodeRefused)
+	if req.IsEdns0() != nil {
+		m.SetEdns0(dnsserver.AdvertisedUDPSize, false)
+		o := m.IsEdns0()
+		o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited})
+	}
 	if t := req.IsTsig(); t != nil {
 		m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, time.Now().Unix())
 	}

@@ -90,6 +90,11 @@ func StartKnot(t testing.TB, zones []Zone, o Options) *Server {
 		}
 		conf := filepath.Join(dir, "knot.conf")
 		writeFile(t, conf, b.String())
+		// The journal (journal-content: changes) needs its database
+		// directory to exist before the first change.
+		if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		return conf, []string{"knotd", "-c", conf}
 	})
 }
