@@ -281,6 +281,12 @@ func (w *xfrWiring) refresh() {
 	rebuild := false
 	changed := false
 	live := map[*zonedata.Zone]bool{}
+	type notice struct {
+		origin  string
+		soa     *dns.SOA
+		targets []xfr.Target
+	}
+	var notices []notice
 	for _, zc := range snap.Config.Zones {
 		if len(zc.Secondaries) == 0 {
 			continue
@@ -353,7 +359,7 @@ func (w *xfrWiring) refresh() {
 		}
 		next[origin] = e
 		if notify && len(targets) > 0 {
-			w.notifier.Send(origin, z.SOA, targets)
+			notices = append(notices, notice{origin, z.SOA, targets})
 		}
 	}
 	for o := range w.state {
@@ -367,6 +373,10 @@ func (w *xfrWiring) refresh() {
 		}
 	}
 	w.exports.Store(&next)
+	// Only now: a secondary that asks at once must find the new serial.
+	for _, n := range notices {
+		w.notifier.Send(n.origin, n.soa, n.targets)
+	}
 	if changed {
 		w.save()
 	}
