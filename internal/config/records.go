@@ -45,6 +45,10 @@ type Record struct {
 	TTLWhileDegraded *int `yaml:"ttl_while_degraded"`
 	// Pools are the sites, by name.
 	Pools map[string]Pool `yaml:"pools"`
+	// Groups are named pools made of pools or other groups, each with its
+	// own action; rules and groups refer to them wherever they refer to
+	// pools (Route 53's traffic-flow trees).
+	Groups map[string]Group `yaml:"groups"`
 	// Rules are tried in order; the first that matches (and, with
 	// on_unhealthy: next_rule, has a usable pool) decides.
 	Rules       []Rule `yaml:"rules"`
@@ -62,9 +66,12 @@ type Record struct {
 // number of records (policies: NAME), as gdnsd's geoip maps are; records
 // sharing one are compiled once.
 type Policy struct {
-	Rules       []Rule `yaml:"rules"`
-	OnUnhealthy string `yaml:"on_unhealthy"`
-	WhenAllDown string `yaml:"when_all_down"`
+	// Groups may be defined in the policy too, over the pool names the
+	// records using it give.
+	Groups      map[string]Group `yaml:"groups"`
+	Rules       []Rule           `yaml:"rules"`
+	OnUnhealthy string           `yaml:"on_unhealthy"`
+	WhenAllDown string           `yaml:"when_all_down"`
 }
 
 // Pool is one site: its addresses (or CNAME target) and where it is.
@@ -129,6 +136,17 @@ type Action struct {
 	Failover   []string     `yaml:"failover"`
 	By         string       `yaml:"by"`
 	Fallback   []string     `yaml:"fallback"`
+}
+
+// Group is a pool made of pools or other groups: its action (one of
+// pool, split with sticky, multivalue with pools, failover, by with
+// fallback) chooses among its members, and its site and location stand
+// for it in a latency or geoproximity ranking (default: its first
+// member's).
+type Group struct {
+	Action   `yaml:",inline"`
+	Site     string    `yaml:"site"`
+	Location *Location `yaml:"location"`
 }
 
 // SplitEntry is one weighted pool of a split.
@@ -215,6 +233,43 @@ func (c *Config) PoolNames(recordIndex int) []string {
 		return names[i] < names[j]
 	})
 	return names
+}
+
+// GroupNames returns the names of the groups a record's rules may use —
+// its own, then its named policy's — each in the order they are written,
+// with where each is defined (a path such as "records[3].groups.eu").
+func (c *Config) GroupNames(recordIndex int) (names, paths []string) {
+	r := c.Records[recordIndex]
+	add := func(groups map[string]Group, prefix string, line func(string) int) {
+		start := len(names)
+		for n := range groups {
+			names = append(names, n)
+			paths = append(paths, prefix+n)
+		}
+		sub, subp := names[start:], paths[start:]
+		idx := make([]int, len(sub))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(i, j int) bool {
+			li, lj := line(sub[idx[i]]), line(sub[idx[j]])
+			if li != lj {
+				return li < lj
+			}
+			return sub[idx[i]] < sub[idx[j]]
+		})
+		ns, ps := make([]string, len(sub)), make([]string, len(sub))
+		for i, k := range idx {
+			ns[i], ps[i] = sub[k], subp[k]
+		}
+		copy(sub, ns)
+		copy(subp, ps)
+	}
+	add(r.Groups, fmt.Sprintf("records[%d].groups.", recordIndex), func(n string) int { return c.RecordLine(recordIndex, ".groups."+n) })
+	if p, ok := c.Policies[r.Policy]; ok && r.Policy != "" {
+		add(p.Groups, "policies."+r.Policy+".groups.", func(n string) int { return c.Line("policies." + r.Policy + ".groups." + n) })
+	}
+	return names, paths
 }
 
 // Line returns the line of a dotted key path such as "records[0].rules[2]",

@@ -259,6 +259,10 @@ type builder struct {
 	hasASN      bool
 	r           *Record
 	poolIdx     map[string]int
+	groupIdx    map[string]int // member index of each group
+	// failed is set when the record has an error already reported for
+	// another record of its policy (errOnce).
+	failed bool
 	// policy is the named policy the record's rules come from ("" for
 	// inline rules): problems in them point at policies.NAME, and its
 	// warnings are given once, for the first record using it.
@@ -287,6 +291,12 @@ func policyNames(cfg *config.Config) string {
 func (b *builder) inPolicy(at string) bool {
 	if b.policy == "" {
 		return false
+	}
+	if name, ok := strings.CutPrefix(at, ".groups."); ok {
+		name, _, _ = strings.Cut(name, ".")
+		_, own := b.cfg.Records[b.idx].Groups[name]
+		_, inPol := b.cfg.Policies[b.policy].Groups[name]
+		return !own && inPol
 	}
 	for _, k := range []string{".rules", ".on_unhealthy", ".when_all_down"} {
 		if strings.HasPrefix(at, k) {
@@ -351,7 +361,8 @@ func (b *builder) record() *Record {
 		b.errf(".name", "record name %q is not a domain name", rc.Name)
 		return nil
 	}
-	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx}
+	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx,
+		res: new(atomic.Pointer[[2]resolution])}
 	b.r = r
 	if rc.Policy != "" {
 		pol, ok := b.cfg.Policies[rc.Policy]
@@ -411,9 +422,16 @@ func (b *builder) record() *Record {
 	default:
 		b.errf(".on_unhealthy", "record %s: on_unhealthy %q is not next_rule or when_all_down", r.Name, rc.OnUnhealthy)
 	}
+	b.groupStubs()
 	b.whenAllDown(rc)
 	b.rules(rc)
-	if len(*b.errs) > nerr {
+	if len(*b.errs) == nerr {
+		b.finishGroups()
+	}
+	if len(*b.errs) == nerr {
+		b.finishActions()
+	}
+	if len(*b.errs) > nerr || b.failed {
 		return nil
 	}
 	return r
@@ -602,15 +620,6 @@ func (b *builder) rules(rc config.Record) {
 			b.errf(at, "record %s: rule %d has neither match nor default", r.Name, i+1)
 		}
 		rule.Action = b.action(act, at+map[bool]string{true: ".default", false: ""}[rule.Default], rule.Default)
-		if rule.Action.Kind == ActProximity {
-			rule.Action.Proximity = len(r.proximity)
-			r.proximity = append(r.proximity, &rule.Action)
-		}
-		if rule.Action.Kind == ActLatency {
-			rule.Action.Latency = len(r.latencyActs)
-			r.latencyActs = append(r.latencyActs, &rule.Action)
-			r.latencyRules |= 1 << i
-		}
 		r.Rules = append(r.Rules, rule)
 	}
 	if !hasDefault {
@@ -619,11 +628,11 @@ func (b *builder) rules(rc config.Record) {
 }
 
 // rankAll sets the candidates a ranking action (geoproximity, latency)
-// orders: the fallback list when given, else every pool, which is then
-// also the fallback order (a client the ranking knows nothing about takes
-// the pools in configuration order, not "all down"). It returns how many
-// candidates have a location.
-func (b *builder) rankAll(a *Action, ac config.Action) (located int) {
+// orders: the fallback list (pools or groups) when given, else every
+// pool, which is then also the fallback order (a client the ranking knows
+// nothing about takes the pools in configuration order, not "all down").
+// The checks of their locations are finishActions'.
+func (b *builder) rankAll(a *Action, ac config.Action) {
 	if ac.Fallback != nil {
 		a.Candidates = a.Pools
 	} else {
@@ -632,12 +641,6 @@ func (b *builder) rankAll(a *Action, ac config.Action) (located int) {
 		}
 		a.Pools = a.Candidates
 	}
-	for _, p := range a.Candidates {
-		if b.r.Pools[p].HasLoc {
-			located++
-		}
-	}
-	return located
 }
 
 func isZeroAction(a config.Action) bool {
@@ -645,12 +648,21 @@ func isZeroAction(a config.Action) bool {
 		a.Pools == nil && a.Failover == nil && a.By == "" && a.Fallback == nil
 }
 
+// pool resolves a member name of an action: a pool or a group.
 func (b *builder) pool(name, at string) (int, bool) {
-	p, ok := b.poolIdx[name]
-	if !ok {
-		b.errf(at, "record %s: unknown pool %q (pools: %s)", b.r.Name, name, strings.Join(b.cfg.PoolNames(b.idx), ", "))
+	if p, ok := b.poolIdx[name]; ok {
+		return p, true
 	}
-	return p, ok
+	if g, ok := b.groupIdx[name]; ok {
+		return g, true
+	}
+	if len(b.groupIdx) == 0 {
+		b.errf(at, "record %s: unknown pool %q (pools: %s)", b.r.Name, name, strings.Join(b.cfg.PoolNames(b.idx), ", "))
+		return 0, false
+	}
+	gs, _ := b.cfg.GroupNames(b.idx)
+	b.errf(at, "record %s: unknown pool or group %q (pools: %s; groups: %s)", b.r.Name, name, strings.Join(b.cfg.PoolNames(b.idx), ", "), strings.Join(gs, ", "))
+	return 0, false
 }
 
 func (b *builder) poolList(names []string, at string) []int {
@@ -658,7 +670,7 @@ func (b *builder) poolList(names []string, at string) []int {
 	for _, n := range names {
 		if p, ok := b.pool(n, at); ok {
 			if slices.Contains(out, p) {
-				b.errf(at, "record %s: pool %s is listed twice", b.r.Name, n)
+				b.errf(at, "record %s: %s is listed twice", b.r.Name, n)
 				continue
 			}
 			out = append(out, p)
@@ -740,14 +752,7 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 		switch ac.By {
 		case "geoproximity":
 			a.Kind = ActProximity
-			if b.rankAll(&a, ac) == 0 {
-				b.errf(at+".by", "record %s: geoproximity needs pools with a location", r.Name)
-			}
-			for _, p := range a.Candidates {
-				if !r.Pools[p].HasLoc {
-					b.warnf(at+".by", "record %s: pool %s has no location: geoproximity ranks it last", r.Name, r.Pools[p].Name)
-				}
-			}
+			b.rankAll(&a, ac)
 		case "first":
 			a.Kind = ActFirst
 			if len(a.Pools) == 0 {
@@ -755,9 +760,7 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 			}
 		case "latency":
 			a.Kind = ActLatency
-			if b.rankAll(&a, ac) == 0 && len(b.cfg.Latency.Files) == 0 {
-				b.warnf(at+".by", "record %s: by: latency has no latency files and no pool with a location to estimate from: it answers in fallback order until measurements are pushed", r.Name)
-			}
+			b.rankAll(&a, ac)
 		default:
 			b.errf(at+".by", "record %s: by %q is not latency, geoproximity or first", r.Name, ac.By)
 		}
@@ -770,15 +773,7 @@ func (b *builder) action(ac config.Action, at string, isDefault bool) Action {
 	case kinds > 1:
 		b.errf(at, "record %s: a rule takes one action of pool, split, multivalue, failover or by", r.Name)
 	}
-	for _, p := range a.Pools {
-		a.mask |= 1 << p
-	}
-	if a.Kind == ActProximity || a.Kind == ActLatency {
-		for _, p := range a.Candidates {
-			a.mask |= 1 << p
-		}
-	}
-	return a
+	return a // its mask is finishActions', once the groups are built
 }
 
 func (b *builder) match(mc *config.Match, at string) *Match {

@@ -27,6 +27,9 @@ type Query struct {
 	// Latency is the table's latency state (Table.Latency), for by:
 	// latency actions; nil means they take their fallback order.
 	Latency *LatencyState
+	// res is the resolution of the record's groups for Up (Decide sets
+	// it from the table's health when it matches).
+	res *resolution
 }
 
 // Decision is the outcome of a query.
@@ -99,6 +102,18 @@ func (r *Record) decide(q *Query) Decision {
 	}
 	d := Decision{Rule: -1, Scope: depth}
 	avail := q.Up & fam
+	q.res = nil
+	if r.gact != nil && r.res != nil {
+		if rs := r.res.Load(); rs != nil {
+			i := 0
+			if q.Qtype == dns.TypeAAAA {
+				i = 1
+			}
+			if rs[i].avail == avail {
+				q.res = &rs[i]
+			}
+		}
+	}
 	first := -1
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
@@ -141,6 +156,9 @@ func (r *Record) decide(q *Query) Decision {
 // chosen pools (0 when none is usable), a multivalue limit, and the prefix
 // length a sticky split hashed on (0 otherwise).
 func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, int, int) {
+	if a.nested {
+		return r.chooseNested(a, o, avail, q)
+	}
 	switch a.Kind {
 	case ActPool:
 		return a.mask & avail, 0, 0
@@ -223,29 +241,13 @@ func mix(x uint64) uint64 {
 // goes down only the subnets it had move. It returns the pool and the
 // prefix length hashed (the client's source prefix).
 func (r *Record) sticky(a *Action, avail uint64, q *Query) (int, int) {
-	addr := q.Client.Unmap()
-	bitsLen := q.ClientBits
-	if addr.Is4() && bitsLen > 32 {
-		bitsLen -= 96
-	}
-	if bitsLen > addr.BitLen() || bitsLen < 0 {
-		bitsLen = addr.BitLen()
-	}
-	pfx, _ := addr.Prefix(bitsLen)
-	b16 := pfx.Addr().As16()
+	hi, lo, bitsLen := clientKey(q)
 	best, bestScore := -1, math.Inf(-1)
 	for i, p := range a.Pools {
 		if avail&(1<<p) == 0 || a.Weights[i] == 0 {
 			continue
 		}
-		h := mix(mix(binary.BigEndian.Uint64(b16[:8])^r.Pools[p].hash) ^ binary.BigEndian.Uint64(b16[8:]))
-		// u in (0,1]; score = -w / ln(u) (weighted rendezvous hashing).
-		u := (float64(h>>11) + 1) / (1 << 53)
-		score := -float64(a.Weights[i]) / math.Log(u)
-		if u == 1 {
-			score = math.Inf(1)
-		}
-		if score > bestScore {
+		if score := rendezvous(hi, lo, r.Pools[p].hash, a.Weights[i]); score > bestScore {
 			best, bestScore = p, score
 		}
 	}
@@ -257,4 +259,31 @@ func (r *Record) sticky(a *Action, avail uint64, q *Query) (int, int) {
 		}
 	}
 	return best, bitsLen
+}
+
+// clientKey is the client's subnet as sticky splits hash it: its two
+// 64-bit halves and its prefix length (the client's source prefix).
+func clientKey(q *Query) (hi, lo uint64, bitsLen int) {
+	addr := q.Client.Unmap()
+	bitsLen = q.ClientBits
+	if addr.Is4() && bitsLen > 32 {
+		bitsLen -= 96
+	}
+	if bitsLen > addr.BitLen() || bitsLen < 0 {
+		bitsLen = addr.BitLen()
+	}
+	pfx, _ := addr.Prefix(bitsLen)
+	b16 := pfx.Addr().As16()
+	return binary.BigEndian.Uint64(b16[:8]), binary.BigEndian.Uint64(b16[8:]), bitsLen
+}
+
+// rendezvous is a member's weighted rendezvous score for a client subnet.
+func rendezvous(hi, lo, hash uint64, weight uint32) float64 {
+	h := mix(mix(hi^hash) ^ lo)
+	// u in (0,1]; score = -w / ln(u) (weighted rendezvous hashing).
+	u := (float64(h>>11) + 1) / (1 << 53)
+	if u == 1 {
+		return math.Inf(1)
+	}
+	return -float64(weight) / math.Log(u)
 }

@@ -68,7 +68,7 @@ func (r *Record) DescribeAction(a *Action) string {
 	names := func(ps []int) string {
 		s := make([]string, len(ps))
 		for i, p := range ps {
-			s[i] = r.Pools[p].Name
+			s[i] = r.MemberName(p)
 		}
 		return strings.Join(s, ", ")
 	}
@@ -78,7 +78,7 @@ func (r *Record) DescribeAction(a *Action) string {
 	case ActSplit:
 		parts := make([]string, len(a.Pools))
 		for i, p := range a.Pools {
-			parts[i] = fmt.Sprintf("%s %d", r.Pools[p].Name, a.Weights[i])
+			parts[i] = fmt.Sprintf("%s %d", r.MemberName(p), a.Weights[i])
 		}
 		s := "split " + strings.Join(parts, ", ")
 		if a.Sticky {
@@ -117,14 +117,19 @@ func (r *Record) Ranking(rule int, lat, lon float64) []string {
 	if a.Kind != ActProximity {
 		return nil
 	}
+	return r.ranking(a, lat, lon)
+}
+
+// ranking is Ranking for any geoproximity action of r.
+func (r *Record) ranking(a *Action, lat, lon float64) []string {
 	var out []string
 	for _, p := range r.rank(a, lat, lon) {
-		pool := r.Pools[p]
-		if pool.HasLoc {
-			d := Distance(lat, lon, pool.Lat, pool.Lon)
-			out = append(out, fmt.Sprintf("%s %.0f km (biased %.0f)", pool.Name, d, d*(1-float64(pool.Bias)/100)))
+		name := r.MemberName(int(p))
+		if plat, plon, ok, bias := r.memberLoc(int(p)); ok {
+			d := Distance(lat, lon, plat, plon)
+			out = append(out, fmt.Sprintf("%s %.0f km (biased %.0f)", name, d, d*(1-float64(bias)/100)))
 		} else {
-			out = append(out, pool.Name+" (no location)")
+			out = append(out, name+" (no location)")
 		}
 	}
 	return out

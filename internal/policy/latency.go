@@ -88,7 +88,7 @@ func (t *Table) LatencySites() map[string]bool {
 	for _, r := range t.Records {
 		for _, a := range r.latencyActs {
 			for _, p := range a.Candidates {
-				out[r.Pools[p].Site] = true
+				out[r.memberSite(p)] = true
 			}
 		}
 	}
@@ -289,7 +289,7 @@ func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, 
 			continue
 		}
 		k := ev.rtts[i]
-		k.Site = r.Pools[a.Candidates[i]].Name
+		k.Site = r.MemberName(a.Candidates[i])
 		ev.known = append(ev.known, k)
 	}
 	ev.rank = ev.rank[:0]
@@ -302,18 +302,18 @@ func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, 
 		ev.up, ev.r = up, r
 		if ev.usable == nil {
 			ev.usable = func(site string) bool {
-				p := ev.r.poolIndex(site)
-				return p >= 0 && ev.up&(1<<p) != 0
+				m := ev.r.memberIndex(site)
+				return m >= 0 && ev.r.usableMember(m, ev.up)
 			}
 		}
 		cur, _ = h.Choose(r.networkKey(a, s, n), ev.known, ev.usable, update)
 	}
 	if cur != "" {
-		ev.rank = append(ev.rank, uint8(r.poolIndex(cur)))
+		ev.rank = append(ev.rank, uint8(r.memberIndex(cur)))
 	}
 	for _, k := range ev.known {
 		if k.Site != cur {
-			ev.rank = append(ev.rank, uint8(r.poolIndex(k.Site)))
+			ev.rank = append(ev.rank, uint8(r.memberIndex(k.Site)))
 		}
 	}
 	return ev.rank
@@ -334,8 +334,8 @@ func (c *latClass) client(s *LatencyState, cell uint32) latency.Client {
 // latencySites appends the sites of a's candidates to dst.
 func (r *Record) latencySites(dst []latency.Site, a *Action) []latency.Site {
 	for _, p := range a.Candidates {
-		pool := r.Pools[p]
-		dst = append(dst, latency.Site{Name: pool.Site, Lat: pool.Lat, Lon: pool.Lon, HasLocation: pool.HasLoc})
+		lat, lon, ok, _ := r.memberLoc(p)
+		dst = append(dst, latency.Site{Name: r.memberSite(p), Lat: lat, Lon: lon, HasLocation: ok})
 	}
 	return dst
 }
@@ -361,28 +361,10 @@ func (r *Record) poolIndex(name string) int {
 // client network's ranking, else of the fallback order. The third result
 // is the depth of the client's cell (the scope the map's prefixes allow).
 func (r *Record) latencyChoose(a *Action, o *outcome, avail uint64, q *Query) (uint64, int) {
-	depth := 0
-	if s := q.Latency; s != nil && r.Index < len(s.recs) && s.recs[r.Index] != nil && o.lclass >= 0 {
-		al := &s.recs[r.Index].acts[a.Latency]
-		t := &s.cells4
-		addr := q.Client.Unmap()
-		if addr.Is6() {
-			t = &s.cells6
-		}
-		cell, d := t.lookup(addr)
-		depth = d
-		var id uint32
-		if cell == 0 {
-			if int(o.lclass) < len(al.byClass) {
-				id = al.byClass[o.lclass]
-			}
-		} else {
-			id = al.byCell[uint64(cell)<<32|uint64(o.lclass)]
-		}
-		for _, p := range al.rankings[id] {
-			if avail&(1<<p) != 0 {
-				return 1 << p, depth
-			}
+	rank, depth := r.latencyRanking(a, o, q)
+	for _, p := range rank {
+		if avail&(1<<p) != 0 {
+			return 1 << p, depth
 		}
 	}
 	for _, p := range a.Pools {
@@ -391,6 +373,31 @@ func (r *Record) latencyChoose(a *Action, o *outcome, avail uint64, q *Query) (u
 		}
 	}
 	return 0, depth
+}
+
+// latencyRanking returns the client network's ranking of a's members
+// (nil when the map knows none) and the depth of the client's cell.
+func (r *Record) latencyRanking(a *Action, o *outcome, q *Query) ([]uint8, int) {
+	s := q.Latency
+	if s == nil || r.Index >= len(s.recs) || s.recs[r.Index] == nil || o.lclass < 0 {
+		return nil, 0
+	}
+	al := &s.recs[r.Index].acts[a.Latency]
+	t := &s.cells4
+	addr := q.Client.Unmap()
+	if addr.Is6() {
+		t = &s.cells6
+	}
+	cell, depth := t.lookup(addr)
+	var id uint32
+	if cell == 0 {
+		if int(o.lclass) < len(al.byClass) {
+			id = al.byClass[o.lclass]
+		}
+	} else {
+		id = al.byCell[uint64(cell)<<32|uint64(o.lclass)]
+	}
+	return al.rankings[id], depth
 }
 
 // buildCells splits each address family by the prefixes: cell i (from 1)
@@ -475,7 +482,12 @@ type LatencyTrace struct {
 // given that winner was answered ("" when none), with the map and anti-flap
 // state of the table's current latency state.
 func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
-	a := &r.Rules[rule].Action
+	return t.explainLatency(r, &r.Rules[rule].Action, rule, addr, info, avail, winner, now)
+}
+
+// explainLatency is ExplainLatency for any by: latency action of r (a
+// rule's or a group's).
+func (t *Table) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
 	if a.Kind != ActLatency {
 		return nil
 	}
@@ -504,17 +516,19 @@ func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.I
 	rtts := s.m.Lookup(nil, &c, r.latencySites(nil, a), now)
 	best, bestMs := "", math.Inf(1)
 	for i, rt := range rtts {
-		pool := r.Pools[a.Candidates[i]]
-		lc := LatencyCandidate{Pool: pool.Name, Site: pool.Site, RTT: rt.Ms, Source: rt.Source, Key: rt.Key, Usable: avail&(1<<pool.Index) != 0}
+		m := a.Candidates[i]
+		name := r.MemberName(m)
+		lc := LatencyCandidate{Pool: name, Site: r.memberSite(m), RTT: rt.Ms, Source: rt.Source, Key: rt.Key, Usable: r.usableMember(m, avail)}
 		if rt.Stale {
 			lc.Source = latency.SourceStale + " → " + rt.Source
 		}
 		if rt.Source == latency.SourceEstimated {
 			o := s.m.Options()
-			lc.Estimate = fmt.Sprintf("2 × %.0f km / %g km/ms + %g ms", Distance(cls.lat, cls.lon, pool.Lat, pool.Lon), o.KmPerMs, o.OverheadMs)
+			plat, plon, _, _ := r.memberLoc(m)
+			lc.Estimate = fmt.Sprintf("2 × %.0f km / %g km/ms + %g ms", Distance(cls.lat, cls.lon, plat, plon), o.KmPerMs, o.OverheadMs)
 		}
 		if rt.Source != latency.SourceNone && lc.Usable && rt.Ms < bestMs {
-			best, bestMs = pool.Name, rt.Ms
+			best, bestMs = name, rt.Ms
 		}
 		tr.Candidates = append(tr.Candidates, lc)
 	}

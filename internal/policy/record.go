@@ -16,6 +16,7 @@ import (
 	"math"
 	"net/netip"
 	"sort"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/geo"
@@ -32,7 +33,18 @@ type Record struct {
 	// draining (ttl_while_degraded).
 	DegradedTTL uint32
 	Pools       []*Pool
-	Rules       []*Rule
+	// Groups are the record's groups (its own and its policy's), whose
+	// member indices follow the pools' (see group.go).
+	Groups []*Group
+	Rules  []*Rule
+	// mmask and gact are, by member index, its pools and, for a group,
+	// its action (nil for a pool): what a nested decision reads.
+	mmask []uint64
+	gact  []*Action
+	// res holds the resolutions of the current health (A, AAAA), which
+	// the table's SetHealth replaces; nil before it runs.
+	// Each Record has its own (a reused copy gets a new one).
+	res *atomic.Pointer[[2]resolution]
 	// NextRule: when the matched rule has no usable pool, try the next
 	// matching rule (on_unhealthy: next_rule). Otherwise go straight to
 	// WhenAllDown.
@@ -154,7 +166,8 @@ type Action struct {
 	Candidates []int
 	// Latency is the index of a by: latency action in its record.
 	Latency int
-	mask    uint64
+	mask    uint64 // every pool the action may answer with
+	nested  bool   // a group is among its members
 }
 
 // Rule is a compiled rule.
@@ -415,10 +428,9 @@ func (r *Record) rank(a *Action, lat, lon float64) []uint8 {
 	}
 	cs := make([]cand, 0, len(a.Candidates))
 	for _, p := range a.Candidates {
-		pool := r.Pools[p]
 		d := math.Inf(1)
-		if pool.HasLoc {
-			d = Distance(lat, lon, pool.Lat, pool.Lon) * (1 - float64(pool.Bias)/100)
+		if plat, plon, ok, bias := r.memberLoc(p); ok {
+			d = Distance(lat, lon, plat, plon) * (1 - float64(bias)/100)
 		}
 		cs = append(cs, cand{p, d})
 	}

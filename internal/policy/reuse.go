@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/steer-dns/steer/internal/config"
 )
@@ -94,6 +95,7 @@ func (u *reuser) take(b *builder) *Record {
 	r := &u.slab[0]
 	*r = *old
 	r.Line, r.src = rc.Line, i
+	r.res = new(atomic.Pointer[[2]resolution]) // its own table's health, not old's
 	if !u.rebase(r, old, rc) {
 		*r = Record{}
 		return nil
@@ -251,11 +253,12 @@ func recordEqual(a, b *config.Record) bool {
 	return a.Name == b.Name && a.Type == b.Type && ptrEqual(a.TTL, b.TTL) &&
 		ptrEqual(a.TTLWhileDegraded, b.TTLWhileDegraded) && a.OnUnhealthy == b.OnUnhealthy &&
 		a.WhenAllDown == b.WhenAllDown && a.Policy == b.Policy &&
-		poolsEqual(a.Pools, b.Pools) && rulesEqual(a.Rules, b.Rules)
+		poolsEqual(a.Pools, b.Pools) && rulesEqual(a.Rules, b.Rules) && reflect.DeepEqual(a.Groups, b.Groups)
 }
 
 func policyEqual(a, b *config.Policy) bool {
-	return a.OnUnhealthy == b.OnUnhealthy && a.WhenAllDown == b.WhenAllDown && rulesEqual(a.Rules, b.Rules)
+	return a.OnUnhealthy == b.OnUnhealthy && a.WhenAllDown == b.WhenAllDown && rulesEqual(a.Rules, b.Rules) &&
+		reflect.DeepEqual(a.Groups, b.Groups)
 }
 
 func poolsEqual(a, b map[string]config.Pool) bool {

@@ -25,17 +25,20 @@ func (r *Record) compileKey() string {
 		writeMatch(&b, rule.Match)
 		b.WriteByte('\n')
 	}
-	// rank reads the candidates' locations and biases.
+	// rank reads the candidates' locations and biases, at every level of
+	// the tree (a group's candidates are members of its own action).
 	seen := map[int]bool{}
-	for _, a := range r.proximity {
+	for i, a := range r.proximity {
+		fmt.Fprintf(&b, "proximity %d cand=%v\n", i, a.Candidates)
 		for _, p := range a.Candidates {
 			if !seen[p] {
 				seen[p] = true
-				pool := r.Pools[p]
-				fmt.Fprintf(&b, "pool %d loc=%t %v %v bias=%d\n", p, pool.HasLoc, pool.Lat, pool.Lon, pool.Bias)
+				lat, lon, ok, bias := r.memberLoc(p)
+				fmt.Fprintf(&b, "member %d loc=%t %v %v bias=%d\n", p, ok, lat, lon, bias)
 			}
 		}
 	}
+	fmt.Fprintf(&b, "pools=%d latency-actions=%d\n", len(r.Pools), len(r.latencyActs))
 	fmt.Fprintf(&b, "client=%x resolver=%x default=%x latency=%x proximity=%d\n",
 		r.clientRules, r.resolverRules, r.defaultBit, r.latencyRules, len(r.proximity))
 	return b.String()

@@ -146,6 +146,9 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool 
 			}
 		}
 	}
+	for i, r := range t.Records {
+		r.setResolutions(r.Enabled&h.pools[i][0], r.Enabled&h.pools[i][1])
+	}
 	t.health.Store(h)
 }
 
