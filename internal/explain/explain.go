@@ -59,12 +59,14 @@ type Input struct {
 
 // Step is one steered record's decision.
 type Step struct {
-	Record   string               `json:"record"`
-	Client   string               `json:"client"`
-	Geo      GeoInfo              `json:"geo"`
-	Rules    []policy.RuleTrace   `json:"rules"`
-	Pools    []PoolState          `json:"pools"`
-	Ranking  []string             `json:"geoproximity,omitempty"`
+	Record  string             `json:"record"`
+	Client  string             `json:"client"`
+	Geo     GeoInfo            `json:"geo"`
+	Rules   []policy.RuleTrace `json:"rules"`
+	Pools   []PoolState        `json:"pools"`
+	Ranking []string           `json:"geoproximity,omitempty"`
+	// Tree is the path through the rule's groups, level by level.
+	Tree     []policy.TreeStep    `json:"tree,omitempty"`
 	Latency  *policy.LatencyTrace `json:"latency,omitempty"`
 	Decision string               `json:"decision"`
 	Chosen   []string             `json:"chosen"`
@@ -212,6 +214,7 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 	default:
 		rule := r.Rules[d.Rule]
 		s.Decision = fmt.Sprintf("rule %d (line %d) decides: %s -> %s", d.Rule+1, rule.Line, r.DescribeAction(&rule.Action), strings.Join(s.Chosen, ", "))
+		s.Tree = snap.Policies.ExplainTree(r, q, d, &info, time.Now())
 		if rule.Action.Kind == policy.ActProximity {
 			if info.HasLocation {
 				s.Ranking = r.Ranking(d.Rule, info.Lat, info.Lon)
@@ -292,6 +295,12 @@ func (r *Report) Text() string {
 		}
 		if len(s.Ranking) > 0 {
 			p("  geoproximity: %s", strings.Join(s.Ranking, "; "))
+		}
+		for _, ts := range s.Tree {
+			p("  tree level %d, %s: %s -> %s (%s)", ts.Level, ts.Node, ts.Action, dash(ts.Chosen), ts.Why)
+			for _, c := range ts.Candidates {
+				p("      %-6s %-16s %s", c.Kind, c.Name, c.State)
+			}
 		}
 		if l := s.Latency; l != nil {
 			p("  latency (rule %d, map update %d), network %s:", l.Rule, l.Update, l.Network)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/steer-dns/steer/internal/geo"
 )
@@ -139,4 +140,118 @@ func (r *Record) ranking(a *Action, lat, lon float64) []string {
 // them.
 func (p *Pool) Addrs() []netip.Addr {
 	return append(append(make([]netip.Addr, 0, len(p.V4)+len(p.V6)), p.V4...), p.V6...)
+}
+
+// TreeStep is one level of the path a decision took through a rule's
+// tree of groups.
+type TreeStep struct {
+	Level      int             `json:"level"` // 1: the rule's own action
+	Node       string          `json:"node"`  // "rule 2" or "group mumbai"
+	Action     string          `json:"action"`
+	Candidates []TreeCandidate `json:"candidates"`
+	Chosen     string          `json:"chosen,omitempty"`
+	Why        string          `json:"why"`
+}
+
+// TreeCandidate is one member an action could choose.
+type TreeCandidate struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // pool or group
+	Usable bool   `json:"usable"`
+	// State says why it is unusable, or what ranks it: its distance, its
+	// RTT, its split weight.
+	State string `json:"state"`
+}
+
+// ExplainTree walks the rule's tree the way the decision d did and says,
+// at each level, what the action was, which members it had with their
+// state, which one it took and why; nil for a rule without groups. A
+// random split names the member the answer came from. info is the
+// client's geo facts, for the distances of a geoproximity level.
+func (t *Table) ExplainTree(r *Record, q *Query, d *Decision, info *geo.Info, now time.Time) []TreeStep {
+	if d.Rule < 0 || d.Rule >= len(r.Rules) || len(r.Groups) == 0 || d.AllDown {
+		return nil
+	}
+	avail := q.Up & r.family(q.Qtype)
+	var out []TreeStep
+	a := &r.Rules[d.Rule].Action
+	node := fmt.Sprintf("rule %d", d.Rule+1)
+	for level := 1; a != nil && level <= MaxDepth+1; level++ {
+		st := TreeStep{Level: level, Node: node, Action: r.DescribeAction(a)}
+		members := actionMembers(a)
+		var ranked []string
+		switch a.Kind {
+		case ActProximity:
+			if info != nil && info.HasLocation {
+				ranked = r.ranking(a, info.Lat, info.Lon)
+			}
+		case ActLatency:
+			if lt := t.explainLatency(r, a, d.Rule, q.Client, info, avail, "", now); lt != nil {
+				for _, c := range lt.Candidates {
+					rtt := "no RTT"
+					if c.Source != "none" {
+						rtt = fmt.Sprintf("%.1f ms (%s)", c.RTT, c.Source)
+					}
+					ranked = append(ranked, c.Pool+" "+rtt)
+				}
+			}
+		}
+		for i, m := range members {
+			c := TreeCandidate{Name: r.MemberName(m), Kind: r.memberKind(m), Usable: r.usableMember(m, avail)}
+			switch {
+			case !c.Usable && r.isGroup(m):
+				c.State = "unusable: no usable pool under it"
+			case !c.Usable:
+				c.State = "unusable: down, drained, disabled or without this address family"
+			case a.Kind == ActSplit:
+				c.State = fmt.Sprintf("weight %d", a.Weights[i])
+			default:
+				c.State = "usable"
+			}
+			for _, rk := range ranked {
+				if strings.HasPrefix(rk, c.Name+" ") {
+					c.State += "; " + strings.TrimPrefix(rk, c.Name+" ")
+				}
+			}
+			st.Candidates = append(st.Candidates, c)
+		}
+		// The member taken: the usable one the answer's pools are under
+		// (for multivalue, every one).
+		var taken []int
+		for _, m := range members {
+			if r.usableMember(m, avail) && r.mmask[m]&d.Pools != 0 {
+				taken = append(taken, m)
+			}
+		}
+		names := make([]string, len(taken))
+		for i, m := range taken {
+			names[i] = r.MemberName(m)
+		}
+		st.Chosen = strings.Join(names, ", ")
+		switch a.Kind {
+		case ActPool:
+			st.Why = "the only member"
+		case ActFailover, ActFirst:
+			st.Why = "the first usable member of the list"
+		case ActMultivalue:
+			st.Why = "every usable member"
+		case ActProximity:
+			st.Why = "the nearest usable member (by biased distance; the fallback order when the client's location is unknown)"
+		case ActLatency:
+			st.Why = "the usable member with the lowest RTT for the client's network (the fallback order without one)"
+		case ActSplit:
+			if a.Sticky {
+				st.Why = "weighted rendezvous hash of the client subnet over the usable members"
+			} else {
+				st.Why = "a weighted random draw over the usable members"
+			}
+		}
+		out = append(out, st)
+		if len(taken) != 1 || !r.isGroup(taken[0]) {
+			break
+		}
+		g := r.group(taken[0])
+		a, node = &g.Action, "group "+g.Name
+	}
+	return out
 }

@@ -5,7 +5,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/policy"
 )
 
@@ -321,5 +323,31 @@ policies:
 	}
 	if table.Shared != 1 {
 		t.Errorf("records sharing the policy compiled %d partitions (shared %d)", table.Compiled, table.Shared)
+	}
+}
+
+func TestExplainTree(t *testing.T) {
+	table := mustBuild(t, configYAML(t, []string{cityDB, asnDB}, issueTree))
+	r := table.Get("tree.example.com.")
+	const all = bom1 | bom2 | fra | iad | iadCanary
+	q := query(r, "192.0.2.0", 28, "") // Pune
+	q.Up = all &^ bom1
+	d := r.Decide(q)
+	info := geo.Info{Country: "IN", Continent: "AS", Lat: 18.52, Lon: 73.86, HasLocation: true}
+	steps := table.ExplainTree(r, q, &d, &info, time.Now())
+	if len(steps) != 2 {
+		t.Fatalf("%d steps: %+v", len(steps), steps)
+	}
+	if s := steps[0]; s.Node != "rule 2" || s.Chosen != "mumbai" || !strings.Contains(s.Candidates[0].State, "km") {
+		t.Errorf("level 1: %+v", s)
+	}
+	if s := steps[1]; s.Node != "group mumbai" || s.Chosen != "bom-2" || s.Candidates[0].Usable || !strings.Contains(s.Why, "first usable") {
+		t.Errorf("level 2: %+v", s)
+	}
+	q.Up = all &^ (bom1 | bom2)
+	d = r.Decide(q)
+	steps = table.ExplainTree(r, q, &d, &info, time.Now())
+	if len(steps) != 1 || steps[0].Chosen != "fra" || !strings.HasPrefix(steps[0].Candidates[0].State, "unusable: no usable pool under it") {
+		t.Errorf("Mumbai down: %+v", steps)
 	}
 }
