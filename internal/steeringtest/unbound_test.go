@@ -57,11 +57,13 @@ stub-zone:
 // of steer. Clients send their subnet to Unbound, Unbound forwards it to
 // steer, and steer's scope lets Unbound's subnet cache keep the answers of
 // different cities apart.
-func TestUnboundForwardsECS(t *testing.T) {
+// startUnbound runs Unbound (subnet cache, ECS sent to steer for
+// example.com) in front of srv until the test ends, and returns where it
+// answers once it resolves through steer.
+func startUnbound(t *testing.T, srv *dnstest.Server) netip.AddrPort {
+	t.Helper()
 	dnstest.NeedTool(t, "unbound")
 	dnstest.NeedTool(t, "unbound-checkconf")
-	srv := start(t, cfgOpts{})
-
 	dir := t.TempDir()
 	port := peertest.FreePort(t)
 	conf := filepath.Join(dir, "unbound.conf")
@@ -74,7 +76,7 @@ func TestUnboundForwardsECS(t *testing.T) {
 		t.Fatalf("unbound-checkconf: %v\n%s", err, out)
 	}
 
-	cmd := exec.CommandContext(ctx, "unbound", "-d", "-c", conf)
+	cmd := exec.Command("unbound", "-d", "-c", conf)
 	var logs dnstest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.WaitDelay = 2 * time.Second
@@ -86,12 +88,10 @@ func TestUnboundForwardsECS(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-exited
-	})
-	defer func() {
 		if t.Failed() {
 			t.Logf("unbound's log:\n%s", logs.String())
 		}
-	}()
+	})
 
 	resolver := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
 	// Wait until Unbound answers (it resolves static.example.com through
@@ -116,6 +116,12 @@ func TestUnboundForwardsECS(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return resolver
+}
+
+func TestUnboundForwardsECS(t *testing.T) {
+	srv := start(t, cfgOpts{})
+	resolver := startUnbound(t, srv)
 
 	ask := func(subnet string) kdigResult {
 		t.Helper()
