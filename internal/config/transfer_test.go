@@ -94,3 +94,39 @@ zones:
 		}
 	}
 }
+
+func TestGroupKeys(t *testing.T) {
+	c := mustParse(t, `records:
+  - name: a.example.com
+    policy: p
+    pools:
+      x: { address: 192.0.2.1 }
+    groups:
+      zeta:  { failover: [x] }
+      alpha: { split: [{ pool: x, weight: 1 }], sticky: client_subnet, site: s, location: { lat: 1, lon: 2 } }
+policies:
+  p:
+    groups:
+      mid: { by: geoproximity, fallback: [zeta, alpha] }
+    rules:
+      - default: { pool: mid }
+`)
+	names, paths := c.GroupNames(0)
+	if strings.Join(names, " ") != "zeta alpha mid" || paths[2] != "policies.p.groups.mid" || paths[0] != "records[0].groups.zeta" {
+		t.Errorf("names %v paths %v", names, paths)
+	}
+	if g := c.Records[0].Groups["alpha"]; g.Sticky != "client_subnet" || g.Site != "s" || g.Location.Lon != 2 {
+		t.Errorf("alpha %+v", g)
+	}
+	if l := c.Line("policies.p.groups.mid"); l != 12 {
+		t.Errorf("line of policies.p.groups.mid: %d", l)
+	}
+	_, ps := parse(t, `records:
+  - name: a.example.com
+    pools:
+      x: { address: 192.0.2.1 }
+    groups:
+      g: { failovr: [x] }
+`)
+	checkProblems(t, ps, []prob{{6, "failovr"}})
+}
