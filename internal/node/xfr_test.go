@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -153,6 +154,49 @@ func TestSecondariesOfSteer(t *testing.T) {
 	}
 	if msgs < 2 || records != 1500+4+1+1 {
 		t.Errorf("AXFR: %d messages, %d records", msgs, records)
+	}
+	// miekg verifies the TSIG each message carries but lets one without
+	// pass: read the messages raw and require one on every message.
+	c, err := net.DialTimeout("tcp", n.dns.String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := axfr("nsd-key")
+	req.Extra = nil
+	req.SetTsig("nsd-key.", dns.HmacSHA256, 300, time.Now().Unix())
+	wire, _, err := dns.TsigGenerate(req, xfrKeys["nsd-key"], "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write(append([]byte{byte(len(wire) >> 8), byte(len(wire))}, wire...))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	signed, soas := 0, 0
+	for soas < 2 {
+		var l [2]byte
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			t.Fatalf("reading message %d: %v", signed+1, err)
+		}
+		buf := make([]byte, int(l[0])<<8|int(l[1]))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatalf("reading message %d: %v", signed+1, err)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(buf); err != nil {
+			t.Fatalf("message %d: %v", signed+1, err)
+		}
+		if m.IsTsig() == nil {
+			t.Fatalf("message %d carries no TSIG", signed+1)
+		}
+		signed++
+		for _, rr := range m.Answer {
+			if rr.Header().Rrtype == dns.TypeSOA {
+				soas++
+			}
+		}
+	}
+	c.Close()
+	if signed != msgs {
+		t.Errorf("%d signed messages, the transfer had %d", signed, msgs)
 	}
 
 	dir := t.TempDir()
