@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/latency"
+
 	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/policy"
 )
@@ -349,5 +351,58 @@ func TestExplainTree(t *testing.T) {
 	steps = table.ExplainTree(r, q, &d, &info, time.Now())
 	if len(steps) != 1 || steps[0].Chosen != "fra" || !strings.HasPrefix(steps[0].Candidates[0].State, "unusable: no usable pool under it") {
 		t.Errorf("Mumbai down: %+v", steps)
+	}
+}
+
+// Route 53's "latency → weighted → endpoints": the latency map picks a
+// region (a group, measured under its site), the region's weighted split
+// picks the endpoint; a region whose endpoints are all down is skipped
+// for the next one by RTT.
+func TestLatencyOverGroups(t *testing.T) {
+	e := newLatEnv(t, `
+  - name: latg.example.com
+    pools:
+      bom-1: { address: 203.0.113.10 }
+      bom-2: { address: 203.0.113.11 }
+      fra-1: { address: 198.51.100.20 }
+      fra-2: { address: 198.51.100.21 }
+      iad-1: { address: 192.0.2.30 }
+    groups:
+      mumbai:    { split: [{ pool: bom-1, weight: 1 }, { pool: bom-2, weight: 1 }], site: bom }
+      frankfurt: { split: [{ pool: fra-1, weight: 1 }, { pool: fra-2, weight: 1 }], site: fra }
+      virginia:  { pool: iad-1, site: iad }
+    rules:
+      - default: { by: latency, fallback: [virginia, frankfurt, mumbai] }
+`, latency.Options{})
+	const (
+		b1 = uint64(1) << iota
+		b2
+		f1
+		f2
+		i1
+	)
+	if sites := e.table.LatencySites(); !sites["bom"] || !sites["fra"] || !sites["iad"] || len(sites) != 3 {
+		t.Fatalf("latency sites %v: the groups' sites", sites)
+	}
+	e.update("192.0.2.32/28,bom,40", "192.0.2.32/28,fra,150", "192.0.2.32/28,iad,230")
+	seen := map[uint64]int{}
+	for range 200 {
+		d := e.decide("192.0.2.32", 28, ^uint64(0))
+		seen[d.Pools]++
+		if d.Scope != 28 {
+			t.Fatalf("scope %d", d.Scope)
+		}
+	}
+	if seen[b1] == 0 || seen[b2] == 0 || seen[b1]+seen[b2] != 200 {
+		t.Errorf("Guwahati by latency: %v, want the Mumbai split", seen)
+	}
+	if d := e.decide("192.0.2.32", 28, ^(b1 | b2)); d.Pools != f1 && d.Pools != f2 {
+		t.Errorf("Mumbai down: %s, want the Frankfurt split (next by RTT)", poolNames(e.r, d.Pools))
+	}
+	if d := e.decide("192.0.2.32", 28, i1); d.Pools != i1 {
+		t.Errorf("only Virginia: %s", poolNames(e.r, d.Pools))
+	}
+	if d := e.decide("192.0.2.208", 28, ^uint64(0)); d.Pools != i1 {
+		t.Errorf("Sydney, not measured and no location: %s, want the fallback order's first (virginia)", poolNames(e.r, d.Pools))
 	}
 }
