@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steer-dns/steer/internal/latency"
-
 	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/latency"
 	"github.com/steer-dns/steer/internal/policy"
 )
 
