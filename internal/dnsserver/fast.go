@@ -179,7 +179,8 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			if rec == nil || rec.Type != dns.TypeA {
 				return nil
 			}
-			pq := policy.Query{Qtype: q.qtype, Up: snap.Policies.Up(rec, q.qtype), Resolver: from.Unmap()}
+			pq := policy.Query{Qtype: q.qtype, Resolver: from.Unmap()}
+			pq.Up, pq.Scopes = snap.Policies.Usable(rec, q.qtype) // as Steerer.Steer
 			if rec.HasLatency() {
 				pq.Latency = snap.Policies.Latency()
 			}

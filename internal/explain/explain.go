@@ -71,6 +71,18 @@ type Step struct {
 	Decision string               `json:"decision"`
 	Chosen   []string             `json:"chosen"`
 	Scope    int                  `json:"partition_scope"`
+	// Widened says how health widened the scope, when it did: from the
+	// partition's prefix length to the wider one with the same answer.
+	Widened *Widened `json:"scope_widened_by_health,omitempty"`
+}
+
+// Widened is a scope health widened: every network in Network gets the
+// same answer while the pools in Unusable stay unusable.
+type Widened struct {
+	From     int      `json:"from"`
+	To       int      `json:"to"`
+	Network  string   `json:"network"`
+	Unusable []string `json:"unusable_pools"`
 }
 
 // GeoInfo is what the databases said about the client.
@@ -202,6 +214,13 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 		s.Pools = append(s.Pools, ps)
 	}
 	s.Chosen = r.PoolNames(d.Pools)
+	if d.WidenedFrom != 0 {
+		w := &Widened{From: d.WidenedFrom, To: d.Scope, Unusable: r.PoolNames(r.Enabled &^ q.Up)}
+		if p, err := q.Client.Prefix(d.Scope); err == nil {
+			w.Network = p.String()
+		}
+		s.Widened = w
+	}
 	switch {
 	case d.ServFail:
 		s.Decision = "no usable pool: when_all_down servfail answers SERVFAIL"
@@ -332,6 +351,9 @@ func (r *Report) Text() string {
 			p("    winner: %s: %s", dash(l.Winner), l.Why)
 		}
 		p("  decision: %s", s.Decision)
+		if w := s.Widened; w != nil {
+			p("  scope: /%d widened to /%d by health: %s not usable, and every network in %s gets this answer", w.From, w.To, strings.Join(w.Unusable, ", "), w.Network)
+		}
 	}
 	p("")
 	p("rcode:    %s", r.Rcode)

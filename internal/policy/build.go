@@ -96,6 +96,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	warnedPolicy := map[string]bool{}
 	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
+	dkeys := map[string]string{}
 	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
 	for i := range cfg.Records {
 		b := &builders[i]
@@ -114,6 +115,13 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		t.byName[r.Name] = r
 		if !reused {
 			r.ckey = r.compileKey()
+			k := r.decisionKey()
+			if d, ok := dkeys[k]; ok {
+				k = d // one copy for the records of a policy
+			} else {
+				dkeys[k] = k
+			}
+			r.dkey = k
 			if previous[r.ckey] == nil {
 				toCompile[r.ckey] = true
 			}

@@ -30,6 +30,9 @@ type Query struct {
 	// res is the resolution of the record's groups for Up (Decide sets
 	// it from the table's health when it matches).
 	res *resolution
+	// Scopes are the record's scopes widened by the current health
+	// (Table.Usable, widen.go); nil means the partition's own.
+	Scopes *Scopes
 }
 
 // Decision is the outcome of a query.
@@ -43,6 +46,10 @@ type Decision struct {
 	// Scope is the widest prefix length around the client over which the
 	// decision is the same, for the ECS SCOPE PREFIX-LENGTH.
 	Scope int
+	// WidenedFrom, when not 0, is the partition's scope that health
+	// widened Scope from: every network in the wider prefix gets the
+	// same answer while the pools stay as they are (widen.go).
+	WidenedFrom int
 	// AllDown is set when no pool was usable and WhenAllDown decided.
 	AllDown bool
 	// NoData: the record has nothing of this type (or when_all_down: nodata).
@@ -72,6 +79,9 @@ func (r *Record) Decide(q *Query) Decision {
 		// An IPv4-mapped client was steered by its IPv4 address: the
 		// scope is in IPv4 bits, and ::ffff:0:0/96 comes before them.
 		d.Scope += 96
+		if d.WidenedFrom != 0 {
+			d.WidenedFrom += 96
+		}
 	}
 	return d
 }
@@ -88,7 +98,17 @@ func (r *Record) decide(q *Query) Decision {
 	if addr.Is6() {
 		t = &r.v6
 	}
-	oi, depth := t.lookup(addr)
+	oi, pos, depth := t.lookup(addr)
+	widened := 0
+	if w := q.Scopes; w != nil {
+		s := w.v4
+		if t == &r.v6 {
+			s = w.v6
+		}
+		if pos < uint32(len(s)) && int(s[pos]) != depth {
+			widened, depth = depth, int(s[pos])
+		}
+	}
 	o := &r.outcomes[oi]
 	mask := o.mask&r.clientRules | r.defaultBit
 	if r.resolverRules != 0 && q.Resolver.IsValid() {
@@ -97,10 +117,9 @@ func (r *Record) decide(q *Query) Decision {
 		if ra.Is6() {
 			rt = &r.r6
 		}
-		mi, _ := rt.lookup(ra)
+		mi, _, _ := rt.lookup(ra)
 		mask |= r.masks[mi] & r.resolverRules
 	}
-	d := Decision{Rule: -1, Scope: depth}
 	avail := q.Up & fam
 	q.res = nil
 	if r.gact != nil && r.res != nil {
@@ -114,6 +133,22 @@ func (r *Record) decide(q *Query) Decision {
 			}
 		}
 	}
+	d := r.decideOutcome(o, mask, fam, avail, q)
+	d.WidenedFrom = widened
+	if d.Scope < depth {
+		d.Scope = depth
+	}
+	return d
+}
+
+// decideOutcome decides for a client whose partition outcome is o and
+// whose matching rules are mask, given the family's pools fam and the
+// usable ones avail. Scope is only what the action hashed or looked up
+// beyond the partition (sticky splits, latency cells). It is the one
+// place the rules are applied: the query path and the health widening
+// (widen.go) both decide with it.
+func (r *Record) decideOutcome(o *outcome, mask, fam, avail uint64, q *Query) Decision {
+	d := Decision{Rule: -1}
 	first := -1
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)

@@ -388,7 +388,7 @@ func (r *Record) latencyRanking(a *Action, o *outcome, q *Query) ([]uint8, int) 
 	if addr.Is6() {
 		t = &s.cells6
 	}
-	cell, depth := t.lookup(addr)
+	cell, _, depth := t.lookup(addr)
 	var id uint32
 	if cell == 0 {
 		if int(o.lclass) < len(al.byClass) {
@@ -505,7 +505,7 @@ func (t *Table) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, 
 	if p.Addr().Is6() {
 		tt = &s.cells6
 	}
-	cell, _ := tt.lookup(p.Addr())
+	cell, _, _ := tt.lookup(p.Addr())
 	// Evaluate as SetLatency did: for the whole cell and class.
 	g, ok := r.latClassIndex[cls]
 	if !ok {

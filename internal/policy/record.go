@@ -77,6 +77,7 @@ type Record struct {
 	// Stats describe the compiled partition.
 	Stats Stats
 	ckey  string // what the partition depends on (share.go)
+	dkey  string // what a decision reads beyond the partition (widen.go)
 	src   int    // index in the configuration's records
 	// warns are the warnings building and compiling the record gave, for
 	// a build that reuses it to give again (reuse.go).

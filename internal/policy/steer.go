@@ -29,7 +29,7 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 	}
 	q := s.Query
 	q.Qtype = qtype
-	q.Up = s.Table.Up(r, qtype)
+	q.Up, q.Scopes = s.Table.Usable(r, qtype)
 	if r.HasLatency() {
 		q.Latency = s.Table.Latency()
 	}
@@ -75,6 +75,11 @@ type Health struct {
 	addrs    [][]uint64       // per record, per pool: usable addresses (V4 then V6)
 	degraded []bool           // per record: a pool is down or drained
 	ovr      [][]PoolOverride // per record, per pool: the operator's override
+	// scopes, per record and family (A, AAAA), are the scopes widened
+	// by this state (widen.go); nil when no record's are.
+	scopes [][2]*Scopes
+	cache  map[scopeKey]*Scopes // every widening computed or taken, nil ones too
+	widen  WidenStats
 }
 
 // SetHealth recomputes the usable pools and addresses of every record from
@@ -149,6 +154,7 @@ func (t *Table) SetHealth(usable func(addr netip.Addr, check string) bool, pool 
 	for i, r := range t.Records {
 		r.setResolutions(r.Enabled&h.pools[i][0], r.Enabled&h.pools[i][1])
 	}
+	t.setScopes(h, t.health.Load())
 	t.health.Store(h)
 }
 

@@ -30,8 +30,13 @@ const (
 
 func isLeaf(ref uint32) bool { return ref&leafBit != 0 }
 
-// lookup returns the outcome index for addr and the depth of its leaf.
-func (t *trie) lookup(addr netip.Addr) (outcome uint32, depth int) {
+// noPos is the leaf position of a trie that is one leaf (its root).
+const noPos = ^uint32(0)
+
+// lookup returns the outcome index for addr, the position of its leaf (the
+// index in nodes of the child reference that holds it, noPos when the root
+// is a leaf) and the leaf's depth.
+func (t *trie) lookup(addr netip.Addr) (outcome, pos uint32, depth int) {
 	var b [16]byte
 	if t.bits == 32 {
 		a4 := addr.As4()
@@ -44,12 +49,14 @@ func (t *trie) lookup(addr netip.Addr) (outcome uint32, depth int) {
 		i := uint32(b[0])<<8 | uint32(b[1])
 		ref, d = t.table[i], int(t.depth[i])
 	}
+	pos = noPos
 	for ref&leafBit == 0 {
 		bit := uint32(b[d>>3]>>(7-uint(d&7))) & 1
-		ref = t.nodes[2*ref+bit]
+		pos = 2*ref + bit
+		ref = t.nodes[pos]
 		d++
 	}
-	return ref &^ leafBit, d
+	return ref &^ leafBit, pos, d
 }
 
 // trieBuilder grows a trie.
@@ -81,9 +88,15 @@ func (b *trieBuilder) finish(root uint32, bits int) trie {
 		t.depth = make([]uint8, 1<<strideBits)
 		for i := range t.table {
 			ref, d := t.root, 0
-			for d < strideBits && !isLeaf(ref) {
+			for d < strideBits {
 				bit := uint32(i>>(strideBits-1-d)) & 1
-				ref = t.nodes[2*ref+bit]
+				next := t.nodes[2*ref+bit]
+				if isLeaf(next) {
+					// Stop at the leaf's parent, so that lookup takes
+					// the last step and knows the leaf's position.
+					break
+				}
+				ref = next
 				d++
 			}
 			t.table[i], t.depth[i] = ref, uint8(d)
