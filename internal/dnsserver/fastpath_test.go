@@ -111,6 +111,15 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		return a != netip.MustParseAddr("198.51.100.20") && a != netip.MustParseAddr("203.0.113.11")
 	}, nil)
 	t.Run("a pool down", func(t *testing.T) { matchCorpus(t, h) })
+	// Mumbai down: Indian networks merge with their neighbours, and both
+	// paths answer with the scopes health widened.
+	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool {
+		return a != netip.MustParseAddr("203.0.113.10") && a != netip.MustParseAddr("203.0.113.11")
+	}, nil)
+	if ws := snap.Policies.WidenStats(); ws.Records == 0 {
+		t.Fatalf("mumbai down: no scope widened (%+v)", ws)
+	}
+	t.Run("mumbai down, scopes widened", func(t *testing.T) { matchCorpus(t, h) })
 }
 
 func matchCorpus(t *testing.T, h *dnsserver.Handler) {

@@ -101,12 +101,8 @@ func (r *Record) decide(q *Query) Decision {
 	oi, pos, depth := t.lookup(addr)
 	widened := 0
 	if w := q.Scopes; w != nil {
-		s := w.v4
-		if t == &r.v6 {
-			s = w.v6
-		}
-		if pos < uint32(len(s)) && int(s[pos]) != depth {
-			widened, depth = depth, int(s[pos])
+		if s, ok := w.depth(t == &r.v6, pos); ok && s != depth {
+			widened, depth = depth, s
 		}
 	}
 	o := &r.outcomes[oi]

@@ -30,12 +30,17 @@ const (
 
 func isLeaf(ref uint32) bool { return ref&leafBit != 0 }
 
-// noPos is the leaf position of a trie that is one leaf (its root).
-const noPos = ^uint32(0)
+// Leaf positions (lookup's pos): the index in nodes of the child reference
+// that holds the leaf; tablePos|i for a leaf the first-level table entry i
+// holds (not walked to, so its position costs no memory read); noPos when
+// the root is a leaf.
+const (
+	tablePos = 1 << 31
+	noPos    = ^uint32(0)
+)
 
-// lookup returns the outcome index for addr, the position of its leaf (the
-// index in nodes of the child reference that holds it, noPos when the root
-// is a leaf) and the leaf's depth.
+// lookup returns the outcome index for addr, the position of its leaf and
+// the leaf's depth.
 func (t *trie) lookup(addr netip.Addr) (outcome, pos uint32, depth int) {
 	var b [16]byte
 	if t.bits == 32 {
@@ -45,11 +50,12 @@ func (t *trie) lookup(addr netip.Addr) (outcome, pos uint32, depth int) {
 		b = addr.As16()
 	}
 	ref, d := t.root, 0
+	pos = noPos
 	if t.table != nil {
 		i := uint32(b[0])<<8 | uint32(b[1])
 		ref, d = t.table[i], int(t.depth[i])
+		pos = tablePos | i
 	}
-	pos = noPos
 	for ref&leafBit == 0 {
 		bit := uint32(b[d>>3]>>(7-uint(d&7))) & 1
 		pos = 2*ref + bit
@@ -88,15 +94,9 @@ func (b *trieBuilder) finish(root uint32, bits int) trie {
 		t.depth = make([]uint8, 1<<strideBits)
 		for i := range t.table {
 			ref, d := t.root, 0
-			for d < strideBits {
+			for d < strideBits && !isLeaf(ref) {
 				bit := uint32(i>>(strideBits-1-d)) & 1
-				next := t.nodes[2*ref+bit]
-				if isLeaf(next) {
-					// Stop at the leaf's parent, so that lookup takes
-					// the last step and knows the leaf's position.
-					break
-				}
-				ref = next
+				ref = t.nodes[2*ref+bit]
 				d++
 			}
 			t.table[i], t.depth[i] = ref, uint8(d)

@@ -57,6 +57,26 @@ import (
 // nil slice means that family's partition keeps its own depths.
 type Scopes struct {
 	v4, v6 []uint8
+	// t4 and t6 are by first-level table entry, for the leaves a
+	// partition's table holds (lookup's tablePos|i).
+	t4, t6 []uint8
+}
+
+// depth returns the scope for the leaf at pos of the v4 (v6 false) or v6
+// partition, and false when the partition's own depth stands.
+func (s *Scopes) depth(v6 bool, pos uint32) (int, bool) {
+	byPos, byTable := s.v4, s.t4
+	if v6 {
+		byPos, byTable = s.v6, s.t6
+	}
+	if pos&tablePos == 0 {
+		if pos < uint32(len(byPos)) {
+			return int(byPos[pos]), true
+		}
+	} else if i := pos &^ tablePos; i < uint32(len(byTable)) {
+		return int(byTable[i]), true
+	}
+	return 0, false
 }
 
 // Bytes is the memory the scopes hold.
@@ -64,7 +84,7 @@ func (s *Scopes) Bytes() int {
 	if s == nil {
 		return 0
 	}
-	return len(s.v4) + len(s.v6)
+	return len(s.v4) + len(s.v6) + len(s.t4) + len(s.t6)
 }
 
 // WidenStats describe the last SetHealth's widening.
@@ -198,7 +218,9 @@ func (r *Record) widen(fam, avail uint64) *Scopes {
 		}
 		ids[oi] = id
 	}
-	s := &Scopes{v4: r.v4.widen(ids), v6: r.v6.widen(ids)}
+	s := &Scopes{}
+	s.v4, s.t4 = r.v4.widen(ids)
+	s.v6, s.t6 = r.v6.widen(ids)
 	if s.v4 == nil && s.v6 == nil {
 		return nil
 	}
@@ -207,12 +229,13 @@ func (r *Record) widen(fam, avail uint64) *Scopes {
 
 // widen returns, for each position of t.nodes that holds a leaf, the depth
 // of the leaf's highest ancestor (or itself) whose whole subtree has one
-// answer id (ids by outcome; -1 never merges), or nil when that is every
-// leaf's own depth.
-func (t *trie) widen(ids []int32) []uint8 {
+// answer id (ids by outcome; -1 never merges), and the same by entry of the
+// first-level table for the leaves it holds; nil when that is every leaf's
+// own depth.
+func (t *trie) widen(ids []int32) (byPos, byTable []uint8) {
 	n := len(t.nodes) / 2
 	if n == 0 {
-		return nil // the root is a leaf: scope 0 already
+		return nil, nil // the root is a leaf: scope 0 already
 	}
 	// The builder appends a node after both its subtrees: children have
 	// smaller indices than their parent, and the root is the last node.
@@ -257,9 +280,32 @@ func (t *trie) widen(ids []int32) []uint8 {
 		}
 	}
 	if !widened {
-		return nil
+		return nil, nil
 	}
-	return out
+	if t.table == nil {
+		return out, nil
+	}
+	// A leaf at depth d < strideBits fills an aligned run of 2^(16-d)
+	// entries: walk to its position once per run.
+	tab := make([]uint8, len(t.table))
+	for i := 0; i < len(t.table); {
+		if !isLeaf(t.table[i]) {
+			i++
+			continue
+		}
+		d := int(t.depth[i])
+		ref, pos := t.root, 0
+		for k := range d {
+			pos = 2*int(ref) + i>>(strideBits-1-k)&1
+			ref = t.nodes[pos]
+		}
+		run := 1 << (strideBits - d)
+		for j := i; j < i+run; j++ {
+			tab[j] = out[pos]
+		}
+		i += run
+	}
+	return out, tab
 }
 
 // setScopes computes h.scopes for t's records from h.pools, reusing the
