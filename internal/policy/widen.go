@@ -110,7 +110,8 @@ type scopeKey struct {
 }
 
 // decisionKey describes everything decideOutcome reads from r apart from
-// the partition: two records with equal keys and one partition decide
+// the partition (the rules' and the groups' actions, the families, the
+// all-down behaviour): two records with equal keys and one partition decide
 // alike for every outcome and pool state.
 func (r *Record) decisionKey() string {
 	b := make([]byte, 0, 64+32*len(r.Rules))
@@ -127,9 +128,7 @@ func (r *Record) decisionKey() string {
 	if r.NextRule {
 		b = append(b, 'n')
 	}
-	for _, rule := range r.Rules {
-		a := &rule.Action
-		b = append(b, '|')
+	action := func(a *Action) {
 		num(uint64(a.Kind))
 		num(a.mask)
 		num(uint64(a.Limit))
@@ -137,6 +136,9 @@ func (r *Record) decisionKey() string {
 		num(uint64(a.Latency))
 		if a.Sticky {
 			b = append(b, 's')
+		}
+		if a.nested {
+			b = append(b, 'g')
 		}
 		for i, p := range a.Pools {
 			num(uint64(p))
@@ -149,17 +151,40 @@ func (r *Record) decisionKey() string {
 			num(uint64(p))
 		}
 	}
+	for _, rule := range r.Rules {
+		b = append(b, '|')
+		action(&rule.Action)
+	}
+	// Members are numbered pools first, then groups.
+	b = append(b, '#')
+	num(uint64(len(r.Pools)))
+	for _, g := range r.Groups {
+		b = append(b, '|')
+		action(&g.Action)
+	}
 	return string(b)
 }
 
 // fixedAction reports whether a's choice depends only on the pool state
-// and the client's partition outcome.
-func fixedAction(a *Action) bool {
+// and the client's partition outcome, at every level of its tree.
+func (r *Record) fixedAction(a *Action, depth int) bool {
 	switch a.Kind {
 	case ActPool, ActMultivalue, ActFailover, ActFirst, ActProximity:
+	default:
+		return false // by: latency, split (sticky or random)
+	}
+	if !a.nested {
 		return true
 	}
-	return false // by: latency, split (sticky or random)
+	if depth >= MaxDepth {
+		return false
+	}
+	for _, m := range actionMembers(a) {
+		if m < len(r.gact) && r.gact[m] != nil && !r.fixedAction(r.gact[m], depth+1) {
+			return false
+		}
+	}
+	return true
 }
 
 // leafOnly reports whether d, decided for an outcome whose client rules
@@ -175,7 +200,7 @@ func (r *Record) leafOnly(d *Decision, mask uint64) bool {
 		tried &= -tried // only the first is tried
 	}
 	for m := tried; m != 0; m &= m - 1 {
-		if !fixedAction(&r.Rules[bits.TrailingZeros64(m)].Action) {
+		if !r.fixedAction(&r.Rules[bits.TrailingZeros64(m)].Action, 1) {
 			return false
 		}
 	}

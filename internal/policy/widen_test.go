@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,13 +249,30 @@ func TestScopeWidenProperty(t *testing.T) {
 	if testing.Short() {
 		n = 8
 	}
+	withGroups := 0
+	defer func() {
+		if withGroups == 0 {
+			t.Error("no random record used a group")
+		}
+		t.Logf("%d of %d random records used groups", withGroups, n)
+	}()
 	for c := range n {
 		var b strings.Builder
 		b.WriteString("\n  - name: p.example.com\n    pools:\n")
 		for i, p := range pools {
 			fmt.Fprintf(&b, "      %s: { address: 192.0.2.%d }\n", p, i+1)
 		}
-		b.WriteString("    rules:\n")
+		// Groups, written when a rule uses them: g2 splits (never
+		// merges), the others are leaf-only.
+		groups := map[string]string{
+			"g0": "failover: [p0, p1]",
+			"g1": "multivalue: 2, pools: [p1, p2, p3]",
+			"g2": "split: [{ pool: p2, weight: 1 }, { pool: p3, weight: 1 }], sticky: client_subnet",
+			"g3": "failover: [g0, p3]",
+		}
+		members := append(slices.Clone(pools), "g0", "g1", "g2", "g3")
+		used := map[string]bool{}
+		var rules strings.Builder
 		leafOnly := true
 		action := func() string {
 			k := rnd.IntN(len(actions))
@@ -262,10 +280,14 @@ func TestScopeWidenProperty(t *testing.T) {
 				leafOnly = false
 			}
 			args := []any{}
-			for _, i := range rnd.Perm(len(pools))[:3] {
-				args = append(args, pools[i])
+			for _, i := range rnd.Perm(len(members))[:3] {
+				args = append(args, members[i])
 			}
-			return fmt.Sprintf(actions[k], args[:strings.Count(actions[k], "%s")]...)
+			args = args[:strings.Count(actions[k], "%s")]
+			for _, a := range args {
+				used[a.(string)] = true
+			}
+			return fmt.Sprintf(actions[k], args...)
 		}
 		for range 2 + rnd.IntN(5) {
 			var cidrs []string
@@ -274,8 +296,28 @@ func TestScopeWidenProperty(t *testing.T) {
 				p, _ := netip.AddrFrom4([4]byte{10, byte(rnd.IntN(256)), 0, 0}).Prefix(bits)
 				cidrs = append(cidrs, p.String())
 			}
-			fmt.Fprintf(&b, "      - match: { cidr: [%s] }\n        %s\n", strings.Join(cidrs, ", "), action())
+			fmt.Fprintf(&rules, "      - match: { cidr: [%s] }\n        %s\n", strings.Join(cidrs, ", "), action())
 		}
+		if used["g3"] {
+			used["g0"] = true
+		}
+		if used["g2"] {
+			leafOnly = false
+		}
+		if len(used) > 0 {
+			var gs []string
+			for _, g := range []string{"g0", "g1", "g2", "g3"} {
+				if used[g] {
+					gs = append(gs, fmt.Sprintf("      %s: { %s }\n", g, groups[g]))
+				}
+			}
+			if len(gs) > 0 {
+				b.WriteString("    groups:\n" + strings.Join(gs, ""))
+				withGroups++
+			}
+		}
+		b.WriteString("    rules:\n")
+		b.WriteString(rules.String())
 		fmt.Fprintf(&b, "      - default: { pool: %s }\n", pools[rnd.IntN(len(pools))])
 		if rnd.IntN(2) == 0 {
 			b.WriteString("    on_unhealthy: next_rule\n")
@@ -452,5 +494,74 @@ func BenchmarkDecideWidened(b *testing.B) {
 				_ = sink
 			})
 		}
+	}
+}
+
+// mumbaiGroupRecord is mumbaiRecord with Mumbai a failover pair and the
+// neighbours a group: the widening descends the tree as the query does.
+const mumbaiGroupRecord = `
+  - name: g.example.com
+    pools:
+      bom-1: { address: 203.0.113.10 }
+      bom-2: { address: 203.0.113.11 }
+      fra:   { address: 198.51.100.20 }
+      iad-1: { address: 192.0.2.30 }
+      iad-2: { address: 192.0.2.31 }
+    groups:
+      mumbai:   { failover: [bom-1, bom-2] }
+      virginia: { NEIGHBOURS }
+    rules:
+      - match: { cidr: [10.16.0.0/14, 10.22.0.0/15, 10.28.0.0/16] }
+        pool: mumbai
+      - match: { cidr: [10.0.0.0/12, 10.32.0.0/11] }
+        failover: [virginia, fra]
+      - default: { pool: fra }
+    on_unhealthy: next_rule
+`
+
+// TestScopeWidensThroughGroups: a branch of the tree going down widens
+// like a pool; a group that splits keeps its leaves' own depth.
+func TestScopeWidensThroughGroups(t *testing.T) {
+	for _, tc := range []struct {
+		name, neighbours string
+		fixed            bool
+	}{
+		{"failover group", "failover: [iad-1, iad-2]", true},
+		{"multivalue group", "multivalue: 2, pools: [iad-1, iad-2]", true},
+		{"sticky split group", "split: [{ pool: iad-1, weight: 1 }, { pool: iad-2, weight: 1 }], sticky: client_subnet", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := strings.Replace(mumbaiGroupRecord, "NEIGHBOURS", tc.neighbours, 1)
+			table := mustBuild(t, configYAML(t, []string{cityDB}, rec))
+			r := table.Get("g.example.com.")
+			table.SetHealth(allUsable, nil)
+			orig := scopesOf(table, r)
+			// One of the pair down: Mumbai still answers, nothing widens
+			// for it (bom-2 now), and the scopes stay.
+			table.SetHealth(allUsable, down("bom-1"))
+			if d := decideNow(table, r, dns.TypeA, addr("10.17.0.0")); poolNames(r, d.Pools) != "bom-2" || d.Scope != 14 {
+				t.Errorf("bom-1 down: 10.17.0.0 gets %s /%d, want bom-2 /14", poolNames(r, d.Pools), d.Scope)
+			}
+			checkPartition(t, table, r, tc.fixed)
+			// The whole branch down: the /12 is fra.
+			table.SetHealth(allUsable, down("bom-1", "bom-2"))
+			if d := decideNow(table, r, dns.TypeA, addr("10.17.0.0")); poolNames(r, d.Pools) != "fra" || d.Scope != 12 || d.WidenedFrom != 14 {
+				t.Errorf("mumbai down: 10.17.0.0 gets %s /%d (from %d), want fra /12 from /14", poolNames(r, d.Pools), d.Scope, d.WidenedFrom)
+			}
+			checkPartition(t, table, r, tc.fixed)
+			// Virginia down too: every client gets fra, and when the
+			// neighbours' tree is leaf-only the whole space widens to /0
+			// (a tree with a split keeps its leaves' /12).
+			table.SetHealth(allUsable, down("bom-1", "bom-2", "iad-1", "iad-2"))
+			d := decideNow(table, r, dns.TypeA, addr("10.1.0.0"))
+			if want := map[bool]int{true: 0, false: 12}[tc.fixed]; poolNames(r, d.Pools) != "fra" || d.Scope != want {
+				t.Errorf("mumbai and virginia down: 10.1.0.0 gets %s /%d, want fra /%d", poolNames(r, d.Pools), d.Scope, want)
+			}
+			checkPartition(t, table, r, tc.fixed)
+			table.SetHealth(allUsable, nil)
+			if got := scopesOf(table, r); fmt.Sprint(got) != fmt.Sprint(orig) {
+				t.Error("every pool back: scopes differ from the partition's")
+			}
+		})
 	}
 }
