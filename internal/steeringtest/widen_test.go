@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/peertest"
 	"github.com/steer-dns/steer/internal/policy"
 )
@@ -209,6 +210,21 @@ func TestUnboundSubnetCacheFollowsHealth(t *testing.T) {
 	}
 	if ans["198.51.100.120"] != 60 {
 		t.Fatalf("bom down: answers %v, want fra for all 60", ans)
+	}
+	// explain says so, from what to what.
+	rep, err := explain.Run(srv.Handler(), explain.Request{Name: "mumbai.example.com", Qtype: dns.TypeA,
+		ECS: netip.MustParsePrefix("10.16.3.0/24"), From: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Steer) != 1 || rep.Steer[0].Widened == nil {
+		t.Fatalf("bom down: explain does not say the scope was widened\n%s", rep.Text())
+	}
+	if w := rep.Steer[0].Widened; w.From != 24 || w.To != 12 || w.Network != "10.16.0.0/12" || strings.Join(w.Unusable, ",") != "bom" {
+		t.Errorf("bom down: explain says %+v, want /24 to /12 over 10.16.0.0/12 with bom unusable", w)
+	}
+	if txt := rep.Text(); !strings.Contains(txt, "scope: /24 widened to /12 by health") {
+		t.Errorf("bom down: explain's text does not say how the scope widened:\n%s", txt)
 	}
 	misses2, ans2 := through()
 	t.Logf("bom down: %d of 60 missed Unbound's subnet cache, answers %v", misses2, ans2)
