@@ -129,22 +129,18 @@ func (r *Record) decide(q *Query) Decision {
 			}
 		}
 	}
-	d := r.decideOutcome(o, mask, fam, avail, q)
-	d.WidenedFrom = widened
-	if d.Scope < depth {
-		d.Scope = depth
-	}
+	d := Decision{Rule: -1, Scope: depth, WidenedFrom: widened}
+	r.decideOutcome(&d, o, mask, fam, avail, q)
 	return d
 }
 
-// decideOutcome decides for a client whose partition outcome is o and
-// whose matching rules are mask, given the family's pools fam and the
-// usable ones avail. Scope is only what the action hashed or looked up
-// beyond the partition (sticky splits, latency cells). It is the one
-// place the rules are applied: the query path and the health widening
-// (widen.go) both decide with it.
-func (r *Record) decideOutcome(o *outcome, mask, fam, avail uint64, q *Query) Decision {
-	d := Decision{Rule: -1}
+// decideOutcome decides into d (Rule -1, Scope the partition's) for a
+// client whose partition outcome is o and whose matching rules are mask,
+// given the family's pools fam and the usable ones avail; a sticky split
+// or a latency cell may narrow d.Scope. It is the one place the rules are
+// applied: the query path and the health widening (widen.go) both decide
+// with it.
+func (r *Record) decideOutcome(d *Decision, o *outcome, mask, fam, avail uint64, q *Query) {
 	first := -1
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
@@ -158,7 +154,7 @@ func (r *Record) decideOutcome(o *outcome, mask, fam, avail uint64, q *Query) De
 			if sticky > d.Scope {
 				d.Scope = sticky
 			}
-			return d
+			return
 		}
 		if !r.NextRule {
 			break
@@ -180,7 +176,6 @@ func (r *Record) decideOutcome(o *outcome, mask, fam, avail uint64, q *Query) De
 	if d.Pools == 0 && !d.ServFail {
 		d.NoData = true
 	}
-	return d
 }
 
 // choose applies action a given the usable pools avail. It returns the

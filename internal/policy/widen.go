@@ -230,7 +230,8 @@ func (r *Record) widen(fam, avail uint64) *Scopes {
 	for oi := range r.outcomes {
 		o := &r.outcomes[oi]
 		mask := o.mask&r.clientRules | r.defaultBit
-		d := r.decideOutcome(o, mask, fam, avail, q)
+		d := Decision{Rule: -1}
+		r.decideOutcome(&d, o, mask, fam, avail, q)
 		if !r.leafOnly(&d, mask) {
 			ids[oi] = -1
 			continue
