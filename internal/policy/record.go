@@ -8,7 +8,9 @@
 // then one trie walk that yields both the rules that match the client and
 // the widest prefix over which that is true, which becomes the ECS scope.
 // Health (pool usability) is applied per query on top of the partition, so
-// a health change never recompiles it.
+// a health change never recompiles it; while a pool is not usable, the
+// leaves that then give one answer answer with their merged scope,
+// computed when the state changes (widen.go).
 package policy
 
 import (
