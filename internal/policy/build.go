@@ -47,6 +47,9 @@ type Table struct {
 	cfg   *config.Config     // the configuration the records were built from
 	bySrc []*Record          // by index in cfg.Records (nil: not in the table)
 	parts map[string]*Record // a record of each compile key, for the next build
+	// widenSeed is the previous table's widenings, for the first
+	// SetHealth of this one (widen.go); nil after it.
+	widenSeed atomic.Pointer[map[scopeKey]*Scopes]
 }
 
 // Get returns the record named name (canonical), or nil.
@@ -84,6 +87,10 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	if prev != nil && prev.geo == g {
 		previous = prev.parts
 		reuse = newReuser(cfg, prev)
+		if h := prev.health.Load(); h != nil && h.cache != nil {
+			// Partitions taken from prev keep their widenings too.
+			t.widenSeed.Store(&h.cache)
+		}
 	}
 	var errs, warns diag.Problems
 	start := time.Now()

@@ -58,7 +58,8 @@ import (
 //     about 3-5 ms, and the Health holds 16 bytes a record for the pointers.
 //   - Records with distinct partitions each pay their own computation,
 //     but only when their own effective state changes: a state seen by
-//     the previous Health is reused, so a flap elsewhere costs the keys.
+//     the previous Health is reused, so a flap elsewhere costs the keys;
+//     so is one of the previous table's for a partition a reload kept.
 //   - The query path: one nil check while nothing is widened (Decide and
 //     the steered fast path measure the same as before, within noise);
 //     with widened scopes, one bounds check and one byte load (about 1.0-
@@ -348,10 +349,19 @@ func (t *trie) widen(ids []int32) (byPos, byTable []uint8) {
 }
 
 // setScopes computes h.scopes for t's records from h.pools, reusing the
-// widenings of prev (the state being replaced) where their keys are equal.
+// widenings of prev (the state being replaced) where their keys are equal,
+// or for a table's first state those of the table it was built from (a
+// reload that kept the partitions keeps their widenings).
 func (t *Table) setScopes(h, prev *Health) {
 	start := time.Now()
 	var st WidenStats
+	var seed map[scopeKey]*Scopes
+	if prev != nil {
+		seed = prev.cache
+	} else if p := t.widenSeed.Load(); p != nil {
+		seed = *p // the previous table's: its partitions may be ours
+	}
+	t.widenSeed.Store(nil)
 	for i, r := range t.Records {
 		if len(r.outcomes) == 0 {
 			continue
@@ -372,8 +382,8 @@ func (t *Table) setScopes(h, prev *Health) {
 			}
 			k := scopeKey{&r.outcomes[0], dkey, fam, avail}
 			sc, ok := h.cache[k]
-			if !ok && prev != nil {
-				sc, ok = prev.cache[k]
+			if !ok {
+				sc, ok = seed[k]
 			}
 			if ok {
 				st.Reused++

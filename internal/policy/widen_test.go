@@ -565,3 +565,41 @@ func TestScopeWidensThroughGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestWidenKeptAcrossReload: a reload that keeps the partition keeps its
+// widening (the new table's first state takes the previous table's), and
+// one that changes the rules computes afresh.
+func TestWidenKeptAcrossReload(t *testing.T) {
+	set := geoSetFor(t, cityDB)
+	yaml := configYAML(t, []string{cityDB}, mumbaiRecord)
+	prev, _, err := policy.BuildWith(parseConfig(t, yaml), set, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev.SetHealth(allUsable, down("bom"))
+	if ws := prev.WidenStats(); ws.Computed != 1 {
+		t.Fatalf("first table: %+v, want one computation", ws)
+	}
+	next, _, err := policy.BuildWith(parseConfig(t, yaml+"  - name: other.example.com\n    pools: { x: { address: 192.0.2.9 } }\n    rules: [{ default: { pool: x } }]\n"), set, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.SetHealth(allUsable, down("bom"))
+	if ws := next.WidenStats(); ws.Computed != 0 || ws.Reused != 1 {
+		t.Errorf("reloaded table, same partition: %+v, want the widening reused", ws)
+	}
+	r := next.Get("m.example.com.")
+	if d := decideNow(next, r, dns.TypeA, addr("10.17.3.0")); d.Scope != 12 {
+		t.Errorf("reloaded table: scope /%d, want /12", d.Scope)
+	}
+	edited := strings.Replace(yaml, "10.28.0.0/16", "10.28.0.0/15", 1)
+	third, _, err := policy.BuildWith(parseConfig(t, edited), set, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third.SetHealth(allUsable, down("bom"))
+	if ws := third.WidenStats(); ws.Computed != 1 {
+		t.Errorf("reloaded table, new rules: %+v, want a new computation", ws)
+	}
+	checkPartition(t, third, third.Get("m.example.com."), true)
+}
