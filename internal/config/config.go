@@ -66,6 +66,9 @@ type Config struct {
 	Cookies Cookies `yaml:"cookies"`
 	// Fleet, when set, makes the node one of a fleet on etcd.
 	Fleet *Fleet `yaml:"fleet"`
+	// Node is the answering node's identity (node.go): set when the file
+	// has a node or a fleet section, nil otherwise.
+	Node *Node `yaml:"node"`
 	// TSIG holds the keys zone transfers and NOTIFYs are signed with, by
 	// name (the key's own name in the file).
 	TSIG map[string]TSIGKey `yaml:"tsig"`
@@ -328,6 +331,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.applyAbuseDefaults()
 	c.applyFleetDefaults()
+	c.applyNodeDefaults()
 	c.applyTransferDefaults()
 }
 
@@ -369,6 +373,7 @@ func (c *Config) check(probs *diag.Problems) {
 	}
 	c.checkAbuse(probs)
 	c.checkFleet(probs)
+	c.checkNode(probs)
 	if c.ECS.MaxSourceV4 < 0 || c.ECS.MaxSourceV4 > 32 {
 		probs.Add(f, c.Line("ecs.max_source_v4"), "ecs.max_source_v4: %d is not between 1 and 32", c.ECS.MaxSourceV4)
 	}

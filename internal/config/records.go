@@ -31,6 +31,15 @@ type ECS struct {
 	// MaxSourceV4/V6 truncate longer client subnets before use (privacy).
 	MaxSourceV4 int `yaml:"max_source_v4"`
 	MaxSourceV6 int `yaml:"max_source_v6"`
+	// UnknownClient says what steers a query with no usable ECS (none, or
+	// a /0 source) whose resolver is in AnycastResolvers or is not placed
+	// by the geo databases: "resolver" (default: the resolver's address)
+	// or "node" (the answering node's location and country, scope 0).
+	UnknownClient string `yaml:"unknown_client"`
+	// AnycastResolvers are the prefixes of resolvers far from their
+	// clients (public anycast resolvers that send no ECS), for
+	// unknown_client: node.
+	AnycastResolvers StringList `yaml:"anycast_resolvers"`
 }
 
 // Record is one steered name.
@@ -165,6 +174,11 @@ type Match struct {
 	// Source is "client" (default: the ECS subnet, else the resolver) or
 	// "resolver" (the packet's source address).
 	Source string `yaml:"source"`
+	// Node and NodeRegion match the answering node's name and region
+	// (node.name, node.region): fixed for the process, they are decided
+	// when the rules are compiled.
+	Node       StringList `yaml:"node"`
+	NodeRegion StringList `yaml:"node_region"`
 	// Not negates a nested match.
 	Not *Match `yaml:"not"`
 }

@@ -185,6 +185,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				pq.Latency = snap.Policies.Latency()
 			}
 			pq.Client, pq.ClientBits = ecs.Client(&subnet, hasECS, from)
+			pq.NoECS = !ecs.Usable(&subnet, hasECS)
 			if !pq.Client.IsValid() {
 				return nil
 			}

@@ -175,8 +175,8 @@ func (fw *fleetWiring) loadCache() (fleet.Bundle, error) {
 }
 
 // config is the configuration to serve: the newest bundle's, with the
-// local file's fleet section and, where the local file sets them, listen
-// and anycast; the local file alone before anything was published.
+// local file's fleet section and node identity and, where the local file
+// sets them, listen and anycast; the local file alone before anything was published.
 func (fw *fleetWiring) config(prev *config.Config) (*config.Config, fleet.Bundle, error) {
 	fw.mu.Lock()
 	b := fw.latest
@@ -192,6 +192,9 @@ func (fw *fleetWiring) config(prev *config.Config) (*config.Config, fleet.Bundle
 		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
 	}
 	cfg.Fleet = fw.local.Fleet
+	// The node's identity is the local file's (node:, or the fleet
+	// section's node and region), never the shared bundle's.
+	cfg.Node = fw.local.Node
 	if fw.local.Line("listen") > 0 {
 		cfg.Listen = append([]string(nil), fw.local.Listen...)
 	}

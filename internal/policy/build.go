@@ -50,6 +50,8 @@ type Table struct {
 	// widenSeed is the previous table's widenings, for the first
 	// SetHealth of this one (widen.go); nil after it.
 	widenSeed atomic.Pointer[map[scopeKey]*Scopes]
+	// nodeIn is the answering node and ecs.unknown_client (node.go).
+	nodeIn *nodeInput
 }
 
 // Get returns the record named name (canonical), or nil.
@@ -80,7 +82,7 @@ func Build(cfg *config.Config, g *geo.Set) (*Table, diag.Problems, error) {
 // reuses its partition. Within the build, records with equal rules share
 // one. prev is only read.
 func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Problems, error) {
-	t := &Table{byName: make(map[string]*Record, len(cfg.Records)), geo: g, cfg: cfg, bySrc: make([]*Record, len(cfg.Records))}
+	t := &Table{byName: make(map[string]*Record, len(cfg.Records)), geo: g, cfg: cfg, bySrc: make([]*Record, len(cfg.Records)), nodeIn: newNodeInput(cfg)}
 	compiled := map[string]*Record{}
 	var previous map[string]*Record
 	var reuse *reuser
@@ -100,6 +102,9 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			hasASN = true
 		}
 	}
+	if cfg.ECS.UnknownClient == config.UnknownClientNode && !t.nodeIn.steer && len(cfg.Records) > 0 {
+		warns.Add(cfg.File, cfg.Line("ecs.unknown_client"), "ecs.unknown_client: node, but the node has no location or country (node.location, node.country): queries without ECS are steered by the resolver's address")
+	}
 	warnedPolicy := map[string]bool{}
 	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
@@ -107,7 +112,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
 	for i := range cfg.Records {
 		b := &builders[i]
-		*b = builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy}
+		*b = builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy, node: t.nodeIn}
 		var r *Record
 		reused := false
 		if r = reuse.take(b); r != nil {
@@ -191,6 +196,10 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			b.disabled(r)
 			t.RecordsBuilt++
 		}
+		r.node = nil
+		if r.nodeTwins {
+			r.node = t.nodeIn // this table's anycast_resolvers
+		}
 		r.Index = len(t.Records)
 		t.Records = append(t.Records, r)
 		t.bySrc[r.src] = r
@@ -272,6 +281,7 @@ type builder struct {
 	idx         int
 	errs, warns *diag.Problems
 	hasASN      bool
+	node        *nodeInput
 	r           *Record
 	poolIdx     map[string]int
 	groupIdx    map[string]int // member index of each group
@@ -448,6 +458,9 @@ func (b *builder) record() *Record {
 	}
 	if len(*b.errs) > nerr || b.failed {
 		return nil
+	}
+	if b.node.steer && r.geoDependent() {
+		r.nodeTwins, r.node = true, b.node
 	}
 	return r
 }
@@ -837,6 +850,22 @@ func (b *builder) match(mc *config.Match, at string) *Match {
 		}
 		m.CIDRs = append(m.CIDRs, p)
 	}
+	for _, n := range mc.Node {
+		if !config.ValidNodeName(n) {
+			b.errf(at+".node", "record %s: %q is not a node name (1 to 63 letters, digits, '-', '_' or '.')", r.Name, n)
+		}
+		m.Nodes = append(m.Nodes, n)
+	}
+	for _, n := range mc.NodeRegion {
+		if n == "" || !config.ValidRegion(n) {
+			b.errf(at+".node_region", "record %s: %q is not a region name (no '/' or spaces)", r.Name, n)
+		}
+		m.NodeRegions = append(m.NodeRegions, n)
+	}
+	m.node, m.region = b.node.name, b.node.region
+	if len(m.Nodes)+len(m.NodeRegions) > 0 && b.cfg.Node == nil {
+		b.warnf(at, "record %s: the match is on the node, but the configuration has no node (or fleet) section: it never matches", r.Name)
+	}
 	switch mc.Source {
 	case "", "client":
 	case "resolver":
@@ -850,8 +879,8 @@ func (b *builder) match(mc *config.Match, at string) *Match {
 			b.errf(at+".not.source", "record %s: put source: on the outer match", r.Name)
 		}
 	}
-	if !m.usesLocation() && len(m.CIDRs) == 0 && m.Not == nil {
-		b.errf(at, "record %s: the match has no keys (country, continent, subdivision, asn, cidr, not)", r.Name)
+	if !m.usesLocation() && len(m.CIDRs) == 0 && m.Not == nil && len(m.Nodes)+len(m.NodeRegions) == 0 {
+		b.errf(at, "record %s: the match has no keys (country, continent, subdivision, asn, cidr, node, node_region, not)", r.Name)
 	}
 	return m
 }
@@ -878,6 +907,9 @@ func (b *builder) shadowed(r *Record) {
 		bit := uint64(1) << rule.Index
 		at := fmt.Sprintf(".rules[%d]", rule.Index)
 		switch {
+		case !rule.Match.onNode():
+			// A rule for other nodes: expected in a fleet's shared
+			// configuration, not worth a warning.
 		case seen&bit == 0:
 			b.warnf(at, "record %s: rule %d matches no address in the loaded geo databases", r.Name, rule.Index+1)
 		case first&bit == 0:

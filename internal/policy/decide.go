@@ -20,6 +20,11 @@ type Query struct {
 	ClientBits int
 	// Resolver is the packet's source address.
 	Resolver netip.Addr
+	// NoECS: the query had no usable ECS subnet (none, ECS off, or a /0
+	// source), so Client is the resolver's address. With
+	// ecs.unknown_client: node such a query may be steered by the node's
+	// location instead (node.go).
+	NoECS bool
 	// Qtype is A, AAAA or, for CNAME records, anything.
 	Qtype uint16
 	// Up has a bit set for each usable pool (enabled and healthy).
@@ -56,6 +61,9 @@ type Decision struct {
 	NoData bool
 	// ServFail: when_all_down: servfail.
 	ServFail bool
+	// Input says what the decision steered by: the client (ECS subnet
+	// or resolver address) or, for an unknown client, the node.
+	Input Input
 }
 
 // family returns the pools that can answer qtype.
@@ -75,6 +83,11 @@ func (r *Record) family(qtype uint16) uint64 {
 // does not allocate.
 func (r *Record) Decide(q *Query) Decision {
 	d := r.decide(q)
+	if d.Input != InputClient {
+		// Steered by the node: no client bit took part.
+		d.Scope, d.WidenedFrom = 0, 0
+		return d
+	}
 	if d.Rule >= 0 && q.Client.Is4In6() {
 		// An IPv4-mapped client was steered by its IPv4 address: the
 		// scope is in IPv4 bits, and ::ffff:0:0/96 comes before them.
@@ -106,6 +119,19 @@ func (r *Record) decide(q *Query) Decision {
 		}
 	}
 	o := &r.outcomes[oi]
+	input := InputClient
+	if r.nodeTwins && q.NoECS {
+		// An unknown client: the node's location stands in for it when
+		// the resolver is far from its clients or nowhere (node.go).
+		if r.node.anycast.contains(addr) {
+			input = InputNodeAnycast
+		} else if o.unplaced {
+			input = InputNodeUnplaced
+		}
+		if input != InputClient {
+			o = &r.outcomes[o.twin]
+		}
+	}
 	mask := o.mask&r.clientRules | r.defaultBit
 	if r.resolverRules != 0 && q.Resolver.IsValid() {
 		rt := &r.r4
@@ -129,7 +155,7 @@ func (r *Record) decide(q *Query) Decision {
 			}
 		}
 	}
-	d := Decision{Rule: -1, Scope: depth, WidenedFrom: widened}
+	d := Decision{Rule: -1, Scope: depth, WidenedFrom: widened, Input: input}
 	r.decideOutcome(&d, o, mask, fam, avail, q)
 	return d
 }

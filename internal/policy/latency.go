@@ -388,7 +388,11 @@ func (r *Record) latencyRanking(a *Action, o *outcome, q *Query) ([]uint8, int) 
 	if addr.Is6() {
 		t = &s.cells6
 	}
-	cell, _, depth := t.lookup(addr)
+	var cell uint32
+	depth := 0
+	if !o.virtual { // a client at the node has no address: no CIDR key
+		cell, _, depth = t.lookup(addr)
+	}
 	var id uint32
 	if cell == 0 {
 		if int(o.lclass) < len(al.byClass) {

@@ -16,6 +16,10 @@ type Match struct {
 	Subdivisions []string
 	ASNs         []uint32
 	CIDRs        []netip.Prefix
+	// Nodes and NodeRegions match the answering node's name and region,
+	// which are node and region (the table's node identity).
+	Nodes, NodeRegions []string
+	node, region       string
 	// Resolver makes the match look at the resolver's address, not the
 	// client subnet.
 	Resolver bool
@@ -57,6 +61,8 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 	check("country", info.Country, m.Countries)
 	check("continent", info.Continent, m.Continents)
 	check("subdivision", info.Subdivision, m.Subdivisions)
+	check("node", m.node, m.Nodes)
+	check("node_region", m.region, m.NodeRegions)
 	if len(m.ASNs) > 0 && why == nil {
 		if info.ASN == 0 || !slices.Contains(m.ASNs, info.ASN) {
 			ok = false
@@ -114,6 +120,17 @@ func (m *Match) cidrs(out []netip.Prefix) []netip.Prefix {
 		out = m.Not.cidrs(out)
 	}
 	return out
+}
+
+// onNodeKeys reports whether m (or its negation) matches on the node.
+func (m *Match) onNodeKeys() bool {
+	return len(m.Nodes)+len(m.NodeRegions) > 0 || m.Not != nil && m.Not.onNodeKeys()
+}
+
+// onNode reports whether m's node keys hold on this node.
+func (m *Match) onNode() bool {
+	return (len(m.Nodes) == 0 || m.node != "" && slices.Contains(m.Nodes, m.node)) &&
+		(len(m.NodeRegions) == 0 || m.region != "" && slices.Contains(m.NodeRegions, m.region))
 }
 
 func (m *Match) usesLocation() bool {

@@ -76,6 +76,10 @@ type Record struct {
 	latClasses    []latClass
 	latClassKeys  []string // latClasses[i].key()
 	latClassIndex map[latClass]int32
+	// nodeTwins: every outcome has a twin at the node's location, for
+	// ecs.unknown_client: node (node.go); node is then the table's node.
+	nodeTwins bool
+	node      *nodeInput
 	// Stats describe the compiled partition.
 	Stats Stats
 	ckey  string // what the partition depends on (share.go)
@@ -189,6 +193,12 @@ type outcome struct {
 	// lclass is the client's latency class (index in Record.latClasses)
 	// where a by: latency rule may decide, -1 elsewhere.
 	lclass int32
+	// With node twins (node.go): twin is the outcome of a client at the
+	// node's location in this piece of address space, unplaced says the
+	// geo databases place nobody here, and virtual marks a twin.
+	twin     uint32
+	unplaced bool
+	virtual  bool
 }
 
 // MaxPools and MaxRules bound a record (masks are 64 bits).
@@ -200,7 +210,10 @@ const (
 // compile builds the partitions of r against g, looking clients up in
 // part (g compiled once) when it is not nil.
 func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
-	c := &compiler{r: r, geo: g, part: part, index: map[string]uint32{}}
+	c := &compiler{r: r, geo: g, part: part, index: map[string]uint32{}, twin: -1}
+	if r.nodeTwins {
+		c.nodeInfo = &r.node.info
+	}
 	if part != nil {
 		c.cur = part.Cursor()
 	}
@@ -247,6 +260,10 @@ type compiler struct {
 	b           trieBuilder
 	key         []byte
 	ranks       map[[2]float64][][]uint8 // rankings by client location
+	// node is the virtual client at the node when r has node twins; twin
+	// its outcome, when no CIDR match makes it depend on the address.
+	nodeInfo *geo.Info
+	twin     int64
 }
 
 // unrouted reports IPv6 space that holds no real clients once IPv4-mapped
@@ -381,6 +398,25 @@ func (c *compiler) resolverLeaf(info *geo.Info, p netip.Prefix) uint32 {
 }
 
 func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
+	if c.nodeInfo == nil {
+		return c.outcome(info, p, outcome{})
+	}
+	// The twin first: the client's outcome refers to it.
+	var twin uint32
+	if c.twin >= 0 {
+		twin = uint32(c.twin)
+	} else {
+		twin = c.outcome(c.nodeInfo, p, outcome{virtual: true})
+		if len(c.cidrs) == 0 { // the same for every piece
+			c.twin = int64(twin)
+		}
+	}
+	return c.outcome(info, p, outcome{twin: twin, unplaced: !placed(info)})
+}
+
+// outcome returns the index of the outcome for info at p, with the node
+// twin fields of o, adding it when new.
+func (c *compiler) outcome(info *geo.Info, p netip.Prefix, o outcome) uint32 {
 	mask := c.r.evalMask(info, p, false)
 	key := c.key[:0]
 	for i := range 8 {
@@ -412,12 +448,26 @@ func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
 		lclass = c.r.latClassOf(info)
 		key = append(key, 0xFE, byte(lclass), byte(lclass>>8), byte(lclass>>16), byte(lclass>>24))
 	}
+	if c.nodeInfo != nil {
+		switch {
+		case o.virtual:
+			key = append(key, 0xFD)
+		case o.unplaced:
+			key = append(key, 0xFC, byte(o.twin), byte(o.twin>>8), byte(o.twin>>16), byte(o.twin>>24))
+		default:
+			key = append(key, 0xFB, byte(o.twin), byte(o.twin>>8), byte(o.twin>>16), byte(o.twin>>24))
+		}
+	}
 	c.key = key
 	if i, ok := c.index[string(key)]; ok {
 		return i
 	}
 	i := uint32(len(c.r.outcomes))
-	c.r.outcomes = append(c.r.outcomes, outcome{mask: mask, ranks: ranks, lclass: lclass})
+	o.mask, o.ranks, o.lclass = mask, ranks, lclass
+	if o.virtual {
+		o.twin = i // its own
+	}
+	c.r.outcomes = append(c.r.outcomes, o)
 	c.index[string(key)] = i
 	return i
 }

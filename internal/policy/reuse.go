@@ -52,12 +52,15 @@ type reuser struct {
 	// latencyFiles is set when latency files are configured in one of
 	// the configurations only: a by: latency action warns on that.
 	latencyFiles bool
-	byName       map[string]*Record // prev's records by configured name, built when first needed
-	policies     map[string]bool    // policy name -> equal in both configurations
-	checks       map[string]bool    // health check name -> equal in both
-	ruleLines    map[string][]int   // policy name -> its rules' lines in cfg
-	buf          []byte
-	slab         []Record // the copies are allocated a few hundred at a time
+	// nodeChanged is set when the node's identity or ecs.unknown_client
+	// differ: records that depend on the node are built again.
+	nodeChanged bool
+	byName      map[string]*Record // prev's records by configured name, built when first needed
+	policies    map[string]bool    // policy name -> equal in both configurations
+	checks      map[string]bool    // health check name -> equal in both
+	ruleLines   map[string][]int   // policy name -> its rules' lines in cfg
+	buf         []byte
+	slab        []Record // the copies are allocated a few hundred at a time
 }
 
 func newReuser(cfg *config.Config, prev *Table) *reuser {
@@ -66,6 +69,7 @@ func newReuser(cfg *config.Config, prev *Table) *reuser {
 	}
 	return &reuser{cfg: cfg, pcfg: prev.cfg, prev: prev,
 		latencyFiles: (len(cfg.Latency.Files) == 0) != (len(prev.cfg.Latency.Files) == 0),
+		nodeChanged:  !nodeEqual(cfg, prev.cfg),
 		policies:     map[string]bool{}, checks: map[string]bool{}, ruleLines: map[string][]int{}}
 }
 
@@ -87,6 +91,9 @@ func (u *reuser) take(b *builder) *Record {
 		return nil
 	}
 	if rc.Policy != "" && !u.samePolicy(rc.Policy) || u.latencyFiles && len(old.latencyActs) > 0 {
+		return nil
+	}
+	if u.nodeChanged && old.nodeDependent() {
 		return nil
 	}
 	if len(u.slab) == 0 {
@@ -256,6 +263,20 @@ func recordEqual(a, b *config.Record) bool {
 		poolsEqual(a.Pools, b.Pools) && rulesEqual(a.Rules, b.Rules) && reflect.DeepEqual(a.Groups, b.Groups)
 }
 
+// nodeEqual reports whether a and b give records the same node to compile
+// against: its identity, and whether and where unknown clients are steered
+// by it (anycast_resolvers are read when deciding, from the table).
+func nodeEqual(a, b *config.Config) bool {
+	if a.ECS.UnknownClient != b.ECS.UnknownClient || (a.Node == nil) != (b.Node == nil) {
+		return false
+	}
+	if a.Node == nil {
+		return true
+	}
+	x, y := a.Node, b.Node
+	return x.Name == y.Name && x.Region == y.Region && x.Country == y.Country && ptrEqual(x.Location, y.Location)
+}
+
 func policyEqual(a, b *config.Policy) bool {
 	return a.OnUnhealthy == b.OnUnhealthy && a.WhenAllDown == b.WhenAllDown && rulesEqual(a.Rules, b.Rules) &&
 		reflect.DeepEqual(a.Groups, b.Groups)
@@ -302,6 +323,7 @@ func matchEqual(a, b *config.Match) bool {
 	}
 	return listEqual(a.Country, b.Country) && listEqual(a.Continent, b.Continent) &&
 		listEqual(a.Subdivision, b.Subdivision) && listEqual(a.ASN, b.ASN) && listEqual(a.CIDR, b.CIDR) &&
+		listEqual(a.Node, b.Node) && listEqual(a.NodeRegion, b.NodeRegion) &&
 		a.Source == b.Source && matchEqual(a.Not, b.Not)
 }
 

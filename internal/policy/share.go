@@ -41,6 +41,10 @@ func (r *Record) compileKey() string {
 	fmt.Fprintf(&b, "pools=%d latency-actions=%d\n", len(r.Pools), len(r.latencyActs))
 	fmt.Fprintf(&b, "client=%x resolver=%x default=%x latency=%x proximity=%d\n",
 		r.clientRules, r.resolverRules, r.defaultBit, r.latencyRules, len(r.proximity))
+	if r.nodeTwins {
+		// The outcomes have twins at the node's location (node.go).
+		fmt.Fprintf(&b, "node twins at %s\n", r.node.key)
+	}
 	return b.String()
 }
 
@@ -49,7 +53,12 @@ func writeMatch(b *strings.Builder, m *Match) {
 		b.WriteString("-")
 		return
 	}
-	fmt.Fprintf(b, "{c=%q k=%q s=%q a=%v n=%v r=%t not=", m.Countries, m.Continents, m.Subdivisions, m.ASNs, m.CIDRs, m.Resolver)
+	fmt.Fprintf(b, "{c=%q k=%q s=%q a=%v n=%v r=%t", m.Countries, m.Continents, m.Subdivisions, m.ASNs, m.CIDRs, m.Resolver)
+	if len(m.Nodes)+len(m.NodeRegions) > 0 {
+		// Only whether the node keys hold on this node shapes the partition.
+		fmt.Fprintf(b, " node=%t", m.onNode())
+	}
+	b.WriteString(" not=")
 	writeMatch(b, m.Not)
 	b.WriteString("}")
 }
@@ -59,6 +68,7 @@ func writeMatch(b *strings.Builder, m *Match) {
 func (r *Record) sharePartition(src *Record) {
 	r.v4, r.v6, r.r4, r.r6 = src.v4, src.v6, src.r4, src.r6
 	r.outcomes, r.masks = src.outcomes, src.masks
+	r.nodeTwins = src.nodeTwins
 	r.latClasses, r.latClassKeys, r.latClassIndex = src.latClasses, src.latClassKeys, src.latClassIndex
 	r.Stats = src.Stats
 }
