@@ -39,7 +39,7 @@ type ECS struct {
 	// AnycastResolvers are the prefixes of resolvers far from their
 	// clients (public anycast resolvers that send no ECS), for
 	// unknown_client: node.
-	AnycastResolvers StringList `yaml:"anycast_resolvers"`
+	AnycastResolvers []string `yaml:"anycast_resolvers"`
 }
 
 // Record is one steered name.

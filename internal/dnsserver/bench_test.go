@@ -152,3 +152,31 @@ func BenchmarkGuard(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandleSteeredNoECS answers the steered name with no ECS, from
+// an anycast resolver and from a placed one, with ecs.unknown_client:
+// resolver (the default) and node.
+func BenchmarkHandleSteeredNoECS(b *testing.B) {
+	for _, mode := range []struct{ name, extra string }{{"resolver", ""}, {"node", nodeSteering}} {
+		for _, from := range []string{"1.1.1.1", "192.0.2.20"} {
+			b.Run(mode.name+"/"+from, func(b *testing.B) {
+				h, _ := steeredHandlerWith(b, mode.extra)
+				m := new(dns.Msg)
+				m.SetQuestion("steered.example.com.", dns.TypeA)
+				m.SetEdns0(1232, false)
+				req, err := m.Pack()
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf := make([]byte, 0, 65535)
+				src := netip.MustParseAddr(from)
+				b.ReportAllocs()
+				for b.Loop() {
+					if h.HandleFrom(req, dnsserver.UDP, src, buf) == nil {
+						b.Fatal("no response")
+					}
+				}
+			})
+		}
+	}
+}

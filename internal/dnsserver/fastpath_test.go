@@ -25,6 +25,24 @@ import (
 // (single-address pools, no random split) on the synthetic geo databases.
 func steeredHandler(tb testing.TB) (*dnsserver.Handler, *snapshot.Snapshot) {
 	tb.Helper()
+	return steeredHandlerWith(tb, "")
+}
+
+// nodeSteering makes steeredHandlerWith's node a Frankfurt one that
+// steers unknown clients (anycast resolvers, unplaced addresses) by its
+// location.
+const nodeSteering = `node: { name: fra-1, region: eu, location: { lat: 50.11, lon: 8.68 }, country: DE }
+ecs: { max_source_v4: 28, max_source_v6: 56, unknown_client: node, anycast_resolvers: [1.1.1.0/24, "2606:4700:4700::/48", 192.0.2.128/28] }
+`
+
+// steeredHandlerWith is steeredHandler with extra top-level keys (which
+// may replace its ecs section).
+func steeredHandlerWith(tb testing.TB, extra string) (*dnsserver.Handler, *snapshot.Snapshot) {
+	tb.Helper()
+	ecsLine := "ecs: { max_source_v4: 28, max_source_v6: 56 }\n"
+	if strings.Contains(extra, "ecs:") {
+		ecsLine = ""
+	}
 	dir := tb.TempDir()
 	zone, err := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
 	if err != nil {
@@ -37,8 +55,7 @@ zones:
   - origin: example.com
     file: example.com.zone
 geo: { databases: [%q, %q] }
-ecs: { max_source_v4: 28, max_source_v6: 56 }
-health_checks:
+%shealth_checks:
   t: { type: tcp, port: 9 }
 records:
   - name: steered.example.com
@@ -56,7 +73,7 @@ records:
       - match: { cidr: [10.20.0.0/16, "2001:db8:f::/48"] }
         failover: [frankfurt, virginia]
       - default: { by: geoproximity, fallback: [virginia, frankfurt, mumbai] }
-`, city, asn)
+`, city, asn, ecsLine+extra)
 	files := map[string]string{"steer.yaml": cfg, "example.com.zone": string(zone)}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -120,6 +137,10 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		t.Fatalf("mumbai down: no scope widened (%+v)", ws)
 	}
 	t.Run("mumbai down, scopes widened", func(t *testing.T) { matchCorpus(t, h) })
+	// Unknown clients steered by the node: anycast resolvers and
+	// addresses the databases do not place (127.0.0.1, 10.20.1.1).
+	h, _ = steeredHandlerWith(t, nodeSteering)
+	t.Run("unknown clients by the node", func(t *testing.T) { matchCorpus(t, h) })
 }
 
 func matchCorpus(t *testing.T, h *dnsserver.Handler) {
@@ -144,7 +165,7 @@ func matchCorpus(t *testing.T, h *dnsserver.Handler) {
 	subnets := []string{"192.0.2.0/28", "192.0.2.16/28", "192.0.2.48/28", "192.0.2.80/28", "192.0.2.96/24",
 		"10.20.30.0/24", "198.51.100.64/26", "203.0.113.64/26", "2001:db8:2::/56", "2001:db8:4::/48",
 		"2001:db8:f::/56", "3fff:0:5::/48", "8.8.8.0/24", "0.0.0.0/0", "192.0.2.1/32", "2001:db8:9::1/128"}
-	froms := []string{"192.0.2.150", "192.0.2.130", "2001:db8:3::53", "127.0.0.1", "10.20.1.1"}
+	froms := []string{"192.0.2.150", "192.0.2.130", "2001:db8:3::53", "127.0.0.1", "10.20.1.1", "1.1.1.1", "2606:4700:4700::1111"}
 
 	buf1 := make([]byte, 0, 65535)
 	buf2 := make([]byte, 0, 65535)
@@ -213,15 +234,19 @@ func matchCorpus(t *testing.T, h *dnsserver.Handler) {
 // (a broken classifier would silently send everything the general way).
 func TestFastPathTaken(t *testing.T) {
 	for _, withMetrics := range []bool{false, true} {
-		h, _ := steeredHandler(t)
-		if withMetrics {
-			h.SetMetrics(metrics.New())
+		for _, extra := range []string{"", nodeSteering} {
+			h, _ := steeredHandlerWith(t, extra)
+			if withMetrics {
+				h.SetMetrics(metrics.New())
+			}
+			fastPathTaken(t, h, "192.0.2.150")
+			fastPathTaken(t, h, "1.1.1.1")
+			fastPathTaken(t, h, "10.1.1.1")
 		}
-		fastPathTaken(t, h)
 	}
 }
 
-func fastPathTaken(t *testing.T, h *dnsserver.Handler) {
+func fastPathTaken(t *testing.T, h *dnsserver.Handler, fromAddr string) {
 	cases := []struct {
 		name  string
 		qtype uint16
@@ -250,14 +275,14 @@ func fastPathTaken(t *testing.T, h *dnsserver.Handler) {
 		}
 		req, _ := m.Pack()
 		buf := make([]byte, 0, 4096)
-		from := netip.MustParseAddr("192.0.2.150")
+		from := netip.MustParseAddr(fromAddr)
 		allocs := testing.AllocsPerRun(100, func() {
 			if h.HandleFrom(req, dnsserver.UDP, from, buf) == nil {
 				t.Fatal("no answer")
 			}
 		})
 		if allocs != 0 {
-			t.Errorf("%s %s ecs=%q: %.1f allocations per query; the fast path makes none", c.name, dns.TypeToString[c.qtype], c.ecs, allocs)
+			t.Errorf("%s %s ecs=%q from %s: %.1f allocations per query; the fast path makes none", c.name, dns.TypeToString[c.qtype], c.ecs, fromAddr, allocs)
 		}
 	}
 }

@@ -416,3 +416,41 @@ func TestUnknownClientLatency(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeMatchProblems(t *testing.T) {
+	yaml := "node: { name: fra-1 }\n" + configYAML(t, []string{cityDB}, `
+  - name: www.example.com
+    pools:
+      a: { address: 192.0.2.1 }
+    rules:
+      - match: { node: ["fra 1", ok-1] } # bad name
+        pool: a
+      - match: { node_region: ["eu/west"] } # bad region
+        pool: a
+      - match: { not: { node: [ams-1] } } # fine
+        pool: a
+      - default: { pool: a }
+`)
+	_, _, err := build(t, yaml)
+	ps := problems(t, err)
+	for _, w := range []struct {
+		marker, phrase string
+	}{
+		{"# bad name", `"fra 1" is not a node name`},
+		{"# bad region", `"eu/west" is not a region name`},
+	} {
+		line := lineOf(t, yaml, w.marker)
+		found := false
+		for _, p := range ps {
+			if p.Line == line && strings.Contains(p.Msg, w.phrase) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("missing steer.yaml:%d %q in:\n%v", line, w.phrase, ps)
+		}
+	}
+	if len(ps) != 2 {
+		t.Errorf("%d problems, want 2:\n%v", len(ps), ps)
+	}
+}
