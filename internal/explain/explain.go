@@ -55,13 +55,22 @@ type Input struct {
 	Resolver  string `json:"resolver"`
 	Used      string `json:"used"`
 	Truncated bool   `json:"truncated,omitempty"`
+	// SteeredBy says which input steering used and why: "ECS
+	// 203.0.113.0/24", "resolver address (no ECS)", or, with
+	// ecs.unknown_client: node, "node fra-1's location (resolver 1.1.1.1
+	// is in ecs.anycast_resolvers)" or "(... not placed by the geo
+	// database)".
+	SteeredBy string `json:"steered_by,omitempty"`
 }
 
 // Step is one steered record's decision.
 type Step struct {
-	Record  string             `json:"record"`
-	Client  string             `json:"client"`
-	Geo     GeoInfo            `json:"geo"`
+	Record string  `json:"record"`
+	Client string  `json:"client"`
+	Geo    GeoInfo `json:"geo"`
+	// Node is set when the node's location stood in for the client: the
+	// geo facts and rules are then the node's (Geo stays the client's).
+	Node    *GeoInfo           `json:"node_geo,omitempty"`
 	Rules   []policy.RuleTrace `json:"rules"`
 	Pools   []PoolState        `json:"pools"`
 	Ranking []string           `json:"geoproximity,omitempty"`
@@ -129,6 +138,16 @@ func Run(h *dnsserver.Handler, req Request) (*Report, error) {
 		rep.Steer = append(rep.Steer, step(snap, r, q, d))
 		used := netip.PrefixFrom(q.Client, q.ClientBits)
 		in.Used = used.String()
+		switch {
+		case d.Input != policy.InputClient:
+			in.SteeredBy = snap.Policies.DescribeInput(d.Input, q.Resolver)
+		case q.NoECS && req.ECS.IsValid():
+			in.SteeredBy = "resolver address (ECS with a /0 source)"
+		case q.NoECS:
+			in.SteeredBy = "resolver address (no ECS)"
+		default:
+			in.SteeredBy = "ECS " + used.String()
+		}
 		if req.ECS.IsValid() && q.ClientBits < req.ECS.Bits() {
 			in.Truncated = true
 		}
@@ -181,6 +200,12 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 	info, _, err := snap.Geo.Lookup(q.Client)
 	if err == nil {
 		s.Geo = geoInfo(snap.Geo, &info)
+	}
+	if d.Input != policy.InputClient {
+		// The node's location and country stood in for the client's.
+		_, info, _ = snap.Policies.Node()
+		gi := geoInfo(snap.Geo, &info)
+		s.Node = &gi
 	}
 	var rinfo geo.Info
 	var rp netip.Prefix
@@ -246,7 +271,11 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 			if len(s.Chosen) > 0 {
 				winner = s.Chosen[0]
 			}
-			s.Latency = snap.Policies.ExplainLatency(r, d.Rule, q.Client, &info, q.Up, winner, time.Now())
+			at := q.Client
+			if d.Input != policy.InputClient {
+				at = netip.Addr{} // the node's virtual client has no address
+			}
+			s.Latency = snap.Policies.ExplainLatency(r, d.Rule, at, &info, q.Up, winner, time.Now())
 		}
 	}
 	return s
@@ -286,6 +315,9 @@ func (r *Report) Text() string {
 	}
 	p("resolver: %s", r.Input.Resolver)
 	p("input:    %s", r.Input.Used)
+	if r.Input.SteeredBy != "" {
+		p("steered by: %s", r.Input.SteeredBy)
+	}
 	for _, s := range r.Steer {
 		p("")
 		p("steered record %s, client %s", s.Record, s.Client)
@@ -293,6 +325,9 @@ func (r *Report) Text() string {
 		p("  geo: country=%s continent=%s subdivision=%s asn=%s location=%s", dash(g.Country), dash(g.Continent), dash(g.Subdivision), asn(g.ASN), dash(g.Location))
 		for _, n := range g.Networks {
 			p("       %s", n)
+		}
+		if n := s.Node; n != nil {
+			p("  steered as a client at the node: country=%s continent=%s location=%s", dash(n.Country), dash(n.Continent), dash(n.Location))
 		}
 		for _, rt := range s.Rules {
 			mark := "no "

@@ -482,7 +482,7 @@ type LatencyTrace struct {
 }
 
 // ExplainLatency explains rule's by: latency action for a client at addr
-// (info being its geo facts) and the pools in avail (the usable ones),
+// (info being its geo facts; addr invalid for the node's virtual client) and the pools in avail (the usable ones),
 // given that winner was answered ("" when none), with the map and anti-flap
 // state of the table's current latency state.
 func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
@@ -503,13 +503,17 @@ func (t *Table) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, 
 	}
 	tr.Update = s.update
 	h := s.h
-	p, in := asDecided(netip.PrefixFrom(addr, addr.BitLen()), info)
-	cls := classOf(in)
-	tt := &s.cells4
-	if p.Addr().Is6() {
-		tt = &s.cells6
+	in, cell := info, uint32(0)
+	if addr.IsValid() { // invalid: a client at the node, which has no address (no CIDR key)
+		var p netip.Prefix
+		p, in = asDecided(netip.PrefixFrom(addr, addr.BitLen()), info)
+		tt := &s.cells4
+		if p.Addr().Is6() {
+			tt = &s.cells6
+		}
+		cell, _, _ = tt.lookup(p.Addr())
 	}
-	cell, _, _ := tt.lookup(p.Addr())
+	cls := classOf(in)
 	// Evaluate as SetLatency did: for the whole cell and class.
 	g, ok := r.latClassIndex[cls]
 	if !ok {

@@ -124,6 +124,9 @@ type cfgOpts struct {
 	maxV4 int
 	maxV6 int    // ecs.max_source_v6; 0 means 56
 	extra string // more records, appended after the Larkbook one
+	// top is more top-level keys (such as node:), ecsExtra more keys of
+	// the ecs section (", unknown_client: node").
+	top, ecsExtra string
 }
 
 // configYAML is the test configuration: the Larkbook record in zone
@@ -151,9 +154,9 @@ zones:
     file: example.com.zone
 geo:
   databases: [%q, %q]
-ecs: { enabled: %s, max_source_v4: %d, max_source_v6: %d }
-records:
-%s%s`, city, asn, enabled, maxV4, maxV6, larkbookRecord, o.extra)
+ecs: { enabled: %s, max_source_v4: %d, max_source_v6: %d%s }
+%srecords:
+%s%s`, city, asn, enabled, maxV4, maxV6, o.ecsExtra, o.top, larkbookRecord, o.extra)
 }
 
 // files returns the configuration and zone as dnstest.Start takes them.
