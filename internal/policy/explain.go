@@ -186,7 +186,11 @@ func (t *Table) ExplainTree(r *Record, q *Query, d *Decision, info *geo.Info, no
 				ranked = r.ranking(a, info.Lat, info.Lon)
 			}
 		case ActLatency:
-			if lt := t.explainLatency(r, a, d.Rule, q.Client, info, avail, "", now); lt != nil {
+			at := q.Client
+			if d.Input != InputClient {
+				at = netip.Addr{} // the node's virtual client has no address
+			}
+			if lt := t.explainLatency(r, a, d.Rule, at, info, avail, "", now); lt != nil {
 				for _, c := range lt.Candidates {
 					rtt := "no RTT"
 					if c.Source != "none" {

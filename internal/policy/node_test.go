@@ -454,3 +454,43 @@ func TestNodeMatchProblems(t *testing.T) {
 		t.Errorf("%d problems, want 2:\n%v", len(ps), ps)
 	}
 }
+
+// A nested geoproximity decision (a group ranked by its location) takes
+// the node's location as a top-level one does.
+func TestUnknownClientNested(t *testing.T) {
+	const rec = `
+  - name: tree.example.com
+    pools:
+      bom-1: { address: 203.0.113.10 }
+      bom-2: { address: 203.0.113.11 }
+      fra:   { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
+      iad:   { address: 192.0.2.30, location: { lat: 38.95, lon: -77.45 } }
+    groups:
+      mumbai: { failover: [bom-1, bom-2], location: { lat: 19.08, lon: 72.88 } }
+      near:   { by: geoproximity, fallback: [mumbai, fra, iad] }
+    rules:
+      - match: { continent: NA }
+        pool: iad
+      - default: { failover: [near, iad] }
+`
+	for _, c := range []struct{ node, want string }{{atFrankfurt, "fra"}, {atMumbai, "bom-1"}} {
+		tb := mustBuild(t, nodeSection("n-1", "x", c.node, "node")+configYAML(t, []string{cityDB, asnDB}, rec))
+		r := tb.Get("tree.example.com.")
+		for _, resolver := range []string{"1.1.1.1", "10.1.1.1"} {
+			d := r.Decide(noECS(r, resolver))
+			if got := poolNames(r, d.Pools); got != c.want || d.Scope != 0 || d.Input == policy.InputClient {
+				t.Errorf("node %q, resolver %s: %s scope %d input %d, want %s by the node", c.node, resolver, got, d.Scope, d.Input, c.want)
+			}
+		}
+		// Mumbai's first pool down: the group fails over inside.
+		q := noECS(r, "1.1.1.1")
+		q.Up &^= 1 // bom-1
+		if d := r.Decide(q); c.want == "bom-1" && poolNames(r, d.Pools) != "bom-2" {
+			t.Errorf("node %q, bom-1 down: %s, want bom-2", c.node, poolNames(r, d.Pools))
+		}
+		// A subnet in Ashburn (NA): rule 1, by the subnet.
+		if d := r.Decide(query(r, "192.0.2.128", 28, "1.1.1.1")); poolNames(r, d.Pools) != "iad" || d.Input != policy.InputClient {
+			t.Errorf("node %q, ECS Ashburn: %s, want iad", c.node, poolNames(r, d.Pools))
+		}
+	}
+}
