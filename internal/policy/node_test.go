@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/latency"
@@ -492,5 +493,40 @@ func TestUnknownClientNested(t *testing.T) {
 		if d := r.Decide(query(r, "192.0.2.128", 28, "1.1.1.1")); poolNames(r, d.Pools) != "iad" || d.Input != policy.InputClient {
 			t.Errorf("node %q, ECS Ashburn: %s, want iad", c.node, poolNames(r, d.Pools))
 		}
+	}
+}
+
+// BenchmarkDecideUnknownClient decides queries without ECS from random
+// resolver addresses (the Larkbook record on the embedded database), with
+// ecs.unknown_client: resolver (the default) and node with a list of
+// public resolvers' prefixes, of which ~1 in 64 query addresses is in.
+func BenchmarkDecideUnknownClient(b *testing.B) {
+	r0, _, addrs := embedded(b)
+	list := "[1.1.1.0/24, 1.0.0.0/24, 8.8.8.0/24, 8.8.4.0/24, 9.9.9.0/24, 149.112.112.0/24, 208.67.222.0/24, 208.67.220.0/24, 64.0.0.0/8, " +
+		"2606:4700:4700::/48, 2001:4860:4860::/48, 2620:fe::/48, 2620:119:35::/48, 2400::/8]"
+	yaml := "node: { name: fra-1, location: { lat: 50.11, lon: 8.68 }, country: DE }\necs: { unknown_client: node, anycast_resolvers: " + list + " }\n" +
+		configYAML(b, []string{embedDB}, larkbookRecord)
+	rn := mustBuild(b, yaml).Get("shop.example.com.")
+	for _, c := range []struct {
+		name string
+		r    *policy.Record
+	}{{"resolver", r0}, {"node", rn}} {
+		b.Run(c.name, func(b *testing.B) {
+			for _, v6 := range []bool{false, true} {
+				as := addrs[v6]
+				b.Run(map[bool]string{false: "v4", true: "v6"}[v6], func(b *testing.B) {
+					q := policy.Query{Qtype: dns.TypeA, Up: c.r.Enabled, NoECS: true}
+					var sink int
+					b.ReportAllocs()
+					for i := 0; b.Loop(); i++ {
+						q.Client = as[i&(len(as)-1)]
+						q.ClientBits, q.Resolver = q.Client.BitLen(), q.Client
+						d := c.r.Decide(&q)
+						sink += d.Scope + int(d.Input)
+					}
+					_ = sink
+				})
+			}
+		})
 	}
 }
