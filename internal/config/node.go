@@ -109,9 +109,6 @@ func (c *Config) checkNode(probs *diag.Problems) {
 			seen[p] = c.Line(key)
 		}
 	}
-	if len(c.ECS.AnycastResolvers) > 0 && c.ECS.UnknownClient != UnknownClientNode {
-		bad("ecs.anycast_resolvers", "only used with ecs.unknown_client: node")
-	}
 	n := c.Node
 	if n == nil {
 		return

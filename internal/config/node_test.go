@@ -78,7 +78,6 @@ ecs:
 		{4, `node.region: "eu/west" may not hold '/'`},
 		{5, `node.country: unknown country code "XX"`},
 		{7, `ecs.unknown_client: "nearest" is not resolver or node`},
-		{8, "ecs.anycast_resolvers: only used with ecs.unknown_client: node"},
 		{9, "1.1.1.1/24 has host bits set (did you mean 1.1.1.0/24?)"},
 		{10, `"not-a-prefix" is not a CIDR prefix`},
 		{11, "write IPv4 prefix ::ffff:1.1.1.0/120 as plain IPv4"},

@@ -102,6 +102,9 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			hasASN = true
 		}
 	}
+	if len(cfg.ECS.AnycastResolvers) > 0 && cfg.ECS.UnknownClient != config.UnknownClientNode {
+		warns.Add(cfg.File, cfg.Line("ecs.anycast_resolvers"), "ecs.anycast_resolvers is only used with ecs.unknown_client: node (it is %s)", cfg.ECS.UnknownClient)
+	}
 	if cfg.ECS.UnknownClient == config.UnknownClientNode && !t.nodeIn.steer && len(cfg.Records) > 0 {
 		warns.Add(cfg.File, cfg.Line("ecs.unknown_client"), "ecs.unknown_client: node, but the node has no location or country (node.location, node.country): queries without ECS are steered by the resolver's address")
 	}

@@ -530,3 +530,19 @@ func BenchmarkDecideUnknownClient(b *testing.B) {
 		})
 	}
 }
+
+func TestAnycastResolversWithoutNodeWarns(t *testing.T) {
+	yaml := "node: { name: n-1, country: DE }\necs: { anycast_resolvers: [1.1.1.0/24] }\n" + configYAML(t, []string{cityDB}, nodeRecords)
+	_, warns, err := build(t, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containsMsg(warns, "ecs.anycast_resolvers is only used with ecs.unknown_client: node (it is resolver)") {
+		t.Errorf("no warning in:\n%v", warns)
+	}
+	for _, w := range warns {
+		if strings.Contains(w.Msg, "anycast_resolvers") && w.Line != 2 {
+			t.Errorf("warning at line %d, want 2: %v", w.Line, w)
+		}
+	}
+}
