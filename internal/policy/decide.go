@@ -123,13 +123,18 @@ func (r *Record) decide(q *Query) Decision {
 	if r.nodeTwins && q.NoECS {
 		// An unknown client: the node's location stands in for it when
 		// the resolver is far from its clients or nowhere (node.go).
+		ut := &r.u4
+		if addr.Is6() {
+			ut = &r.u6
+		}
+		u, _, _ := ut.lookup(addr)
 		if r.node.anycast.contains(addr) {
 			input = InputNodeAnycast
-		} else if o.unplaced {
+		} else if u&1 != 0 {
 			input = InputNodeUnplaced
 		}
 		if input != InputClient {
-			o = &r.outcomes[o.twin]
+			o = &r.outcomes[u>>1]
 		}
 	}
 	mask := o.mask&r.clientRules | r.defaultBit

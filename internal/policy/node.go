@@ -20,12 +20,15 @@ import (
 // With ecs.unknown_client: node, a query with no usable ECS whose resolver
 // is in ecs.anycast_resolvers, or is not placed by the geo databases, is
 // steered as if the client were at the node (its location and country).
-// Compiling gives every outcome of such a record a twin: the outcome of a
-// virtual client with the node's geo facts at the same piece of address
-// space (CIDR matches still see the real address), and marks the outcomes
-// whose geo facts place nobody. Deciding then only swaps the outcome it
-// found for its twin; the answer depends on no client bits, so its scope
-// is 0.
+// Compiling such a record builds, next to its client partition, a pair of
+// unknown-client tries whose leaves hold the outcome of a virtual client
+// with the node's geo facts in that piece of address space (its twin:
+// CIDR matches still see the real address) and whether the geo databases
+// place nobody there (no country, no location). They are apart from the
+// client partition so that a subnet's scope is exactly what it is without
+// them. Deciding a query without ECS then walks that trie too and, for an
+// unknown client, takes the twin instead of the client's outcome; the
+// answer depends on no client bits, so its scope is 0.
 
 // Input says which input a decision steered by.
 type Input uint8

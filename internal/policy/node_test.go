@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -543,6 +544,45 @@ func TestAnycastResolversWithoutNodeWarns(t *testing.T) {
 	for _, w := range warns {
 		if strings.Contains(w.Msg, "anycast_resolvers") && w.Line != 2 {
 			t.Errorf("warning at line %d, want 2: %v", w.Line, w)
+		}
+	}
+}
+
+// TestUnknownClientKeepsSubnetScopes: steering unknown clients by the
+// node changes nothing for a query with a subnet, whether its pools or
+// its scope, and nothing for a resolver that is placed and not listed:
+// the unknown-client data lives apart from the client partition.
+func TestUnknownClientKeepsSubnetScopes(t *testing.T) {
+	recs := nodeRecords + larkbookRecord
+	res := mustBuild(t, nodeSection("n-1", "x", atMumbai, "resolver")+configYAML(t, []string{cityDB, asnDB}, recs))
+	node := mustBuild(t, nodeSection("n-1", "x", atMumbai, "node")+configYAML(t, []string{cityDB, asnDB}, recs))
+	rnd := rand.New(rand.NewPCG(7, 7))
+	var subnets []netip.Prefix
+	for _, n := range testNetworks() {
+		subnets = append(subnets, n)
+		for range 20 {
+			a := randomWithin(rnd, n)
+			for _, bits := range []int{n.Bits(), min(n.Bits()+4, a.BitLen()), a.BitLen()} {
+				subnets = append(subnets, netip.PrefixFrom(a, bits).Masked())
+			}
+		}
+	}
+	for range 2000 {
+		subnets = append(subnets, netip.PrefixFrom(randomWithin(rnd, netip.MustParsePrefix("0.0.0.0/0")), 24).Masked(),
+			netip.PrefixFrom(randomWithin(rnd, netip.MustParsePrefix("2000::/3")), 48).Masked())
+	}
+	for _, rr := range res.Records {
+		rn := node.Get(rr.Name)
+		if rr.Stats.Leaves4 != rn.Stats.Leaves4 || rr.Stats.Leaves6 != rn.Stats.Leaves6 {
+			t.Errorf("%s: %d+%d leaves by the resolver, %d+%d by the node: the client partition changed", rr.Name,
+				rr.Stats.Leaves4, rr.Stats.Leaves6, rn.Stats.Leaves4, rn.Stats.Leaves6)
+		}
+		for _, p := range subnets {
+			q := &policy.Query{Qtype: dns.TypeA, Up: rr.Enabled, Client: p.Addr(), ClientBits: p.Bits(), Resolver: addr("1.1.1.1")}
+			a, b := rr.Decide(q), rn.Decide(q)
+			if a.Scope != b.Scope || a.Rule != b.Rule || (a.Pools != b.Pools && rr.Name != "shop.example.com.") {
+				t.Fatalf("%s, ECS %s: %+v by the resolver, %+v by the node", rr.Name, p, a, b)
+			}
 		}
 	}
 }

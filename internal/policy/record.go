@@ -76,10 +76,13 @@ type Record struct {
 	latClasses    []latClass
 	latClassKeys  []string // latClasses[i].key()
 	latClassIndex map[latClass]int32
-	// nodeTwins: every outcome has a twin at the node's location, for
-	// ecs.unknown_client: node (node.go); node is then the table's node.
+	// nodeTwins: r has unknown-client tries (u4, u6) for ecs.unknown_client:
+	// node, whose leaves hold the outcome of a client at the node there
+	// (its twin) and whether the geo databases place nobody there
+	// (node.go); node is then the table's node.
 	nodeTwins bool
 	node      *nodeInput
+	u4, u6    trie
 	// Stats describe the compiled partition.
 	Stats Stats
 	ckey  string // what the partition depends on (share.go)
@@ -193,12 +196,8 @@ type outcome struct {
 	// lclass is the client's latency class (index in Record.latClasses)
 	// where a by: latency rule may decide, -1 elsewhere.
 	lclass int32
-	// With node twins (node.go): twin is the outcome of a client at the
-	// node's location in this piece of address space, unplaced says the
-	// geo databases place nobody here, and virtual marks a twin.
-	twin     uint32
-	unplaced bool
-	virtual  bool
+	// virtual marks the outcome of a client at the node (node.go).
+	virtual bool
 }
 
 // MaxPools and MaxRules bound a record (masks are 64 bits).
@@ -238,11 +237,24 @@ func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
 			return err
 		}
 	}
+	if r.nodeTwins {
+		// The unknown-client tries (node.go), apart from the client's so
+		// that a subnet's scope stays what it is without them.
+		c.unknown = true
+		if r.u4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false); err != nil {
+			return err
+		}
+		if r.u6, err = c.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), false); err != nil {
+			return err
+		}
+	}
 	n4, b4 := r.v4.size()
 	n6, b6 := r.v6.size()
 	_, rb4 := r.r4.size()
 	_, rb6 := r.r6.size()
-	r.Stats = Stats{Nodes4: n4, Nodes6: n6, Leaves4: n4 + 1, Leaves6: n6 + 1, Outcomes: len(r.outcomes), Bytes: b4 + b6 + rb4 + rb6}
+	_, ub4 := r.u4.size()
+	_, ub6 := r.u6.size()
+	r.Stats = Stats{Nodes4: n4, Nodes6: n6, Leaves4: n4 + 1, Leaves6: n6 + 1, Outcomes: len(r.outcomes), Bytes: b4 + b6 + rb4 + rb6 + ub4 + ub6}
 	return nil
 }
 
@@ -251,19 +263,22 @@ type compiler struct {
 	geo  *geo.Set
 	part *geo.Partition // nil: look up in geo
 	cur  *geo.Cursor    // on part
-	// memo and rmemo hold the leaf value of each of part's infos (client
-	// and resolver tries), when no CIDR match makes leaves depend on more.
-	memo, rmemo []uint32
-	cidrs       []netip.Prefix
-	index       map[string]uint32 // outcome key -> index
-	masks       map[uint64]uint32 // resolver mask -> index
-	b           trieBuilder
-	key         []byte
-	ranks       map[[2]float64][][]uint8 // rankings by client location
-	// node is the virtual client at the node when r has node twins; twin
-	// its outcome, when no CIDR match makes it depend on the address.
+	// memo, rmemo and umemo hold the leaf value of each of part's infos
+	// (client, resolver and unknown-client tries), when no CIDR match
+	// makes leaves depend on more.
+	memo, rmemo, umemo []uint32
+	cidrs              []netip.Prefix
+	index              map[string]uint32 // outcome key -> index
+	masks              map[uint64]uint32 // resolver mask -> index
+	b                  trieBuilder
+	key                []byte
+	ranks              map[[2]float64][][]uint8 // rankings by client location
+	// nodeInfo is the virtual client at the node when r has node twins;
+	// twin its outcome, when no CIDR match makes it depend on the
+	// address; unknown is set while the unknown-client tries are built.
 	nodeInfo *geo.Info
 	twin     int64
+	unknown  bool
 }
 
 // unrouted reports IPv6 space that holds no real clients once IPv4-mapped
@@ -336,6 +351,8 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 		memos := &c.memo
 		if resolver {
 			memos = &c.rmemo
+		} else if c.unknown {
+			memos = &c.umemo
 		}
 		if memo >= 0 {
 			if *memos == nil {
@@ -349,9 +366,12 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 			}
 		}
 		var v uint32
-		if resolver {
+		switch {
+		case resolver:
 			v = c.resolverLeaf(ip, p)
-		} else {
+		case c.unknown:
+			v = c.unknownLeaf(ip, p)
+		default:
 			v = c.outcomeOf(ip, p)
 		}
 		if memo >= 0 {
@@ -398,25 +418,33 @@ func (c *compiler) resolverLeaf(info *geo.Info, p netip.Prefix) uint32 {
 }
 
 func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
-	if c.nodeInfo == nil {
-		return c.outcome(info, p, outcome{})
-	}
-	// The twin first: the client's outcome refers to it.
+	return c.outcome(info, p, false)
+}
+
+// unknownLeaf is the leaf of the unknown-client tries at p, where the geo
+// databases say info: the outcome of a client at the node there (its
+// twin, which CIDR matches make depend on p) and whether info places
+// nobody (node.go).
+func (c *compiler) unknownLeaf(info *geo.Info, p netip.Prefix) uint32 {
 	var twin uint32
 	if c.twin >= 0 {
 		twin = uint32(c.twin)
 	} else {
-		twin = c.outcome(c.nodeInfo, p, outcome{virtual: true})
+		twin = c.outcome(c.nodeInfo, p, true)
 		if len(c.cidrs) == 0 { // the same for every piece
 			c.twin = int64(twin)
 		}
 	}
-	return c.outcome(info, p, outcome{twin: twin, unplaced: !placed(info)})
+	v := twin << 1
+	if !placed(info) {
+		v |= 1
+	}
+	return v
 }
 
-// outcome returns the index of the outcome for info at p, with the node
-// twin fields of o, adding it when new.
-func (c *compiler) outcome(info *geo.Info, p netip.Prefix, o outcome) uint32 {
+// outcome returns the index of the outcome for info at p, adding it when
+// new; virtual for a client at the node.
+func (c *compiler) outcome(info *geo.Info, p netip.Prefix, virtual bool) uint32 {
 	mask := c.r.evalMask(info, p, false)
 	key := c.key[:0]
 	for i := range 8 {
@@ -448,26 +476,15 @@ func (c *compiler) outcome(info *geo.Info, p netip.Prefix, o outcome) uint32 {
 		lclass = c.r.latClassOf(info)
 		key = append(key, 0xFE, byte(lclass), byte(lclass>>8), byte(lclass>>16), byte(lclass>>24))
 	}
-	if c.nodeInfo != nil {
-		switch {
-		case o.virtual:
-			key = append(key, 0xFD)
-		case o.unplaced:
-			key = append(key, 0xFC, byte(o.twin), byte(o.twin>>8), byte(o.twin>>16), byte(o.twin>>24))
-		default:
-			key = append(key, 0xFB, byte(o.twin), byte(o.twin>>8), byte(o.twin>>16), byte(o.twin>>24))
-		}
+	if virtual {
+		key = append(key, 0xFD)
 	}
 	c.key = key
 	if i, ok := c.index[string(key)]; ok {
 		return i
 	}
 	i := uint32(len(c.r.outcomes))
-	o.mask, o.ranks, o.lclass = mask, ranks, lclass
-	if o.virtual {
-		o.twin = i // its own
-	}
-	c.r.outcomes = append(c.r.outcomes, o)
+	c.r.outcomes = append(c.r.outcomes, outcome{mask: mask, ranks: ranks, lclass: lclass, virtual: virtual})
 	c.index[string(key)] = i
 	return i
 }
