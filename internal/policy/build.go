@@ -158,6 +158,10 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	// The partitions to compile, one record for each, compiled at once:
 	// on every core at start-up (nothing is answering yet), on half of
 	// them (one of two) on a reload, so that answering keeps its own.
+	if err := t.nodeIn.placedTries(recs, g, part, prev); err != nil {
+		errs.Add(cfg.File, 0, "compiling the geo databases: %v", err)
+		return nil, warns, errs.Err()
+	}
 	compileErrs := compileAll(recs, compiled, previous, g, part, Workers(prev != nil))
 	t.Records = make([]*Record, 0, len(recs))
 	for _, br := range recs {

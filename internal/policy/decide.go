@@ -134,7 +134,7 @@ func (r *Record) decide(q *Query) Decision {
 			input = InputNodeUnplaced
 		}
 		if input != InputClient {
-			o = &r.outcomes[u>>1]
+			o = &r.outcomes[r.twinBase+u>>1]
 		}
 	}
 	mask := o.mask&r.clientRules | r.defaultBit

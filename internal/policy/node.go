@@ -58,6 +58,51 @@ type nodeInput struct {
 	// key describes info for compile keys.
 	key     string
 	anycast prefixSet
+	// placed4 and placed6 say, per leaf, whether the geo databases place
+	// nobody there (1) or somebody (0): the unknown-client tries of every
+	// record without CIDR matches, whose twin is one outcome (placedTries).
+	placed4, placed6 trie
+	geo              *geo.Set // what they were compiled against
+}
+
+// placedTries compiles the shared placed tries when a record of recs
+// needs them, or takes prev's, compiled against the same databases.
+func (n *nodeInput) placedTries(recs []built, g *geo.Set, part *geo.Partition, prev *Table) error {
+	need := false
+	for _, br := range recs {
+		need = need || br.r.nodeTwins && !br.reused && !br.r.hasCIDRs()
+	}
+	if !need {
+		return nil
+	}
+	if prev != nil && prev.nodeIn != nil && prev.nodeIn.geo == g {
+		n.placed4, n.placed6, n.geo = prev.nodeIn.placed4, prev.nodeIn.placed6, g
+		return nil
+	}
+	c := &compiler{geo: g, part: part, unknown: true, placedOnly: true}
+	if part != nil {
+		c.cur = part.Cursor()
+	}
+	var err error
+	if n.placed4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false); err != nil {
+		return err
+	}
+	if n.placed6, err = c.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), false); err != nil {
+		return err
+	}
+	n.geo = g
+	return nil
+}
+
+// hasCIDRs reports whether a rule of r matches on CIDRs (the outcome of a
+// client at the node then depends on the address).
+func (r *Record) hasCIDRs() bool {
+	for _, rule := range r.Rules {
+		if rule.Match != nil && len(rule.Match.cidrs(nil)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // newNodeInput reads the node and ecs sections of cfg.

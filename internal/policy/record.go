@@ -83,6 +83,10 @@ type Record struct {
 	nodeTwins bool
 	node      *nodeInput
 	u4, u6    trie
+	// twinBase is added to a leaf's twin: the one twin of a record
+	// without CIDR matches, whose u4 and u6 are the table's placed tries
+	// (their leaves' twin part is 0).
+	twinBase uint32
 	// Stats describe the compiled partition.
 	Stats Stats
 	ckey  string // what the partition depends on (share.go)
@@ -237,7 +241,12 @@ func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
 			return err
 		}
 	}
-	if r.nodeTwins {
+	switch {
+	case r.nodeTwins && len(c.cidrs) == 0:
+		// One twin for the whole space, and the table's placed tries.
+		r.twinBase = c.outcome(c.nodeInfo, netip.PrefixFrom(netip.IPv4Unspecified(), 0), true)
+		r.u4, r.u6 = r.node.placed4, r.node.placed6
+	case r.nodeTwins:
 		// The unknown-client tries (node.go), apart from the client's so
 		// that a subnet's scope stays what it is without them.
 		c.unknown = true
@@ -252,8 +261,11 @@ func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
 	n6, b6 := r.v6.size()
 	_, rb4 := r.r4.size()
 	_, rb6 := r.r6.size()
-	_, ub4 := r.u4.size()
-	_, ub6 := r.u6.size()
+	var ub4, ub6 int
+	if c.unknown { // its own: the placed tries are the table's
+		_, ub4 = r.u4.size()
+		_, ub6 = r.u6.size()
+	}
 	r.Stats = Stats{Nodes4: n4, Nodes6: n6, Leaves4: n4 + 1, Leaves6: n6 + 1, Outcomes: len(r.outcomes), Bytes: b4 + b6 + rb4 + rb6 + ub4 + ub6}
 	return nil
 }
@@ -276,9 +288,10 @@ type compiler struct {
 	// nodeInfo is the virtual client at the node when r has node twins;
 	// twin its outcome, when no CIDR match makes it depend on the
 	// address; unknown is set while the unknown-client tries are built.
-	nodeInfo *geo.Info
-	twin     int64
-	unknown  bool
+	nodeInfo   *geo.Info
+	twin       int64
+	unknown    bool
+	placedOnly bool // the table's placed tries: leaves say only whether info places anybody
 }
 
 // unrouted reports IPv6 space that holds no real clients once IPv4-mapped
@@ -426,6 +439,12 @@ func (c *compiler) outcomeOf(info *geo.Info, p netip.Prefix) uint32 {
 // twin, which CIDR matches make depend on p) and whether info places
 // nobody (node.go).
 func (c *compiler) unknownLeaf(info *geo.Info, p netip.Prefix) uint32 {
+	if c.placedOnly {
+		if placed(info) {
+			return 0
+		}
+		return 1
+	}
 	var twin uint32
 	if c.twin >= 0 {
 		twin = uint32(c.twin)

@@ -68,7 +68,7 @@ func writeMatch(b *strings.Builder, m *Match) {
 func (r *Record) sharePartition(src *Record) {
 	r.v4, r.v6, r.r4, r.r6 = src.v4, src.v6, src.r4, src.r6
 	r.outcomes, r.masks = src.outcomes, src.masks
-	r.nodeTwins, r.u4, r.u6 = src.nodeTwins, src.u4, src.u6
+	r.nodeTwins, r.u4, r.u6, r.twinBase = src.nodeTwins, src.u4, src.u6, src.twinBase
 	r.latClasses, r.latClassKeys, r.latClassIndex = src.latClasses, src.latClassKeys, src.latClassIndex
 	r.Stats = src.Stats
 }
