@@ -871,7 +871,7 @@ func (b *builder) match(mc *config.Match, at string) *Match {
 	}
 	m.node, m.region = b.node.name, b.node.region
 	if len(m.Nodes)+len(m.NodeRegions) > 0 && b.cfg.Node == nil {
-		b.warnf(at, "record %s: the match is on the node, but the configuration has no node (or fleet) section: it never matches", r.Name)
+		b.warnf(at, "record %s: the match is on the node, but the configuration has no node (or fleet) section: it never matches here (a fleet node matches it with the identity of its own file)", r.Name)
 	}
 	switch mc.Source {
 	case "", "client":
