@@ -192,6 +192,12 @@ func (h *Handler) logged(ql *querylog.Log, req []byte, t Transport, from netip.A
 		if d.Rule >= 0 && e.Rule == 0 {
 			e.Rule = d.Rule + 1
 			e.Pool = strings.Join(r.PoolNames(d.Pools), ",")
+			switch d.Input {
+			case policy.InputNodeAnycast:
+				e.SteeredBy = "node-anycast-resolver"
+			case policy.InputNodeUnplaced:
+				e.SteeredBy = "node-unplaced-resolver"
+			}
 		}
 	}, &st)
 	e.Duration = time.Since(start)

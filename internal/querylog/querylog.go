@@ -71,15 +71,19 @@ var ErrClosed = errors.New("querylog: closed")
 
 // Entry is one logged query.
 type Entry struct {
-	Time      time.Time
-	Client    netip.Addr   // packet source
-	ECS       netip.Prefix // client subnet as sent (invalid when none)
-	Scope     int          // returned ECS scope (-1 when no ECS option was returned)
-	Name      string
-	Type      uint16
-	Rcode     int
-	Rule      int          // 1-based steering rule that decided, 0 when not steered
-	Pool      string       // comma-joined pools answered, "" when not steered
+	Time   time.Time
+	Client netip.Addr   // packet source
+	ECS    netip.Prefix // client subnet as sent (invalid when none)
+	Scope  int          // returned ECS scope (-1 when no ECS option was returned)
+	Name   string
+	Type   uint16
+	Rcode  int
+	Rule   int    // 1-based steering rule that decided, 0 when not steered
+	Pool   string // comma-joined pools answered, "" when not steered
+	// SteeredBy is what steered the answer when it was not the client
+	// (ECS subnet or resolver address): "node-anycast-resolver" or
+	// "node-unplaced-resolver" (ecs.unknown_client: node); "" otherwise.
+	SteeredBy string
 	Answers   []netip.Addr // A/AAAA addresses in the answer
 	Duration  time.Duration
 	Transport string // "udp" or "tcp"
@@ -496,6 +500,7 @@ type line struct {
 	Rcode      string   `json:"rcode"`
 	Rule       int      `json:"rule,omitempty"`
 	Pool       string   `json:"pool,omitempty"`
+	SteeredBy  string   `json:"steered_by,omitempty"`
 	Answers    []string `json:"answers,omitempty"`
 	DurationUS float64  `json:"duration_us"`
 	Transport  string   `json:"transport"`
@@ -510,6 +515,7 @@ func appendLine(buf []byte, r *record) []byte {
 		Rcode:      rcodeString(e.Rcode),
 		Rule:       e.Rule,
 		Pool:       e.Pool,
+		SteeredBy:  e.SteeredBy,
 		DurationUS: float64(e.Duration) / float64(time.Microsecond),
 		Transport:  e.Transport,
 	}

@@ -48,7 +48,7 @@ func TestEntriesWritten(t *testing.T) {
 		Time: ts, Client: netip.MustParseAddr("198.51.100.7"),
 		ECS: netip.MustParsePrefix("203.0.113.0/24"), Scope: 20,
 		Name: "www.example.com.", Type: dns.TypeA, Rcode: dns.RcodeSuccess,
-		Rule: 3, Pool: "eu,us", Answers: answers,
+		Rule: 3, Pool: "eu,us", SteeredBy: "node-anycast-resolver", Answers: answers,
 		Duration: 1500 * time.Nanosecond, Transport: "udp",
 	}
 	l.Write(&full)
@@ -73,7 +73,7 @@ func TestEntriesWritten(t *testing.T) {
 		"time": "2024-05-06T07:08:09.123456789Z", "client": "198.51.100.7",
 		"ecs": "203.0.113.0/24", "scope": 20.0, "name": "www.example.com.",
 		"type": "A", "rcode": "NOERROR", "rule": 3.0, "pool": "eu,us",
-		"duration_us": 1.5, "transport": "udp",
+		"steered_by": "node-anycast-resolver", "duration_us": 1.5, "transport": "udp",
 	}
 	for k, v := range want {
 		if a[k] != v {
@@ -85,7 +85,7 @@ func TestEntriesWritten(t *testing.T) {
 		t.Errorf("answers = %#v", a["answers"])
 	}
 	b := lines[1]
-	for _, k := range []string{"ecs", "scope", "rule", "pool", "answers"} {
+	for _, k := range []string{"ecs", "scope", "rule", "pool", "steered_by", "answers"} {
 		if _, ok := b[k]; ok {
 			t.Errorf("line 1 has %q, want omitted", k)
 		}

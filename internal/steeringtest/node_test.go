@@ -2,12 +2,15 @@ package steeringtest
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/querylog"
 )
 
 // nearRecord ranks a Frankfurt and a Mumbai site by distance.
@@ -133,5 +136,32 @@ func TestExplainUnknownClient(t *testing.T) {
 		if node != strings.Contains(text, "steered as a client at the node: country=- continent=- location=50.1100,8.6800") {
 			t.Errorf("from %s ecs %q: the node's geo facts shown %t, want %t\n%s", c.from, c.ecs, !node, node, text)
 		}
+	}
+}
+
+// TestQueryLogSaysNodeSteered: a sampled query the node steered says so
+// in the query log, and one the client steered does not.
+func TestQueryLogSaysNodeSteered(t *testing.T) {
+	fra, _ := anycastNodes(t)
+	path := filepath.Join(t.TempDir(), "q.log")
+	ql, err := querylog.Open(querylog.Options{Path: path, Sample: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fra.Handler()
+	h.SetQueryLog(ql)
+	handleFrom(t, h, query(nearName, dns.TypeA), "1.1.1.1")
+	handleFrom(t, h, ecsQuery(nearName, dns.TypeA, mumbaiPfx), "1.1.1.1")
+	h.SetQueryLog(nil)
+	if err := ql.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"steered_by":"node-anycast-resolver"`) || strings.Contains(lines[1], "steered_by") {
+		t.Errorf("query log:\n%s", data)
 	}
 }
