@@ -77,6 +77,9 @@ type Status struct {
 	Zones   []ZoneStatus   `json:"zones"`
 	Geo     []GeoStatus    `json:"geo"`
 	Anycast *AnycastStatus `json:"anycast,omitempty"`
+	// Node is the answering node's identity, when the configuration
+	// gives one (node:, or a fleet's node and region).
+	Node *NodeStatus `json:"node,omitempty"`
 	// Degraded lists what serves but not as configured (zones on their
 	// last good copy or answering SERVFAIL); empty when all is well.
 	Degraded []string `json:"degraded,omitempty"`
@@ -115,6 +118,18 @@ type TargetStatus struct {
 	Reason      string    `json:"reason,omitempty"`
 	Since       time.Time `json:"since,omitempty"`
 	LastLatency string    `json:"last_latency,omitempty"`
+}
+
+// NodeStatus is the node's identity and how it steers unknown clients.
+type NodeStatus struct {
+	Name    string   `json:"name"`
+	Region  string   `json:"region,omitempty"`
+	Country string   `json:"country,omitempty"`
+	Lat     *float64 `json:"lat,omitempty"`
+	Lon     *float64 `json:"lon,omitempty"`
+	// UnknownClient is ecs.unknown_client: resolver or node.
+	UnknownClient    string   `json:"unknown_client"`
+	AnycastResolvers []string `json:"anycast_resolvers,omitempty"`
 }
 
 // ZoneStatus is one served zone.

@@ -133,6 +133,14 @@ func (n *Node) Status() api.Status {
 	snap := n.srv.Handler().Snapshot()
 	st := api.Status{Version: n.opts.Version, Loaded: snap.Loaded, LastReload: n.lastResult.Load()}
 	st.Anycast = n.ac.status()
+	if nd := snap.Config.Node; nd != nil {
+		ns := &api.NodeStatus{Name: nd.Name, Region: nd.Region, Country: nd.Country, UnknownClient: snap.Config.ECS.UnknownClient}
+		if l := nd.Location; l != nil {
+			ns.Lat, ns.Lon = &l.Lat, &l.Lon
+		}
+		ns.AnycastResolvers = append(ns.AnycastResolvers, snap.Config.ECS.AnycastResolvers...)
+		st.Node = ns
+	}
 	st.Degraded = degraded(snap)
 	failed := map[string]string{}
 	for _, d := range snap.Degraded {
