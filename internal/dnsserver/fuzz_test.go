@@ -83,16 +83,19 @@ func hasOPT(req []byte) bool {
 		}
 		off = off1 + 4
 	}
+	// Record headers only: an OPT counts by its type, as the server reads
+	// it (miekg/dns's option decoders refuse some well-framed options
+	// the server must ignore, such as an empty UL lease).
 	n := int(binary.BigEndian.Uint16(req[6:])) + int(binary.BigEndian.Uint16(req[8:])) + int(binary.BigEndian.Uint16(req[10:]))
 	for i := 0; i < n && off < len(req); i++ {
-		rr, off1, err := dns.UnpackRR(req, off)
-		if err != nil {
+		_, off1, err := dns.UnpackDomainName(req, off)
+		if err != nil || off1+10 > len(req) {
 			return false
 		}
-		if _, ok := rr.(*dns.OPT); ok {
+		if binary.BigEndian.Uint16(req[off1:]) == dns.TypeOPT {
 			return true
 		}
-		off = off1
+		off = off1 + 10 + int(binary.BigEndian.Uint16(req[off1+8:]))
 	}
 	return false
 }
