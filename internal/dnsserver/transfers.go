@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/tsig"
 )
 
 // Transfers answers what the query path leaves to the node: zone
@@ -42,15 +43,7 @@ func badKey(req []byte, buf []byte) []byte {
 	if err := m.Unpack(req); err != nil {
 		return nil
 	}
-	t := m.IsTsig()
-	r := new(dns.Msg)
-	r.SetRcode(m, dns.RcodeNotAuth)
-	r.Extra = nil
-	if t != nil {
-		r.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-			Algorithm: t.Algorithm, TimeSigned: t.TimeSigned, Fudge: t.Fudge, OrigId: m.Id, Error: dns.RcodeBadKey}}
-	}
-	out, err := r.PackBuffer(buf)
+	out, err := tsig.ErrorReply(m, dns.ErrSecret).PackBuffer(buf)
 	if err != nil {
 		return nil
 	}

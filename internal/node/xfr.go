@@ -684,19 +684,8 @@ func (w *xfrWiring) Answer(req []byte, from netip.Addr, t dnsserver.Transport) [
 
 // tsigFailure answers a request whose TSIG did not verify: NOTAUTH with
 // the TSIG error, unsigned (RFC 8945 §5.2).
-func tsigFailure(m *dns.Msg, t *dns.TSIG, err error) []byte {
-	r := new(dns.Msg)
-	r.SetRcode(m, dns.RcodeNotAuth)
-	code := uint16(dns.RcodeBadSig)
-	switch {
-	case errors.Is(err, dns.ErrSecret), errors.Is(err, dns.ErrKeyAlg):
-		code = dns.RcodeBadKey
-	case errors.Is(err, dns.ErrTime):
-		code = dns.RcodeBadTime
-	}
-	r.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-		Algorithm: t.Algorithm, TimeSigned: t.TimeSigned, Fudge: t.Fudge, OrigId: m.Id, Error: code}}
-	out, _ := r.Pack()
+func tsigFailure(m *dns.Msg, _ *dns.TSIG, err error) []byte {
+	out, _ := tsig.ErrorReply(m, err).Pack()
 	return out
 }
 

@@ -7,6 +7,7 @@ package tsig
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -126,5 +127,33 @@ func Secrets(keys []Key) map[string]string {
 	for _, k := range keys {
 		m[k.Name] = k.Secret
 	}
+	return m
+}
+
+// ErrorReply is the answer to a request whose TSIG did not verify (RFC
+// 8945 §5.2): NOTAUTH, with a TSIG record carrying the error — BADKEY for
+// an unknown key or algorithm, BADTIME for a time out of the fudge,
+// BADSIG otherwise — and unsigned, since the key could not be used. A
+// TSIG record too malformed to echo (no algorithm name) gets FORMERR
+// without one. req must carry a TSIG record.
+func ErrorReply(req *dns.Msg, err error) *dns.Msg {
+	t := req.IsTsig()
+	m := new(dns.Msg)
+	if t == nil || t.Algorithm == "" || t.Algorithm == "." {
+		m.SetRcode(req, dns.RcodeFormatError)
+		m.Extra = nil
+		return m
+	}
+	m.SetRcode(req, dns.RcodeNotAuth)
+	m.Extra = nil
+	code := uint16(dns.RcodeBadSig)
+	switch {
+	case errors.Is(err, dns.ErrSecret), errors.Is(err, dns.ErrKeyAlg):
+		code = dns.RcodeBadKey
+	case errors.Is(err, dns.ErrTime):
+		code = dns.RcodeBadTime
+	}
+	m.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: t.Algorithm, Fudge: t.Fudge, TimeSigned: t.TimeSigned, OrigId: req.Id, Error: code}}
 	return m
 }

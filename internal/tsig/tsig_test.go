@@ -283,3 +283,28 @@ func TestRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+func TestErrorReply(t *testing.T) {
+	req := new(dns.Msg)
+	req.SetQuestion("example.com.", dns.TypeSOA)
+	req.SetTsig("k.", dns.HmacSHA256, 300, 1700000000)
+	r := ErrorReply(req, dns.ErrSecret)
+	if r.Rcode != dns.RcodeNotAuth || r.IsTsig() == nil || r.IsTsig().Error != dns.RcodeBadKey || r.Id != req.Id {
+		t.Errorf("unknown key: %v", r)
+	}
+	if r := ErrorReply(req, dns.ErrTime); r.IsTsig().Error != dns.RcodeBadTime {
+		t.Errorf("bad time: %v", r)
+	}
+	if r := ErrorReply(req, dns.ErrSig); r.IsTsig().Error != dns.RcodeBadSig {
+		t.Errorf("bad signature: %v", r)
+	}
+	out, err := r.Pack()
+	if err != nil || new(dns.Msg).Unpack(out) != nil {
+		t.Errorf("does not pack and unpack: %v", err)
+	}
+	// A TSIG record with no algorithm cannot be echoed: FORMERR, without one.
+	req.Extra[0].(*dns.TSIG).Algorithm = ""
+	if r := ErrorReply(req, dns.ErrSecret); r.Rcode != dns.RcodeFormatError || r.IsTsig() != nil {
+		t.Errorf("malformed TSIG: %v", r)
+	}
+}

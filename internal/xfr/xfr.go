@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/tsig"
 )
 
 // DefaultLimit is the packed size a message is kept at or under when the
@@ -133,23 +134,8 @@ func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
 // refuseTsig answers a signed request whose TSIG did not verify: NOTAUTH
 // with the TSIG error and no MAC (RFC 8945 §5.2, §5.3.2).
 func refuseTsig(w dns.ResponseWriter, req *dns.Msg) error {
-	t := req.IsTsig()
 	err := w.TsigStatus()
-	m := new(dns.Msg)
-	m.SetRcode(req, dns.RcodeNotAuth)
-	code := uint16(dns.RcodeBadSig)
-	switch {
-	case errors.Is(err, dns.ErrSecret) || errors.Is(err, dns.ErrKeyAlg):
-		code = dns.RcodeBadKey
-	case errors.Is(err, dns.ErrTime):
-		code = dns.RcodeBadTime
-	}
-	// Unsigned: the key did not verify, so it cannot sign (RFC 8945 §5.3.2).
-	m.Extra = append(m.Extra, &dns.TSIG{
-		Hdr:       dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-		Algorithm: t.Algorithm, Fudge: t.Fudge, TimeSigned: t.TimeSigned, OrigId: req.Id, Error: code,
-	})
-	w.WriteMsg(m)
+	w.WriteMsg(tsig.ErrorReply(req, err))
 	return fmt.Errorf("xfr: request TSIG: %w", err)
 }
 
