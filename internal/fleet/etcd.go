@@ -15,6 +15,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // EtcdConfig says how to reach an etcd cluster.
@@ -53,6 +55,9 @@ const (
 	defaultRequestTimeout   = 5 * time.Second
 	defaultKeepAliveTime    = 10 * time.Second
 	defaultKeepAliveTimeout = 5 * time.Second
+	// reconnectMaxDelay caps gRPC's reconnect backoff (2 minutes by
+	// default).
+	reconnectMaxDelay = 2 * time.Second
 )
 
 // TLSConfig builds the client TLS configuration from the files named in
@@ -162,6 +167,13 @@ func OpenEtcd(cfg EtcdConfig) (Store, error) {
 		Logger:               zap.NewNop(),
 		// Keep requests under etcd's own limit, with room for gRPC.
 		MaxCallSendMsgSize: MaxRequestBytes + 64*1024,
+		// gRPC's reconnect backoff grows to 2 minutes by default: after a
+		// long partition the node would wait that long once the network
+		// healed. Capped at 2 s, it is back within about 2 s.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMaxDelay},
+			MinConnectTimeout: def(cfg.DialTimeout, defaultDialTimeout),
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %s: connect: %w", name, err)
