@@ -324,7 +324,15 @@ func (w *xfrWiring) refresh() {
 		} else {
 			w.serials[origin] = target
 		}
-		rrs := snap.Export(origin)
+		var rrs []dns.RR
+		if st != nil && st.serial == target && st.sum == sum {
+			// Nothing it exports changed (a health change elsewhere, a
+			// reload of another zone): the export is kept, not rebuilt,
+			// so this costs the fallbacks' digest, not the zone's size.
+			rrs = st.rrs
+		} else {
+			rrs = snap.Export(origin)
+		}
 		notify := false
 		switch {
 		case st == nil:
