@@ -62,12 +62,24 @@ stub-zone:
 // answers once it resolves through steer.
 func startUnbound(t *testing.T, srv *dnstest.Server) netip.AddrPort {
 	t.Helper()
+	resolver, _ := startUnboundWith(t, srv, nil)
+	return resolver
+}
+
+// startUnboundWith is startUnbound with edit applied to the configuration
+// text (nil: none); it also returns the configuration file's path.
+func startUnboundWith(t *testing.T, srv *dnstest.Server, edit func(text string, dir string) string) (netip.AddrPort, string) {
+	t.Helper()
 	dnstest.NeedTool(t, "unbound")
 	dnstest.NeedTool(t, "unbound-checkconf")
 	dir := t.TempDir()
 	port := peertest.FreePort(t)
 	conf := filepath.Join(dir, "unbound.conf")
-	if err := os.WriteFile(conf, []byte(unboundConf(dir, port, srv.V4)), 0o644); err != nil {
+	text := unboundConf(dir, port, srv.V4)
+	if edit != nil {
+		text = edit(text, dir)
+	}
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -116,7 +128,7 @@ func startUnbound(t *testing.T, srv *dnstest.Server) netip.AddrPort {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return resolver
+	return resolver, conf
 }
 
 func TestUnboundForwardsECS(t *testing.T) {

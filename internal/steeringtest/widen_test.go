@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,59 +84,15 @@ func TestUnboundSubnetCacheFollowsHealth(t *testing.T) {
 	}
 	setBom(policy.PoolAuto)
 
-	dir := t.TempDir()
-	port, cport := peertest.FreePort(t), peertest.FreePort(t)
-	conf := filepath.Join(dir, "unbound.conf")
-	text := strings.Replace(unboundConf(dir, port, srv.V4), "remote-control:\n\tcontrol-enable: no\n",
-		fmt.Sprintf("remote-control:\n\tcontrol-enable: yes\n\tcontrol-interface: 127.0.0.1\n\tcontrol-port: %d\n\tcontrol-use-cert: no\n", cport), 1)
-	text = strings.Replace(text, "server:\n", "server:\n\textended-statistics: yes\n", 1)
-	if !strings.Contains(text, "control-enable: yes") {
-		t.Fatal("could not enable remote-control in the Unbound configuration")
-	}
-	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unbound", "-d", "-c", conf)
-	var logs dnstest.LockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting unbound: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
+	cport := peertest.FreePort(t)
+	resolver, conf := startUnboundWith(t, srv, func(text, _ string) string {
+		text = strings.Replace(text, "remote-control:\n\tcontrol-enable: no\n",
+			fmt.Sprintf("remote-control:\n\tcontrol-enable: yes\n\tcontrol-interface: 127.0.0.1\n\tcontrol-port: %d\n\tcontrol-use-cert: no\n", cport), 1)
+		if !strings.Contains(text, "control-enable: yes") {
+			t.Fatal("could not enable remote-control in the Unbound configuration")
+		}
+		return strings.Replace(text, "server:\n", "server:\n\textended-statistics: yes\n", 1)
 	})
-	defer func() {
-		if t.Failed() {
-			t.Logf("unbound's log:\n%s", logs.String())
-		}
-	}()
-	resolver := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
-	ready := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("unbound exited: %v\n%s", err, logs.String())
-		default:
-		}
-		m := new(dns.Msg)
-		m.SetQuestion("static.example.com.", dns.TypeA)
-		c := &dns.Client{Net: "udp", Timeout: 300 * time.Millisecond}
-		r, _, err := c.Exchange(m, resolver.String())
-		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1 {
-			break
-		}
-		if time.Now().After(ready) {
-			t.Fatalf("unbound did not answer in 10s (last: %v %v)\n%s", err, r, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 
 	var clients []string
 	for i := range 60 {
