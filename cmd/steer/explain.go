@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"log/slog"
 	"net"
@@ -48,13 +49,12 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "steer explain: a NAME to explain is required")
 		return 2
 	}
-	t, ok := dns.StringToType[strings.ToUpper(*qtype)]
-	if !ok {
+	t, err := zone.ParseQType(*qtype)
+	if err != nil {
 		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *qtype)
 		return 2
 	}
 	req := explain.Request{Name: name, Qtype: t}
-	var err error
 	if req.From, err = netip.ParseAddr(*from); err != nil {
 		fmt.Fprintf(stderr, "steer explain: --from %q is not an IP address\n", *from)
 		return 2

@@ -13,13 +13,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -252,7 +252,7 @@ func parseExplain(r *http.Request) (explain.Request, error) {
 		return req, fmt.Errorf("bad name %q", req.Name)
 	}
 	if t := strings.TrimSpace(q.Get("type")); t != "" {
-		qt, err := parseType(t)
+		qt, err := zone.ParseQType(t)
 		if err != nil {
 			return req, err
 		}
@@ -274,19 +274,6 @@ func parseExplain(r *http.Request) (explain.Request, error) {
 		req.From = a
 	}
 	return req, nil
-}
-
-func parseType(t string) (uint16, error) {
-	u := strings.ToUpper(t)
-	if qt, ok := dns.StringToType[u]; ok && qt != dns.TypeNone {
-		return qt, nil
-	}
-	if n, ok := strings.CutPrefix(u, "TYPE"); ok {
-		if v, err := strconv.ParseUint(n, 10, 16); err == nil && v != 0 {
-			return uint16(v), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown type %q", t)
 }
 
 // parseSubnet accepts a prefix (49.36.0.0/24) or a bare address (a full

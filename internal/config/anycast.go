@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/steer-dns/steer/internal/zone"
 	"net/netip"
 	"strings"
 	"time"
@@ -68,8 +69,10 @@ type AnycastPeer struct {
 // SelfCheck is a DNS query to the node's own listener with rise/fall
 // counting, like a health check.
 type SelfCheck struct {
-	Name     string   `yaml:"name"` // default: the first zone's origin
-	Type     string   `yaml:"type"` // default SOA
+	Name string `yaml:"name"` // default: the first zone's origin
+	Type string `yaml:"type"` // default SOA
+	// QType is Type decoded (after check).
+	QType    uint16   `yaml:"-"`
 	Interval Duration `yaml:"interval"`
 	Timeout  Duration `yaml:"timeout"`
 	Rise     int      `yaml:"rise"`
@@ -243,8 +246,10 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 	if sc.Type == "" {
 		sc.Type = DefaultSelfCheckType
 	}
-	if t, ok := dns.StringToType[strings.ToUpper(sc.Type)]; !ok || t == dns.TypeNone {
+	if t, err := zone.ParseQType(sc.Type); err != nil {
 		add("self_check.type", "unknown query type %q", sc.Type)
+	} else {
+		sc.QType = t
 	}
 	if sc.Interval == 0 {
 		sc.Interval = Duration(DefaultSelfCheckEvery)

@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"github.com/steer-dns/steer/internal/zone"
 	"math/rand/v2"
 	"net"
 	"regexp"
@@ -209,15 +210,11 @@ func pdnsQuestions(t *testing.T, dir string) []question {
 // parseType reads a type mnemonic or TYPEnnn (RFC 3597); WALLET (262) is
 // newer than miekg/dns.
 func parseType(s string) (uint16, bool) {
-	s = strings.ToUpper(s)
-	if t, ok := dns.StringToType[s]; ok {
+	if t, err := zone.ParseQType(s); err == nil {
 		return t, true
 	}
-	if s == "WALLET" {
+	if strings.EqualFold(s, "WALLET") {
 		return 262, true
-	}
-	if n, err := strconv.ParseUint(strings.TrimPrefix(s, "TYPE"), 10, 16); err == nil && strings.HasPrefix(s, "TYPE") {
-		return uint16(n), true
 	}
 	return 0, false
 }

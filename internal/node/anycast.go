@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/anycast"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
@@ -82,7 +81,7 @@ func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Serv
 	a := &anycastWiring{cfg: c, srv: srv, hc: hc, log: log, speaker: sp}
 	self := &anycast.SelfCheck{
 		Name:     c.SelfCheck.Name,
-		Qtype:    dns.StringToType[strings.ToUpper(c.SelfCheck.Type)],
+		Qtype:    c.SelfCheck.QType,
 		Interval: time.Duration(c.SelfCheck.Interval),
 		Timeout:  time.Duration(c.SelfCheck.Timeout),
 		Rise:     c.SelfCheck.Rise,

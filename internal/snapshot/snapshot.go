@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/geo"
@@ -110,8 +109,8 @@ func healthChecks(cfg *config.Config, errs *diag.Problems) map[string]health.Che
 			Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout), Rise: hc.Rise, Fall: hc.Fall,
 		}
 		if hc.QType != "" {
-			t, ok := dns.StringToType[strings.ToUpper(hc.QType)]
-			if !ok {
+			t, err := zone.ParseQType(hc.QType)
+			if err != nil {
 				errs.Add(cfg.File, cfg.Line("health_checks."+name+".qtype"), "health check %s: unknown qtype %q", name, hc.QType)
 				continue
 			}
