@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/steer-dns/steer/internal/rrl"
 	"net/netip"
 	"time"
 
@@ -73,58 +74,50 @@ type Cookies struct {
 	MaxNoCookieUDP int `yaml:"max_nocookie_udp"`
 }
 
-// Defaults of the abuse-protection keys.
+// Defaults of the abuse-protection keys. Those of rrl are the rrl
+// package's (rrl.Defaults).
 const (
-	DefaultRRLRate        = 20
-	DefaultRRLAll         = 1000
-	DefaultRRLWindow      = 15 * time.Second
-	DefaultRRLSlip        = 2
-	DefaultRRLTable       = 1 << 18
 	DefaultMaxNoCookieUDP = 1232
 	DefaultTCPPerPrefix   = 32
 	DefaultTCPFirstQuery  = 2 * time.Second
-	DefaultTCPIPv4Prefix  = 24
-	DefaultTCPIPv6Prefix  = 56
 	minNoCookieUDP        = 512
 	maxNoCookieUDP        = 1232
 	maxRate               = 1_000_000
-	minRRLTable           = 256
-	maxRRLTable           = 1 << 24
 )
 
 func ptr[T any](v T) *T { return &v }
 
 func (c *Config) applyAbuseDefaults() {
-	r := &c.RRL
+	r, d := &c.RRL, rrl.Defaults()
 	if r.Enabled == nil {
 		r.Enabled = ptr(true)
 	}
 	if r.ResponsesPerSecond == nil {
-		r.ResponsesPerSecond = ptr(DefaultRRLRate)
+		r.ResponsesPerSecond = ptr(d.ResponsesPerSecond)
 	}
 	if r.AllPerSecond == nil {
-		r.AllPerSecond = ptr(max(DefaultRRLAll, *r.ResponsesPerSecond))
+		r.AllPerSecond = ptr(max(d.AllPerSecond, *r.ResponsesPerSecond))
 	}
 	if r.Window == 0 {
-		r.Window = Duration(DefaultRRLWindow)
+		r.Window = Duration(time.Duration(d.Window) * time.Second)
 	}
 	if r.Slip == nil {
-		r.Slip = ptr(DefaultRRLSlip)
+		r.Slip = ptr(d.Slip)
 	}
 	if r.IPv4Prefix == 0 {
-		r.IPv4Prefix = 24
+		r.IPv4Prefix = d.IPv4Prefix
 	}
 	if r.IPv6Prefix == 0 {
-		r.IPv6Prefix = 56
+		r.IPv6Prefix = d.IPv6Prefix
 	}
 	if r.ECSAware == nil {
-		r.ECSAware = ptr(true)
+		r.ECSAware = ptr(d.ECSAware)
 	}
 	if r.Exempt == nil {
 		r.Exempt = []string{"127.0.0.0/8", "::1"}
 	}
 	if r.TableSize == 0 {
-		r.TableSize = DefaultRRLTable
+		r.TableSize = d.TableSize
 	}
 	if c.Cookies.Enabled == nil {
 		c.Cookies.Enabled = ptr(true)
@@ -164,7 +157,7 @@ func (c *Config) checkAbuse(probs *diag.Problems) {
 	if r.IPv6Prefix < 1 || r.IPv6Prefix > 128 {
 		bad("rrl.ipv6_prefix", "%d is not between 1 and 128", r.IPv6Prefix)
 	}
-	if r.TableSize < minRRLTable || r.TableSize > maxRRLTable {
+	if r.TableSize < rrl.MinTableSize || r.TableSize > rrl.MaxTableSize {
 		bad("rrl.table_size", "%d is not between 256 and 16777216", r.TableSize)
 	}
 	r.ExemptPrefixes = nil

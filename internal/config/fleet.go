@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/steer-dns/steer/internal/quorum"
 	"net/url"
 	"os"
 	"strings"
@@ -77,14 +78,12 @@ type HealthQuorum struct {
 	Observers int `yaml:"observers"`
 }
 
-// Defaults of the fleet keys.
+// Defaults of the fleet keys. Those of health_quorum are the quorum
+// package's (quorum.Defaults).
 const (
 	DefaultFleetPrefix    = "/steer/v1"
 	DefaultLeaseTTL       = 10 * time.Second
 	DefaultViewGrace      = 60 * time.Second
-	DefaultHealthyAbove   = 0.18
-	DefaultMinObservers   = 3
-	DefaultHoldDown       = 10 * time.Second
 	DefaultEtcdDialTimout = 5 * time.Second
 )
 
@@ -109,15 +108,15 @@ func (c *Config) applyFleetDefaults() {
 	if f.ViewGrace == 0 {
 		f.ViewGrace = Duration(DefaultViewGrace)
 	}
-	q := &f.HealthQuorum
+	q, d := &f.HealthQuorum, quorum.Defaults()
 	if q.HealthyAbove == nil {
-		q.HealthyAbove = ptr(DefaultHealthyAbove)
+		q.HealthyAbove = ptr(d.HealthyAbove)
 	}
 	if q.MinObservers == 0 {
-		q.MinObservers = DefaultMinObservers
+		q.MinObservers = d.MinObservers
 	}
 	if q.HoldDown == nil {
-		q.HoldDown = ptr(Duration(DefaultHoldDown))
+		q.HoldDown = ptr(Duration(d.HoldDown))
 	}
 }
 

@@ -27,45 +27,43 @@ import (
 // to 8 busy connections at the head of the list, and takes the
 // longest-idle one if all of those are busy. An evicted connection is
 // closed gracefully (FIN): its client reads end of file.
+//
+// The type has no defaults of its own: the configuration's tcp keys
+// (internal/config) state them, and the node builds the limits from them.
 type TCPLimits struct {
 	// MaxConns is the number of TCP connections open at once over all
-	// listeners: 1 to 1,048,576; default 1024.
+	// listeners: 1 to 1,048,576 (tcp.max_connections).
 	MaxConns int
 	// PerPrefix is the number of connections open at once from one source
-	// prefix (IPv4Prefix or IPv6Prefix bits): 1 to MaxConns; default 32.
+	// prefix (IPv4Prefix or IPv6Prefix bits): 1 to MaxConns
+	// (tcp.per_prefix).
 	PerPrefix int
 	// IPv4Prefix is the IPv4 prefix length PerPrefix counts by: 1 to 32;
-	// default 24.
+	// normally DefaultTCPIPv4Prefix.
 	IPv4Prefix int
 	// IPv6Prefix is the IPv6 prefix length PerPrefix counts by: 1 to 128;
-	// default 56. IPv4-mapped IPv6 sources count as IPv4.
+	// normally DefaultTCPIPv6Prefix. IPv4-mapped IPv6 sources count as IPv4.
 	IPv6Prefix int
 	// Idle closes a connection that sends no complete query for this long
 	// after its last answer; it also bounds the write of an answer. 0 means
 	// the snapshot's TCPIdleTimeout (tcp.idle_timeout), which is the value
 	// edns-tcp-keepalive (RFC 7828) advertises; otherwise 100ms to 6553.5s
-	// (the largest keepalive the option can carry); default 10s. The
+	// (the largest keepalive the option can carry). The
 	// option always advertises the snapshot's value, so a non-zero Idle
 	// should equal it.
 	Idle time.Duration
 	// FirstQuery closes a new connection whose first complete query has not
-	// arrived this long after it was accepted: 100ms to 6553.5s; default
-	// 2s. When the idle timeout is shorter, it applies instead.
+	// arrived this long after it was accepted: 100ms to 6553.5s
+	// (tcp.first_query_timeout). When the idle timeout is shorter, it applies instead.
 	FirstQuery time.Duration
 }
 
-// DefaultTCPLimits returns the default limits: 1024 connections, 32 per /24
-// or /56, 10s idle, 2s to the first query.
-func DefaultTCPLimits() TCPLimits {
-	return TCPLimits{
-		MaxConns:   1024,
-		PerPrefix:  32,
-		IPv4Prefix: 24,
-		IPv6Prefix: 56,
-		Idle:       10 * time.Second,
-		FirstQuery: 2 * time.Second,
-	}
-}
+// The client blocks PerPrefix counts by, which no configuration key
+// changes: those of BIND's response rate limiting.
+const (
+	DefaultTCPIPv4Prefix = 24
+	DefaultTCPIPv6Prefix = 56
+)
 
 // Bounds of TCPLimits fields.
 const (

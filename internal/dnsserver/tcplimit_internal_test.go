@@ -7,9 +7,9 @@ import (
 )
 
 // benchTracker returns a tracker holding n connections from n/20 /24s, as
-// accepted under DefaultTCPLimits with MaxConns n.
+// accepted under typical limits with MaxConns n.
 func benchTracker(b *testing.B, n int) (*tcpTracker, tcpPolicy, []*tcpConn) {
-	l := DefaultTCPLimits()
+	l := TCPLimits{PerPrefix: 32, IPv4Prefix: DefaultTCPIPv4Prefix, IPv6Prefix: DefaultTCPIPv6Prefix}
 	l.MaxConns = n
 	pol := tcpPolicy{maxConns: l.MaxConns, perPrefix: l.PerPrefix, v4bits: l.IPv4Prefix, v6bits: l.IPv6Prefix}
 	t := &tcpTracker{}

@@ -34,10 +34,23 @@ func startLimited(t testing.TB, o srvOpts, l dnsserver.TCPLimits) *dnstest.Serve
 	return s
 }
 
-// limits returns DefaultTCPLimits with the given caps and timeouts long
+// typicalLimits returns limits like a node's by default: 1024
+// connections, 32 per /24 or /56, 10s idle, 2s to the first query.
+func typicalLimits() dnsserver.TCPLimits {
+	return dnsserver.TCPLimits{
+		MaxConns:   1024,
+		PerPrefix:  32,
+		IPv4Prefix: dnsserver.DefaultTCPIPv4Prefix,
+		IPv6Prefix: dnsserver.DefaultTCPIPv6Prefix,
+		Idle:       10 * time.Second,
+		FirstQuery: 2 * time.Second,
+	}
+}
+
+// limits returns typicalLimits with the given caps and timeouts long
 // enough that only eviction closes a connection during a test.
 func limits(maxConns, perPrefix int) dnsserver.TCPLimits {
-	l := dnsserver.DefaultTCPLimits()
+	l := typicalLimits()
 	l.MaxConns, l.PerPrefix = maxConns, perPrefix
 	l.Idle, l.FirstQuery = 30*time.Second, 30*time.Second
 	return l
@@ -147,13 +160,9 @@ func expectOpen(t testing.TB, c net.Conn, what string) {
 }
 
 func TestTCPLimitsValidate(t *testing.T) {
-	if err := dnsserver.DefaultTCPLimits().Validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-	d := dnsserver.DefaultTCPLimits()
-	if d.MaxConns != 1024 || d.PerPrefix != 32 || d.IPv4Prefix != 24 || d.IPv6Prefix != 56 ||
-		d.Idle != 10*time.Second || d.FirstQuery != 2*time.Second {
-		t.Errorf("defaults %+v", d)
+	d := typicalLimits()
+	if err := d.Validate(); err != nil {
+		t.Fatalf("typical limits: %v", err)
 	}
 	idle0 := d
 	idle0.Idle = 0
@@ -177,7 +186,7 @@ func TestTCPLimitsValidate(t *testing.T) {
 		{"Idle too long", func(l *dnsserver.TCPLimits) { l.Idle = 2 * time.Hour }, "Idle = 2h0m0s"},
 		{"FirstQuery 0", func(l *dnsserver.TCPLimits) { l.FirstQuery = 0 }, "FirstQuery = 0s: must be 100ms to 1h49m13.5s"},
 	} {
-		l := dnsserver.DefaultTCPLimits()
+		l := typicalLimits()
 		c.mod(&l)
 		err := l.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -185,7 +194,7 @@ func TestTCPLimitsValidate(t *testing.T) {
 		}
 	}
 	s := startServer(t, srvOpts{})
-	bad := dnsserver.DefaultTCPLimits()
+	bad := typicalLimits()
 	bad.PerPrefix = 0
 	if err := s.SetTCPLimits(bad); err == nil {
 		t.Errorf("SetTCPLimits accepted %+v", bad)
@@ -679,7 +688,7 @@ func TestTCPExhaustion(t *testing.T) {
 		}
 		t.Fatal(msg)
 	}
-	l := dnsserver.DefaultTCPLimits()
+	l := typicalLimits()
 	l.Idle, l.FirstQuery = time.Minute, time.Minute
 	s := startLimited(t, srvOpts{}, l)
 

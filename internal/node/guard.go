@@ -93,8 +93,8 @@ func (g *guardWiring) prepare(cfg *config.Config) (*guardPlan, error) {
 	p.tcp = dnsserver.TCPLimits{
 		MaxConns:   cfg.TCP.MaxConnections,
 		PerPrefix:  cfg.TCP.PerPrefix,
-		IPv4Prefix: config.DefaultTCPIPv4Prefix,
-		IPv6Prefix: config.DefaultTCPIPv6Prefix,
+		IPv4Prefix: dnsserver.DefaultTCPIPv4Prefix,
+		IPv6Prefix: dnsserver.DefaultTCPIPv6Prefix,
 		Idle:       0, // the snapshot's tcp.idle_timeout, which edns-tcp-keepalive advertises
 		FirstQuery: time.Duration(cfg.TCP.FirstQueryTimeout),
 	}
