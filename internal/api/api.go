@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"log/slog"
@@ -336,35 +337,12 @@ func readState(w http.ResponseWriter, r *http.Request, now time.Time) (state str
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("bad state %q: want up, down, drain or auto", body.State))
 		return "", time.Time{}, false
 	}
-	expires, err = parseExpires(body.Expires, now)
+	expires, err = health.ParseExpires(body.Expires, now)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", time.Time{}, false
 	}
 	return state, expires, true
-}
-
-// parseExpires reads a positive Go duration from now or an RFC 3339 time
-// in the future; empty is no expiry (the zero time).
-func parseExpires(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil {
-		if d <= 0 {
-			return time.Time{}, fmt.Errorf("bad expires %q: the duration must be positive", s)
-		}
-		return now.Add(d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("bad expires %q: want a duration (30m) or an RFC 3339 time", s)
-	}
-	if !t.After(now) {
-		return time.Time{}, fmt.Errorf("bad expires %q: the time is in the past", s)
-	}
-	return t, nil
 }
 
 func (s *server) targetState(w http.ResponseWriter, r *http.Request) {

@@ -126,3 +126,30 @@ func TestParseOverride(t *testing.T) {
 		t.Error("ParseOverride(sideways): no error")
 	}
 }
+
+// TestParseExpires is the one expiry rule of the admin API and the feed
+// file: both refuse a time already past when the operator wrote it.
+func TestParseExpires(t *testing.T) {
+	ref := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"":                     {},
+		"30m":                  ref.Add(30 * time.Minute),
+		" 1h ":                 ref.Add(time.Hour),
+		"2026-12-01T13:00:00Z": ref.Add(time.Hour),
+	} {
+		if got, err := ParseExpires(in, ref); err != nil || !got.Equal(want) {
+			t.Errorf("ParseExpires(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"soon":                 "want a duration (30m) or an RFC 3339 time",
+		"-5m":                  "the duration must be positive",
+		"0s":                   "the duration must be positive",
+		"2026-12-01T12:00:00Z": "the time is in the past",
+		"2001-01-01T00:00:00Z": "the time is in the past",
+	} {
+		if _, err := ParseExpires(in, ref); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "expires") {
+			t.Errorf("ParseExpires(%q): %v, want an error naming expires and saying %q", in, err, want)
+		}
+	}
+}

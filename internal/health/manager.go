@@ -86,6 +86,34 @@ func ParseOverride(s string) (Override, error) {
 	return OverrideNone, fmt.Errorf("unknown override %q (want up, down, drain or auto)", s)
 }
 
+// ParseExpires reads an override's expiry, the one rule of the admin API
+// and the feed file: a positive Go duration ("30m") from ref, or an
+// RFC 3339 time after ref; empty is no expiry (the zero time). ref is when
+// the operator asked: the request's time, or the feed file's modification
+// time (so a feed read again after a restart keeps its expiries, and an
+// entry that has expired since is simply over). A time that was already
+// past at ref is refused, as a mistake, rather than taken as over.
+func ParseExpires(s string, ref time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("bad expires %q: the duration must be positive", s)
+		}
+		return ref.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bad expires %q: want a duration (30m) or an RFC 3339 time", s)
+	}
+	if !t.After(ref) {
+		return time.Time{}, fmt.Errorf("bad expires %q: the time is in the past", s)
+	}
+	return t, nil
+}
+
 // State is what is known of one Key.
 type State struct {
 	Status          Status

@@ -22,9 +22,10 @@ import (
 //	{"targets": {"192.0.2.10": {"state": "drain", "expires": "30m"}},
 //	 "pools":   {"shop.example.com/eu-central": {"state": "down", "expires": "2026-12-01T00:00:00Z"}}}
 //
-// expires is a Go duration (from the file's modification time, so that
-// reading the same file again after a restart keeps the expiry) or an RFC 3339
-// time; omitted means no expiry. Entries that disappear from the file are
+// expires is read by health.ParseExpires, as the admin API reads it, with
+// the file's modification time for now: a positive Go duration from then
+// (so reading the same file again after a restart keeps the expiry) or an
+// RFC 3339 time after then; omitted means no expiry. Entries that disappear from the file are
 // set back to auto.
 type feedFile struct {
 	Targets map[string]feedEntry `json:"targets"`
@@ -123,20 +124,6 @@ func (f *feedWiring) clearLocked() {
 	f.targets, f.pools = nil, nil
 }
 
-func parseExpires(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("expires %q is neither a duration such as 30m nor an RFC 3339 time", s)
-	}
-	return t, nil
-}
-
 // loadLocked reads the feed and applies it whole, or, if any entry is bad
 // (a bad state or expiry, an address that is no pool's target, a record
 // or pool that is not served), applies nothing and reports every problem.
@@ -172,7 +159,7 @@ func (f *feedWiring) loadLocked() error {
 	for a, e := range ff.Targets {
 		addr, err := netip.ParseAddr(a)
 		o, err2 := health.ParseOverride(strings.ToLower(e.State))
-		exp, err3 := parseExpires(e.Expires, now)
+		exp, err3 := health.ParseExpires(e.Expires, now)
 		if err := errors.Join(err, err2, err3); err != nil {
 			probs = append(probs, fmt.Sprintf("targets[%q]: %v", a, err))
 			continue
@@ -186,7 +173,7 @@ func (f *feedWiring) loadLocked() error {
 	for k, e := range ff.Pools {
 		rec, name, ok := strings.Cut(k, "/")
 		o, err := health.ParseOverride(strings.ToLower(e.State))
-		exp, err2 := parseExpires(e.Expires, now)
+		exp, err2 := health.ParseExpires(e.Expires, now)
 		switch {
 		case !ok || rec == "" || name == "":
 			probs = append(probs, fmt.Sprintf("pools[%q]: write record/pool", k))
