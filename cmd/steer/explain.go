@@ -10,12 +10,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/node"
@@ -119,9 +117,11 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 // api.listen ("" when neither names one) and its token.
 func explainTarget(apiURL, tokenFile, path string) (target, token string, err error) {
 	if tokenFile != "" {
-		if token, err = api.LoadToken(tokenFile); err != nil {
-			return "", "", err
+		s, err := config.ReadSecret(nil, tokenFile)
+		if err != nil {
+			return "", "", fmt.Errorf("admin API token: %w", err)
 		}
+		token = s.Value()
 	}
 	if apiURL != "" {
 		if !strings.Contains(apiURL, "://") {
@@ -150,14 +150,7 @@ func explainTarget(apiURL, tokenFile, path string) (target, token string, err er
 		}
 	}
 	if token == "" {
-		switch {
-		case cfg.API.TokenFile != "":
-			if token, err = api.LoadToken(cfg.Resolve(cfg.API.TokenFile)); err != nil {
-				return "", "", err
-			}
-		case cfg.API.TokenEnv != "":
-			token = strings.TrimSpace(os.Getenv(cfg.API.TokenEnv))
-		}
+		token = cfg.API.Token.Value() // read with the configuration
 	}
 	return "http://" + net.JoinHostPort(host, port), token, nil
 }

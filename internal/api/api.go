@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -472,18 +471,4 @@ func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger)
 		return err
 	}
 	return addr, stop, nil
-}
-
-// LoadToken reads a bearer token from a file, trimming surrounding
-// whitespace; an empty token is an error.
-func LoadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("admin API token: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("admin API token: %s is empty", path)
-	}
-	return t, nil
 }

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -510,21 +508,5 @@ func TestServe(t *testing.T) {
 func TestServeBadListen(t *testing.T) {
 	if _, _, err := Serve(context.Background(), "127.0.0.1:notaport", http.NotFoundHandler(), nil); err == nil {
 		t.Fatal("want an error")
-	}
-}
-
-func TestLoadToken(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "token")
-	os.WriteFile(p, []byte("  abc123\n"), 0o600)
-	if tok, err := LoadToken(p); err != nil || tok != "abc123" {
-		t.Fatalf("LoadToken = %q, %v", tok, err)
-	}
-	os.WriteFile(p, []byte(" \n\t"), 0o600)
-	if _, err := LoadToken(p); err == nil || !strings.Contains(err.Error(), "empty") {
-		t.Fatalf("empty token: %v", err)
-	}
-	if _, err := LoadToken(filepath.Join(dir, "missing")); err == nil {
-		t.Fatal("missing file: want an error")
 	}
 }

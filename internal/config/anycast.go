@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"github.com/steer-dns/steer/internal/zone"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -46,6 +45,12 @@ type Anycast struct {
 	// Drain is how long DNS keeps answering after the withdrawal at
 	// shutdown; nil means DefaultDrain.
 	Drain *Duration `yaml:"drain"`
+
+	// Decoded at check, for the speaker: RouterID; NextHopV4 and
+	// NextHopV6 (invalid for self); Prefixes.
+	RouterIP           netip.Addr     `yaml:"-"`
+	NextHop4, NextHop6 netip.Addr     `yaml:"-"`
+	Announce           []netip.Prefix `yaml:"-"`
 }
 
 // AnycastPeer is one BGP neighbour.
@@ -64,6 +69,11 @@ type AnycastPeer struct {
 	// PasswordFile holds the TCP MD5 password (RFC 2385), relative to the
 	// configuration file.
 	PasswordFile string `yaml:"password_file"`
+	// Password is PasswordFile's content, read once at load.
+	Password Secret `yaml:"-"`
+	// IP and LocalIP are Address and LocalAddress decoded at check
+	// (LocalIP invalid when LocalAddress is empty).
+	IP, LocalIP netip.Addr `yaml:"-"`
 }
 
 // SelfCheck is a DNS query to the node's own listener with rise/fall
@@ -123,16 +133,8 @@ func (a *Anycast) Threshold() float64 {
 	return *a.WithdrawBelow
 }
 
-// ParsedPrefixes returns Prefixes parsed (they were checked at load).
-func (a *Anycast) ParsedPrefixes() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range a.Prefixes {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+// ParsedPrefixes returns Prefixes as decoded at load.
+func (a *Anycast) ParsedPrefixes() []netip.Prefix { return a.Announce }
 
 // checkAnycast applies the anycast defaults and checks the section.
 func (c *Config) checkAnycast(probs *diag.Problems) {
@@ -155,6 +157,8 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 		add("router_id", "missing: the BGP router ID, an IPv4 address such as 198.51.100.1")
 	} else if ip, err := netip.ParseAddr(a.RouterID); err != nil || !ip.Is4() {
 		add("router_id", "%q is not an IPv4 address", a.RouterID)
+	} else {
+		a.RouterIP = ip
 	}
 	if a.LocalAS == 0 {
 		add("local_as", "missing: this node's AS number")
@@ -167,6 +171,7 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 		add("prefixes", "list at least one prefix to announce")
 	}
 	seen := map[netip.Prefix]bool{}
+	a.Announce = nil
 	for i, s := range a.Prefixes {
 		key := fmt.Sprintf("prefixes[%d]", i)
 		p, err := netip.ParsePrefix(s)
@@ -186,6 +191,7 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 			add(key, "%s is listed twice", s)
 		}
 		seen[p] = true
+		a.Announce = append(a.Announce, p)
 		max := MaxPrefixV4
 		if p.Addr().Is6() {
 			max, has6 = MaxPrefixV6, true
@@ -202,6 +208,8 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 	if a.NextHopV4 != "self" {
 		if ip, err := netip.ParseAddr(a.NextHopV4); err != nil || !ip.Is4() {
 			add("next_hop_v4", "%q is neither self nor an IPv4 address", a.NextHopV4)
+		} else {
+			a.NextHop4 = ip
 		}
 	}
 
@@ -231,6 +239,8 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 			add("next_hop_v6", "%q is neither self nor an IPv6 address", a.NextHopV6)
 		case ip.Is4In6():
 			add("next_hop_v6", "%s is IPv4-mapped, which most peers reject; give a real IPv6 address", a.NextHopV6)
+		default:
+			a.NextHop6 = ip
 		}
 	}
 
@@ -321,6 +331,8 @@ func (c *Config) checkPeer(probs *diag.Problems, i int, at func(string) int) {
 		add("", "address is missing")
 	} else if err != nil || addr.Zone() != "" {
 		add("address", "address %q is not an IP address", p.Address)
+	} else {
+		p.IP = addr
 	}
 	if p.Port == 0 {
 		p.Port = DefaultBGPPort
@@ -340,6 +352,8 @@ func (c *Config) checkPeer(probs *diag.Problems, i int, at func(string) int) {
 			add("local_address", "local_address %q is not an IP address", p.LocalAddress)
 		case err == nil && la.Unmap().Is4() != addr.Unmap().Is4():
 			add("local_address", "local_address %s and address %s are of different families", p.LocalAddress, p.Address)
+		default:
+			p.LocalIP = la
 		}
 	}
 	if p.HoldTime == 0 {
@@ -356,18 +370,6 @@ func (c *Config) checkPeer(probs *diag.Problems, i int, at func(string) int) {
 	}
 	if p.Multihop < 0 || p.Multihop > 255 {
 		add("multihop", "multihop %d is not a TTL between 1 and 255", p.Multihop)
-	}
-	if p.PasswordFile != "" {
-		// Read here so that steer check catches a missing file.
-		b, err := ReadFile(c.FS, c.Resolve(p.PasswordFile))
-		switch {
-		case err != nil:
-			add("password_file", "password_file: %v", err)
-		case strings.TrimSpace(string(b)) == "":
-			add("password_file", "password_file %s is empty", p.PasswordFile)
-		case len(strings.TrimSpace(string(b))) > 80:
-			add("password_file", "the password in %s is longer than 80 bytes (TCP MD5 limit)", p.PasswordFile)
-		}
 	}
 	for j := range i {
 		q := c.Anycast.Peers[j]

@@ -189,8 +189,11 @@ func LoadFS(fsys fs.FS, p string) (*Config, error) {
 }
 
 // LoadAgain is LoadFS for a reload: when the file at p reads back the
-// bytes prev was parsed from, it returns prev itself (same reports true),
-// which the caller must treat as read-only, as every loaded Config is.
+// bytes prev was parsed from, it reads the secret files again (a rotated
+// token or password is a reason to reload) and, when they hold what they
+// held, returns prev itself (same reports true), which the caller must
+// treat as read-only, as every loaded Config is; when a secret changed, it
+// returns a copy of prev holding the new secrets.
 //
 // Otherwise the result is that of Parse, but the records whose text is
 // unchanged are taken from prev instead of being decoded again (see
@@ -201,7 +204,7 @@ func LoadAgain(fsys fs.FS, p string, prev *Config) (c *Config, same bool, err er
 		return nil, false, diag.Problems{{File: p, Msg: err.Error()}}
 	}
 	if prev != nil && prev.File == p && sameFS(prev.FS, fsys) && prev.text == string(data) {
-		return prev, true, nil
+		return prev.withSecretsReread()
 	}
 	if c := reparse(fsys, p, data, prev); c != nil {
 		return c, false, nil
@@ -428,4 +431,5 @@ func (c *Config) check(probs *diag.Problems) {
 		c.checkTransfer(probs, i)
 	}
 	c.checkTSIG(probs)
+	c.readSecrets(probs)
 }

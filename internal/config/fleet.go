@@ -46,6 +46,8 @@ type Etcd struct {
 	// Username and PasswordFile authenticate to etcd (both or neither).
 	Username     string `yaml:"username"`
 	PasswordFile string `yaml:"password_file"`
+	// Password is PasswordFile's content, read once at load.
+	Password Secret `yaml:"-"`
 	// DialTimeout bounds connecting to a member: 100ms..1m; default 5s.
 	DialTimeout Duration `yaml:"dial_timeout"`
 }

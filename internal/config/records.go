@@ -340,6 +340,9 @@ type API struct {
 	TokenFile string `yaml:"token_file"`
 	// TokenEnv names an environment variable holding the token instead.
 	TokenEnv string `yaml:"token_env"`
+	// Token is the token of TokenFile or TokenEnv, read once at load;
+	// empty when neither is set.
+	Token Secret `yaml:"-"`
 }
 
 // HealthOptions are server-wide health-check settings.

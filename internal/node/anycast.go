@@ -42,37 +42,26 @@ func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Serv
 	if c == nil {
 		return nil, nil
 	}
+	// The addresses were decoded and the password files read with the
+	// configuration.
 	sc := anycast.SpeakerConfig{
-		RouterID: netip.MustParseAddr(c.RouterID),
-		LocalAS:  uint32(c.LocalAS),
-		Prefixes: c.ParsedPrefixes(),
-	}
-	if c.NextHopV4 != "self" {
-		sc.NextHopV4 = netip.MustParseAddr(c.NextHopV4)
-	}
-	if c.NextHopV6 != "self" {
-		sc.NextHopV6 = netip.MustParseAddr(c.NextHopV6)
+		RouterID:  c.RouterIP,
+		LocalAS:   uint32(c.LocalAS),
+		Prefixes:  c.Announce,
+		NextHopV4: c.NextHop4,
+		NextHopV6: c.NextHop6,
 	}
 	for _, p := range c.Peers {
-		peer := anycast.Peer{
-			Address:      netip.MustParseAddr(p.Address),
+		sc.Peers = append(sc.Peers, anycast.Peer{
+			Address:      p.IP,
+			LocalAddress: p.LocalIP,
 			Port:         p.Port,
 			RemoteAS:     uint32(p.RemoteAS),
 			HoldTime:     time.Duration(p.HoldTime),
 			ConnectRetry: time.Duration(p.ConnectRetry),
 			Multihop:     p.Multihop,
-		}
-		if p.LocalAddress != "" {
-			peer.LocalAddress = netip.MustParseAddr(p.LocalAddress)
-		}
-		if p.PasswordFile != "" {
-			b, err := config.ReadFile(snap.Config.FS, snap.Config.Resolve(p.PasswordFile))
-			if err != nil {
-				return nil, fmt.Errorf("anycast peer %s: %w", p.Address, err)
-			}
-			peer.Password = strings.TrimSpace(string(b))
-		}
-		sc.Peers = append(sc.Peers, peer)
+			Password:     p.Password.Value(),
+		})
 	}
 	sp, err := anycast.StartSpeaker(sc, log)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,27 +33,6 @@ func problem(cfg *config.Config, key, format string, args ...any) error {
 	return ps
 }
 
-// apiToken reads the configured token: "" when none is configured; an
-// error for a missing or empty token file or an unset or empty variable.
-func apiToken(cfg *config.Config) (string, error) {
-	c := cfg.API
-	switch {
-	case c.TokenFile != "":
-		t, err := api.LoadToken(cfg.Resolve(c.TokenFile))
-		if err != nil {
-			return "", problem(cfg, "api.token_file", "api.token_file: %v", err)
-		}
-		return t, nil
-	case c.TokenEnv != "":
-		t := strings.TrimSpace(os.Getenv(c.TokenEnv))
-		if t == "" {
-			return "", problem(cfg, "api.token_env", "api.token_env: $%s is unset or empty", c.TokenEnv)
-		}
-		return t, nil
-	}
-	return "", nil
-}
-
 // refuseReason is why changes through the API are refused: no token and
 // an address that is not loopback (a host name counts as not loopback,
 // unless it is localhost). "" when changes are allowed.
@@ -81,8 +58,7 @@ func (a *apiWiring) start(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	token, _ := apiToken(cfg)
-	next.commit(token)
+	next.commit(cfg.API.Token.Value())
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -99,13 +98,7 @@ func openFleet(n *Node, local *config.Config) (*fleetWiring, error) {
 	if f.Etcd.TLS.Cert != "" {
 		ec.CertFile, ec.KeyFile = local.Resolve(f.Etcd.TLS.Cert), local.Resolve(f.Etcd.TLS.Key)
 	}
-	if f.Etcd.PasswordFile != "" {
-		b, err := config.ReadFile(local.FS, local.Resolve(f.Etcd.PasswordFile))
-		if err != nil {
-			return nil, fmt.Errorf("%s: fleet.etcd.password_file: %v", local.File, err)
-		}
-		ec.Password = strings.TrimSpace(string(b))
-	}
+	ec.Password = f.Etcd.Password.Value() // read with the configuration
 	s, err := fleet.OpenEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)

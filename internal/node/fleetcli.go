@@ -44,13 +44,7 @@ func openFleetStore(o FleetOptions) (fleet.Store, string, error) {
 		if f.Etcd.TLS.Cert != "" {
 			ec.CertFile, ec.KeyFile = local.Resolve(f.Etcd.TLS.Cert), local.Resolve(f.Etcd.TLS.Key)
 		}
-		if f.Etcd.PasswordFile != "" {
-			b, err := os.ReadFile(local.Resolve(f.Etcd.PasswordFile))
-			if err != nil {
-				return nil, "", fmt.Errorf("fleet.etcd.password_file: %v", err)
-			}
-			ec.Password = strings.TrimSpace(string(b))
-		}
+		ec.Password = f.Etcd.Password.Value() // read with the configuration
 	}
 	if len(o.Endpoints) > 0 {
 		ec.Endpoints = o.Endpoints

@@ -169,9 +169,6 @@ func New(o Options) (_ *Node, err error) {
 		n.fl.applied(bundle, nil)
 	}
 	n.log.Info("loaded", "data", snap.Summary(), "took", time.Since(start).Round(time.Millisecond))
-	if err := validateFiles(cfg); err != nil {
-		return nil, err
-	}
 	n.first = snap
 	n.srv = dnsserver.New(snap, n.log)
 	n.geoWatch = newWatcher(func() []string { return n.srv.Handler().Snapshot().GeoFiles })
@@ -196,9 +193,6 @@ func New(o Options) (_ *Node, err error) {
 	n.lat.met = n.met
 	n.met.SetLatency(n.lat.info)
 	n.api = &apiWiring{n: n}
-	if err := tokenError(cfg); err != nil {
-		return nil, err
-	}
 	n.feed = &feedWiring{n: n}
 	return n, nil
 }
@@ -270,10 +264,8 @@ func Check(path string) (summary string, warns []string, err error) {
 	}
 	var errs []string
 	_, guardErr := (&guardWiring{}).prepare(cfg)
-	for _, err := range []error{validateFiles(cfg), tokenError(cfg), guardErr} {
-		if err != nil {
-			errs = append(errs, err.Error())
-		}
+	if guardErr != nil {
+		errs = append(errs, guardErr.Error())
 	}
 	lerrs, lwarns := checkLatencyFiles(cfg, snap.Policies.LatencySites())
 	warns = append(warns, lwarns...)
@@ -282,33 +274,6 @@ func Check(path string) (summary string, warns []string, err error) {
 		return "", warns, errors.New(strings.Join(errs, "\n"))
 	}
 	return snap.Summary(), warns, nil
-}
-
-func tokenError(cfg *config.Config) error {
-	_, err := apiToken(cfg)
-	return err
-}
-
-// validateFiles checks the files the configuration names that the
-// snapshot does not read: anycast peer password files.
-func validateFiles(cfg *config.Config) error {
-	if cfg.Anycast == nil {
-		return nil
-	}
-	var probs diag.Problems
-	for i, p := range cfg.Anycast.Peers {
-		if p.PasswordFile == "" {
-			continue
-		}
-		b, err := config.ReadFile(cfg.FS, cfg.Resolve(p.PasswordFile))
-		if err == nil && strings.TrimSpace(string(b)) == "" {
-			err = errors.New("the file is empty")
-		}
-		if err != nil {
-			probs.Add(cfg.File, cfg.Line(fmt.Sprintf("anycast.peers[%d].password_file", i)), "anycast peer %s password_file: %v", p.Address, err)
-		}
-	}
-	return probs.Err()
 }
 
 // Start restores operator state, opens the listeners and starts every

@@ -227,16 +227,9 @@ func (n *Node) reloadConfig(res *Result) {
 		n.reject(res, err)
 		return
 	}
-	// Validate what applying would need before anything changes.
-	if err := validateFiles(cfg); err != nil {
-		n.reject(res, err)
-		return
-	}
-	token, err := apiToken(cfg)
-	if err != nil {
-		n.reject(res, err)
-		return
-	}
+	// Validate what applying would need before anything changes (the
+	// secret files were read with the configuration).
+	token := cfg.API.Token.Value()
 	qlNext, err := n.ql.prepare(cfg)
 	if err != nil {
 		n.reject(res, err)
