@@ -15,46 +15,24 @@ import (
 // and checkAbuse.
 
 // RRL configures response rate limiting of UDP answers to queries without
-// a valid server cookie (TCP and valid cookies are never limited).
+// a valid server cookie (TCP and valid cookies are never limited). Its
+// keys are those of rrl.Config, decoded into it (see that type for each
+// key's meaning, range and default), plus:
 type RRL struct {
 	// Enabled turns rate limiting on; default true.
-	Enabled *bool `yaml:"enabled"`
-	// ResponsesPerSecond is the rate of identical responses one client
-	// block gets: 1..1,000,000; default 20.
-	ResponsesPerSecond *int `yaml:"responses_per_second"`
-	// AllPerSecond caps all responses to one client block, whatever the
-	// name, type and client subnet; over it they are dropped. 0 turns it
-	// off; otherwise responses_per_second..1,000,000; default 1000.
-	AllPerSecond *int `yaml:"all_per_second"`
-	// Window is how much history a bucket keeps: whole seconds, 1s..1h;
-	// default 15s.
+	Enabled bool `yaml:"enabled"`
+	// Config holds the limiter's settings, the keys the file leaves out
+	// taken from rrl.Defaults; its Window and Exempt are filled at check
+	// from the two keys below.
+	rrl.Config `yaml:",inline"`
+	// Window is how much history a bucket keeps: whole seconds, 1s..1h.
 	Window Duration `yaml:"window"`
-	// Slip: every slip-th limited response is sent truncated (or BADCOOKIE
-	// to a client with a cookie) instead of dropped; 0 never, 1 always;
-	// 0..10; default 2.
-	Slip *int `yaml:"slip"`
-	// IPv4Prefix and IPv6Prefix are the client block: 1..32 and 1..128;
-	// defaults 24 and 56.
-	IPv4Prefix int `yaml:"ipv4_prefix"`
-	IPv6Prefix int `yaml:"ipv6_prefix"`
-	// ECSAware keys responses on the client subnet block the answer's ECS
-	// scope covers, so a resolver asking for many client networks gets a
-	// budget per block; default true.
-	ECSAware *bool `yaml:"ecs_aware"`
 	// Exempt lists source addresses or prefixes never limited. Default
 	// (the key left out): loopback, 127.0.0.0/8 and ::1, which no packet
 	// from another host can carry (Linux drops them as martians), so
 	// local monitoring and tests are never limited; "exempt: []" limits
 	// loopback too.
 	Exempt []string `yaml:"exempt"`
-	// LogOnly counts what would be limited and limits nothing.
-	LogOnly bool `yaml:"log_only"`
-	// TableSize is the number of buckets (fixed, allocated at start):
-	// 256..16,777,216; default 262,144 (6 MiB).
-	TableSize int `yaml:"table_size"`
-
-	// ExemptPrefixes are Exempt parsed (after check).
-	ExemptPrefixes []netip.Prefix `yaml:"-"`
 }
 
 // Cookies configures DNS cookies (RFC 7873, server cookies per RFC 9018).
@@ -88,21 +66,25 @@ const (
 func ptr[T any](v T) *T { return &v }
 
 func (c *Config) applyAbuseDefaults() {
+	// A key the file leaves out takes rrl's default; a rate, slip or
+	// switch it gives, even as 0 or false, stays (0 is a valid value of
+	// those), while a window, prefix or table size of 0 means the default.
 	r, d := &c.RRL, rrl.Defaults()
-	if r.Enabled == nil {
-		r.Enabled = ptr(true)
+	given := func(key string) bool { _, ok := c.lines["rrl."+key]; return ok }
+	if !given("enabled") {
+		r.Enabled = true
 	}
-	if r.ResponsesPerSecond == nil {
-		r.ResponsesPerSecond = ptr(d.ResponsesPerSecond)
+	if !given("responses_per_second") {
+		r.ResponsesPerSecond = d.ResponsesPerSecond
 	}
-	if r.AllPerSecond == nil {
-		r.AllPerSecond = ptr(max(d.AllPerSecond, *r.ResponsesPerSecond))
+	if !given("all_per_second") {
+		r.AllPerSecond = max(d.AllPerSecond, r.ResponsesPerSecond)
 	}
 	if r.Window == 0 {
 		r.Window = Duration(time.Duration(d.Window) * time.Second)
 	}
-	if r.Slip == nil {
-		r.Slip = ptr(d.Slip)
+	if !given("slip") {
+		r.Slip = d.Slip
 	}
 	if r.IPv4Prefix == 0 {
 		r.IPv4Prefix = d.IPv4Prefix
@@ -110,8 +92,8 @@ func (c *Config) applyAbuseDefaults() {
 	if r.IPv6Prefix == 0 {
 		r.IPv6Prefix = d.IPv6Prefix
 	}
-	if r.ECSAware == nil {
-		r.ECSAware = ptr(d.ECSAware)
+	if !given("ecs_aware") {
+		r.ECSAware = d.ECSAware
 	}
 	if r.Exempt == nil {
 		r.Exempt = []string{"127.0.0.0/8", "::1"}
@@ -139,16 +121,17 @@ func (c *Config) checkAbuse(probs *diag.Problems) {
 		probs.Add(f, c.Line(key), "%s: %s", key, fmt.Sprintf(format, args...))
 	}
 	r := &c.RRL
-	if n := *r.ResponsesPerSecond; n < 1 || n > maxRate {
+	if n := r.ResponsesPerSecond; n < 1 || n > maxRate {
 		bad("rrl.responses_per_second", "%d is not between 1 and 1000000 (turn rate limiting off with rrl.enabled: false)", n)
 	}
-	if a := *r.AllPerSecond; a != 0 && (a < *r.ResponsesPerSecond || a > maxRate) {
-		bad("rrl.all_per_second", "%d is not 0 (off) or between responses_per_second (%d) and 1000000", a, *r.ResponsesPerSecond)
+	if a := r.AllPerSecond; a != 0 && (a < r.ResponsesPerSecond || a > maxRate) {
+		bad("rrl.all_per_second", "%d is not 0 (off) or between responses_per_second (%d) and 1000000", a, r.ResponsesPerSecond)
 	}
 	if w := time.Duration(r.Window); w < time.Second || w > time.Hour || w%time.Second != 0 {
 		bad("rrl.window", "%s is not a whole number of seconds between 1s and 1h", w)
 	}
-	if s := *r.Slip; s < 0 || s > 10 {
+	r.Config.Window = int(time.Duration(r.Window) / time.Second)
+	if s := r.Slip; s < 0 || s > 10 {
 		bad("rrl.slip", "%d is not between 0 (never) and 10", s)
 	}
 	if r.IPv4Prefix < 1 || r.IPv4Prefix > 32 {
@@ -160,7 +143,7 @@ func (c *Config) checkAbuse(probs *diag.Problems) {
 	if r.TableSize < rrl.MinTableSize || r.TableSize > rrl.MaxTableSize {
 		bad("rrl.table_size", "%d is not between 256 and 16777216", r.TableSize)
 	}
-	r.ExemptPrefixes = nil
+	r.Config.Exempt = nil
 	for i, e := range r.Exempt {
 		p, err := netip.ParsePrefix(e)
 		if err != nil {
@@ -172,7 +155,7 @@ func (c *Config) checkAbuse(probs *diag.Problems) {
 			bad(fmt.Sprintf("rrl.exempt[%d]", i), "%q is not an address or a prefix such as 192.0.2.0/24", e)
 			continue
 		}
-		r.ExemptPrefixes = append(r.ExemptPrefixes, p.Masked())
+		r.Config.Exempt = append(r.Config.Exempt, p.Masked())
 	}
 	if m := c.Cookies.MaxNoCookieUDP; m < minNoCookieUDP || m > maxNoCookieUDP {
 		bad("cookies.max_nocookie_udp", "%d is not between 512 and 1232", m)

@@ -462,15 +462,15 @@ func TestAbuseKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.RRL
-	if !*r.Enabled || *r.ResponsesPerSecond != 20 || *r.AllPerSecond != 1000 || time.Duration(r.Window) != 15*time.Second ||
-		*r.Slip != 2 || r.IPv4Prefix != 24 || r.IPv6Prefix != 56 || !*r.ECSAware || r.LogOnly || r.TableSize != 1<<18 {
+	if !r.Enabled || r.ResponsesPerSecond != 20 || r.AllPerSecond != 1000 || time.Duration(r.Window) != 15*time.Second || r.Config.Window != 15 ||
+		r.Slip != 2 || r.IPv4Prefix != 24 || r.IPv6Prefix != 56 || !r.ECSAware || r.LogOnly || r.TableSize != 1<<18 {
 		t.Errorf("rrl defaults: %+v", r)
 	}
-	if fmt.Sprint(r.ExemptPrefixes) != "[127.0.0.0/8 ::1/128]" {
-		t.Errorf("rrl.exempt default: %v, want loopback", r.ExemptPrefixes)
+	if fmt.Sprint(r.Config.Exempt) != "[127.0.0.0/8 ::1/128]" {
+		t.Errorf("rrl.exempt default: %v, want loopback", r.Config.Exempt)
 	}
-	if c, err := config.Load(write("rrl: { exempt: [] }\n")); err != nil || len(c.RRL.ExemptPrefixes) != 0 {
-		t.Errorf("rrl.exempt: [] must exempt nothing: %v %v", err, c.RRL.ExemptPrefixes)
+	if c, err := config.Load(write("rrl: { exempt: [] }\n")); err != nil || len(c.RRL.Config.Exempt) != 0 {
+		t.Errorf("rrl.exempt: [] must exempt nothing: %v %v", err, c.RRL.Config.Exempt)
 	}
 	if !*c.Cookies.Enabled || c.Cookies.MaxNoCookieUDP != 1232 || c.Cookies.SecretFile != "" {
 		t.Errorf("cookies defaults: %+v", c.Cookies)
@@ -491,8 +491,8 @@ tcp: { max_connections: 10, per_prefix: 4, first_query_timeout: 500ms }
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.RRL.ResponsesPerSecond != 5 || *c.RRL.AllPerSecond != 0 || *c.RRL.Slip != 0 || !c.RRL.LogOnly ||
-		fmt.Sprint(c.RRL.ExemptPrefixes) != "[192.0.2.0/24 2001:db8::1/128]" {
+	if c.RRL.ResponsesPerSecond != 5 || c.RRL.AllPerSecond != 0 || c.RRL.Slip != 0 || !c.RRL.LogOnly || c.RRL.Config.Window != 30 ||
+		fmt.Sprint(c.RRL.Config.Exempt) != "[192.0.2.0/24 2001:db8::1/128]" {
 		t.Errorf("rrl: %+v", c.RRL)
 	}
 	if *c.Cookies.Enabled || c.Cookies.SecretFile != "s.key" || c.Cookies.MaxNoCookieUDP != 512 || c.TCP.PerPrefix != 4 {

@@ -61,20 +61,8 @@ func (g *guardWiring) prepare(cfg *config.Config) (*guardPlan, error) {
 		}
 		p.guard.MaxNoCookieUDP = c.MaxNoCookieUDP
 	}
-	r := cfg.RRL
-	if *r.Enabled {
-		p.rrlCfg = rrl.Config{
-			ResponsesPerSecond: *r.ResponsesPerSecond,
-			Window:             int(time.Duration(r.Window) / time.Second),
-			Slip:               *r.Slip,
-			IPv4Prefix:         r.IPv4Prefix,
-			IPv6Prefix:         r.IPv6Prefix,
-			ECSAware:           *r.ECSAware,
-			AllPerSecond:       *r.AllPerSecond,
-			Exempt:             r.ExemptPrefixes,
-			LogOnly:            r.LogOnly,
-			TableSize:          r.TableSize,
-		}
+	if cfg.RRL.Enabled {
+		p.rrlCfg = cfg.RRL.Config // decoded and checked with the configuration
 		if g.limiter != nil && sameRRL(g.rrlCfg, p.rrlCfg) {
 			p.guard.RRL = g.limiter
 		} else {

@@ -8,40 +8,44 @@ import (
 
 // Config is the rate limiter's configuration. Rates are responses per
 // second; the zero Config is not valid (see [Defaults] and
-// [Config.Validate]).
+// [Config.Validate]). The yaml tags are the keys of the configuration
+// file's rrl section, which decodes into this type (internal/config fills
+// the keys left out from Defaults); Window and Exempt, which the file
+// writes as a duration and as addresses or prefixes, it decodes itself.
 type Config struct {
 	// ResponsesPerSecond is R, the rate of identical responses (same key)
 	// each bucket earns per second; 0 turns per-key limiting off.
 	// 0..1,000,000.
-	ResponsesPerSecond int
+	ResponsesPerSecond int `yaml:"responses_per_second"`
 	// Window is how many seconds of history a bucket's balance covers, in
 	// seconds, 1..3600 (BIND's window): a balance ranges over
 	// [−Window×rate, +rate], so after a flood that drove a bucket to its
 	// floor it takes Window seconds of silence before it answers again.
-	Window int
+	Window int `yaml:"-"`
 	// Slip is how often a limited response is slipped instead of dropped:
 	// every Slip-th limited response, starting with the first; 0 never,
 	// 1 always. 0..10 (BIND).
-	Slip int
+	Slip int `yaml:"slip"`
 	// IPv4Prefix and IPv6Prefix are how many leading bits of the source
 	// address identify one client block: 1..32 and 1..128.
-	IPv4Prefix, IPv6Prefix int
+	IPv4Prefix int `yaml:"ipv4_prefix"`
+	IPv6Prefix int `yaml:"ipv6_prefix"`
 	// ECSAware puts the ECS scope block of the answer in the key.
-	ECSAware bool
+	ECSAware bool `yaml:"ecs_aware"`
 	// AllPerSecond is the aggregate rate per source prefix, ignoring ECS,
 	// name, type and class; a response over it is always dropped, never
 	// slipped (BIND's all-per-second). 0 turns it off. 0..1,000,000, and
 	// not below ResponsesPerSecond.
-	AllPerSecond int
+	AllPerSecond int `yaml:"all_per_second"`
 	// Exempt lists source prefixes that are never limited.
-	Exempt []netip.Prefix
+	Exempt []netip.Prefix `yaml:"-"`
 	// LogOnly decides and counts as usual but never slips or drops:
 	// Decide returns LogSlip or LogDrop instead.
-	LogOnly bool
+	LogOnly bool `yaml:"log_only"`
 	// TableSize is the number of buckets in the table, rounded up to a
 	// power of two; 0 means DefaultTableSize. 256..16,777,216. The table
 	// is allocated once, by New, and never grows.
-	TableSize int
+	TableSize int `yaml:"table_size"`
 }
 
 // Table size limits and default.
