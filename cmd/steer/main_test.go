@@ -633,6 +633,7 @@ func TestAdminAPI(t *testing.T) {
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
 api: { listen: %q, token_file: token }
+metrics: { per_record: [shop.example.com] }
 zones:
   - origin: example.com
     file: example.com.zone

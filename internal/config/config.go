@@ -69,6 +69,8 @@ type Config struct {
 	// Node is the answering node's identity (node.go): set when the file
 	// has a node or a fleet section, nil otherwise.
 	Node *Node `yaml:"node"`
+	// Metrics chooses the optional series of /metrics (metrics.go).
+	Metrics Metrics `yaml:"metrics"`
 	// TSIG holds the keys zone transfers and NOTIFYs are signed with, by
 	// name (the key's own name in the file).
 	TSIG map[string]TSIGKey `yaml:"tsig"`
@@ -400,6 +402,7 @@ func (c *Config) check(probs *diag.Problems) {
 		probs.Add(f, c.Line("api.token_env"), "api: give token_file or token_env, not both")
 	}
 	c.checkLatency(probs)
+	c.checkMetrics(probs)
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}

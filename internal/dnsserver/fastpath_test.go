@@ -3,6 +3,7 @@ package dnsserver_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"math/rand/v2"
 	"net"
 	"net/http/httptest"
@@ -237,7 +238,7 @@ func TestFastPathTaken(t *testing.T) {
 		for _, extra := range []string{"", nodeSteering} {
 			h, _ := steeredHandlerWith(t, extra)
 			if withMetrics {
-				h.SetMetrics(metrics.New())
+				h.SetMetrics(metrics.New(prometheus.NewRegistry()))
 			}
 			fastPathTaken(t, h, "192.0.2.150")
 			fastPathTaken(t, h, "1.1.1.1")
@@ -347,7 +348,7 @@ func TestDegradedTTL(t *testing.T) {
 // subnet class and the scope returned, counted once per query.
 func TestMetricsCountECS(t *testing.T) {
 	h, _ := steeredHandler(t)
-	m := metrics.New()
+	m := metrics.New(prometheus.NewRegistry())
 	h.SetMetrics(m)
 	ask := func(opt dns.EDNS0) {
 		q := new(dns.Msg)

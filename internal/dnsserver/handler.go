@@ -161,7 +161,7 @@ func (h *Handler) count(t Transport, out []byte, st *stats) {
 	}
 	mt := metrics.Transport(t)
 	if st.guarded {
-		h.metrics.Cookie(st.cookie)
+		h.metrics.Cookie(uint8(st.cookie))
 		if t == UDP && st.cookie != cookie.Valid {
 			h.metrics.NoCookieUDP(st.reqLen, len(out)) // 0 out when rate limited away
 		}

@@ -3,6 +3,7 @@ package dnsserver_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"net/http/httptest"
 	"net/netip"
@@ -253,13 +254,14 @@ func TestRateLimitAllocs(t *testing.T) {
 // valid cookie, and the rate limiter's verdicts by class.
 func TestAbuseMetrics(t *testing.T) {
 	p := newRRLPair(t, rrlConfig(2, 2), true)
-	m := metrics.New()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
 	p.fast.SetMetrics(m)
 	l := p.fast.Guard().RRL
-	m.SetAbuse(func() metrics.AbuseState {
-		s := l.Stats()
-		return metrics.AbuseState{RRL: &s, TCP: metrics.TCPState{Current: 3, Accepted: 7, Closed: map[string]uint64{"evicted_global": 4}}}
-	})
+	tcp := dnsserver.TCPStats{Current: 3, Accepted: 7}
+	tcp.Closed[dnsserver.TCPEvictedGlobal] = 4
+	reg.MustRegister(rrl.NewCollector(func() *rrl.Limiter { return l }),
+		dnsserver.NewTCPCollector(func() dnsserver.TCPStats { return tcp }))
 	from := netip.MustParseAddr("192.0.2.150")
 	client := [8]byte{1}
 	valid := testJar.Mint(nil, client, from, testNow)

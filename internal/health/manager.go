@@ -200,6 +200,7 @@ type Manager struct {
 	verdict   func(k Key, own Status) Status // SetVerdict; nil: own status
 	dial      DialFunc                       // SetDialer; nil: a net.Dialer
 	onResult  func(k Key, took time.Duration, pass bool, from, to Status)
+	met       *metricSet // metrics.go
 	closed    bool
 	stateFile string      // saved on every change; "" for none
 	saveTimer *time.Timer // a pending coalesced save of status changes
@@ -239,6 +240,7 @@ func NewManager(log *slog.Logger) *Manager {
 		overrides: map[netip.Addr]*override{},
 		pools:     map[[2]string]*override{},
 		restored:  map[Key]State{},
+		met:       newMetricSet(),
 
 		statusSaveDelay: time.Second,
 		jitter: func(iv time.Duration) time.Duration {
@@ -406,6 +408,7 @@ func (m *Manager) once(ctx context.Context, c *checker, probe prober) {
 	status := c.m.status
 	onResult := m.onResult
 	m.mu.Unlock()
+	m.met.observe(lat, pass, old, status)
 	if onResult != nil {
 		onResult(c.key, lat, pass, old, status)
 	}

@@ -9,5 +9,5 @@ import (
 
 func TestBuildInfo(t *testing.T) {
 	bi := version.Get()
-	expect(t, scrape(t, New()), fmt.Sprintf("steer_build_info{commit=%q,goversion=%q,version=%q} 1", bi.Commit, bi.GoVersion, bi.Version))
+	expect(t, scrape(t, newM()), fmt.Sprintf("steer_build_info{commit=%q,goversion=%q,version=%q} 1", bi.Commit, bi.GoVersion, bi.Version))
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -122,9 +121,8 @@ func checkHistogram(t *testing.T, fams map[string]*dto.MetricFamily, name string
 }
 
 func TestDecisions(t *testing.T) {
-	m := New()
-	m.SetRecords([]string{"www.example.com.", "api.example.com.", "x."},
-		[][]string{{"eu"}, {"all"}, {"p"}}, []int{3, 1}) // x. has no rules
+	m := newM()
+	m.SetRecords(recs([]string{"www.example.com.", "api.example.com.", "x."}, [][]string{{"eu"}, {"all"}, {"p"}}, []int{3, 1}, true)) // x. has no rules
 	m.Decision(0, 0)
 	m.Decision(0, 2)
 	m.Decision(0, 2)
@@ -145,7 +143,7 @@ func TestDecisions(t *testing.T) {
 	absent(t, text, `rule="0"`, `rule="4"`, `record="x.",rule`)
 
 	// A reload replaces the decision counters too.
-	m.SetRecords([]string{"www.example.com."}, [][]string{{"eu"}}, []int{1})
+	m.SetRecords(recs([]string{"www.example.com."}, [][]string{{"eu"}}, []int{1}, true))
 	fams = parse(t, scrape(t, m))
 	checkValue(t, fams, 0, n, "record", "www.example.com.", "rule", "1")
 	if got := len(fams[n].GetMetric()); got != 1 {
@@ -154,7 +152,7 @@ func TestDecisions(t *testing.T) {
 }
 
 func TestECSAndScope(t *testing.T) {
-	m := New()
+	m := newM()
 	m.ECS(ECSAbsent)
 	m.ECS(ECSPresent)
 	m.ECS(ECSPresent)
@@ -186,130 +184,32 @@ func TestECSAndScope(t *testing.T) {
 }
 
 func TestFreshHistograms(t *testing.T) {
-	text := scrape(t, New())
+	text := scrape(t, newM())
 	fams := parse(t, text)
 	checkHistogram(t, fams, "steer_dns_ecs_scope_prefix_length", []string{"family", "ipv4"},
 		0, 0, []float64{0, 8, 16, 20, 24, 28, 32}, make([]uint64, 7))
-	checkHistogram(t, fams, "steer_health_check_duration_seconds", nil,
-		0, 0, []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, make([]uint64, 11))
-	checkValue(t, fams, 0, "steer_health_transitions_total", "to", "unknown")
-	checkValue(t, fams, 0, "steer_health_checks_total", "result", "fail")
 	checkValue(t, fams, 0, "steer_dns_ecs_queries_total", "ecs", "absent")
-	absent(t, text, "steer_health_target_up{", "steer_health_pool_up{",
-		"steer_geo_database_build_timestamp_seconds{", "steer_steering_decisions_total{")
-}
-
-func TestHealthDetail(t *testing.T) {
-	m := New()
-	m.SetHealthDetail(func() ([]TargetState, []PoolState) {
-		return []TargetState{
-				{Record: "www.example.com.", Pool: "eu", Address: "192.0.2.1", Check: "http", Up: true},
-				{Record: "www.example.com.", Pool: "eu", Address: "192.0.2.2", Check: "http", Up: false},
-				{Record: "www.example.com.", Pool: "us", Address: "2001:db8::1", Check: "tcp", Up: true},
-				// A duplicate label set is reported once (the first wins).
-				{Record: "www.example.com.", Pool: "eu", Address: "192.0.2.1", Check: "http", Up: false},
-			}, []PoolState{
-				{Record: "www.example.com.", Pool: "eu", Up: true},
-				{Record: "www.example.com.", Pool: "us", Up: false},
-			}
-	})
-	// Le boundaries are inclusive; 0.001 s, 0.003 s, 0.1 s, 0.1000001 s, 7 s, and -1 s (as 0).
-	for _, c := range []struct {
-		d  time.Duration
-		ok bool
-	}{
-		{time.Millisecond, true}, {3 * time.Millisecond, true}, {100 * time.Millisecond, false},
-		{100*time.Millisecond + 100*time.Nanosecond, true}, {7 * time.Second, false}, {-time.Second, true},
-	} {
-		m.CheckDone(c.d, c.ok)
-	}
-	for _, to := range []string{"up", "up", "down", "unknown", "sideways", ""} {
-		m.Transition(to)
-	}
-
-	fams := parse(t, scrape(t, m))
-	const tu, pu = "steer_health_target_up", "steer_health_pool_up"
-	checkValue(t, fams, 1, tu, "record", "www.example.com.", "pool", "eu", "address", "192.0.2.1", "check", "http")
-	checkValue(t, fams, 0, tu, "record", "www.example.com.", "pool", "eu", "address", "192.0.2.2", "check", "http")
-	checkValue(t, fams, 1, tu, "record", "www.example.com.", "pool", "us", "address", "2001:db8::1", "check", "tcp")
-	if got := len(fams[tu].GetMetric()); got != 3 {
-		t.Errorf("%d target series, want 3", got)
-	}
-	checkValue(t, fams, 1, pu, "record", "www.example.com.", "pool", "eu")
-	checkValue(t, fams, 0, pu, "record", "www.example.com.", "pool", "us")
-
-	checkHistogram(t, fams, "steer_health_check_duration_seconds", nil,
-		6, 0.001+0.003+0.1+0.1000001+7,
-		[]float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		[]uint64{2, 3, 3, 3, 3, 4, 5, 5, 5, 5, 5})
-	checkValue(t, fams, 4, "steer_health_checks_total", "result", "ok")
-	checkValue(t, fams, 2, "steer_health_checks_total", "result", "fail")
-	checkValue(t, fams, 2, "steer_health_transitions_total", "to", "up")
-	checkValue(t, fams, 1, "steer_health_transitions_total", "to", "down")
-	checkValue(t, fams, 1, "steer_health_transitions_total", "to", "unknown")
-	if got := len(fams["steer_health_transitions_total"].GetMetric()); got != 3 {
-		t.Errorf("%d transition series, want 3", got)
-	}
-
-	m.SetHealthDetail(nil)
-	absent(t, scrape(t, m), "steer_health_target_up{", "steer_health_pool_up{")
-}
-
-func TestGeo(t *testing.T) {
-	m := New()
-	built := time.Date(2024, 5, 1, 12, 0, 0, 500_000_000, time.UTC)
-	m.SetGeo(func() map[string]time.Time {
-		return map[string]time.Time{"GeoLite2-Country": built, "asn": {}}
-	})
-	fams := parse(t, scrape(t, m))
-	const n = "steer_geo_database_build_timestamp_seconds"
-	checkValue(t, fams, float64(built.Unix())+0.5, n, "database", "GeoLite2-Country")
-	checkValue(t, fams, 0, n, "database", "asn")
-	m.SetGeo(nil)
-	absent(t, scrape(t, m), n+"{")
+	absent(t, text, "steer_steering_decisions_total{", "steer_policy_decisions_total{")
 }
 
 // TestWholeScrapeParses checks a scrape with every series populated parses.
 func TestWholeScrapeParses(t *testing.T) {
-	m := New()
-	m.SetRecords([]string{"a."}, [][]string{{"p"}}, []int{2})
+	m := newM()
+	m.SetRecords(recs([]string{"a."}, [][]string{{"p"}}, []int{2}, true))
 	m.Decision(0, 1)
 	m.Steered(0, 0, false)
 	m.ECS(ECSPresent)
 	m.Scope(false, 24)
-	m.CheckDone(time.Millisecond, true)
-	m.Transition("up")
-	m.SetHealth(func() (int, int, int) { return 1, 0, 0 })
-	m.SetHealthDetail(func() ([]TargetState, []PoolState) {
-		return []TargetState{{Record: "a.", Pool: "p", Address: "192.0.2.1", Check: "http", Up: true}},
-			[]PoolState{{Record: "a.", Pool: "p", Up: true}}
-	})
-	m.SetGeo(func() map[string]time.Time { return map[string]time.Time{"country": time.Unix(1700000000, 0)} })
+	m.Cookie(1)
+	m.NoCookieUDP(40, 80)
 	fams := parse(t, scrape(t, m))
 	for _, n := range []string{
 		"steer_steering_decisions_total", "steer_dns_ecs_queries_total", "steer_dns_ecs_scope_prefix_length",
-		"steer_health_target_up", "steer_health_pool_up", "steer_health_check_duration_seconds",
-		"steer_health_checks_total", "steer_health_transitions_total", "steer_geo_database_build_timestamp_seconds",
+		"steer_steered_answers_total", "steer_policy_answers_total", "steer_policy_decisions_total",
+		"steer_dns_cookies_total", "steer_dns_nocookie_udp_bytes_total",
 	} {
 		if fams[n] == nil {
 			t.Errorf("family %s missing", n)
 		}
-	}
-}
-
-// TestQueryLogSeries: the query log's counts appear when set and go when
-// unset.
-func TestQueryLogSeries(t *testing.T) {
-	m := New()
-	m.SetQueryLog(func() (uint64, uint64) { return 7, 3 })
-	body := scrape(t, m)
-	for _, want := range []string{`steer_query_log_entries_total{result="written"} 7`, `steer_query_log_entries_total{result="dropped"} 3`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("missing %q in:\n%s", want, body)
-		}
-	}
-	m.SetQueryLog(nil)
-	if strings.Contains(scrape(t, m), "steer_query_log_entries_total") {
-		t.Error("series still there after SetQueryLog(nil)")
 	}
 }

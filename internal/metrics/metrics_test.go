@@ -6,10 +6,30 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 )
+
+// newM returns Metrics in a registry of their own.
+func newM() *Metrics { return New(prometheus.NewRegistry()) }
+
+// recs describes records for SetRecords: names[i] has pools[i] and
+// rules[i] rules, in zone "example.com." and policy "", each with series
+// of its own when per is set.
+func recs(names []string, pools [][]string, rules []int, per bool) []Record {
+	out := make([]Record, len(names))
+	for i, n := range names {
+		out[i] = Record{Name: n, Zone: "example.com.", PerRecord: per}
+		if i < len(pools) {
+			out[i].Pools = pools[i]
+		}
+		if i < len(rules) {
+			out[i].Rules = rules[i]
+		}
+	}
+	return out
+}
 
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
@@ -48,7 +68,7 @@ func absent(t *testing.T, text string, substrs ...string) {
 }
 
 func TestScrape(t *testing.T) {
-	m := New()
+	m := newM()
 	m.Query(UDP, dns.RcodeSuccess, dns.TypeA, true, 100)
 	m.Query(UDP, dns.RcodeSuccess, dns.TypeA, true, 50)
 	m.Query(UDP, dns.RcodeNameError, dns.TypeAAAA, false, 30)
@@ -59,7 +79,7 @@ func TestScrape(t *testing.T) {
 	m.Dropped(UDP)
 	m.Dropped(TCP)
 	m.Truncated()
-	m.SetRecords([]string{"www.example.com.", "api.example.com."}, [][]string{{"eu", "us"}, {"all"}}, []int{2, 1})
+	m.SetRecords(recs([]string{"www.example.com.", "api.example.com."}, [][]string{{"eu", "us"}, {"all"}}, []int{2, 1}, true))
 	m.Steered(0, 1, false)
 	m.Steered(0, 1, false)
 	m.Steered(0, 0, true)
@@ -67,7 +87,6 @@ func TestScrape(t *testing.T) {
 	m.Reload(true)
 	m.Reload(false)
 	m.Reload(false)
-	m.SetHealth(func() (int, int, int) { return 5, 2, 1 })
 
 	text := scrape(t, m)
 	expect(t, text,
@@ -88,9 +107,9 @@ func TestScrape(t *testing.T) {
 		`steer_steered_answers_total{fail_open="true",pool="all",record="api.example.com."} 0`,
 		`steer_reloads_total{result="ok"} 1`,
 		`steer_reloads_total{result="rejected"} 2`,
-		`steer_health_targets{state="up"} 5`,
-		`steer_health_targets{state="down"} 2`,
-		`steer_health_targets{state="unknown"} 1`,
+		`steer_policy_answers_total{fail_open="false",policy="",pool="us",zone="example.com."} 2`,
+		`steer_policy_answers_total{fail_open="true",policy="",pool="eu",zone="example.com."} 1`,
+		`steer_policy_answers_total{fail_open="false",policy="",pool="all",zone="example.com."} 1`,
 	)
 	// Never-seen query series are not exposed.
 	absent(t, text, `rcode="SERVFAIL"`, `qtype="MX"`)
@@ -102,32 +121,32 @@ func TestScrape(t *testing.T) {
 	}
 
 	// A reload replaces the table: old counts are gone, new series start at 0.
-	m.SetRecords([]string{"www.example.com."}, [][]string{{"eu"}}, []int{1})
-	m.SetHealth(nil)
+	m.SetRecords(recs([]string{"www.example.com."}, [][]string{{"eu"}}, []int{1}, true))
 	text = scrape(t, m)
 	expect(t, text,
 		`steer_steered_answers_total{fail_open="false",pool="eu",record="www.example.com."} 0`,
 		`steer_steered_answers_total{fail_open="true",pool="eu",record="www.example.com."} 0`,
+		`steer_policy_answers_total{fail_open="true",policy="",pool="eu",zone="example.com."} 0`,
 	)
-	absent(t, text, `pool="us"`, `api.example.com.`, `steer_health_targets{`)
+	absent(t, text, `pool="us"`, `api.example.com.`)
 }
 
 func TestFreshScrape(t *testing.T) {
-	text := scrape(t, New())
+	text := scrape(t, newM())
 	expect(t, text,
 		`steer_dns_dropped_total{transport="udp"} 0`,
 		`steer_dns_truncated_total 0`,
 		`steer_reloads_total{result="ok"} 0`,
 		`steer_config_last_reload_success_timestamp_seconds 0`,
 	)
-	absent(t, text, "steer_dns_queries_total{", "steer_steered_answers_total{", "steer_health_targets{")
+	absent(t, text, "steer_dns_queries_total{", "steer_steered_answers_total{", "steer_policy_answers_total{")
 }
 
 func TestOutOfRangeIgnored(t *testing.T) {
-	m := New()
+	m := newM()
 	// Before SetRecords, every index is out of range.
 	m.Steered(0, 0, false)
-	m.SetRecords([]string{"a.", "b."}, [][]string{{"p"}}, []int{1}) // b. has no pools or rules
+	m.SetRecords(recs([]string{"a.", "b."}, [][]string{{"p"}}, []int{1}, true)) // b. has no pools or rules
 	for _, c := range [][2]int{{-1, 0}, {2, 0}, {0, 1}, {0, -1}, {1, 0}, {1 << 40, 0}} {
 		m.Steered(c[0], c[1], false)
 		m.Steered(c[0], c[1], true)
@@ -147,18 +166,17 @@ func TestOutOfRangeIgnored(t *testing.T) {
 }
 
 func TestNoAllocs(t *testing.T) {
-	m := New()
-	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}}, []int{2})
+	m := newM()
+	m.SetRecords(recs([]string{"a."}, [][]string{{"p", "q"}}, []int{2}, true))
 	cases := map[string]func(){
-		"Query":      func() { m.Query(UDP, 3, dns.TypeAAAA, true, 120) },
-		"Steered":    func() { m.Steered(0, 1, true) },
-		"Dropped":    func() { m.Dropped(TCP) },
-		"Truncated":  func() { m.Truncated() },
-		"Decision":   func() { m.Decision(0, 1) },
-		"ECS":        func() { m.ECS(ECSPresent) },
-		"Scope":      func() { m.Scope(true, 56) },
-		"CheckDone":  func() { m.CheckDone(30*time.Millisecond, false) },
-		"Transition": func() { m.Transition("down") },
+		"Query":     func() { m.Query(UDP, 3, dns.TypeAAAA, true, 120) },
+		"Steered":   func() { m.Steered(0, 1, true) },
+		"Dropped":   func() { m.Dropped(TCP) },
+		"Truncated": func() { m.Truncated() },
+		"Decision":  func() { m.Decision(0, 1) },
+		"ECS":       func() { m.ECS(ECSPresent) },
+		"Scope":     func() { m.Scope(true, 56) },
+		"Cookie":    func() { m.Cookie(2) },
 	}
 	for name, f := range cases {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
@@ -168,7 +186,7 @@ func TestNoAllocs(t *testing.T) {
 }
 
 func TestConcurrentQueryAndSetRecords(t *testing.T) {
-	m := New()
+	m := newM()
 	const workers, n = 4, 20000
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -202,7 +220,7 @@ func TestConcurrentQueryAndSetRecords(t *testing.T) {
 				pools[j] = []string{"x", "y", "z"}[:j%3+1]
 				rules[j] = j % 3
 			}
-			m.SetRecords(names, pools, rules)
+			m.SetRecords(recs(names, pools, rules, true))
 			if i%50 == 0 {
 				_ = scrapeQuiet(m)
 			}
@@ -229,7 +247,7 @@ func scrapeQuiet(m *Metrics) int {
 }
 
 func BenchmarkQuery(b *testing.B) {
-	m := New()
+	m := newM()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		m.Query(UDP, 0, dns.TypeA, true, 64+i&63)
@@ -237,7 +255,7 @@ func BenchmarkQuery(b *testing.B) {
 }
 
 func BenchmarkQueryParallel(b *testing.B) {
-	m := New()
+	m := newM()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -247,8 +265,8 @@ func BenchmarkQueryParallel(b *testing.B) {
 }
 
 func BenchmarkSteered(b *testing.B) {
-	m := New()
-	m.SetRecords([]string{"a."}, [][]string{{"p", "q"}}, []int{2})
+	m := newM()
+	m.SetRecords(recs([]string{"a."}, [][]string{{"p", "q"}}, []int{2}, true))
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Steered(0, 1, false)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -37,7 +38,7 @@ type anycastWiring struct {
 // configuration has an anycast section; otherwise it returns nil, whose
 // methods do nothing. The settings are those of the starting
 // configuration: a reload does not change them.
-func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Server, hc *healthWiring, met *metrics.Metrics) (*anycastWiring, error) {
+func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Server, hc *healthWiring, met *metrics.Metrics, reg prometheus.Registerer) (*anycastWiring, error) {
 	c := snap.Config.Anycast
 	if c == nil {
 		return nil, nil
@@ -94,7 +95,8 @@ func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Serv
 	a.cancel = cancel
 	go self.Run(ctx)
 	go a.ctl.Run(ctx)
-	met.SetAnycast(a.metricsState)
+	reg.MustRegister(anycast.NewCollector(anycast.MetricsSource{State: a.ctl.State, Peers: a.speaker.Peers,
+		Prefixes: len(c.Prefixes), HealthScore: func() float64 { s, _, _ := a.healthScore(); return s }}))
 	log.Info("anycast: BGP speaker started", "router_id", c.RouterID, "local_as", c.LocalAS,
 		"prefixes", strings.Join(c.Prefixes, " "), "peers", len(c.Peers), "mode", c.Mode)
 	return a, nil
@@ -198,20 +200,6 @@ func (a *anycastWiring) stop() {
 	}
 	a.cancel()
 	a.speaker.Stop()
-}
-
-func (a *anycastWiring) metricsState() metrics.AnycastState {
-	st := a.ctl.State()
-	ms := metrics.AnycastState{Announced: st.Announced, Prepend: st.Prepend, Reason: st.Reason,
-		Since: st.Since, Transitions: st.Transitions, QPS: st.QPS}
-	ms.HealthScore, _, _ = a.healthScore()
-	if st.Announced {
-		ms.Prefixes = len(a.cfg.Prefixes)
-	}
-	for _, p := range a.speaker.Peers() {
-		ms.Peers = append(ms.Peers, metrics.AnycastPeer{Address: p.Address, State: p.State, Since: p.Since})
-	}
-	return ms
 }
 
 // status is the anycast part of the admin API.

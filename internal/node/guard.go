@@ -9,7 +9,6 @@ import (
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnsserver"
-	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/rrl"
 )
 
@@ -35,7 +34,12 @@ type guardPlan struct {
 
 func newGuard(n *Node) *guardWiring {
 	g := &guardWiring{n: n, random: cookie.Random()}
-	n.met.SetAbuse(g.metrics)
+	n.reg.MustRegister(rrl.NewCollector(func() *rrl.Limiter {
+		if gd := n.srv.Handler().Guard(); gd != nil {
+			return gd.RRL
+		}
+		return nil
+	}))
 	return g
 }
 
@@ -129,22 +133,4 @@ func sameRRL(a, b rrl.Config) bool {
 	return slices.Equal(a.Exempt, b.Exempt) && a.ResponsesPerSecond == b.ResponsesPerSecond && a.Window == b.Window &&
 		a.Slip == b.Slip && a.IPv4Prefix == b.IPv4Prefix && a.IPv6Prefix == b.IPv6Prefix && a.ECSAware == b.ECSAware &&
 		a.AllPerSecond == b.AllPerSecond && a.LogOnly == b.LogOnly && a.TableSize == b.TableSize
-}
-
-// metrics reads the limiter's and the TCP counters at scrape time.
-func (g *guardWiring) metrics() metrics.AbuseState {
-	var s metrics.AbuseState
-	if gd := g.n.srv.Handler().Guard(); gd != nil && gd.RRL != nil {
-		st := gd.RRL.Stats()
-		s.RRL = &st
-	}
-	ts := g.n.srv.TCPStats()
-	s.TCP = metrics.TCPState{Current: uint64(ts.Current), Accepted: ts.Accepted, Closed: map[string]uint64{}}
-	for r, n := range ts.Closed {
-		s.TCP.Closed[dnsserver.TCPCloseReason(r).String()] = n
-	}
-	if ts.Refused > 0 {
-		s.TCP.Closed["refused"] = ts.Refused
-	}
-	return s
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -58,23 +59,20 @@ func (h *healthWiring) keys(snap *snapshot.Snapshot) []health.Key {
 	return keys
 }
 
-func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics) *healthWiring {
+func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics, reg prometheus.Registerer) *healthWiring {
 	h := &healthWiring{manager: health.NewManager(log), srv: srv, met: met, log: log,
 		last: map[[2]string]poolSeen{}, allDown: map[string]bool{}}
 	h.manager.OnChange(h.refresh)
 	h.manager.OnResult(func(k health.Key, took time.Duration, pass bool, from, to health.Status) {
-		met.CheckDone(took, pass)
-		if from != to {
-			met.Transition(to.String())
-		}
 		log.Debug("health check", "target", k.Addr.String(), "check", k.Check, "pass", pass, "status", to.String(),
 			"took", took.Round(time.Microsecond))
 		if f := h.onCheck.Load(); f != nil {
 			(*f)(k, to)
 		}
 	})
-	met.SetHealth(h.counts)
-	h.wireMetrics()
+	if err := h.manager.RegisterMetrics(reg); err != nil {
+		panic(err) // registered once per node, in a registry of its own
+	}
 	return h
 }
 
@@ -109,21 +107,6 @@ func (h *healthWiring) setStateFile(cfg *config.Config) {
 }
 
 func (h *healthWiring) close() { h.manager.Close() }
-
-// counts tallies the checked targets by status, for the metrics gauge.
-func (h *healthWiring) counts() (up, down, unknown int) {
-	for _, s := range h.manager.Snapshot() {
-		switch s.Status {
-		case health.Up:
-			up++
-		case health.Down:
-			down++
-		default:
-			unknown++
-		}
-	}
-	return
-}
 
 // poolOverride is the operator's state for a pool, as policy takes it.
 func (h *healthWiring) poolOverride(record, pool string) policy.PoolOverride {
@@ -213,23 +196,12 @@ func (h *healthWiring) logTransitions(t *policy.Table) {
 // swapped in.
 func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 	h.snap.Store(snap)
+	h.manager.SetTargetLabels(snap.Config != nil && snap.Config.Metrics.TargetLabels)
 	h.manager.Apply(snap.HealthChecks, h.keys(snap))
 	if snap.Policies == nil {
 		return
 	}
-	var names []string
-	var pools [][]string
-	var rules []int
-	for _, r := range snap.Policies.Records {
-		names = append(names, r.Name)
-		var ps []string
-		for _, p := range r.Pools {
-			ps = append(ps, p.Name)
-		}
-		pools = append(pools, ps)
-		rules = append(rules, len(r.Rules))
-	}
-	h.met.SetRecords(names, pools, rules)
+	h.met.SetRecords(snap.MetricRecords())
 	if snap.Policies.Observe == nil {
 		// Set once per table: a reload of an unchanged configuration
 		// serves the same table, already published.
@@ -237,42 +209,4 @@ func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 		snap.Policies.Decided = h.met.Decision
 	}
 	snap.Policies.SetHealth(h.usable, h.poolOverride)
-}
-
-// wireMetrics connects the current snapshot's state to the metrics read
-// at scrape time.
-func (h *healthWiring) wireMetrics() {
-	h.met.SetHealthDetail(func() ([]metrics.TargetState, []metrics.PoolState) {
-		snap := h.srv.Handler().Snapshot()
-		if snap == nil || snap.Policies == nil {
-			return nil, nil
-		}
-		var ts []metrics.TargetState
-		var ps []metrics.PoolState
-		t := snap.Policies
-		for _, r := range t.Records {
-			for _, p := range r.Pools {
-				state, _, _ := t.PoolState(r, p)
-				ps = append(ps, metrics.PoolState{Record: r.Name, Pool: p.Name, Up: state == "up"})
-				if p.Check == "" {
-					continue
-				}
-				for _, a := range p.Addrs() {
-					ts = append(ts, metrics.TargetState{Record: r.Name, Pool: p.Name, Address: a.String(), Check: p.Check,
-						Up: h.usable(a, p.Check)})
-				}
-			}
-		}
-		return ts, ps
-	})
-	h.met.SetGeo(func() map[string]time.Time {
-		snap := h.srv.Handler().Snapshot()
-		out := map[string]time.Time{}
-		if snap != nil && snap.Geo != nil {
-			for _, d := range snap.Geo.DBs {
-				out[d.Name] = d.Built
-			}
-		}
-		return out
-	})
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/latency"
-	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -24,7 +23,7 @@ import (
 // them) and when a value turns stale.
 type latencyWiring struct {
 	log     *slog.Logger
-	met     *metrics.Metrics
+	met     *latency.Metrics
 	current func() *policy.Table // the table being served (nil: none)
 
 	mu      sync.Mutex // serialises updates and evaluations
@@ -122,6 +121,7 @@ func (l *latencyWiring) readChanged() bool {
 		now := time.Now()
 		l.store.Update(ms, now)
 		l.last, l.lastSrc = now, "file "+p
+		l.publish()
 		l.count("file", true)
 		l.log.Info("latency file applied", "file", p, "measurements", len(ms), "update", l.store.Updates())
 		applied = true
@@ -149,9 +149,12 @@ func parseLatency(name string, data []byte) ([]latency.Measurement, error) {
 	return latency.ParseCSV(name, bytes.NewReader(data))
 }
 
-func (l *latencyWiring) count(source string, ok bool) {
-	if l.met != nil {
-		l.met.LatencyUpdate(source, ok)
+func (l *latencyWiring) count(source string, ok bool) { l.met.Update(source, ok) }
+
+// publish sets the latency gauges from the map; the caller holds l.mu.
+func (l *latencyWiring) publish() {
+	if l.store != nil {
+		l.met.Set(l.store.Map().Len(), l.stats.Networks, l.last, l.stats.Took)
 	}
 }
 
@@ -162,6 +165,7 @@ func (l *latencyWiring) evaluate(t *policy.Table, why string) {
 	now := time.Now()
 	m := l.store.Map()
 	l.stats = t.SetLatency(m, l.hyst, l.store.Updates(), now)
+	l.publish()
 	if l.stats.Networks > 0 {
 		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks,
 			"cells", l.stats.Cells, "rankings", l.stats.Rankings, "took", l.stats.Took.Round(time.Microsecond))
@@ -260,6 +264,7 @@ func (l *latencyWiring) push(format string, body io.Reader) (api.LatencyResult, 
 	l.store.Update(ms, parsed)
 	stored := time.Now()
 	l.last, l.lastSrc = parsed, "push"
+	l.publish()
 	l.count("push", true)
 	if t := l.current(); t != nil {
 		l.evaluate(t, "latency push")
@@ -280,13 +285,6 @@ func (l *latencyWiring) status() api.LatencyStatus {
 	return api.LatencyStatus{Update: l.store.Updates(), Values: m.Len(), Prefixes: m.NumPrefixes(), Networks: l.stats.Networks,
 		LastUpdate: l.last, LastSource: l.lastSrc, Files: append([]string(nil), l.files...),
 		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRounds: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin}
-}
-
-// info is the metrics' view of the map.
-func (l *latencyWiring) info() metrics.LatencyInfo {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return metrics.LatencyInfo{Values: l.store.Map().Len(), Networks: l.stats.Networks, LastUpdate: l.last, EvalTook: l.stats.Took}
 }
 
 // checkLatencyFiles parses every latency file of cfg as serve would, for

@@ -15,6 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/latency"
 	"log/slog"
 	"net/netip"
 	"path/filepath"
@@ -69,6 +72,7 @@ type Node struct {
 
 	srv  *dnsserver.Server
 	met  *metrics.Metrics
+	reg  *prometheus.Registry // every subsystem's metrics, served at /metrics
 	hc   *healthWiring
 	lat  *latencyWiring
 	ql   *queryLog
@@ -139,7 +143,8 @@ func New(o Options) (_ *Node, err error) {
 	}
 	n.log.Info("configuration read; loading zones and geo databases, compiling policies", "zones", len(cfg.Zones),
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
-	n.met = metrics.New()
+	n.reg = prometheus.NewRegistry()
+	n.met = metrics.New(n.reg)
 	n.xfr = newXfr(n)
 	n.xfr.met = n.met
 	defer func() {
@@ -173,9 +178,11 @@ func New(o Options) (_ *Node, err error) {
 	n.srv = dnsserver.New(snap, n.log)
 	n.geoWatch = newWatcher(func() []string { return n.srv.Handler().Snapshot().GeoFiles })
 	n.srv.Handler().SetMetrics(n.met)
+	n.reg.MustRegister(dnsserver.NewTCPCollector(n.srv.TCPStats), snapshot.NewPoolCollector(n.srv.Handler().Snapshot),
+		geo.NewCollector(func() *geo.Set { return n.srv.Handler().Snapshot().Geo }))
 	n.srv.Handler().SetTransfers(n.xfr)
 	n.met.SetZones(n.xfr.zoneStates)
-	n.ql = newQueryLog(n.log, n.srv.Handler(), n.met)
+	n.ql = newQueryLog(n.log, n.srv.Handler(), n.reg)
 	if err := n.ql.apply(cfg); err != nil {
 		return nil, err
 	}
@@ -183,15 +190,16 @@ func New(o Options) (_ *Node, err error) {
 	if err := n.grd.apply(cfg); err != nil {
 		return nil, err
 	}
-	n.hc = newHealth(n.log, n.srv, n.met)
+	n.hc = newHealth(n.log, n.srv, n.met, n.reg)
 	hc := n.xfr.healthChanged
 	n.hc.afterRefresh.Store(&hc)
 	if o.HealthDial != nil {
 		n.hc.manager.SetDialer(o.HealthDial)
 	}
 	n.lat = newLatency(n.log, func() *policy.Table { return n.srv.Handler().Snapshot().Policies })
-	n.lat.met = n.met
-	n.met.SetLatency(n.lat.info)
+	if n.lat.met, err = latency.NewMetrics(n.reg); err != nil {
+		return nil, err
+	}
 	n.api = &apiWiring{n: n}
 	n.feed = &feedWiring{n: n}
 	return n, nil
@@ -327,7 +335,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.onStop(n.api.stop)
-	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc, n.met); err != nil {
+	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc, n.met, n.reg); err != nil {
 		return fmt.Errorf("anycast: %w", err)
 	}
 	n.onStop(func(context.Context) { n.ac.stop() })

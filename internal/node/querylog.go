@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnsserver"
-	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/querylog"
 )
 
@@ -23,13 +23,13 @@ type queryLog struct {
 	c    config.QueryLog
 }
 
-func newQueryLog(log *slog.Logger, h *dnsserver.Handler, m *metrics.Metrics) *queryLog {
+func newQueryLog(log *slog.Logger, h *dnsserver.Handler, reg prometheus.Registerer) *queryLog {
 	q := &queryLog{log: log, h: h}
-	m.SetQueryLog(func() (uint64, uint64) {
+	reg.MustRegister(querylog.NewCollector(func() *querylog.Log {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.cur.Written(), q.cur.Dropped()
-	})
+		return q.cur
+	}))
 	return q
 }
 

@@ -1,38 +1,33 @@
-package metrics
+package anycast
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-func TestQueriesTotal(t *testing.T) {
-	m := New()
-	if n := m.QueriesTotal(); n != 0 {
-		t.Fatalf("fresh: %d", n)
-	}
-	m.Query(UDP, dns.RcodeSuccess, dns.TypeA, true, 100)
-	m.Query(TCP, dns.RcodeNameError, dns.TypeAAAA, false, 10)
-	m.Query(UDP, 4000, 65000, false, 10)
-	m.Dropped(UDP) // dropped packets are not answered queries
-	if n := m.QueriesTotal(); n != 3 {
-		t.Fatalf("QueriesTotal = %d, want 3", n)
-	}
-}
-
 func TestAnycastScrape(t *testing.T) {
-	m := New()
 	since := time.Now().Add(-90 * time.Second)
-	m.SetAnycast(func() AnycastState {
-		return AnycastState{Announced: true, Prefixes: 2, Prepend: 3, Reason: "overload", Since: since,
-			Transitions: map[string]uint64{"healthy": 2, "self_check_failed": 1, "overload": 1},
-			Peers: []AnycastPeer{{Address: "127.0.53.1", State: "established", Since: since},
-				{Address: "127.0.53.9", State: "active"}},
-			HealthScore: 0.75, QPS: 1234}
-	})
-	text := scrape(t, m)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(MetricsSource{
+		State: func() State {
+			return State{Announced: true, Prepend: 3, Reason: "overload", Since: since,
+				Transitions: map[string]uint64{"healthy": 2, "self_check_failed": 1, "overload": 1}, QPS: 1234}
+		},
+		Peers: func() []PeerStatus {
+			return []PeerStatus{{Address: "127.0.53.1", State: "established", Since: since},
+				{Address: "127.0.53.9", State: "active"}}
+		},
+		Prefixes:    2,
+		HealthScore: func() float64 { return 0.75 },
+	}))
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
 	for _, want := range []string{
 		"steer_anycast_announced 1",
 		"steer_anycast_prefixes_announced 2",

@@ -1,0 +1,109 @@
+package snapshot
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/metrics"
+)
+
+// This file describes a snapshot's steered records to the metrics: by
+// zone, policy and pool by default, and record by record for the names
+// the configuration lists in metrics.per_record.
+
+// MetricRecords describes s's steered records, in the order of its
+// policy table (the indexes metrics.Steered and Decision count by), to
+// metrics.SetRecords.
+func (s *Snapshot) MetricRecords() []metrics.Record {
+	if s.Policies == nil {
+		return nil
+	}
+	policyOf := map[string]string{}
+	var mc *config.Metrics
+	if s.Config != nil {
+		mc = &s.Config.Metrics
+		for _, r := range s.Config.Records {
+			policyOf[strings.ToLower(dns.Fqdn(r.Name))] = r.Policy
+		}
+	}
+	out := make([]metrics.Record, len(s.Policies.Records))
+	for i, r := range s.Policies.Records {
+		m := metrics.Record{Name: r.Name, Policy: policyOf[strings.ToLower(r.Name)], Rules: len(r.Rules),
+			Pools: make([]string, len(r.Pools))}
+		if z := s.Zones.Find(strings.ToLower(r.Name)); z != nil {
+			m.Zone = z.Origin
+		}
+		for j, p := range r.Pools {
+			m.Pools[j] = p.Name
+		}
+		m.PerRecord = mc != nil && mc.PerRecordMatch(r.Name)
+		out[i] = m
+	}
+	return out
+}
+
+var (
+	descPools = prometheus.NewDesc("steer_health_pools",
+		"Pools of steered records, counted by zone, policy (\"\" for records with rules of their own), pool name and state (up, down, drain, disabled).",
+		[]string{"zone", "policy", "pool", "state"}, nil)
+	descPoolUp = prometheus.NewDesc("steer_health_pool_up",
+		"Whether a pool of a steered record listed in metrics.per_record is up (1) or not (0).",
+		[]string{"record", "pool"}, nil)
+)
+
+// PoolCollector exposes the pools' health of the snapshot being served:
+// counts by zone, policy, pool and state, and each pool of the records in
+// metrics.per_record.
+type PoolCollector struct {
+	current func() *Snapshot
+
+	mu   sync.Mutex
+	snap *Snapshot        // the snapshot recs describe
+	recs []metrics.Record // of snap
+}
+
+// NewPoolCollector returns a PoolCollector reading current at scrape time.
+func NewPoolCollector(current func() *Snapshot) *PoolCollector {
+	return &PoolCollector{current: current}
+}
+
+// Describe implements prometheus.Collector.
+func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPools
+	ch <- descPoolUp
+}
+
+// Collect implements prometheus.Collector.
+func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.current()
+	if s == nil || s.Policies == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap != s {
+		c.snap, c.recs = s, s.MetricRecords()
+	}
+	t := s.Policies
+	counts := map[[4]string]int{}
+	for i, r := range t.Records {
+		m := c.recs[i]
+		for _, p := range r.Pools {
+			state, _, _ := t.PoolState(r, p)
+			counts[[4]string{m.Zone, m.Policy, p.Name, state}]++
+			if m.PerRecord {
+				up := 0.0
+				if state == "up" {
+					up = 1
+				}
+				ch <- prometheus.MustNewConstMetric(descPoolUp, prometheus.GaugeValue, up, r.Name, p.Name)
+			}
+		}
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(descPools, prometheus.GaugeValue, float64(n), k[0], k[1], k[2], k[3])
+	}
+}
