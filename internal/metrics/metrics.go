@@ -1,12 +1,21 @@
-// Package metrics provides Prometheus metrics for steer.
+// Package metrics holds steer's server-wide query counters and the
+// registry /metrics serves.
 //
 // Recording is done on the query path, so every recording method is
 // allocation-free and lock-free: it computes an index from small enums
-// (transport, rcode, qtype, path) and does one atomic add on a preallocated
-// counter. Nothing is looked up by label. The counters are turned into
-// Prometheus metrics only at scrape time, by a custom prometheus.Collector
-// registered in the Metrics' own prometheus.Registry (together with the Go
-// and process collectors) and served by Handler.
+// (transport, rcode, qtype, path; labels.go) and does one atomic add on a
+// preallocated counter. Nothing is looked up by label. The counters are
+// turned into Prometheus metrics only at scrape time, by a custom
+// prometheus.Collector registered (with the Go and process collectors) in
+// the registry given to New, and served by Handler.
+//
+// Each subsystem owns the rest of its metrics and registers its own
+// collector in the same registry, as CoreDNS plugins do: health
+// (steer_health_*), anycast, latency, rrl, dnsserver (steer_tcp_*),
+// querylog, geo, and snapshot (the pools' health). The steering counters
+// (steer.go) are counted here, on the query path, but their series are
+// per zone, policy and pool, and per record only for the names in
+// metrics.per_record, so their number does not grow with the names.
 package metrics
 
 import (
@@ -14,7 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,82 +47,6 @@ func (t Transport) String() string {
 		return transportNames[t]
 	}
 	return "unknown"
-}
-
-// rcode indexes: 0..15 are the header rcodes, then BADVERS (16), then other.
-const (
-	rcodeBadVers = 16
-	rcodeOther   = 17
-	numRcodes    = 18
-)
-
-var rcodeNames = [numRcodes]string{
-	"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED",
-	"YXDOMAIN", "YXRRSET", "NXRRSET", "NOTAUTH", "NOTZONE", "DSOTYPENI",
-	"RCODE12", "RCODE13", "RCODE14", "RCODE15", "BADVERS", "other",
-}
-
-// qtype indexes.
-const (
-	qA = iota
-	qAAAA
-	qCNAME
-	qMX
-	qNS
-	qSOA
-	qTXT
-	qSRV
-	qCAA
-	qPTR
-	qHTTPS
-	qSVCB
-	qDS
-	qDNSKEY
-	qANY
-	qOther
-	numQtypes
-)
-
-var qtypeNames = [numQtypes]string{
-	"A", "AAAA", "CNAME", "MX", "NS", "SOA", "TXT", "SRV", "CAA", "PTR",
-	"HTTPS", "SVCB", "DS", "DNSKEY", "ANY", "other",
-}
-
-// qtypeTable maps the qtypes below 256 to their index; CAA (257) is the only
-// named type above.
-var qtypeTable = func() (t [256]uint8) {
-	for i := range t {
-		t[i] = qOther
-	}
-	for qt, i := range map[uint16]uint8{
-		dns.TypeA: qA, dns.TypeAAAA: qAAAA, dns.TypeCNAME: qCNAME, dns.TypeMX: qMX,
-		dns.TypeNS: qNS, dns.TypeSOA: qSOA, dns.TypeTXT: qTXT, dns.TypeSRV: qSRV,
-		dns.TypePTR: qPTR, dns.TypeHTTPS: qHTTPS, dns.TypeSVCB: qSVCB, dns.TypeDS: qDS,
-		dns.TypeDNSKEY: qDNSKEY, dns.TypeANY: qANY,
-	} {
-		t[qt] = i
-	}
-	return t
-}()
-
-func qtypeIndex(qtype uint16) int {
-	if qtype < 256 {
-		return int(qtypeTable[qtype])
-	}
-	if qtype == dns.TypeCAA {
-		return qCAA
-	}
-	return qOther
-}
-
-func rcodeIndex(rcode int) int {
-	if uint(rcode) < 16 {
-		return rcode
-	}
-	if rcode == dns.RcodeBadVers {
-		return rcodeBadVers
-	}
-	return rcodeOther
 }
 
 const numPaths = 2 // 0 general, 1 fast
