@@ -11,6 +11,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"io/fs"
 	"net"
@@ -434,5 +435,24 @@ func (c *Config) check(probs *diag.Problems) {
 		c.checkTransfer(probs, i)
 	}
 	c.checkTSIG(probs)
+	c.checkHealthChecks(probs)
 	c.readSecrets(probs)
+}
+
+// checkHealthChecks decodes what the health_checks templates write as
+// text into their health.Check; the snapshot validates the rest.
+func (c *Config) checkHealthChecks(probs *diag.Problems) {
+	for name, hc := range c.HealthChecks {
+		hc.Check.Name = name
+		hc.Check.Interval, hc.Check.Timeout = time.Duration(hc.Interval), time.Duration(hc.Timeout)
+		hc.Check.QType = 0
+		if hc.QType != "" {
+			t, err := zone.ParseQType(hc.QType)
+			if err != nil {
+				probs.Add(c.File, c.Line("health_checks."+name+".qtype"), "health check %s: unknown qtype %q", name, hc.QType)
+			}
+			hc.Check.QType = t
+		}
+		c.HealthChecks[name] = hc
+	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/steer-dns/steer/internal/health"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,21 +105,15 @@ type Pool struct {
 	MinUp int `yaml:"min_up"`
 }
 
-// HealthCheck is a named health check template (see package health).
+// HealthCheck is a named health check template: the keys of
+// health.Check (its yaml tags, decoded into it), plus the type to ask and
+// the durations, decoded at check into Check (with Check.Name, the
+// template's name), which is what the snapshot uses.
 type HealthCheck struct {
-	Type               string   `yaml:"type"` // http, https, tcp, dns
-	Port               int      `yaml:"port"`
-	Path               string   `yaml:"path"`
-	Host               string   `yaml:"host"`
-	Expect             []int    `yaml:"expect"`
-	BodyContains       string   `yaml:"body_contains"`
-	InsecureSkipVerify bool     `yaml:"insecure_skip_verify"`
-	Name               string   `yaml:"name"`  // dns: the name to ask
-	QType              string   `yaml:"qtype"` // dns: the type to ask, default SOA
-	Interval           Duration `yaml:"interval"`
-	Timeout            Duration `yaml:"timeout"`
-	Rise               int      `yaml:"rise"`
-	Fall               int      `yaml:"fall"`
+	health.Check `yaml:",inline"`
+	QType        string   `yaml:"qtype"` // dns: the type to ask, default SOA
+	Interval     Duration `yaml:"interval"`
+	Timeout      Duration `yaml:"timeout"`
 }
 
 // Location is a latitude and longitude in degrees.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // countFS counts the opens of each file of an fstest.MapFS.
@@ -138,5 +139,24 @@ func TestReadSecret(t *testing.T) {
 	}
 	if _, err := ReadSecret(nil, filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("missing file: want an error")
+	}
+}
+
+// TestHealthCheckDecoded: a health_checks template decodes into the
+// health.Check the snapshot uses, its qtype and durations included; a bad
+// qtype is reported at its line.
+func TestHealthCheckDecoded(t *testing.T) {
+	c, err := Parse(nil, "steer.yaml", []byte("health_checks:\n  d: { type: dns, name: example.com, qtype: aaaa, port: 5353, interval: 3s, timeout: 1s, rise: 4 }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.HealthChecks["d"].Check
+	if hc.Name != "d" || hc.Type != "dns" || hc.QName != "example.com" || hc.QType != 28 || hc.Port != 5353 ||
+		hc.Interval != 3*time.Second || hc.Timeout != time.Second || hc.Rise != 4 {
+		t.Errorf("decoded %+v", hc)
+	}
+	_, err = Parse(nil, "steer.yaml", []byte("health_checks:\n  d:\n    type: dns\n    qtype: BOGUS\n"))
+	if err == nil || !strings.Contains(err.Error(), `steer.yaml:4: health check d: unknown qtype "BOGUS"`) {
+		t.Errorf("bad qtype: %v", err)
 	}
 }

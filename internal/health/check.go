@@ -63,32 +63,35 @@ const (
 //	tcp443: { type: tcp, port: 443, interval: 5s, timeout: 1s, rise: 2, fall: 2 }
 //	dns: { type: dns, name: example.com, qtype: SOA, port: 53, interval: 5s, timeout: 1s }
 //
-// Zero fields take defaults (see WithDefaults).
+// Zero fields take defaults (see WithDefaults). The yaml tags are the
+// template's keys in the configuration file, which decodes into this
+// type; the type to ask and the durations, which the file writes as a
+// mnemonic and as Go durations, internal/config decodes at check.
 type Check struct {
-	Name string // the template's name in the config
-	Type string // http, https, tcp or dns
+	Name string `yaml:"-"`    // the template's name in the config
+	Type string `yaml:"type"` // http, https, tcp or dns
 
 	// Port is the target port; default 80 (http), 443 (https), 53 (dns);
 	// required for tcp.
-	Port int
+	Port int `yaml:"port"`
 
 	// http and https only.
-	Path               string // request path, default "/"
-	Host               string // Host header, and SNI and the verified name for https; default the address
-	Expect             []int  // status codes that pass; default [200]. Redirects are not followed.
-	BodyContains       string // when set, the first 64 KiB of the body must contain it
-	InsecureSkipVerify bool   // https: do not verify the certificate
+	Path               string `yaml:"path"`                 // request path, default "/"
+	Host               string `yaml:"host"`                 // Host header, and SNI and the verified name for https; default the address
+	Expect             []int  `yaml:"expect"`               // status codes that pass; default [200]. Redirects are not followed.
+	BodyContains       string `yaml:"body_contains"`        // when set, the first 64 KiB of the body must contain it
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"` // https: do not verify the certificate
 
 	// dns only. The query goes over UDP with RD=0; the check passes on any
 	// NOERROR response (with or without AA or answers: the server is up and
 	// serving the name); any other rcode, a timeout or a mangled reply fails.
-	QName string
-	QType uint16 // default SOA
+	QName string `yaml:"name"`
+	QType uint16 `yaml:"-"` // default SOA
 
-	Interval time.Duration // between check starts; default 5s
-	Timeout  time.Duration // per check; default min(2s, Interval); at most Interval
-	Rise     int           // consecutive successes taking Down to Up; default 2
-	Fall     int           // consecutive failures taking Up or Unknown to Down; default 3
+	Interval time.Duration `yaml:"-"`    // between check starts; default 5s
+	Timeout  time.Duration `yaml:"-"`    // per check; default min(2s, Interval); at most Interval
+	Rise     int           `yaml:"rise"` // consecutive successes taking Down to Up; default 2
+	Fall     int           `yaml:"fall"` // consecutive failures taking Up or Unknown to Down; default 3
 }
 
 // WithDefaults returns c with defaults filled into zero fields.

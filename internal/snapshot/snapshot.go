@@ -99,24 +99,12 @@ func (s *Snapshot) HealthKeys() []health.Key {
 	return keys
 }
 
-// healthChecks converts and checks the health_checks templates.
+// healthChecks fills in the defaults of the health_checks templates and
+// checks them.
 func healthChecks(cfg *config.Config, errs *diag.Problems) map[string]health.Check {
 	out := map[string]health.Check{}
 	for name, hc := range cfg.HealthChecks {
-		c := health.Check{
-			Name: name, Type: hc.Type, Port: hc.Port, Path: hc.Path, Host: hc.Host, Expect: hc.Expect,
-			BodyContains: hc.BodyContains, InsecureSkipVerify: hc.InsecureSkipVerify, QName: hc.Name,
-			Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout), Rise: hc.Rise, Fall: hc.Fall,
-		}
-		if hc.QType != "" {
-			t, err := zone.ParseQType(hc.QType)
-			if err != nil {
-				errs.Add(cfg.File, cfg.Line("health_checks."+name+".qtype"), "health check %s: unknown qtype %q", name, hc.QType)
-				continue
-			}
-			c.QType = t
-		}
-		c = c.WithDefaults()
+		c := hc.Check.WithDefaults() // decoded with the configuration
 		if err := c.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				errs.Add(cfg.File, cfg.Line("health_checks."+name), "%s", line)
