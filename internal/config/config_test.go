@@ -548,8 +548,8 @@ func TestFleetKeys(t *testing.T) {
 	}
 	f := c.Fleet
 	if f == nil || f.Node != "fra-1" || f.Region != "eu" || f.Etcd.Prefix != "/steer/v1" || time.Duration(f.LeaseTTL) != 10*time.Second ||
-		time.Duration(f.ViewGrace) != time.Minute || *f.HealthQuorum.HealthyAbove != 0.18 || f.HealthQuorum.MinObservers != 3 ||
-		time.Duration(*f.HealthQuorum.HoldDown) != 10*time.Second {
+		time.Duration(f.ViewGrace) != time.Minute || f.HealthQuorum.HealthyAbove != 0.18 || f.HealthQuorum.MinObservers != 3 ||
+		time.Duration(f.HealthQuorum.HoldDown) != 10*time.Second || f.HealthQuorum.Config.HoldDown != 10*time.Second || f.HealthQuorum.Stale != 3 {
 		t.Errorf("fleet: %+v", f)
 	}
 	if c, _ := config.Parse(nil, "steer.yaml", []byte("identity: x\n")); c.Fleet != nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"github.com/steer-dns/steer/internal/quorum"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -63,18 +64,13 @@ type EtcdTLS struct {
 // HealthQuorum is the rule that turns many nodes' observations of a
 // target into one verdict (see the README's fleet section).
 type HealthQuorum struct {
-	// HealthyAbove: a target is up while more than this fraction of its
-	// live observers see it up: 0..<1; default 0.18 (Route 53's rule).
-	HealthyAbove *float64 `yaml:"healthy_above"`
-	// MinObservers: with fewer live observers the node's own checks
-	// decide: 1..1000; default 3.
-	MinObservers int `yaml:"min_observers"`
+	// Config is the rule, decoded into quorum.Config (healthy_above:
+	// 0..<1, default 0.18, Route 53's rule; min_observers: 1..1000,
+	// default 3; regional), with hold_down filled in at check.
+	quorum.Config `yaml:",inline"`
 	// HoldDown is how long a new verdict must hold before it is used:
 	// 0..1h; default 10s.
-	HoldDown *Duration `yaml:"hold_down"`
-	// Regional judges each region by its own observers, falling back to
-	// the fleet's verdict where a region has too few.
-	Regional bool `yaml:"regional"`
+	HoldDown Duration `yaml:"hold_down"`
 	// Observers is how many nodes probe each target: 0 (default: 5, or
 	// every node when fewer) or 1..1000.
 	Observers int `yaml:"observers"`
@@ -110,16 +106,20 @@ func (c *Config) applyFleetDefaults() {
 	if f.ViewGrace == 0 {
 		f.ViewGrace = Duration(DefaultViewGrace)
 	}
+	// A key left out takes quorum's default; healthy_above and hold_down
+	// given as 0 stay 0.
 	q, d := &f.HealthQuorum, quorum.Defaults()
-	if q.HealthyAbove == nil {
-		q.HealthyAbove = ptr(d.HealthyAbove)
+	given := func(key string) bool { _, ok := c.lines["fleet.health_quorum."+key]; return ok }
+	if !given("healthy_above") {
+		q.HealthyAbove = d.HealthyAbove
 	}
 	if q.MinObservers == 0 {
 		q.MinObservers = d.MinObservers
 	}
-	if q.HoldDown == nil {
-		q.HoldDown = ptr(Duration(d.HoldDown))
+	if !given("hold_down") {
+		q.HoldDown = Duration(d.HoldDown)
 	}
+	q.Config.HoldDown, q.Stale = time.Duration(q.HoldDown), d.Stale
 }
 
 func (c *Config) checkFleet(probs *diag.Problems) {
@@ -166,13 +166,13 @@ func (c *Config) checkFleet(probs *diag.Problems) {
 		bad("fleet.view_grace", "%s is not between 0s and 24h", d)
 	}
 	q := f.HealthQuorum
-	if h := *q.HealthyAbove; h < 0 || h >= 1 {
+	if h := q.HealthyAbove; h < 0 || h >= 1 || math.IsNaN(h) {
 		bad("fleet.health_quorum.healthy_above", "%g is not at least 0 and below 1", h)
 	}
 	if q.MinObservers < 1 || q.MinObservers > 1000 {
 		bad("fleet.health_quorum.min_observers", "%d is not between 1 and 1000", q.MinObservers)
 	}
-	if d := time.Duration(*q.HoldDown); d < 0 || d > time.Hour {
+	if d := time.Duration(q.HoldDown); d < 0 || d > time.Hour {
 		bad("fleet.health_quorum.hold_down", "%s is not between 0s and 1h", d)
 	}
 	if q.Observers < 0 || q.Observers > 1000 {

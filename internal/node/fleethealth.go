@@ -116,11 +116,7 @@ func targetName(k health.Key) string { return k.Addr.String() + "/" + url.PathEs
 
 func newFleetHealth(fw *fleetWiring, hc *healthWiring) (*fleetHealth, error) {
 	f := fw.local.Fleet
-	q := quorum.Defaults()
-	q.HealthyAbove = *f.HealthQuorum.HealthyAbove
-	q.MinObservers = f.HealthQuorum.MinObservers
-	q.HoldDown = time.Duration(*f.HealthQuorum.HoldDown)
-	q.Regional = f.HealthQuorum.Regional
+	q := f.HealthQuorum.Config // decoded, defaulted and checked with the configuration
 	tr, err := quorum.NewTracker(q)
 	if err != nil {
 		return nil, err

@@ -114,25 +114,28 @@ const (
 	MaxStale        = 100
 )
 
-// Config is the quorum rule of a fleet (fleet.health_quorum in the config).
+// Config is the quorum rule of a fleet (fleet.health_quorum in the config,
+// which decodes into it by its yaml tags and fills the keys left out from
+// Defaults; hold_down, written as a duration, it decodes itself; Stale is
+// not a key).
 // Start from Defaults and change fields: the zero Config is invalid
 // (MinObservers and Stale must be at least 1), so a forgotten Defaults is
 // caught by Validate rather than silently meaning "no hold-down".
 type Config struct {
 	// HealthyAbove is the fraction of live observers that must see a target
 	// up, strictly exceeded, for it to be up; in [0, 1). Default 0.18.
-	HealthyAbove float64
+	HealthyAbove float64 `yaml:"healthy_above"`
 	// MinObservers is the fewest live observers for which the quorum
 	// decides; below it the node's own checker does. At least 1; default 3.
-	MinObservers int
+	MinObservers int `yaml:"min_observers"`
 	// HoldDown is how long a newly computed verdict must hold before the
 	// published one flips (both directions); 0 flips at once. Default 10s.
-	HoldDown time.Duration
+	HoldDown time.Duration `yaml:"-"`
 	// Regional enables per-region verdicts (see the package comment).
-	Regional bool
+	Regional bool `yaml:"regional"`
 	// Stale is how many of its own check intervals an observation stays
 	// live after its CheckedAt. At least 1; default 3.
-	Stale int
+	Stale int `yaml:"-"`
 }
 
 // Defaults returns the default Config: healthy above 18 %, at least 3
