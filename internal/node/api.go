@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -16,7 +17,8 @@ import (
 // apiWiring runs the admin API as configured: a reload moves it to a new
 // listen address, rotates its token, and turns it on or off.
 type apiWiring struct {
-	n *Node
+	log        *slog.Logger
+	newHandler func() *api.Handler // the API over the node (backend)
 
 	mu     sync.Mutex
 	h      *api.Handler
@@ -52,16 +54,6 @@ func refuseReason(c config.API, token string) string {
 	return fmt.Sprintf("changes refused: the admin API listens on %s, which is not a loopback address, and has no token (set api.token_file or api.token_env)", c.Listen)
 }
 
-// start serves the API of cfg, if any.
-func (a *apiWiring) start(cfg *config.Config) error {
-	next, err := a.prepare(cfg)
-	if err != nil {
-		return err
-	}
-	next.commit(cfg.API.Token.Value())
-	return nil
-}
-
 // apiChange is a prepared change: a listener already bound at the new
 // address, or none when the address is the same.
 type apiChange struct {
@@ -82,9 +74,8 @@ func (a *apiWiring) prepare(cfg *config.Config) (*apiChange, error) {
 	if ch.listen == "" || ch.listen == a.listen && a.h != nil {
 		return ch, nil
 	}
-	n := a.n
-	ch.h = api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
-	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, n.log)
+	ch.h = a.newHandler()
+	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, a.log)
 	if err != nil {
 		return nil, problem(cfg, "api.listen", "api.listen: %v", err)
 	}
@@ -133,7 +124,7 @@ func (c *apiChange) commit(token string) []string {
 		refuse := refuseReason(c.cfg.API, token)
 		h.SetAuth(token, refuse)
 		if refuse != "" {
-			a.n.log.Warn("the admin API has no token and does not listen on loopback: it answers reads but refuses every change", "listen", c.listen)
+			a.log.Warn("the admin API has no token and does not listen on loopback: it answers reads but refuses every change", "listen", c.listen)
 		}
 	}
 	return changed

@@ -11,6 +11,7 @@ import (
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // backend is the running node as the admin API sees it.
@@ -45,7 +46,7 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 		return err
 	}
 	addr = addr.Unmap()
-	if !b.n.targets()[addr] {
+	if !servedTargets(b.n.srv.Handler().Snapshot())[addr] {
 		return fmt.Errorf("%s is no address of any pool of the served records: %w", addr, api.ErrNotFound)
 	}
 	if fw := b.n.fl; fw != nil {
@@ -59,10 +60,10 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 	return nil
 }
 
-// targets is the set of addresses the pools of the served records list.
-func (n *Node) targets() map[netip.Addr]bool {
+// servedTargets is the set of addresses the pools of snap's records list.
+func servedTargets(snap *snapshot.Snapshot) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
-	if t := n.srv.Handler().Snapshot().Policies; t != nil {
+	if t := snap.Policies; t != nil {
 		for _, r := range t.Records {
 			for _, p := range r.Pools {
 				for _, a := range p.Addrs() {
@@ -79,7 +80,7 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	if err != nil {
 		return err
 	}
-	name, err := b.n.findPool(record, pool)
+	name, err := findPool(b.n.srv.Handler().Snapshot(), record, pool)
 	if err != nil {
 		return err
 	}
@@ -92,10 +93,9 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	return nil
 }
 
-// findPool returns record's canonical name when it is served and has
-// pool; otherwise an ErrNotFound naming what is unknown.
-func (n *Node) findPool(record, pool string) (string, error) {
-	snap := n.srv.Handler().Snapshot()
+// findPool returns record's canonical name when snap serves it and it
+// has pool; otherwise an ErrNotFound naming what is unknown.
+func findPool(snap *snapshot.Snapshot, record, pool string) (string, error) {
 	r := snap.Policies.Get(dns.CanonicalName(record))
 	if r == nil {
 		return "", fmt.Errorf("record %s is not a steered record: %w", record, api.ErrNotFound)

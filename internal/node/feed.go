@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // feedFile is the external state feed (health.feed_file):
@@ -41,7 +43,9 @@ type feedEntry struct {
 // health manager: read whole and applied whole, or rejected whole with the
 // file and every reason while the previous feed stays.
 type feedWiring struct {
-	n *Node
+	log     *slog.Logger
+	manager *health.Manager
+	current func() *snapshot.Snapshot // the snapshot being served
 
 	mu      sync.Mutex
 	path    string // resolved; "" when none
@@ -108,13 +112,13 @@ func (f *feedWiring) poll() {
 	// seen again at the next poll.
 	f.stamp = st
 	if err := f.loadLocked(); err != nil {
-		f.n.log.Error("health feed rejected; the previous one stays", "file", f.path, "err", err)
+		f.log.Error("health feed rejected; the previous one stays", "file", f.path, "err", err)
 	}
 }
 
 // clearLocked sets back to auto whatever the feed had set.
 func (f *feedWiring) clearLocked() {
-	m := f.n.hc.manager
+	m := f.manager
 	for a := range f.targets {
 		m.SetOverride(a, health.OverrideNone, time.Time{})
 	}
@@ -155,7 +159,8 @@ func (f *feedWiring) loadLocked() error {
 	targets := map[netip.Addr]target{}
 	pools := map[[2]string]pool{}
 	var probs []string
-	served := f.n.targets()
+	snap := f.current()
+	served := servedTargets(snap)
 	for a, e := range ff.Targets {
 		addr, err := netip.ParseAddr(a)
 		o, err2 := health.ParseOverride(strings.ToLower(e.State))
@@ -180,7 +185,7 @@ func (f *feedWiring) loadLocked() error {
 		case err != nil || err2 != nil:
 			probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, errors.Join(err, err2)))
 		default:
-			canon, err := f.n.findPool(rec, name)
+			canon, err := findPool(snap, rec, name)
 			if err != nil {
 				probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, strings.TrimSuffix(err.Error(), ": "+api.ErrNotFound.Error())))
 				continue
@@ -192,7 +197,7 @@ func (f *feedWiring) loadLocked() error {
 		sort.Strings(probs)
 		return fmt.Errorf("%s: %s", f.path, strings.Join(probs, "; "))
 	}
-	m := f.n.hc.manager
+	m := f.manager
 	for a := range f.targets {
 		if _, still := targets[a]; !still {
 			m.SetOverride(a, health.OverrideNone, time.Time{})
@@ -212,6 +217,6 @@ func (f *feedWiring) loadLocked() error {
 		m.SetPoolOverride(k[0], k[1], p.o, p.exp)
 		f.pools[k] = true
 	}
-	f.n.log.Info("health feed applied", "file", f.path, "targets", len(targets), "pools", len(pools))
+	f.log.Info("health feed applied", "file", f.path, "targets", len(targets), "pools", len(pools))
 	return nil
 }

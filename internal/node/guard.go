@@ -2,9 +2,11 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/diag"
@@ -18,7 +20,8 @@ import (
 // node's random cookie secret (when no secret_file is set) lasts as long
 // as the process, so cookies handed out stay valid across reloads.
 type guardWiring struct {
-	n       *Node
+	log     *slog.Logger
+	srv     *dnsserver.Server // the server it guards
 	random  *cookie.Jar
 	limiter *rrl.Limiter
 	rrlCfg  rrl.Config
@@ -32,10 +35,10 @@ type guardPlan struct {
 	changes []string
 }
 
-func newGuard(n *Node) *guardWiring {
-	g := &guardWiring{n: n, random: cookie.Random()}
-	n.reg.MustRegister(rrl.NewCollector(func() *rrl.Limiter {
-		if gd := n.srv.Handler().Guard(); gd != nil {
+func newGuard(log *slog.Logger, srv *dnsserver.Server, reg prometheus.Registerer) *guardWiring {
+	g := &guardWiring{log: log, srv: srv, random: cookie.Random()}
+	reg.MustRegister(rrl.NewCollector(func() *rrl.Limiter {
+		if gd := srv.Handler().Guard(); gd != nil {
 			return gd.RRL
 		}
 		return nil
@@ -101,11 +104,11 @@ func (g *guardWiring) prepare(cfg *config.Config) (*guardPlan, error) {
 
 // commit installs the plan: queries that start after it see it.
 func (g *guardWiring) commit(p *guardPlan) []string {
-	old := g.n.srv.Handler().Guard()
-	g.n.srv.Handler().SetGuard(p.guard)
-	if err := g.n.srv.SetTCPLimits(p.tcp); err != nil {
+	old := g.srv.Handler().Guard()
+	g.srv.Handler().SetGuard(p.guard)
+	if err := g.srv.SetTCPLimits(p.tcp); err != nil {
 		// prepare validated the same limits.
-		g.n.log.Error("tcp limits", "err", err)
+		g.log.Error("tcp limits", "err", err)
 	}
 	g.limiter, g.rrlCfg = p.guard.RRL, p.rrlCfg
 	changes := p.changes
@@ -116,16 +119,6 @@ func (g *guardWiring) commit(p *guardPlan) []string {
 		changes = append(changes, fmt.Sprintf("cookies: enabled %v", p.guard.Cookies != nil))
 	}
 	return changes
-}
-
-// apply prepares and commits (at start-up).
-func (g *guardWiring) apply(cfg *config.Config) error {
-	p, err := g.prepare(cfg)
-	if err != nil {
-		return err
-	}
-	g.commit(p)
-	return nil
 }
 
 // sameRRL reports whether two limiter configurations are the same.

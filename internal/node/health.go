@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/config"
-	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
@@ -22,15 +21,18 @@ import (
 // and logs each pool transition once.
 type healthWiring struct {
 	manager *health.Manager
-	srv     *dnsserver.Server
+	current func() *snapshot.Snapshot // the snapshot being served
 	met     *metrics.Metrics
 	log     *slog.Logger
 
+	// mu is held while health is set on a table: by refresh on the
+	// served one, and by hold across a swap, so a change of health
+	// lands on the old table before the swap or on the new one after.
 	mu        sync.Mutex
 	stateFile string
 	last      map[[2]string]poolSeen // record, pool -> state last logged
 	allDown   map[string]bool        // records last seen failing open
-	gen       uint64                 // logTransitions calls, for last
+	gen       uint64                 // setLocked calls, for last
 
 	// onCheck, when set, receives every check's resulting status (the
 	// fleet publishes them).
@@ -59,8 +61,8 @@ func (h *healthWiring) keys(snap *snapshot.Snapshot) []health.Key {
 	return keys
 }
 
-func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics, reg prometheus.Registerer) *healthWiring {
-	h := &healthWiring{manager: health.NewManager(log), srv: srv, met: met, log: log,
+func newHealth(log *slog.Logger, current func() *snapshot.Snapshot, met *metrics.Metrics, reg prometheus.Registerer) *healthWiring {
+	h := &healthWiring{manager: health.NewManager(log), current: current, met: met, log: log,
 		last: map[[2]string]poolSeen{}, allDown: map[string]bool{}}
 	h.manager.OnChange(h.refresh)
 	h.manager.OnResult(func(k health.Key, took time.Duration, pass bool, from, to health.Status) {
@@ -80,7 +82,7 @@ func newHealth(log *slog.Logger, srv *dnsserver.Server, met *metrics.Metrics, re
 type poolSeen struct {
 	state, why string
 	ovr        bool   // set by the operator
-	gen        uint64 // the logTransitions call that saw it last
+	gen        uint64 // the setLocked call that saw it last
 }
 
 // setStateFile makes the manager keep its state (target statuses, target
@@ -128,23 +130,35 @@ func (h *healthWiring) usable(a netip.Addr, check string) bool {
 }
 
 // refresh recomputes the served snapshot's usable pools and addresses and
-// logs what changed.
+// logs what changed (the manager's OnChange).
 func (h *healthWiring) refresh() {
-	if s := h.srv.Handler().Snapshot(); s != nil && s.Policies != nil {
-		s.Policies.SetHealth(h.usable, h.poolOverride)
-		h.logTransitions(s.Policies)
+	h.mu.Lock()
+	if s := h.current(); s != nil && s.Policies != nil {
+		h.setLocked(s.Policies)
 	}
+	h.mu.Unlock()
 	if f := h.afterRefresh.Load(); f != nil {
 		(*f)()
 	}
 }
 
-// logTransitions logs one line per pool whose state changed since the
-// last call (record, pool, from, to, reason) and one per record that
-// starts or stops failing open (no usable pool: answering with all).
-func (h *healthWiring) logTransitions(t *policy.Table) {
+// hold gives t the current health and keeps every change of health
+// waiting until release is called: the swap serving t runs between, so
+// t gets the health once and no change is lost.
+func (h *healthWiring) hold(t *policy.Table) (release func()) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	if t != nil {
+		h.setLocked(t)
+	}
+	return h.mu.Unlock
+}
+
+// setLocked sets the health on t and logs one line per pool whose state
+// changed since the last call (record, pool, from, to, reason) and one
+// per record that starts or stops failing open (no usable pool:
+// answering with all); the caller holds h.mu.
+func (h *healthWiring) setLocked(t *policy.Table) {
+	t.SetHealth(h.usable, h.poolOverride)
 	h.gen++
 	for _, r := range t.Records {
 		all := true
@@ -192,8 +206,7 @@ func (h *healthWiring) logTransitions(t *policy.Table) {
 }
 
 // prepare starts and stops checkers for snap's pools (keeping the state
-// of targets that stay) and gives snap the current health before it is
-// swapped in.
+// of targets that stay) before snap is swapped in (see hold).
 func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 	h.snap.Store(snap)
 	h.manager.SetTargetLabels(snap.Config != nil && snap.Config.Metrics.TargetLabels)
@@ -208,5 +221,4 @@ func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 		snap.Policies.Observe = h.met.Steered
 		snap.Policies.Decided = h.met.Decision
 	}
-	snap.Policies.SetHealth(h.usable, h.poolOverride)
 }

@@ -47,8 +47,10 @@ func newLatency(log *slog.Logger, current func() *policy.Table) *latencyWiring {
 // prepare takes snap's latency settings, reads the latency files that are
 // new or changed, and evaluates snap's table, before snap goes live. New
 // smoothing or anti-flap settings start a fresh map (every file read
-// again); otherwise the map and each network's state carry over.
-func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
+// again); otherwise the map and each network's state carry over. It
+// returns the files rejected (errs) and those not readable (warns): a
+// node serves without them, steer check reports them.
+func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cfg := snap.Config
@@ -73,25 +75,30 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) {
 			delete(l.stamps, p)
 		}
 	}
-	l.readChanged()
+	_, errs, warns = l.readChanged()
 	if snap.Policies != nil {
 		l.evaluate(snap.Policies, "load")
 	}
+	return errs, warns
 }
 
 // readChanged applies every file whose stamp differs from the one last
 // read, one update per file; the caller holds l.mu. A file that does not
 // parse is rejected whole (the error names file:line) and the map keeps
-// what it had. It reports whether any update was applied.
-func (l *latencyWiring) readChanged() bool {
-	applied := false
+// what it had. It reports whether any update was applied, the files
+// rejected and those not read.
+func (l *latencyWiring) readChanged() (applied bool, errs, warns []string) {
+	notRead := func(p string, err error) {
+		l.log.Error("latency file not read", "file", p, "err", err)
+		warns = append(warns, fmt.Sprintf("%s: warning: latency file not readable (serve starts without it): %v", l.fsys.File, err))
+	}
 	for _, p := range l.files {
 		var st fileStamp
 		if l.fsys.FS == nil {
 			var err error
 			if st, err = stampOf(p); err != nil {
 				if _, seen := l.stamps[p]; !seen {
-					l.log.Error("latency file not read", "file", p, "err", err)
+					notRead(p, err)
 				}
 				l.stamps[p] = st
 				continue
@@ -105,7 +112,7 @@ func (l *latencyWiring) readChanged() bool {
 		l.stamps[p] = st
 		data, err := config.ReadFile(l.fsys.FS, p)
 		if err != nil {
-			l.log.Error("latency file not read", "file", p, "err", err)
+			notRead(p, err)
 			l.count("file", false)
 			continue
 		}
@@ -115,6 +122,7 @@ func (l *latencyWiring) readChanged() bool {
 		}
 		if err != nil {
 			l.log.Error("latency file rejected; the map keeps its previous values", "err", err)
+			errs = append(errs, err.Error())
 			l.count("file", false)
 			continue
 		}
@@ -126,7 +134,7 @@ func (l *latencyWiring) readChanged() bool {
 		l.log.Info("latency file applied", "file", p, "measurements", len(ms), "update", l.store.Updates())
 		applied = true
 	}
-	return applied
+	return applied, errs, warns
 }
 
 // sites are the site names the served records' latency rules measure.
@@ -186,21 +194,22 @@ func (l *latencyWiring) evaluate(t *policy.Table, why string) {
 	}
 }
 
-// refresh evaluates the live table again if it has not seen the latest
-// update (an update can land between a reload's prepare and its swap).
-func (l *latencyWiring) refresh() {
+// hold brings t's latency choices to the latest update (one can land
+// between prepare and the swap) and keeps every update waiting until
+// release is called: the swap serving t runs between.
+func (l *latencyWiring) hold(t *policy.Table) (release func()) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t := l.current(); t != nil && (t.Latency() == nil || t.Latency().Stats.Update != l.store.Updates()) {
-		l.evaluate(t, "catching up after a reload")
+	if t != nil && l.store != nil && (t.Latency() == nil || t.Latency().Stats.Update != l.store.Updates()) {
+		l.evaluate(t, "catching up before a swap")
 	}
+	return l.mu.Unlock
 }
 
 // poll applies changed files to the live table.
 func (l *latencyWiring) poll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.readChanged() {
+	if applied, _, _ := l.readChanged(); applied {
 		if t := l.current(); t != nil {
 			l.evaluate(t, "latency file changed")
 		}
@@ -285,25 +294,4 @@ func (l *latencyWiring) status() api.LatencyStatus {
 	return api.LatencyStatus{Update: l.store.Updates(), Values: m.Len(), Prefixes: m.NumPrefixes(), Networks: l.stats.Networks,
 		LastUpdate: l.last, LastSource: l.lastSrc, Files: append([]string(nil), l.files...),
 		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRounds: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin}
-}
-
-// checkLatencyFiles parses every latency file of cfg as serve would, for
-// steer check; a missing file is only a warning (serve starts without it).
-func checkLatencyFiles(cfg *config.Config, sites map[string]bool) (errs, warns []string) {
-	for _, f := range cfg.Latency.Files {
-		p := cfg.Resolve(f)
-		data, err := config.ReadFile(cfg.FS, p)
-		if err != nil {
-			warns = append(warns, fmt.Sprintf("%s: warning: latency file not readable (serve starts without it): %v", cfg.File, err))
-			continue
-		}
-		ms, err := parseLatency(p, data)
-		if err == nil {
-			err = latency.Check(ms, sites, time.Now())
-		}
-		if err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	return errs, warns
 }

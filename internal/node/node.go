@@ -83,8 +83,8 @@ type Node struct {
 	fl   *fleetWiring // nil: not in a fleet
 	xfr  *xfrWiring
 
-	// first is the snapshot New built and Start serves.
-	first *snapshot.Snapshot
+	// first is the plan New prepared and Start serves.
+	first *plan
 	// geoWatch polls the geo database files, from a baseline taken
 	// right after New read them.
 	geoWatch *watcher
@@ -174,34 +174,35 @@ func New(o Options) (_ *Node, err error) {
 		n.fl.applied(bundle, nil)
 	}
 	n.log.Info("loaded", "data", snap.Summary(), "took", time.Since(start).Round(time.Millisecond))
-	n.first = snap
 	n.srv = dnsserver.New(snap, n.log)
-	n.geoWatch = newWatcher(func() []string { return n.srv.Handler().Snapshot().GeoFiles })
+	current := n.srv.Handler().Snapshot
+	n.geoWatch = newWatcher(func() []string { return current().GeoFiles })
 	n.srv.Handler().SetMetrics(n.met)
 	n.reg.MustRegister(dnsserver.NewTCPCollector(n.srv.TCPStats), snapshot.NewPoolCollector(n.srv.Handler().Snapshot),
 		geo.NewCollector(func() *geo.Set { return n.srv.Handler().Snapshot().Geo }))
 	n.srv.Handler().SetTransfers(n.xfr)
 	n.met.SetZones(n.xfr.zoneStates)
 	n.ql = newQueryLog(n.log, n.srv.Handler(), n.reg)
-	if err := n.ql.apply(cfg); err != nil {
-		return nil, err
-	}
-	n.grd = newGuard(n)
-	if err := n.grd.apply(cfg); err != nil {
-		return nil, err
-	}
-	n.hc = newHealth(n.log, n.srv, n.met, n.reg)
+	n.grd = newGuard(n.log, n.srv, n.reg)
+	n.hc = newHealth(n.log, current, n.met, n.reg)
 	hc := n.xfr.healthChanged
 	n.hc.afterRefresh.Store(&hc)
 	if o.HealthDial != nil {
 		n.hc.manager.SetDialer(o.HealthDial)
 	}
-	n.lat = newLatency(n.log, func() *policy.Table { return n.srv.Handler().Snapshot().Policies })
+	n.lat = newLatency(n.log, func() *policy.Table { return current().Policies })
 	if n.lat.met, err = latency.NewMetrics(n.reg); err != nil {
 		return nil, err
 	}
-	n.api = &apiWiring{n: n}
-	n.feed = &feedWiring{n: n}
+	n.api = &apiWiring{log: n.log, newHandler: func() *api.Handler {
+		return api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
+	}}
+	n.feed = &feedWiring{log: n.log, manager: n.hc.manager, current: current}
+	// The API is bound by Start; everything else is prepared here.
+	if n.first, err = prepare(cfg, snap, parts{ql: n.ql, grd: n.grd, lat: n.lat}); err != nil {
+		return nil, err
+	}
+	n.first.commit(n)
 	return n, nil
 }
 
@@ -251,39 +252,6 @@ func zoneCacheDir(cfg *config.Config) string {
 	return filepath.Join(filepath.Dir(cfg.Resolve(cfg.Health.StateFile)), "zones")
 }
 
-// Check validates a configuration and every file it names as New would,
-// for steer check: zones that fail are errors here (a node would start
-// with them degraded), and so are token files and latency files.
-func Check(path string) (summary string, warns []string, err error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return "", nil, err
-	}
-	snap, ws, err := snapshot.Build(cfg)
-	if refuseReason(cfg.API, "") != "" {
-		ws.Add(cfg.File, cfg.Line("api.listen"), "api.listen %s is not a loopback address and no token is set: changes through the API will be refused (set api.token_file)", cfg.API.Listen)
-	}
-	for _, w := range ws {
-		w.Msg = "warning: " + w.Msg
-		warns = append(warns, w.String())
-	}
-	if err != nil {
-		return "", warns, err
-	}
-	var errs []string
-	_, guardErr := (&guardWiring{}).prepare(cfg)
-	if guardErr != nil {
-		errs = append(errs, guardErr.Error())
-	}
-	lerrs, lwarns := checkLatencyFiles(cfg, snap.Policies.LatencySites())
-	warns = append(warns, lwarns...)
-	errs = append(errs, lerrs...)
-	if len(errs) > 0 {
-		return "", warns, errors.New(strings.Join(errs, "\n"))
-	}
-	return snap.Summary(), warns, nil
-}
-
 // Start restores operator state, opens the listeners and starts every
 // part; when one fails, those already started are stopped and the error
 // returned. ctx bounds the start itself.
@@ -297,29 +265,24 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.unwind(context.Background())
 		}
 	}()
-	snap := n.first
+	p := n.first
 	n.first = nil // served from here on; a reload must be able to free it
-	cfg := snap.Config
-	step := func(name string, t time.Time) {
-		n.log.Debug("start step", "step", name, "took", time.Since(t).Round(time.Microsecond))
-	}
+	snap, cfg := p.snap, p.cfg
 	// The query log is closed last, after the listeners: queries in flight
 	// may still write to it.
 	n.onStop(func(context.Context) { n.ql.close() })
 	t := time.Now()
 	n.hc.setStateFile(cfg)
 	n.onStop(func(context.Context) { n.hc.close() })
-	n.hc.prepare(snap)
-	step("health", t)
-	t = time.Now()
-	n.lat.prepare(snap)
 	n.onStop(func(context.Context) { n.lat.stop() })
-	step("latency", t)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	t = time.Now()
-	if err := n.srv.Start(); err != nil {
+	err = n.swap(nil, snap, true)
+	if err == nil {
+		err = n.srv.Start()
+	}
+	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)
 	}
 	n.onStop(func(ctx context.Context) {
@@ -328,12 +291,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	})
 	n.logDegraded(snap)
-	step("listeners", t)
+	n.log.Debug("start step", "step", "health, latency and listeners", "took", time.Since(t).Round(time.Microsecond))
 	n.onStop(func(context.Context) { n.xfr.close() })
 	n.xfr.refresh() // publishes the exports and notifies the secondaries
-	if err := n.api.start(cfg); err != nil {
+	if p.api, err = n.api.prepare(cfg); err != nil {
 		return err
 	}
+	p.api.commit(cfg.API.Token.Value())
 	n.onStop(n.api.stop)
 	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc, n.met, n.reg); err != nil {
 		return fmt.Errorf("anycast: %w", err)
@@ -484,10 +448,10 @@ func ExplainOffline(path string, req explain.Request, log *slog.Logger) (*explai
 	h := dnsserver.NewHandler(snap)
 	// The guard as the configuration sets it, with empty buckets: explain
 	// says how the answer is keyed and whether rate limiting applies.
-	plan, err := (&guardWiring{random: cookie.Random()}).prepare(cfg)
+	g, err := (&guardWiring{random: cookie.Random()}).prepare(cfg)
 	if err != nil {
 		return nil, err
 	}
-	h.SetGuard(plan.guard)
+	h.SetGuard(g.guard)
 	return explain.Run(h, req)
 }

@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,16 +43,6 @@ func resolveLogPath(cfg *config.Config) string {
 	return p
 }
 
-// apply opens the log of cfg at start.
-func (q *queryLog) apply(cfg *config.Config) error {
-	next, err := q.prepare(cfg)
-	if err != nil {
-		return err
-	}
-	next.commit()
-	return nil
-}
-
 // qlChange is a prepared change of the query log: commit applies it,
 // abort undoes what prepare opened.
 type qlChange struct {
@@ -62,11 +54,18 @@ type qlChange struct {
 
 // prepare opens what cfg's query log needs (a new file, when the path
 // changed or the log was off) without applying it: a file that cannot be
-// opened rejects the reload with nothing changed.
-func (q *queryLog) prepare(cfg *config.Config) (*qlChange, error) {
+// opened rejects the reload with nothing changed. dry (steer check) opens
+// nothing: the file's directory must exist.
+func (q *queryLog) prepare(cfg *config.Config, dry bool) (*qlChange, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ch := &qlChange{q: q, path: resolveLogPath(cfg), c: cfg.QueryLog}
+	if dry && ch.path != "" && ch.path != "stdout" {
+		if fi, err := os.Stat(filepath.Dir(ch.path)); err != nil || !fi.IsDir() {
+			return nil, problem(cfg, "query_log.path", "query_log: the directory of %s does not exist", ch.path)
+		}
+		return ch, nil
+	}
 	if ch.path != "" && (q.cur == nil || ch.path != q.path) {
 		l, err := querylog.Open(querylog.Options{Path: ch.path, Sample: cfg.QueryLog.Sample, Log: q.log})
 		if err != nil {

@@ -227,54 +227,29 @@ func (n *Node) reloadConfig(res *Result) {
 		n.reject(res, err)
 		return
 	}
-	// Validate what applying would need before anything changes (the
-	// secret files were read with the configuration).
-	token := cfg.API.Token.Value()
-	qlNext, err := n.ql.prepare(cfg)
+	// Prepare every part before anything changes.
+	p, err := prepare(cfg, snap, parts{ql: n.ql, api: n.api, grd: n.grd, lat: n.lat})
 	if err != nil {
-		n.reject(res, err)
-		return
-	}
-	apiNext, err := n.api.prepare(cfg)
-	if err != nil {
-		qlNext.abort()
-		n.reject(res, err)
-		return
-	}
-	guardNext, err := n.grd.prepare(cfg)
-	if err != nil {
-		qlNext.abort()
-		apiNext.abort()
 		n.reject(res, err)
 		return
 	}
 	t = time.Now()
 	n.hc.setStateFile(cfg)
-	n.hc.prepare(snap)
-	step("health", t)
-	t = time.Now()
-	n.lat.prepare(snap)
-	step("latency", t)
-	t = time.Now()
-	if err := n.srv.Apply(snap); err != nil {
-		qlNext.abort()
-		apiNext.abort()
+	if err := n.swap(old, snap, true); err != nil {
+		p.abort()
 		n.reject(res, err)
 		return
 	}
-	step("swap", t)
-	if snap.Policies != old.Policies {
-		// A table kept as it was (the same file, the same databases)
-		// has the current health already, and its transitions logged.
-		n.hc.refresh()
-	}
-	n.lat.refresh()
+	step("health, latency and swap", t)
 	n.xfr.configure(cfg, snap.TSIG)
 	res.Changed = append(res.Changed, describeChanges(old, snap)...)
-	res.Changed = append(res.Changed, qlNext.commit()...)
-	res.Changed = append(res.Changed, apiNext.commit(token)...)
+	res.Changed = append(res.Changed, p.commit(n)...)
 	res.Changed = append(res.Changed, n.feed.apply(cfg)...)
-	res.Changed = append(res.Changed, n.grd.commit(guardNext)...)
+	n.swapped(res, old, snap)
+}
+
+// swapped reports what a reload that swapped snap in for old changed.
+func (n *Node) swapped(res *Result, old, snap *snapshot.Snapshot) {
 	res.RestartNeeded = append(res.RestartNeeded, restartNeeded(old, snap)...)
 	res.Warnings = append(res.Warnings, degraded(snap)...)
 	n.logDegraded(snap)
@@ -296,26 +271,15 @@ func (n *Node) rebuildZones(res *Result) {
 		}
 	}
 	logWarnings(n.log, fresh)
+	if err == nil {
+		err = n.swap(old, snap, false)
+	}
 	if err != nil {
 		n.reject(res, err)
 		return
 	}
-	if snap.Policies != old.Policies {
-		n.hc.prepare(snap)
-		n.lat.prepare(snap)
-	}
-	if err := n.srv.Apply(snap); err != nil {
-		n.reject(res, err)
-		return
-	}
-	if snap.Policies != old.Policies {
-		n.hc.refresh()
-		n.lat.refresh()
-	}
 	res.Changed = append(res.Changed, describeChanges(old, snap)...)
-	res.Warnings = append(res.Warnings, degraded(snap)...)
-	n.logDegraded(snap)
-	n.releaseMemory()
+	n.swapped(res, old, snap)
 }
 
 // releaseMemory returns the memory of the replaced snapshot (and of the
@@ -345,18 +309,13 @@ func (n *Node) reloadGeo(res *Result) {
 	old := n.srv.Handler().Snapshot()
 	snap, warns, err := old.WithGeo()
 	logWarnings(n.log, warns)
+	if err == nil {
+		err = n.swap(old, snap, false)
+	}
 	if err != nil {
 		n.reject(res, err)
 		return
 	}
-	n.hc.prepare(snap)
-	n.lat.prepare(snap)
-	if err := n.srv.Apply(snap); err != nil {
-		n.reject(res, err)
-		return
-	}
-	n.hc.refresh()
-	n.lat.refresh()
 	n.releaseMemory()
 	if snap.Geo == nil {
 		return
