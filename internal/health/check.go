@@ -2,7 +2,8 @@
 // templates and their validation, the probes (http, https, tcp, dns), the
 // rise/fall state machine kept for each target, one checker goroutine per
 // distinct (target address, check) pair, external overrides (up, down,
-// drain) and the persistence of last known statuses across restarts.
+// drain), the feed file that sets overrides from outside (Feed), and the
+// persistence of last known statuses across restarts.
 //
 // Callers ask Manager.Usable whether a target may be answered. A target with
 // no result yet is Unknown and counts as usable, so a restart never blanks

@@ -82,7 +82,7 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	}
 	name, err := findPool(b.n.srv.Handler().Snapshot(), record, pool)
 	if err != nil {
-		return err
+		return fmt.Errorf("%v: %w", err, api.ErrNotFound)
 	}
 	if fw := b.n.fl; fw != nil {
 		if err := fw.setOverride(poolOverrideKey(fw.prefix, name, pool), o, expires); err != nil {
@@ -94,18 +94,18 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 }
 
 // findPool returns record's canonical name when snap serves it and it
-// has pool; otherwise an ErrNotFound naming what is unknown.
+// has pool; otherwise an error naming what is unknown.
 func findPool(snap *snapshot.Snapshot, record, pool string) (string, error) {
 	r := snap.Policies.Get(dns.CanonicalName(record))
 	if r == nil {
-		return "", fmt.Errorf("record %s is not a steered record: %w", record, api.ErrNotFound)
+		return "", fmt.Errorf("record %s is not a steered record", record)
 	}
 	for _, p := range r.Pools {
 		if p.Name == pool {
 			return r.Name, nil
 		}
 	}
-	return "", fmt.Errorf("record %s has no pool %s: %w", r.Name, pool, api.ErrNotFound)
+	return "", fmt.Errorf("record %s has no pool %s", r.Name, pool)
 }
 
 func (b *backend) Reload(ctx context.Context) (api.ReloadResult, error) {

@@ -2,13 +2,21 @@
 // every file it names, opens the DNS listeners, and runs what feeds the
 // answers beside them (health checks, the latency map, the health feed,
 // geo database watchers, the query log, the admin API, metrics and the
-// anycast speaker). Every change reaches the served snapshot through one
-// serialised reload path (see reload.go). cmd/steer only parses flags,
-// turns signals into calls of this package and prints.
+// anycast speaker). Every change of configuration reaches the served
+// snapshot through one serialised reload path (see reload.go) and one
+// swap (plan.go). cmd/steer only parses flags, turns signals into calls of
+// this package and prints.
 //
-// Lifecycle, as Caddy's App: New validates everything and opens nothing;
-// Start opens and starts the parts in order and, when a later part fails,
-// stops those already started; Shutdown stops them in reverse order.
+// Each part is built from what it needs (a logger, a function returning
+// the served snapshot, the server it configures), not from the node; only
+// the admin API's adapter (backend.go) holds the node.
+//
+// Lifecycle, as Caddy's App: steer check (Check), New and a reload share
+// one plan, which prepares every part from the configuration and collects
+// every problem; check aborts it, New commits it without binding a
+// listener, a reload swaps and commits it. Start opens and starts the
+// parts in order and, when a later part fails, stops those already
+// started; Shutdown stops them in reverse order.
 package node
 
 import (
@@ -78,7 +86,7 @@ type Node struct {
 	ql   *queryLog
 	api  *apiWiring
 	ac   *anycastWiring
-	feed *feedWiring
+	feed *health.Feed
 	grd  *guardWiring
 	fl   *fleetWiring // nil: not in a fleet
 	xfr  *xfrWiring
@@ -197,13 +205,36 @@ func New(o Options) (_ *Node, err error) {
 	n.api = &apiWiring{log: n.log, newHandler: func() *api.Handler {
 		return api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
 	}}
-	n.feed = &feedWiring{log: n.log, manager: n.hc.manager, current: current}
+	n.feed = health.NewFeed(n.log, n.hc.manager, func() health.Served {
+		snap := current()
+		return health.Served{Targets: servedTargets(snap), Pool: func(r, p string) (string, error) { return findPool(snap, r, p) }}
+	})
 	// The API is bound by Start; everything else is prepared here.
 	if n.first, err = prepare(cfg, snap, parts{ql: n.ql, grd: n.grd, lat: n.lat}); err != nil {
 		return nil, err
 	}
 	n.first.commit(n)
 	return n, nil
+}
+
+// applyFeed points the health feed at cfg's feed file and says what
+// changed.
+func applyFeed(f *health.Feed, cfg *config.Config) []string {
+	p := ""
+	if cfg.Health.FeedFile != "" {
+		p = cfg.Resolve(cfg.Health.FeedFile)
+	}
+	switch old := f.SetPath(p); {
+	case old == p:
+		return nil
+	case old == "":
+		return []string{"health.feed_file " + p}
+	case p == "":
+		p = "(none)"
+		fallthrough
+	default:
+		return []string{fmt.Sprintf("health.feed_file %s -> %s", old, p)}
+	}
 }
 
 // loadConfig reads path, or the embedded demo when path is empty.
@@ -305,7 +336,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.onStop(func(context.Context) { n.ac.stop() })
 	// Watchers and the reload loop run until Shutdown; each watcher takes
 	// its baseline before its file is read, so no change slips between.
-	n.feed.apply(cfg)
+	applyFeed(n.feed, cfg)
 	n.loops.Add(3)
 	go n.reloadLoop()
 	go n.watchGeo(n.geoWatch)

@@ -151,7 +151,7 @@ func (n *Node) runReload(p pendingReload) Result {
 	}
 	if p.kinds&kindInputs != 0 && p.kinds&kindConfig == 0 {
 		n.lat.poll()
-		n.feed.poll()
+		n.feed.Poll()
 	}
 	res.Took = time.Since(start).Round(time.Microsecond).String()
 	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 {
@@ -244,7 +244,7 @@ func (n *Node) reloadConfig(res *Result) {
 	n.xfr.configure(cfg, snap.TSIG)
 	res.Changed = append(res.Changed, describeChanges(old, snap)...)
 	res.Changed = append(res.Changed, p.commit(n)...)
-	res.Changed = append(res.Changed, n.feed.apply(cfg)...)
+	res.Changed = append(res.Changed, applyFeed(n.feed, cfg)...)
 	n.swapped(res, old, snap)
 }
 
@@ -386,7 +386,7 @@ func (n *Node) watchGeo(w *watcher) {
 func (n *Node) watchInputs() {
 	defer n.loops.Done()
 	n.every(func() {
-		if n.lat.changed() || n.feed.changed() {
+		if n.lat.changed() || n.feed.Changed() {
 			n.request(kindInputs, "input file changed")
 		}
 	})

@@ -1,4 +1,4 @@
-package node
+package health
 
 import (
 	"bytes"
@@ -12,19 +12,14 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/steer-dns/steer/internal/api"
-	"github.com/steer-dns/steer/internal/config"
-	"github.com/steer-dns/steer/internal/health"
-	"github.com/steer-dns/steer/internal/snapshot"
 )
 
-// feedFile is the external state feed (health.feed_file):
+// feedFile is the external state feed (feed_file):
 //
 //	{"targets": {"192.0.2.10": {"state": "drain", "expires": "30m"}},
 //	 "pools":   {"shop.example.com/eu-central": {"state": "down", "expires": "2026-12-01T00:00:00Z"}}}
 //
-// expires is read by health.ParseExpires, as the admin API reads it, with
+// expires is read by ParseExpires, as the admin API reads it, with
 // the file's modification time for now: a positive Go duration from then
 // (so reading the same file again after a restart keeps the expiry) or an
 // RFC 3339 time after then; omitted means no expiry. Entries that disappear from the file are
@@ -39,72 +34,76 @@ type feedEntry struct {
 	Expires string `json:"expires"`
 }
 
-// feedWiring applies the health feed file (health.feed_file) to the
-// health manager: read whole and applied whole, or rejected whole with the
-// file and every reason while the previous feed stays.
-type feedWiring struct {
+// Feed applies a feed file (the configuration's feed_file) to a
+// Manager's overrides: read whole and applied whole, or rejected whole
+// with the file and every reason while the previous feed stays.
+type Feed struct {
 	log     *slog.Logger
-	manager *health.Manager
-	current func() *snapshot.Snapshot // the snapshot being served
+	manager *Manager
+	served  func() Served // what the entries must name
 
 	mu      sync.Mutex
-	path    string // resolved; "" when none
-	stamp   fileStamp
+	path    string // "" when none
+	stamp   stamp
 	targets map[netip.Addr]bool // set by the feed last time
 	pools   map[[2]string]bool
 }
 
-// apply takes cfg's feed file (a reload may add, move or drop it) and
-// reads it; it returns what changed.
-func (f *feedWiring) apply(cfg *config.Config) []string {
-	p := ""
-	if cfg.Health.FeedFile != "" {
-		p = cfg.Resolve(cfg.Health.FeedFile)
+// Served is what a feed's entries must name: the target addresses of the
+// served pools, and Pool, which returns a served record's canonical name
+// when it has the pool, or an error saying what is unknown.
+type Served struct {
+	Targets map[netip.Addr]bool
+	Pool    func(record, pool string) (string, error)
+}
+
+// NewFeed returns a feed setting m's overrides, with no file yet.
+func NewFeed(log *slog.Logger, m *Manager, served func() Served) *Feed {
+	return &Feed{log: log, manager: m, served: served}
+}
+
+// stamp is what Changed compares: a file replaced or rewritten changes
+// its modification time or size.
+type stamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(p string) stamp {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return stamp{}
 	}
+	return stamp{fi.ModTime(), fi.Size()}
+}
+
+// SetPath makes the feed read path ("" for none; a reload may add, move
+// or drop it) and reads it. It returns the path read before.
+func (f *Feed) SetPath(path string) (old string) {
 	f.mu.Lock()
-	old := f.path
-	f.path = p
+	old, f.path = f.path, path
 	f.mu.Unlock()
-	var changed []string
-	if p != old {
-		if old != "" {
-			changed = append(changed, fmt.Sprintf("health.feed_file %s -> %s", old, orNone(p)))
-		} else {
-			changed = append(changed, "health.feed_file "+p)
-		}
-	}
-	f.poll()
-	return changed
+	f.Poll()
+	return old
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-// changed reports whether the file differs from the one last read.
-func (f *feedWiring) changed() bool {
+// Changed reports whether the file differs from the one last read.
+func (f *Feed) Changed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.path == "" {
-		return false
-	}
-	st, _ := stampOf(f.path)
-	return st != f.stamp
+	return f.path != "" && stampOf(f.path) != f.stamp
 }
 
-// poll reads the file when it changed and applies it; a rejected feed is
+// Poll reads the file when it changed and applies it; a rejected feed is
 // logged and the previous one stays.
-func (f *feedWiring) poll() {
+func (f *Feed) Poll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.path == "" {
 		f.clearLocked()
 		return
 	}
-	st, _ := stampOf(f.path)
+	st := stampOf(f.path)
 	if st == f.stamp && f.targets != nil {
 		return
 	}
@@ -117,13 +116,13 @@ func (f *feedWiring) poll() {
 }
 
 // clearLocked sets back to auto whatever the feed had set.
-func (f *feedWiring) clearLocked() {
+func (f *Feed) clearLocked() {
 	m := f.manager
 	for a := range f.targets {
-		m.SetOverride(a, health.OverrideNone, time.Time{})
+		m.SetOverride(a, OverrideNone, time.Time{})
 	}
 	for k := range f.pools {
-		m.SetPoolOverride(k[0], k[1], health.OverrideNone, time.Time{})
+		m.SetPoolOverride(k[0], k[1], OverrideNone, time.Time{})
 	}
 	f.targets, f.pools = nil, nil
 }
@@ -131,7 +130,7 @@ func (f *feedWiring) clearLocked() {
 // loadLocked reads the feed and applies it whole, or, if any entry is bad
 // (a bad state or expiry, an address that is no pool's target, a record
 // or pool that is not served), applies nothing and reports every problem.
-func (f *feedWiring) loadLocked() error {
+func (f *Feed) loadLocked() error {
 	data, err := os.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
 		data = []byte("{}")
@@ -149,27 +148,26 @@ func (f *feedWiring) loadLocked() error {
 		now = fi.ModTime()
 	}
 	type target struct {
-		o   health.Override
+		o   Override
 		exp time.Time
 	}
 	type pool struct {
-		o   health.Override
+		o   Override
 		exp time.Time
 	}
 	targets := map[netip.Addr]target{}
 	pools := map[[2]string]pool{}
 	var probs []string
-	snap := f.current()
-	served := servedTargets(snap)
+	served := f.served()
 	for a, e := range ff.Targets {
 		addr, err := netip.ParseAddr(a)
-		o, err2 := health.ParseOverride(strings.ToLower(e.State))
-		exp, err3 := health.ParseExpires(e.Expires, now)
+		o, err2 := ParseOverride(strings.ToLower(e.State))
+		exp, err3 := ParseExpires(e.Expires, now)
 		if err := errors.Join(err, err2, err3); err != nil {
 			probs = append(probs, fmt.Sprintf("targets[%q]: %v", a, err))
 			continue
 		}
-		if !served[addr.Unmap()] {
+		if !served.Targets[addr.Unmap()] {
 			probs = append(probs, fmt.Sprintf("targets[%q]: no pool of the served records has this address", a))
 			continue
 		}
@@ -177,17 +175,17 @@ func (f *feedWiring) loadLocked() error {
 	}
 	for k, e := range ff.Pools {
 		rec, name, ok := strings.Cut(k, "/")
-		o, err := health.ParseOverride(strings.ToLower(e.State))
-		exp, err2 := health.ParseExpires(e.Expires, now)
+		o, err := ParseOverride(strings.ToLower(e.State))
+		exp, err2 := ParseExpires(e.Expires, now)
 		switch {
 		case !ok || rec == "" || name == "":
 			probs = append(probs, fmt.Sprintf("pools[%q]: write record/pool", k))
 		case err != nil || err2 != nil:
 			probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, errors.Join(err, err2)))
 		default:
-			canon, err := findPool(snap, rec, name)
+			canon, err := served.Pool(rec, name)
 			if err != nil {
-				probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, strings.TrimSuffix(err.Error(), ": "+api.ErrNotFound.Error())))
+				probs = append(probs, fmt.Sprintf("pools[%q]: %v", k, err))
 				continue
 			}
 			pools[[2]string{canon, name}] = pool{o, exp}
@@ -200,12 +198,12 @@ func (f *feedWiring) loadLocked() error {
 	m := f.manager
 	for a := range f.targets {
 		if _, still := targets[a]; !still {
-			m.SetOverride(a, health.OverrideNone, time.Time{})
+			m.SetOverride(a, OverrideNone, time.Time{})
 		}
 	}
 	for k := range f.pools {
 		if _, still := pools[k]; !still {
-			m.SetPoolOverride(k[0], k[1], health.OverrideNone, time.Time{})
+			m.SetPoolOverride(k[0], k[1], OverrideNone, time.Time{})
 		}
 	}
 	f.targets, f.pools = map[netip.Addr]bool{}, map[[2]string]bool{}
