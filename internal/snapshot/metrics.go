@@ -60,9 +60,33 @@ var (
 type PoolCollector struct {
 	current func() *Snapshot
 
-	mu   sync.Mutex
-	snap *Snapshot        // the snapshot recs describe
-	recs []metrics.Record // of snap
+	mu     sync.Mutex
+	snap   *Snapshot        // the snapshot the fields below describe
+	recs   []metrics.Record // of snap
+	group  []int32          // of each record's pools in turn: its series in labels
+	labels [][3]string      // zone, policy, pool
+}
+
+// poolStates are the states PoolState reports, in the order counted.
+var poolStates = [...]string{"up", "down", "drain", "disabled"}
+
+// describe computes, once per snapshot, each record's description and
+// the series its pools are counted in.
+func (c *PoolCollector) describe(s *Snapshot) {
+	c.snap, c.recs, c.group, c.labels = s, s.MetricRecords(), c.group[:0], nil
+	idx := map[[3]string]int32{}
+	for _, m := range c.recs {
+		for _, p := range m.Pools {
+			k := [3]string{m.Zone, m.Policy, p}
+			g, ok := idx[k]
+			if !ok {
+				g = int32(len(c.labels))
+				idx[k] = g
+				c.labels = append(c.labels, k)
+			}
+			c.group = append(c.group, g)
+		}
+	}
 }
 
 // NewPoolCollector returns a PoolCollector reading current at scrape time.
@@ -85,15 +109,22 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap != s {
-		c.snap, c.recs = s, s.MetricRecords()
+		c.describe(s)
 	}
 	t := s.Policies
-	counts := map[[4]string]int{}
-	for i, r := range t.Records {
-		m := c.recs[i]
+	counts := make([]int, len(c.labels)*len(poolStates))
+	i := 0
+	for ri, r := range t.Records {
+		m := c.recs[ri]
 		for _, p := range r.Pools {
 			state, _, _ := t.PoolState(r, p)
-			counts[[4]string{m.Zone, m.Policy, p.Name, state}]++
+			for k, st := range poolStates {
+				if st == state {
+					counts[int(c.group[i])*len(poolStates)+k]++
+					break
+				}
+			}
+			i++
 			if m.PerRecord {
 				up := 0.0
 				if state == "up" {
@@ -103,7 +134,10 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(descPools, prometheus.GaugeValue, float64(n), k[0], k[1], k[2], k[3])
+	for g, l := range c.labels {
+		for k, st := range poolStates {
+			ch <- prometheus.MustNewConstMetric(descPools, prometheus.GaugeValue,
+				float64(counts[g*len(poolStates)+k]), l[0], l[1], l[2], st)
+		}
 	}
 }

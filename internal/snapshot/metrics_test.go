@@ -1,6 +1,8 @@
 package snapshot_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -131,5 +133,34 @@ func TestMetricSeriesBounded(t *testing.T) {
 			}
 		}
 		t.Logf("%d names, per_record %v: %d series", names, snap.Config.Metrics.PerRecord, n)
+	}
+}
+
+// BenchmarkScrape gathers the steering and pool-health metrics of 10,000
+// names over 5 policies, as a /metrics scrape does.
+func BenchmarkScrape(b *testing.B) {
+	dir := b.TempDir()
+	for name, body := range map[string]string{"steer.yaml": benchRecords(10000, -1), "com.zone": comZone} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, _, err := snapshot.BuildWith(cfg, snapshot.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.SetRecords(snap.MetricRecords())
+	reg.MustRegister(snapshot.NewPoolCollector(func() *snapshot.Snapshot { return snap }))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
