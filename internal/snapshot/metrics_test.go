@@ -102,6 +102,26 @@ func TestMetricSeriesBounded(t *testing.T) {
 		if !found {
 			t.Errorf("no steer_policy_answers_total series for p2/%s", rec7.Pools[0])
 		}
+		// Pool health is counted per zone, policy and pool: every pool of
+		// the 2,000 names of p2 is up (nothing checks them).
+		states := 0
+		for _, m := range fams["steer_health_pools"].GetMetric() {
+			l := labelsOf(m)
+			if l["policy"] != "p2" || l["pool"] != rec7.Pools[0] {
+				continue
+			}
+			states++
+			want := 0.0
+			if l["state"] == "up" {
+				want = names / 5
+			}
+			if v := m.GetGauge().GetValue(); v != want {
+				t.Errorf("steer_health_pools%v = %v, want %v", l, v, want)
+			}
+		}
+		if states != 4 {
+			t.Errorf("%d steer_health_pools series for p2/%s, want one per state (4)", states, rec7.Pools[0])
+		}
 		// Each listed name has its own answers (3 pools x 2), decisions (3
 		// rules) and pool health (3 pools); no other name has any.
 		for _, fam := range []string{"steer_steered_answers_total", "steer_steering_decisions_total", "steer_health_pool_up"} {
