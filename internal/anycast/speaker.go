@@ -6,6 +6,9 @@
 // prefixes are announced, withdrawn or announced with a prepended AS path.
 // It does not know about zones, geo databases or health checks: callers
 // hand it those as named conditions.
+//
+// Its metrics (steer_anycast_*, metrics.go) are read at scrape time by a
+// Collector from the controller's State and the speaker's sessions.
 package anycast
 
 import (

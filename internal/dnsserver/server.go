@@ -7,6 +7,9 @@
 // The query path reads an immutable snapshot through an atomic pointer;
 // Apply swaps in a new one (and rebinds listeners whose addresses changed)
 // without stopping queries.
+//
+// The per-query counters are package metrics'; the TCP limits' own
+// metrics (steer_tcp_*) are a TCPCollector (tcpmetrics.go).
 package dnsserver
 
 import (

@@ -6,6 +6,8 @@
 //
 // Lookups here are for compiling policies and for explain; the query path
 // never decodes a database record (see package policy).
+//
+// A Collector (metrics.go) exposes each loaded database's build time.
 package geo
 
 import (

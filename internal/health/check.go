@@ -22,6 +22,11 @@
 // Checks start at a fixed rate (a ticker, first run at a random offset within
 // the interval) and Validate requires Timeout <= Interval, so a target that
 // fails is unusable at most Interval×Fall + Timeout after it failed.
+//
+// The Manager owns its metrics (metrics.go): check durations and results,
+// state changes and targets by state, registered by RegisterMetrics on the
+// registry the node passes in; target addresses are labels only with
+// SetTargetLabels (metrics.target_labels).
 package health
 
 import (

@@ -27,6 +27,9 @@
 //
 // The server feeds a Store from files and the admin API; package policy
 // turns each published Map into per-network choices (see policy.Table.SetLatency).
+//
+// Metrics (metrics.go) are the map's own steer_latency_* series, which the
+// server sets as it updates and evaluates the map.
 package latency
 
 import (

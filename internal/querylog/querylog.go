@@ -32,6 +32,8 @@
 // changes the sample rate, an atomic read by Sampled on the query path; a
 // new path is a new Log. Neither blocks Write, which never waits for the
 // writer goroutine.
+//
+// A Collector (metrics.go) exposes the entries written and dropped.
 package querylog
 
 import (

@@ -43,6 +43,9 @@
 //     multiply budgets with 0x20 case changes.
 //
 // Decide does not allocate and is safe for concurrent use.
+//
+// Its metrics (steer_rrl_*, metrics.go) are read from Stats at scrape time
+// by a Collector.
 package rrl
 
 import (

@@ -2,6 +2,10 @@
 // query path reads: the loaded zones and the server's answering options.
 // A Snapshot never changes once built; a reload builds a new one and the
 // server swaps it in atomically, so queries never wait for a load.
+//
+// metrics.go describes a snapshot's steered records to the steering
+// counters (per zone, policy and pool; per record only for
+// metrics.per_record) and exposes the pools' health (PoolCollector).
 package snapshot
 
 import (
