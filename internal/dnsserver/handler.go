@@ -296,8 +296,16 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	q.qdcount = binary.BigEndian.Uint16(req[4:])
 
 	if q.opcode == dns.OpcodeNotify && h.xfr != nil {
-		if out := h.xfr.Answer(req, from, t); out != nil {
-			return out
+		// A NOTIFY goes to the transfer service (tsig.go); one it cannot
+		// read is NOTIMP, as below.
+		nq := q
+		if parse(req, &nq) == nil && !nq.optBad && nq.qdcount == 1 {
+			if nq.tsig {
+				return h.signed(&nq, req, t, from, buf, trace, st)
+			}
+			if out, ok := h.unsignedTransfer(&nq, req, t, from, buf, st); ok {
+				return out
+			}
 		}
 	}
 	if q.opcode != dns.OpcodeQuery {
@@ -322,14 +330,15 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		return h.formErr(&q, buf)
 	}
 	if q.tsig {
-		// A signed query is answered signed (RFC 8945 §5.3), by the
-		// transfer wiring, which holds the keys; without keys, NOTAUTH.
-		if h.xfr != nil {
-			if out := h.xfr.Answer(req, from, t); out != nil {
-				return out
-			}
+		// Verified, stripped, answered as below and signed (tsig.go).
+		return h.signed(&q, req, t, from, buf, trace, st)
+	}
+	if q.qtype == dns.TypeIXFR && t == UDP && h.xfr != nil {
+		// RFC 1995 §2 allows IXFR over UDP; AXFR is TCP only (RFC 5936
+		// §4.2), and TCP transfers never get here.
+		if out, ok := h.unsignedTransfer(&q, req, t, from, buf, st); ok {
+			return out
 		}
-		return badKey(req, buf)
 	}
 
 	snap := h.snap.Load()
@@ -401,13 +410,6 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	case dns.ClassINET:
 		switch q.qtype {
 		case dns.TypeAXFR, dns.TypeIXFR:
-			if q.qtype == dns.TypeIXFR && h.xfr != nil {
-				// RFC 1995 §2 allows IXFR over UDP; AXFR is TCP only
-				// (RFC 5936 §4.2), and TCP transfers never get here.
-				if out := h.xfr.Answer(req, from, t); out != nil {
-					return out
-				}
-			}
 			resp.Rcode = dns.RcodeRefused                                   // no transfers configured, or not allowed
 			ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited} // as NSD says it
 		case dns.TypeOPT:

@@ -6,7 +6,12 @@
 //
 // The query path reads an immutable snapshot through an atomic pointer;
 // Apply swaps in a new one (and rebinds listeners whose addresses changed)
-// without stopping queries.
+// without stopping queries. A request signed with TSIG is verified,
+// stripped, answered and signed inside the handler (tsig.go), with the
+// snapshot's keys; zone transfers and NOTIFYs go to a Transfers service
+// (transfers.go, package xfr's Service), and every answer but a
+// transfer's passes the guard (guard.go: cookies, the size cap, rate
+// limiting).
 //
 // The per-query counters are package metrics'; the TCP limits' own
 // metrics (steer_tcp_*) are a TCPCollector (tcpmetrics.go).
@@ -470,9 +475,9 @@ func (s *Server) serveTCP(tc *tcpConn, pol tcpPolicy, accepted time.Time) {
 			return
 		}
 		tc.busy.Store(true)
-		if x := s.handler.xfr; x != nil && isTransfer(msg) {
+		if s.handler.xfr != nil && isTransfer(msg) {
 			// A transfer writes its own messages, as many as it needs.
-			if err := x.Transfer(c, msg); err != nil {
+			if err := s.handler.transfer(c, msg); err != nil {
 				why = s.writeEnd(err)
 				return
 			}

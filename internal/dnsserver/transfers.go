@@ -4,50 +4,55 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/tsig"
 )
 
-// Transfers answers what the query path leaves to the node: zone
-// transfers out (AXFR and IXFR, RFC 5936 and 1995) and NOTIFY (RFC 1996).
-// Without one, a transfer is refused and a NOTIFY is answered NOTIMP.
+// Transfers answers what the query path passes on to the zone transfer
+// service (package xfr's Service): zone transfers out (AXFR and IXFR, RFC
+// 5936 and 1995) and NOTIFY (RFC 1996). The handler verifies, strips and
+// signs TSIG itself (tsig.go), so the service sees requests whose key
+// verified, and every answer but a transfer's passes the guard. Without
+// one, a transfer is refused and a NOTIFY is answered NOTIMP.
 type Transfers interface {
-	// Transfer answers the AXFR or IXFR request req, received on the TCP
-	// connection c, writing every response message (length-prefixed) on c
-	// itself. An error closes the connection.
-	Transfer(c net.Conn, req []byte) error
-	// Answer answers, over t, a NOTIFY (opcode 4), an IXFR request, or
-	// any query signed with TSIG (whose response must be signed: the
-	// handler's Unsigned gives the answer to sign); nil leaves it to the
-	// default (NOTIMP, REFUSED, NOTAUTH).
-	Answer(req []byte, from netip.Addr, t Transport) []byte
+	// Transfer answers an AXFR or IXFR request received over TCP, writing
+	// every response message on w, which signs each one when req was
+	// signed; w.TsigStatus() non-nil says req's TSIG did not verify. An
+	// error closes the connection.
+	Transfer(w dns.ResponseWriter, req *dns.Msg) error
+	// Answer answers a NOTIFY, or an IXFR request over UDP; req is
+	// without its TSIG record, and key is the canonical name of the key
+	// it was signed with and that verified ("" for an unsigned request).
+	// The handler sends the reply through the guard and signs it with
+	// that key. nil leaves req to the handler's own answer (NOTIMP,
+	// REFUSED).
+	Answer(req *dns.Msg, from netip.Addr, key string) *dns.Msg
+	// Refused is told of a signed request whose TSIG did not verify,
+	// which the handler answers NOTAUTH with the TSIG error (RFC 8945
+	// §5.2), for logs and counts.
+	Refused(req *dns.Msg, from netip.Addr, err error)
 }
 
 // SetTransfers makes the handler pass zone transfers and NOTIFYs to x
 // (set before serving; nil: none).
 func (h *Handler) SetTransfers(x Transfers) { h.xfr = x }
 
-// Unsigned answers req, which carries no TSIG, as HandleFrom would,
-// without counting it: Transfers.Answer signs what it returns and the
-// signed response is the one counted.
-func (h *Handler) Unsigned(req []byte, t Transport, from netip.Addr) []byte {
-	var st stats
-	return h.handle(req, t, from, make([]byte, 0, 4096), nil, &st)
-}
+// transferTimeout bounds the writing of one whole transfer.
+const transferTimeout = 5 * time.Minute
 
-// badKey answers a signed request when no key is configured: NOTAUTH with
-// a TSIG error BADKEY, unsigned (RFC 8945 §5.2.1).
-func badKey(req []byte, buf []byte) []byte {
-	m := new(dns.Msg)
-	if err := m.Unpack(req); err != nil {
-		return nil
-	}
-	out, err := tsig.ErrorReply(m, dns.ErrSecret).PackBuffer(buf)
+// transfer answers the AXFR or IXFR request req received on the TCP
+// connection c through the transfer service, over a writer that verifies
+// req's TSIG and signs every message with its key (RFC 8945 §5.3.1).
+func (h *Handler) transfer(c net.Conn, req []byte) error {
+	w, m, err := tsig.NewConnWriter(c, req, secrets(h.snap.Load()))
 	if err != nil {
-		return nil
+		return err
 	}
-	return out
+	c.SetWriteDeadline(time.Now().Add(transferTimeout))
+	defer c.SetWriteDeadline(time.Time{})
+	return h.xfr.Transfer(w, m)
 }
 
 // isTransfer reports whether req is a QUERY for AXFR or IXFR, reading the

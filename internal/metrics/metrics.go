@@ -70,7 +70,6 @@ type perTransport struct {
 
 // Metrics holds steer's counters. The zero value is not usable; use New.
 type Metrics struct {
-	xf        transfers // zone transfer and NOTIFY counters (transfer.go)
 	queries   [numQueryCounters]atomic.Uint64
 	transport [numTransports]perTransport
 	truncated atomic.Uint64

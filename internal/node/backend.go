@@ -122,7 +122,7 @@ func (b *backend) Status() api.Status { return b.n.Status() }
 
 // RefreshZone implements api.TransferBackend.
 func (b *backend) RefreshZone(zone string) error {
-	if !b.n.xfr.sec.Refresh(dns.CanonicalName(zone)) {
+	if !b.n.xfr.RefreshIn(zone) {
 		return fmt.Errorf("%w: %s is not a secondary zone here", api.ErrNotFound, zone)
 	}
 	return nil

@@ -153,19 +153,17 @@ func New(o Options) (_ *Node, err error) {
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
 	n.reg = prometheus.NewRegistry()
 	n.met = metrics.New(n.reg)
-	n.xfr = newXfr(n)
-	n.xfr.met = n.met
+	n.xfr = newXfr(n.log, n.reg, cfg, n.servedSnapshot, func(why string) { n.request(kindZones, why) })
 	defer func() {
 		if err != nil {
-			n.xfr.close()
+			n.xfr.Close()
 		}
 	}()
 	keys, kerrs := snapshot.LoadKeys(cfg)
 	if err := kerrs.Err(); err != nil {
 		return nil, err
 	}
-	n.xfr.open(cfg, keys)
-	n.xfr.initialSerials()
+	n.xfr.configure(cfg, keys)
 	snap, warns, err := n.build(cfg, nil)
 	logWarnings(n.log, warns)
 	if err != nil && n.fl != nil && bundle.Rev != 0 {
@@ -189,11 +187,10 @@ func New(o Options) (_ *Node, err error) {
 	n.reg.MustRegister(dnsserver.NewTCPCollector(n.srv.TCPStats), snapshot.NewPoolCollector(n.srv.Handler().Snapshot),
 		geo.NewCollector(func() *geo.Set { return n.srv.Handler().Snapshot().Geo }))
 	n.srv.Handler().SetTransfers(n.xfr)
-	n.met.SetZones(n.xfr.zoneStates)
 	n.ql = newQueryLog(n.log, n.srv.Handler(), n.reg)
 	n.grd = newGuard(n.log, n.srv, n.reg)
 	n.hc = newHealth(n.log, current, n.met, n.reg)
-	hc := n.xfr.healthChanged
+	hc := n.xfr.HealthChanged
 	n.hc.afterRefresh.Store(&hc)
 	if o.HealthDial != nil {
 		n.hc.manager.SetDialer(o.HealthDial)
@@ -261,7 +258,7 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Sna
 	opts := snapshot.Options{Previous: prev, CacheDir: zoneCacheDir(cfg)}
 	if n.xfr != nil {
 		opts.Secondary = n.xfr.copyOf
-		opts.Serials = n.xfr.buildSerials()
+		opts.Serials = n.xfr.Serials()
 	}
 	snap, warns, err := snapshot.BuildWith(cfg, opts)
 	if err != nil {
@@ -323,7 +320,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	})
 	n.logDegraded(snap)
 	n.log.Debug("start step", "step", "health, latency and listeners", "took", time.Since(t).Round(time.Microsecond))
-	n.onStop(func(context.Context) { n.xfr.close() })
+	n.onStop(func(context.Context) { n.xfr.Close() })
 	n.xfr.refresh() // publishes the exports and notifies the secondaries
 	if p.api, err = n.api.prepare(cfg); err != nil {
 		return err

@@ -1,8 +1,12 @@
 // Package tsig owns TSIG key definitions (RFC 8945): reading the key files
 // BIND's tsig-keygen writes and validating keys (name, algorithm, secret
-// length). Signing and verification themselves are miekg/dns's: hand
-// Secrets(keys) to dns.Client.TsigSecret or dns.Server.TsigSecret and pass
-// Key.Name and Key.Algorithm to dns.Msg.SetTsig.
+// length), the NOTAUTH answer to a request whose TSIG did not verify
+// (ErrorReply), and a dns.ResponseWriter over a TCP connection that
+// verifies a request and signs each message of its answer in a chain
+// (NewConnWriter), for a server that reads requests itself. Signing and
+// verification themselves are miekg/dns's: hand Secrets(keys) to
+// dns.Client.TsigSecret or dns.Server.TsigSecret and pass Key.Name and
+// Key.Algorithm to dns.Msg.SetTsig.
 package tsig
 
 import (

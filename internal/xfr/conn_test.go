@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/tsig"
 )
 
 // rawPrimary is a test primary the way steer's own server is built: a TCP
 // listener reading length-prefixed requests itself and answering through
-// NewConnWriter; UDP (SOA queries, IXFR over UDP) is a miekg dns.Server on
+// tsig.NewConnWriter; UDP (SOA queries, IXFR over UDP) is a miekg dns.Server on
 // the same port. Its zone can be changed (set), which records a delta in
 // its journal; it logs every transfer request it gets.
 type rawPrimary struct {
@@ -71,7 +72,7 @@ func newRawPrimary(t *testing.T, zone []dns.RR, requireKey bool) *rawPrimary {
 					if _, err := io.ReadFull(c, b); err != nil {
 						return
 					}
-					w, req, err := NewConnWriter(c, b, secrets)
+					w, req, err := tsig.NewConnWriter(c, b, secrets)
 					if err != nil {
 						p.report(err)
 						return
@@ -215,7 +216,7 @@ func TestConnWriterTsigStatus(t *testing.T) {
 		{"unknown key", "other-key.", secret, dns.ErrSecret},
 		{"wrong secret", keyName, "d3Jvbmcgc2VjcmV0IGZvciB0aGUgdGVzdCBrZXkh", dns.ErrSig},
 	} {
-		w, req, err := NewConnWriter(c1, pack(tc.key, tc.secret), secrets)
+		w, req, err := tsig.NewConnWriter(c1, pack(tc.key, tc.secret), secrets)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -226,7 +227,7 @@ func TestConnWriterTsigStatus(t *testing.T) {
 			t.Fatalf("%s: TsigStatus %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if _, _, err := NewConnWriter(c1, []byte{1, 2, 3}, secrets); err == nil {
+	if _, _, err := tsig.NewConnWriter(c1, []byte{1, 2, 3}, secrets); err == nil {
 		t.Fatal("garbage request unpacked")
 	}
 }
@@ -241,7 +242,7 @@ func TestConnWriterChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1, c2 := tcpPair(t)
-	w, r, err := NewConnWriter(c1, b, map[string]string{keyName: secret})
+	w, r, err := tsig.NewConnWriter(c1, b, map[string]string{keyName: secret})
 	if err != nil || w.TsigStatus() != nil {
 		t.Fatal(err, w.TsigStatus())
 	}

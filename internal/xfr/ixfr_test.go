@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/tsig"
 )
 
 func mustRR(t testing.TB, s string) dns.RR {
@@ -312,7 +313,7 @@ func TestServeIXFRMiekgClient(t *testing.T) {
 	}
 	// Not in the journal, > 64 KiB: AXFR-style (serial 0, as miekg's
 	// client compares serials numerically, not by RFC 1982) in several messages, each
-	// signed in the chain (checked message by message over NewConnWriter).
+	// signed in the chain (checked message by message over tsig.NewConnWriter).
 	got, n = ixfrIn(t, p.addr, 0)
 	sameRRs(t, got, IXFR(z2, 0, p.j))
 	if n < 3 {
@@ -324,7 +325,7 @@ func TestServeIXFRMiekgClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, r, err := NewConnWriter(c1, b, map[string]string{keyName: secret})
+	w, r, err := tsig.NewConnWriter(c1, b, map[string]string{keyName: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,5 @@
-// Package xfr owns zone transfers out and the NOTIFYs that announce them:
+// Package xfr owns zone transfers, out and in, and the NOTIFYs that
+// announce them. The protocol parts:
 //
 //   - AXFR out (RFC 5936): turning a zone's records into response messages
 //     that each fit a TCP DNS message, TSIG-signing every one of them
@@ -8,13 +9,19 @@
 //     client's serial in its incremental, AXFR-style or up-to-date form
 //     (IXFR) and serving it over TCP or UDP (ServeIXFR);
 //   - NOTIFY out (RFC 1996): one signed NOTIFY with retries (Notify) and a
-//     background sender that coalesces them per secondary (Notifier);
-//   - a dns.ResponseWriter over a plain TCP connection (NewConnWriter), for
-//     steer's own server, which reads requests itself rather than running
-//     a miekg dns.Server.
+//     background sender that coalesces them per secondary (Notifier).
 //
-// What the zone holds, who may ask for it and whom to notify are the
-// caller's.
+// The service (Service, in service.go and export.go) runs them for a
+// server, as CoreDNS's transfer plugin keeps zone data apart from the
+// protocol: it takes the zones served as plain data (Zone: serials,
+// records, fallbacks, secondaries and their keys), decides the serial each
+// export goes out under (kept in SerialsFile across restarts), journals
+// the changes, enforces who may transfer (address and key), notifies the
+// secondaries, keeps the secondary zones transferred in (package
+// secondary) and answers NOTIFYs from their primaries, and owns the
+// transfer metrics (metrics.go). It never sees the snapshot or the DNS
+// server: the server verifies and signs TSIG (dnsserver's tsig.go, and
+// tsig.NewConnWriter for a transfer's messages) and hands it requests.
 package xfr
 
 import (
@@ -110,9 +117,9 @@ func reply(req *dns.Msg) *dns.Msg {
 // message is signed with req's key: the first over the request MAC and
 // the message, each later one over the previous MAC, the message and the
 // timers only (RFC 8945 §5.3.1), which is what the server's
-// ResponseWriter (and NewConnWriter's) does once TsigTimersOnly is set.
+// ResponseWriter (and tsig.NewConnWriter's) does once TsigTimersOnly is set.
 // The dns.Server must have the key in its TsigSecret (or TsigProvider),
-// or NewConnWriter in its secrets, and must have verified the request: a signed request whose TSIG did not verify is answered
+// or tsig.NewConnWriter in its secrets, and must have verified the request: a signed request whose TSIG did not verify is answered
 // NOTAUTH with the TSIG error (RFC 8945 §5.2) and nothing of the zone.
 // A request over UDP is answered REFUSED (RFC 5936 §4.2).
 func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {

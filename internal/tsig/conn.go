@@ -1,4 +1,4 @@
-package xfr
+package tsig
 
 import (
 	"encoding/binary"
@@ -88,7 +88,7 @@ func (w *connWriter) WriteMsg(m *dns.Msg) error {
 // Write writes b as one length-prefixed message.
 func (w *connWriter) Write(b []byte) (int, error) {
 	if len(b) > dns.MaxMsgSize {
-		return 0, errors.New("xfr: message too large")
+		return 0, errors.New("tsig: message too large")
 	}
 	buf := make([]byte, 2+len(b))
 	binary.BigEndian.PutUint16(buf, uint16(len(b)))

@@ -1,0 +1,448 @@
+package xfr
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/tsig"
+)
+
+// Zone is one zone served, as the Service sees it: plain data the server
+// takes from what it serves now (Options.Zones).
+type Zone struct {
+	// Origin is canonical (lower case, absolute).
+	Origin string
+	// Serial is the serial served; SOA the apex SOA served, nil for a
+	// zone answered SERVFAIL (nothing to transfer).
+	Serial uint32
+	SOA    *dns.SOA
+	// FileSerial is the serial of the zone's file (or transferred copy);
+	// Serial differs when the zone was given a newer one to export
+	// (Service.Serials).
+	FileSerial uint32
+	// In is set for a zone transferred in from primaries.
+	In bool
+
+	// The rest concerns a zone transferred out; none of it is read for a
+	// zone without Secondaries.
+
+	// Secondaries may transfer the zone, and are notified of each new
+	// serial.
+	Secondaries []Secondary
+	// Journal is how many serial changes are kept for IXFR (0: none).
+	Journal int
+	// Version identifies the zone's records: a comparable value that is
+	// the same only for the same records (a *zone.Zone, which a reload
+	// keeps when the file did not change), so that their digest is taken
+	// once rather than at each Refresh.
+	Version any
+	// Records appends the zone's records to dst, its SOA first.
+	Records func(dst []dns.RR) []dns.RR
+	// Fallbacks are the records the zone's steered names are exported
+	// with (a secondary cannot steer).
+	Fallbacks []dns.RR
+}
+
+// Secondary is a server that may transfer a zone out.
+type Secondary struct {
+	// Prefix holds the addresses its requests may come from.
+	Prefix netip.Prefix
+	// Key is the key its requests must be signed with, and its NOTIFYs
+	// are; a zero Key allows nothing.
+	Key tsig.Key
+	// Notify is where NOTIFYs go (host:port); "" for nowhere.
+	Notify string
+}
+
+// export is one zone as transferred out now.
+type export struct {
+	serial  uint32
+	rrs     []dns.RR // SOA, records, SOA
+	journal *Journal
+	acl     []aclEntry
+}
+
+type aclEntry struct {
+	prefix netip.Prefix
+	key    string // canonical key name the request must be signed with
+}
+
+// exportState is what Refresh last published of a zone.
+type exportState struct {
+	serial  uint32
+	soa     *dns.SOA
+	rrs     []dns.RR
+	sum     [32]byte
+	journal *Journal
+}
+
+// savedSerial is a zone's last exported serial and digest, in the state
+// file.
+type savedSerial struct {
+	Serial uint32 `json:"serial"`
+	Sum    string `json:"sum"`
+}
+
+// Serials returns the serials builds must give zones, by origin: a zone
+// whose export changed without a new serial in its file is given the next
+// one (secondaries only transfer a newer serial, and the server's own SOA
+// must say the serial its transfers carry). nil when there are none.
+func (s *Service) Serials() map[string]uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.serials) == 0 {
+		return nil
+	}
+	m := make(map[string]uint32, len(s.serials))
+	for k, v := range s.serials {
+		m[k] = v
+	}
+	return m
+}
+
+// HealthChanged re-exports the zones shortly after health changed: a
+// steered name's fallback may have moved. Changes within 500 ms are taken
+// together.
+func (s *Service) HealthChanged() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.healthT != nil || len(*s.exports.Load()) == 0 {
+		return
+	}
+	s.healthT = time.AfterFunc(500*time.Millisecond, func() {
+		s.mu.Lock()
+		s.healthT = nil
+		s.mu.Unlock()
+		s.Refresh()
+	})
+}
+
+// nextSerial decides the serial to export a zone with: the file's when it
+// is newer than the last exported, the last exported while the content
+// is the same, else the one after it.
+func nextSerial(file uint32, last *savedSerial, sum string) uint32 {
+	switch {
+	case last == nil || SerialNewer(file, last.Serial):
+		return file
+	case last.Sum == sum:
+		return last.Serial
+	}
+	if s := last.Serial + 1; s != 0 {
+		return s
+	}
+	return 1
+}
+
+// Refresh recomputes what each zone with secondaries exports from the
+// zones served now (Options.Zones), publishes it, journals the change and
+// notifies the secondaries of a new serial. A zone whose export needs a
+// new serial gets it through a rebuild (Options.Rebuild), and is
+// published (and notified) at the Refresh after it.
+func (s *Service) Refresh() {
+	var zones []Zone
+	if s.o.Zones != nil {
+		zones = s.o.Zones()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.served.Store(&zones)
+	cur := *s.exports.Load()
+	next := map[string]*export{}
+	served := map[string]bool{}
+	live := map[any]bool{}
+	rebuild, changed := false, false
+	type notice struct {
+		origin  string
+		soa     *dns.SOA
+		targets []Target
+	}
+	var notices []notice
+	for i := range zones {
+		z := &zones[i]
+		served[z.Origin] = true
+		if len(z.Secondaries) == 0 || z.SOA == nil {
+			continue // SERVFAIL: nothing to transfer
+		}
+		origin := z.Origin
+		live[z.Version] = true
+		sum := s.sum(z)
+		hexSum := hex.EncodeToString(sum[:])
+		var last *savedSerial
+		st := s.state[origin]
+		if st != nil {
+			last = &savedSerial{Serial: st.serial, Sum: hex.EncodeToString(st.sum[:])}
+		} else if sv, ok := s.saved[origin]; ok {
+			last = &sv
+		}
+		target := nextSerial(z.FileSerial, last, hexSum)
+		if target != z.Serial {
+			if s.serials[origin] != target {
+				s.serials[origin] = target
+				rebuild = true
+				s.log.Info("zone transfers: what the zone exports changed without a new serial in its file; giving it the next one",
+					"zone", origin, "file_serial", z.FileSerial, "serial", target)
+			}
+			if e := cur[origin]; e != nil {
+				next[origin] = e // the last consistent export serves meanwhile
+			}
+			continue
+		}
+		if target == z.FileSerial {
+			delete(s.serials, origin)
+		} else {
+			s.serials[origin] = target
+		}
+		var rrs []dns.RR
+		if st != nil && st.serial == target && st.sum == sum {
+			// Nothing it exports changed (a health change elsewhere, a
+			// reload of another zone): the export is kept, not rebuilt,
+			// so this costs the fallbacks' digest, not the zone's size.
+			rrs = st.rrs
+		} else {
+			rrs = z.Records(nil)
+			rrs = append(append(rrs, z.Fallbacks...), z.SOA)
+		}
+		notify := false
+		switch {
+		case st == nil:
+			st = &exportState{}
+			if z.Journal > 0 {
+				st.journal = NewJournal(z.Journal)
+			}
+			s.state[origin] = st
+			notify = true // as BIND and Knot do at start-up
+		case st.serial != target:
+			if st.journal != nil {
+				del, add := Diff(st.rrs[:len(st.rrs)-1], rrs[:len(rrs)-1])
+				st.journal.Add(Delta{From: st.soa, To: z.SOA, Del: del, Add: add})
+			}
+			notify = true
+			s.log.Info("zone transfers: new serial", "zone", origin, "from", st.serial, "to", target)
+		}
+		st.serial, st.soa, st.rrs, st.sum = target, z.SOA, rrs, sum
+		if sv := (savedSerial{Serial: target, Sum: hexSum}); s.saved[origin] != sv {
+			s.saved[origin] = sv
+			changed = true
+		}
+		e := &export{serial: target, rrs: rrs, journal: st.journal}
+		var targets []Target
+		for _, sec := range z.Secondaries {
+			e.acl = append(e.acl, aclEntry{prefix: sec.Prefix, key: sec.Key.Name})
+			if sec.Notify != "" {
+				key := sec.Key
+				targets = append(targets, Target{Addr: sec.Notify, Key: &key})
+			}
+		}
+		next[origin] = e
+		if notify && len(targets) > 0 {
+			notices = append(notices, notice{origin, z.SOA, targets})
+		}
+	}
+	for o := range s.state {
+		if next[o] == nil && !served[o] {
+			delete(s.state, o) // no longer served
+		}
+	}
+	for v := range s.sums {
+		if !live[v] {
+			delete(s.sums, v)
+		}
+	}
+	s.exports.Store(&next)
+	// Only now: a secondary that asks at once must find the new serial.
+	for _, n := range notices {
+		s.notifier.Send(n.origin, n.soa, n.targets)
+	}
+	if changed {
+		s.save()
+	}
+	if rebuild && s.o.Rebuild != nil {
+		s.o.Rebuild("zone serial")
+	}
+}
+
+// sum digests what z exports: its records (the SOA without its serial)
+// and its steered names' fallbacks. The records' part is kept per
+// Version; the fallbacks are few and digested each time.
+func (s *Service) sum(z *Zone) [32]byte {
+	zs, ok := s.sums[z.Version]
+	if !ok {
+		h := sha256.New()
+		soa := dns.Copy(z.SOA).(*dns.SOA)
+		soa.Serial = 0
+		fmt.Fprintln(h, soa.String())
+		rrs := z.Records(nil)
+		for _, rr := range rrs[1:] {
+			fmt.Fprintln(h, rr.String())
+		}
+		copy(zs[:], h.Sum(nil))
+		if z.Version != nil {
+			s.sums[z.Version] = zs
+		}
+	}
+	h := sha256.New()
+	h.Write(zs[:])
+	lines := make([]string, 0, len(z.Fallbacks))
+	for _, rr := range z.Fallbacks {
+		lines = append(lines, rr.String())
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Fprintln(h, l)
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// save writes the exported serials atomically.
+func (s *Service) save() {
+	if s.file == "" {
+		return
+	}
+	data, _ := json.MarshalIndent(s.saved, "", "  ")
+	tmp := s.file + ".tmp"
+	err := os.WriteFile(tmp, append(data, '\n'), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, s.file)
+	}
+	if err != nil {
+		s.log.Error("cannot keep the exported zone serials; a restart may export an older serial", "file", s.file, "err", err)
+	}
+}
+
+// Transfer answers an AXFR or IXFR request req received over TCP, writing
+// every message on w, which signs each one when req was signed (as
+// tsig.NewConnWriter's does); w.TsigStatus() non-nil means req's TSIG did not
+// verify, and req is then answered NOTAUTH with the TSIG error. An error
+// closes the connection.
+func (s *Service) Transfer(w dns.ResponseWriter, req *dns.Msg) error {
+	start := time.Now()
+	if len(req.Question) != 1 {
+		return errors.New("xfr: a transfer request has one question")
+	}
+	q := req.Question[0]
+	origin := dns.CanonicalName(q.Name)
+	kind := "axfr"
+	if q.Qtype == dns.TypeIXFR {
+		kind = "ixfr"
+	}
+	from := addrOf(w.RemoteAddr())
+	log := s.log.With("zone", origin, "type", kind, "to", from.String())
+	t := req.IsTsig()
+	if t != nil && w.TsigStatus() != nil {
+		// Serve answers NOTAUTH with the TSIG error (RFC 8945 §5.2).
+		log.Warn("zone transfer refused: TSIG did not verify", "key", t.Hdr.Name, "err", w.TsigStatus())
+		s.met.transfer(origin, "out", kind, "tsig")
+		if kind == "ixfr" {
+			return ignoreRefusal(ServeIXFR(w, req, nil))
+		}
+		return ignoreRefusal(Serve(w, req, nil))
+	}
+	e := (*s.exports.Load())[origin]
+	keyName := ""
+	if t != nil {
+		keyName = dns.CanonicalName(t.Hdr.Name)
+	}
+	if e == nil || !e.allows(from, keyName) {
+		why := "no secondaries entry has this address and key"
+		if e == nil {
+			why = "the zone is not transferred out (no secondaries, or not served)"
+		}
+		log.Warn("zone transfer refused", "key", keyName, "why", why)
+		s.met.transfer(origin, "out", kind, "refused")
+		return refuse(w, req)
+	}
+	rrs := e.rrs
+	form := "axfr"
+	var err error
+	if kind == "ixfr" {
+		if len(req.Ns) == 1 {
+			if soa, ok := req.Ns[0].(*dns.SOA); ok {
+				rrs = IXFR(e.rrs[:len(e.rrs)-1], soa.Serial, e.journal)
+				switch {
+				case len(rrs) == 1:
+					form = "up to date"
+				case len(rrs) > 1 && rrs[1].Header().Rrtype == dns.TypeSOA:
+					form = "incremental"
+				default:
+					form = "axfr-style"
+				}
+			}
+		}
+		err = ServeIXFR(w, req, rrs)
+	} else {
+		err = Serve(w, req, e.rrs)
+	}
+	if err != nil {
+		log.Warn("zone transfer failed", "serial", e.serial, "err", err)
+		s.met.transfer(origin, "out", kind, "error")
+		return err
+	}
+	log.Info("zone transferred out", "serial", e.serial, "form", form, "records", len(rrs), "key", keyName,
+		"took", time.Since(start).Round(time.Microsecond))
+	s.met.transfer(origin, "out", kind, "ok")
+	return nil
+}
+
+// ignoreRefusal keeps the connection open after a refusal was sent.
+func ignoreRefusal(err error) error {
+	if err != nil && errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// allows reports whether a transfer request from addr signed (and
+// verified) with key may have the zone: an entry must hold both.
+func (e *export) allows(addr netip.Addr, key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, a := range e.acl {
+		if a.key == key && a.prefix.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// advertisedUDPSize is the UDP payload size the server advertises in the
+// OPT of a refusal (the DNS server's own).
+const advertisedUDPSize = 1232
+
+// refuse answers REFUSED, signed when the request was, with the Extended
+// DNS Error 18 (Prohibited) when it has EDNS, as the query path says it.
+func refuse(w dns.ResponseWriter, req *dns.Msg) error {
+	m := new(dns.Msg)
+	m.SetRcode(req, dns.RcodeRefused)
+	if req.IsEdns0() != nil {
+		m.SetEdns0(advertisedUDPSize, false)
+		o := m.IsEdns0()
+		o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited})
+	}
+	if t := req.IsTsig(); t != nil {
+		m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, time.Now().Unix())
+	}
+	return w.WriteMsg(m)
+}
+
+// addrOf returns the IP address of a TCP or UDP peer.
+func addrOf(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort().Addr().Unmap()
+	case *net.UDPAddr:
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
