@@ -17,6 +17,8 @@ import (
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/rrl"
 	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/tsig"
+	"github.com/steer-dns/steer/internal/xfr"
 )
 
 // rrlPair is two handlers on the same zones, each with its own limiter of
@@ -338,5 +340,130 @@ func TestExplainPeeksTheLimiter(t *testing.T) {
 	vreq, _ := withCookie("static.example.com.", dns.TypeA, valid).Pack()
 	if _, rep := h.Explain(vreq, from, func(*snapshot.Snapshot, *policy.Record, *policy.Query, *policy.Decision) {}); rep.RateLimit != "exempt (valid server cookie)" || rep.Cookie != "valid" {
 		t.Errorf("with a valid cookie: %+v", rep)
+	}
+}
+
+// TestRateLimitSigned: a request carrying TSIG passes the same guard as
+// any other. 100 identical queries from one source signed with a key the
+// server does not have (each answered NOTAUTH, BADKEY), or signed with a
+// wrong secret (BADSIG), get no more replies than the same 100 unsigned;
+// signed with the right key, they get as many as unsigned, and each one
+// answered is signed over the request's MAC. NOTIFYs too: signed with an
+// unknown key, or unsigned for a zone not served as a secondary here
+// (NOTAUTH from the transfer service), they are limited like any answer.
+func TestRateLimitSigned(t *testing.T) {
+	from := netip.MustParseAddr("192.0.2.150")
+	const secret = "c3RlZXIgdGVzdCBrZXkgb2YgdGhpcnR5LXR3byBieXRlcyE="
+	key := tsig.Key{Name: "known.", Algorithm: dns.HmacSHA256, Secret: secret}
+	sign := func(m *dns.Msg, name, secret string) []byte {
+		m.SetTsig(name, dns.HmacSHA256, 300, time.Now().Unix())
+		b, _, err := dns.TsigGenerate(m, secret, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// signed returns m signed, and as sent (with the MAC).
+	signed := func(m *dns.Msg, name, secret string) ([]byte, *dns.Msg) {
+		b := sign(m, name, secret)
+		sent := new(dns.Msg)
+		if err := sent.Unpack(b); err != nil {
+			t.Fatal(err)
+		}
+		return b, sent
+	}
+	type reqs func() ([]byte, *dns.Msg)
+	query := func(name, secret string) reqs {
+		return func() ([]byte, *dns.Msg) {
+			m := query("static.example.com.", dns.TypeA)
+			if name == "" {
+				b, _ := m.Pack()
+				return b, m
+			}
+			return signed(m, name, secret)
+		}
+	}
+	notify := func(name, secret string) reqs {
+		return func() ([]byte, *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetNotify("example.com.")
+			if name == "" {
+				b, _ := m.Pack()
+				return b, m
+			}
+			return signed(m, name, secret)
+		}
+	}
+	// replies sends 100 requests to a handler with a fresh limiter (3
+	// per second, every second one slipped) and counts the replies; check
+	// sees each reply with the request it answers.
+	replies := func(what string, next reqs, check func(req *dns.Msg, wire []byte)) int {
+		h, snap := steeredHandler(t)
+		snap.TSIG = map[string]tsig.Key{"known": key}
+		l, err := rrl.New(rrlConfig(3, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.SetGuard(&dnsserver.Guard{RRL: l})
+		h.SetClock(func() time.Time { return testNow })
+		h.SetTransfers(xfr.New(xfr.Options{}))
+		n := 0
+		for range 100 {
+			b, m := next()
+			out := h.HandleFrom(b, dnsserver.UDP, from, make([]byte, 0, 4096))
+			if out == nil {
+				continue
+			}
+			n++
+			if check != nil {
+				check(m, out)
+			}
+		}
+		t.Logf("%s: %d replies to 100", what, n)
+		return n
+	}
+	rcode := func(want int, tsigErr uint16) func(*dns.Msg, []byte) {
+		return func(_ *dns.Msg, wire []byte) {
+			t.Helper()
+			r := new(dns.Msg)
+			if err := r.Unpack(wire); err != nil {
+				t.Fatal(err)
+			}
+			if r.Rcode != want {
+				t.Fatalf("rcode %s, want %s:\n%v", dns.RcodeToString[r.Rcode], dns.RcodeToString[want], r)
+			}
+			if tr := r.IsTsig(); tsigErr != 0 && (tr == nil || tr.Error != tsigErr) {
+				t.Fatalf("TSIG %v, want error %s", tr, dns.RcodeToString[int(tsigErr)])
+			}
+		}
+	}
+	unsigned := replies("unsigned", query("", ""), nil)
+	if unsigned >= 100 {
+		t.Fatalf("unsigned: %d replies to 100: not limited, the test proves nothing", unsigned)
+	}
+	for what, n := range map[string]int{
+		"unknown key":         replies("unknown key", query("unknown.", secret), rcode(dns.RcodeNotAuth, dns.RcodeBadKey)),
+		"wrong secret":        replies("wrong secret", query("known.", "d3JvbmcgdGVzdCBrZXkgb2YgdGhpcnR5LXR3byBieXRlcyE="), rcode(dns.RcodeNotAuth, dns.RcodeBadSig)),
+		"notify, unknown key": replies("notify, unknown key", notify("unknown.", secret), rcode(dns.RcodeNotAuth, dns.RcodeBadKey)),
+		"notify, unsigned":    replies("notify, unsigned", notify("", ""), rcode(dns.RcodeNotAuth, 0)),
+	} {
+		if n > unsigned {
+			t.Errorf("%s: %d replies to 100 signed queries, more than the %d to unsigned ones", what, n, unsigned)
+		}
+	}
+	withKey := replies("known key", query("known.", secret), func(req *dns.Msg, wire []byte) {
+		r := new(dns.Msg)
+		if err := r.Unpack(wire); err != nil {
+			t.Fatal(err)
+		}
+		if r.IsTsig() == nil {
+			t.Fatalf("a reply to a signed query is unsigned:\n%v", r)
+		}
+		if err := dns.TsigVerify(wire, secret, req.IsTsig().MAC, false); err != nil {
+			t.Fatalf("the reply's TSIG does not verify: %v\n%v", err, r)
+		}
+	})
+	if withKey != unsigned {
+		t.Errorf("known key: %d replies to 100 signed queries, %d to unsigned ones", withKey, unsigned)
 	}
 }
