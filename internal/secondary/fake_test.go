@@ -314,9 +314,9 @@ func TestFakeBrokenTransfers(t *testing.T) {
 	}
 }
 
-// TestFakeUnsignedAnswers: with a key, an unsigned SOA answer or an
+// TestFakeAnswersWithoutTSIG: with a key, an unsigned SOA answer or an
 // unsigned transfer is a TSIG failure, not a copy.
-func TestFakeUnsignedAnswers(t *testing.T) {
+func TestFakeAnswersWithoutTSIG(t *testing.T) {
 	f := startFake(t, 1)
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}
 	m := newManager(t, t.TempDir(), rec, log, nil)
