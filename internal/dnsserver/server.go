@@ -477,7 +477,7 @@ func (s *Server) serveTCP(tc *tcpConn, pol tcpPolicy, accepted time.Time) {
 		tc.busy.Store(true)
 		if s.handler.xfr != nil && isTransfer(msg) {
 			// A transfer writes its own messages, as many as it needs.
-			if err := s.handler.transfer(c, msg); err != nil {
+			if err := s.handler.transfer(c, msg, from); err != nil {
 				why = s.writeEnd(err)
 				return
 			}

@@ -17,11 +17,11 @@ import (
 // verified, and every answer but a transfer's passes the guard. Without
 // one, a transfer is refused and a NOTIFY is answered NOTIMP.
 type Transfers interface {
-	// Transfer answers an AXFR or IXFR request received over TCP, writing
-	// every response message on w, which signs each one when req was
-	// signed; w.TsigStatus() non-nil says req's TSIG did not verify. An
-	// error closes the connection.
-	Transfer(w dns.ResponseWriter, req *dns.Msg) error
+	// Transfer answers an AXFR or IXFR request received over TCP from
+	// the address from, writing every response message on w, which signs
+	// each one when req was signed; w.TsigStatus() non-nil says req's
+	// TSIG did not verify. An error closes the connection.
+	Transfer(w dns.ResponseWriter, req *dns.Msg, from netip.Addr) error
 	// Answer answers a NOTIFY, or an IXFR request over UDP; req is
 	// without its TSIG record, and key is the canonical name of the key
 	// it was signed with and that verified ("" for an unsigned request).
@@ -42,17 +42,17 @@ func (h *Handler) SetTransfers(x Transfers) { h.xfr = x }
 // transferTimeout bounds the writing of one whole transfer.
 const transferTimeout = 5 * time.Minute
 
-// transfer answers the AXFR or IXFR request req received on the TCP
-// connection c through the transfer service, over a writer that verifies
+// transfer answers the AXFR or IXFR request req received from the address
+// from on the TCP connection c through the transfer service, over a writer that verifies
 // req's TSIG and signs every message with its key (RFC 8945 §5.3.1).
-func (h *Handler) transfer(c net.Conn, req []byte) error {
+func (h *Handler) transfer(c net.Conn, req []byte, from netip.Addr) error {
 	w, m, err := tsig.NewConnWriter(c, req, secrets(h.snap.Load()))
 	if err != nil {
 		return err
 	}
 	c.SetWriteDeadline(time.Now().Add(transferTimeout))
 	defer c.SetWriteDeadline(time.Time{})
-	return h.xfr.Transfer(w, m)
+	return h.xfr.Transfer(w, m, from)
 }
 
 // isTransfer reports whether req is a QUERY for AXFR or IXFR, reading the

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/secondary"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/tsig"
@@ -168,3 +169,5 @@ func (n *Node) servedSnapshot() *snapshot.Snapshot {
 	}
 	return n.srv.Handler().Snapshot()
 }
+
+var _ dnsserver.Transfers = (*xfr.Service)(nil)

@@ -320,12 +320,13 @@ func (s *Service) save() {
 	}
 }
 
-// Transfer answers an AXFR or IXFR request req received over TCP, writing
+// Transfer answers an AXFR or IXFR request req received over TCP from the
+// address from, writing
 // every message on w, which signs each one when req was signed (as
 // tsig.NewConnWriter's does); w.TsigStatus() non-nil means req's TSIG did not
 // verify, and req is then answered NOTAUTH with the TSIG error. An error
 // closes the connection.
-func (s *Service) Transfer(w dns.ResponseWriter, req *dns.Msg) error {
+func (s *Service) Transfer(w dns.ResponseWriter, req *dns.Msg, from netip.Addr) error {
 	start := time.Now()
 	if len(req.Question) != 1 {
 		return errors.New("xfr: a transfer request has one question")
@@ -336,7 +337,7 @@ func (s *Service) Transfer(w dns.ResponseWriter, req *dns.Msg) error {
 	if q.Qtype == dns.TypeIXFR {
 		kind = "ixfr"
 	}
-	from := addrOf(w.RemoteAddr())
+	from = from.Unmap()
 	log := s.log.With("zone", origin, "type", kind, "to", from.String())
 	t := req.IsTsig()
 	if t != nil && w.TsigStatus() != nil {
@@ -434,15 +435,4 @@ func refuse(w dns.ResponseWriter, req *dns.Msg) error {
 		m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, time.Now().Unix())
 	}
 	return w.WriteMsg(m)
-}
-
-// addrOf returns the IP address of a TCP or UDP peer.
-func addrOf(a net.Addr) netip.Addr {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.AddrPort().Addr().Unmap()
-	case *net.UDPAddr:
-		return a.AddrPort().Addr().Unmap()
-	}
-	return netip.Addr{}
 }
