@@ -12,7 +12,8 @@
 // Each subsystem owns the rest of its metrics and registers its own
 // collector in the same registry, as CoreDNS plugins do: health
 // (steer_health_*), anycast, latency, rrl, dnsserver (steer_tcp_*),
-// querylog, geo, and snapshot (the pools' health). The steering counters
+// querylog, geo, xfr (zone transfers, NOTIFY, zone serials and expiry),
+// and snapshot (the pools' health). The steering counters
 // (steer.go) are counted here, on the query path, but their series are
 // per zone, policy and pool, and per record only for the names in
 // metrics.per_record, so their number does not grow with the names.
