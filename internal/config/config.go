@@ -2,6 +2,18 @@
 // decoding (unknown keys are errors), defaults, and the checks that need
 // nothing but the file itself. Every problem is reported as file:line.
 //
+// Values are decoded once, at load, into the types their consumers use:
+// addresses and prefixes into netip values, query types through
+// zone.ParseQType, durations into Duration (a time.Duration), and the sections owned by
+// a behaviour's package into that package's option struct, which carries
+// the keys as yaml tags (rrl.Config, quorum.Config, health.Check). Each
+// default is stated once, by the package owning the behaviour (rrl.Defaults,
+// quorum.Defaults, health's Default*); this package fills the keys a file
+// leaves out from there. Every password or token file (api.token_file,
+// anycast peers' password_file, fleet.etcd.password_file) is read once per
+// load into a Secret, which never prints its value (secrets.go); consumers
+// take it from the Config rather than reading the file again.
+//
 // Loading the zone files and other data a configuration names is the job of
 // package load; this package only says what the operator wrote.
 package config
