@@ -49,10 +49,10 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 	if !servedTargets(b.n.srv.Handler().Snapshot())[addr] {
 		return fmt.Errorf("%s is no address of any pool of the served records: %w", addr, api.ErrNotFound)
 	}
-	if fw := b.n.fl; fw != nil {
+	if fl := b.n.fl; fl != nil {
 		// For the whole fleet; applied here at once, and by every node
 		// (this one too) as it follows the store.
-		if err := fw.setOverride(targetOverrideKey(fw.prefix, addr), o, expires); err != nil {
+		if err := fl.SetTargetOverride(addr, o, expires); err != nil {
 			return fmt.Errorf("the fleet's store: %w", err)
 		}
 	}
@@ -84,8 +84,8 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	if err != nil {
 		return fmt.Errorf("%v: %w", err, api.ErrNotFound)
 	}
-	if fw := b.n.fl; fw != nil {
-		if err := fw.setOverride(poolOverrideKey(fw.prefix, name, pool), o, expires); err != nil {
+	if fl := b.n.fl; fl != nil {
+		if err := fl.SetPoolOverride(name, pool, o, expires); err != nil {
 			return fmt.Errorf("the fleet's store: %w", err)
 		}
 	}

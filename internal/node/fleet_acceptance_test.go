@@ -228,11 +228,17 @@ func TestFleetAcceptance(t *testing.T) {
 	t.Run("2 of 3 etcd members stopped", func(t *testing.T) {
 		r.etcd.Member(1).Stop()
 		r.etcd.Member(2).Stop()
-		o := FleetOptions{Endpoints: r.etcd.Endpoints()[:1], Timeout: time.Second}
-		dir := t.TempDir()
-		writeFile(t, dir, "steer.yaml", "zones:\n  - origin: example.com\n    file: z\n")
-		writeFile(t, dir, "z", zone("example.com", 9, "x"))
-		if _, err := FleetPush(dir+"/steer.yaml", o); err == nil {
+		// As steer fleet push does: read the published bundle, publish on top.
+		s, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: r.etcd.Endpoints()[:1], RequestTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := fleet.ReadBundle(context.Background(), s, "/steer/v1")
+		if err == nil {
+			_, _, err = fleet.Publish(context.Background(), s, "/steer/v1", fleetBundle(9, "x"), cur.Rev)
+		}
+		s.Close()
+		if err == nil {
 			t.Error("fleet push without quorum succeeded")
 		} else {
 			t.Logf("fleet push without quorum: %v", err)

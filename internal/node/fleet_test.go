@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/health"
-	"github.com/steer-dns/steer/internal/quorum"
 )
 
 // fleetBundle is a pushed configuration serving example.com with gen TXT.
@@ -136,28 +134,20 @@ func TestFleetConfig(t *testing.T) {
 	}
 }
 
-// TestFleetPushAndStatus pushes a configuration with its zones as steer
-// fleet push does: a configuration that fails steer check is refused with
-// nothing written; a good one is published with every zone it names and
-// served by a node, which fleet status lists.
-func TestFleetPushAndStatus(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
-	dir := t.TempDir()
-	writeFile(t, dir, "steer.yaml", "identity: pushed\ncookies: { secret_file: cookie.key }\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n")
-	writeFile(t, dir, "cookie.key", secretA+"\n")
-	writeFile(t, dir, "zones/example.com.zone", zone("example.com", 7, "pushed"))
-	writeFile(t, dir, "bad.yaml", "identity: pushed\nzones:\n  - origin: example.com\n    file: zones/nope.zone\n")
-	o := FleetOptions{Endpoints: c.Endpoints(), Timeout: 3 * time.Second}
-	if _, err := FleetPush(dir+"/bad.yaml", o); err == nil || !strings.Contains(err.Error(), "nothing was pushed") {
-		t.Fatalf("a config failing steer check: %v", err)
-	}
-	st, err := FleetStatus(o)
-	if err != nil || st.Published.Rev != 0 {
-		t.Fatalf("after the refused push: %+v %v", st, err)
-	}
-	res, err := FleetPush(dir+"/steer.yaml", o)
-	if err != nil || res.Serial != 1 || len(res.Files) != 3 {
-		t.Fatalf("push: %+v %v", res, err)
+// TestFleetPublishedNode: a node serves a bundle as steer fleet push
+// publishes it (the configuration, every zone it names and the cookie
+// secret), accepts cookies minted with the pushed secret, and reports the
+// serial it serves and its version under its lease. (steer fleet push and
+// status themselves are tested in cmd/steer.)
+func TestFleetPublishedNode(t *testing.T) {
+	c, s := fleetStore(t)
+	b := fleet.Bundle{Files: map[string][]byte{
+		fleet.ConfigName:                           []byte("identity: pushed\ncookies: { secret_file: cookie.key }\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n"),
+		fleet.BundleName("cookie.key"):             []byte(secretA + "\n"),
+		fleet.BundleName("zones/example.com.zone"): []byte(zone("example.com", 7, "pushed")),
+	}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
 	}
 	n := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "ams-1")}, Options{Version: "v-test"})
 	if got := n.txt("gen.example.com"); got != "pushed" {
@@ -170,27 +160,10 @@ func TestFleetPushAndStatus(t *testing.T) {
 	} else if ck := cookie.NewJar(sa, nil).Mint(nil, [8]byte{1}, n.dns.Addr(), time.Now()); g.Cookies.Check(ck, n.dns.Addr(), time.Now()).Status != cookie.Valid {
 		t.Error("the node does not accept cookies minted with the pushed secret")
 	}
-	var text string
-	waitFor(t, 3*time.Second, "fleet status lists ams-1", func() bool {
-		st, err := FleetStatus(o)
-		if err != nil {
-			return false
-		}
-		text = st.Text(time.Now())
-		return len(st.Nodes) == 1 && st.Nodes[0].Serial == 1 && st.Nodes[0].Version == "v-test"
+	waitFor(t, 3*time.Second, "ams-1 reports serial 1 and its version", func() bool {
+		st := statusOf(t, s, "ams-1")
+		return st.Serial == 1 && st.Version == "v-test"
 	})
-	if !strings.Contains(text, "published: serial 1") || !strings.Contains(text, "ams-1") {
-		t.Errorf("status text:\n%s", text)
-	}
-	t.Logf("\n%s", text)
-	// The store down: push fails loudly.
-	c.Member(0).Stop()
-	o.Timeout = time.Second
-	if _, err := FleetPush(dir+"/steer.yaml", o); err == nil {
-		t.Error("push with the store down succeeded")
-	} else {
-		t.Logf("push with the store down: %v", err)
-	}
 }
 
 // fakeObserver publishes one observation of target under its own lease,
@@ -209,7 +182,13 @@ func newFakeObserver(t *testing.T, s fleet.Store, target, node string, up bool, 
 	}
 	f := &fakeObserver{lease: l, stop: make(chan struct{}), done: make(chan struct{})}
 	put := func() {
-		o := observation{Up: up, CheckedAt: time.Now(), Interval: 100 * time.Millisecond}
+		// What a node publishes for one target (internal/fleetnode).
+		o := struct {
+			Up        bool          `json:"up"`
+			CheckedAt time.Time     `json:"checked_at"`
+			Interval  time.Duration `json:"interval"`
+			Region    string        `json:"region,omitempty"`
+		}{Up: up, CheckedAt: time.Now(), Interval: 100 * time.Millisecond}
 		if len(region) > 0 {
 			o.Region = region[0]
 		}
@@ -426,43 +405,6 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// TestProbeSpreading: with a fresh view and ten live members, each target
-// is probed by five of them (rendezvous hashing: every node computes the
-// same choice), each node probes about half the targets, and without a
-// fresh view a node probes every target itself.
-func TestProbeSpreading(t *testing.T) {
-	var keys []health.Key
-	for i := range 200 {
-		keys = append(keys, health.Key{Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), Check: "h"})
-	}
-	members := map[string]string{}
-	for i := range 10 {
-		members[fmt.Sprintf("n%d", i)] = []string{"eu", "us"}[i%2]
-	}
-	probes := map[string]int{} // target → how many nodes probe it
-	for i := range 10 {
-		fw := &fleetWiring{local: &config.Config{Fleet: &config.Fleet{Node: fmt.Sprintf("n%d", i), Region: members[fmt.Sprintf("n%d", i)]}}}
-		fh := &fleetHealth{fw: fw, cfg: quorum.Defaults(), own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
-			members: members, fresh: true}
-		mine := fh.mine(keys)
-		if len(mine) < 60 || len(mine) > 140 {
-			t.Errorf("n%d probes %d of 200 targets, want about 100", i, len(mine))
-		}
-		for _, k := range mine {
-			probes[targetName(k)]++
-		}
-		fh.fresh = false
-		if all := fh.mine(keys); len(all) != len(keys) {
-			t.Errorf("n%d without a fresh view probes %d of %d", i, len(all), len(keys))
-		}
-	}
-	for _, k := range keys {
-		if n := probes[targetName(k)]; n != 5 {
-			t.Errorf("%s is probed by %d nodes, want 5", targetName(k), n)
-		}
-	}
 }
 
 // TestFleetHealthViewSurvivesRestart: a node that saw a target down by the

@@ -5,7 +5,9 @@
 // anycast speaker). Every change of configuration reaches the served
 // snapshot through one serialised reload path (see reload.go) and one
 // swap (plan.go). cmd/steer only parses flags, turns signals into calls of
-// this package and prints.
+// this package and prints. In a fleet, the membership (the pushed bundle,
+// status, shared health, overrides) is an internal/fleetnode.Member the
+// node wires in.
 //
 // Each part is built from what it needs (a logger, a function returning
 // the served snapshot, the server it configures), not from the node; only
@@ -41,6 +43,7 @@ import (
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/fleetnode"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
@@ -88,7 +91,7 @@ type Node struct {
 	ac   *anycastWiring
 	feed *health.Feed
 	grd  *guardWiring
-	fl   *fleetWiring // nil: not in a fleet
+	fl   *fleetnode.Member // nil: not in a fleet
 	xfr  *xfrWiring
 
 	// first is the plan New prepared and Start serves.
@@ -139,13 +142,14 @@ func New(o Options) (_ *Node, err error) {
 	}
 	var bundle fleet.Bundle
 	if cfg.Fleet != nil {
-		if n.fl, err = openFleet(n, cfg); err != nil {
+		n.fl, err = fleetnode.Open(fleetnode.Options{Log: n.log, Local: cfg, Version: o.Version, Reload: n.RequestReload})
+		if err != nil {
 			return nil, err
 		}
 		local := cfg
-		if cfg, bundle, err = n.fl.config(nil); err != nil {
+		if cfg, bundle, err = n.fl.Config(nil); err != nil {
 			n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
-			n.fl.applied(bundle, err)
+			n.fl.Applied(bundle, err)
 			cfg, bundle = local, fleet.Bundle{}
 		}
 	}
@@ -168,8 +172,8 @@ func New(o Options) (_ *Node, err error) {
 	logWarnings(n.log, warns)
 	if err != nil && n.fl != nil && bundle.Rev != 0 {
 		n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
-		n.fl.applied(bundle, err)
-		cfg, bundle = n.fl.local, fleet.Bundle{}
+		n.fl.Applied(bundle, err)
+		cfg, bundle = n.fl.Local(), fleet.Bundle{}
 		snap, warns, err = n.build(cfg, nil)
 		logWarnings(n.log, warns)
 	}
@@ -177,7 +181,7 @@ func New(o Options) (_ *Node, err error) {
 		return nil, err
 	}
 	if n.fl != nil && bundle.Rev != 0 {
-		n.fl.applied(bundle, nil)
+		n.fl.Applied(bundle, nil)
 	}
 	n.log.Info("loaded", "data", snap.Summary(), "took", time.Since(start).Round(time.Millisecond))
 	n.srv = dnsserver.New(snap, n.log)
@@ -339,34 +343,21 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
 	if n.fl != nil {
-		fh, err := newFleetHealth(n.fl, n.hc)
-		if err != nil {
-			return fmt.Errorf("fleet.health_quorum: %w", err)
+		interval := func(check string) time.Duration {
+			if c, ok := n.srv.Handler().Snapshot().HealthChecks[check]; ok {
+				return c.WithDefaults().Interval
+			}
+			return health.DefaultInterval
 		}
-		observed := fh.observed
+		if err := n.fl.ShareHealth(fleetnode.Health{Manager: n.hc.manager, Interval: interval, Reapply: n.hc.reapply}); err != nil {
+			return err
+		}
+		observed, probes := n.fl.Observed, n.fl.Probes
 		n.hc.onCheck.Store(&observed)
-		mine := fh.mine
-		n.hc.filter.Store(&mine)
-		n.met.SetFleet(func() metrics.FleetState {
-			fw := n.fl
-			fw.mu.Lock()
-			s := metrics.FleetState{Serial: fw.served.Meta.Serial, Failing: fw.applyErr != ""}
-			at := fw.viewAt
-			fw.mu.Unlock()
-			fh.mu.Lock()
-			if fh.viewAt.After(at) {
-				at = fh.viewAt
-			}
-			s.OwnHealth = !fh.fresh
-			fh.mu.Unlock()
-			if !at.IsZero() {
-				s.ViewAge = time.Since(at).Seconds()
-			}
-			return s
-		})
-		n.fl.start(n.ctx)
-		fh.start(n.ctx)
-		n.onStop(func(context.Context) { n.fl.close() })
+		n.hc.filter.Store(&probes)
+		n.reg.MustRegister(n.fl.Collector())
+		n.fl.Start(n.ctx)
+		n.onStop(func(context.Context) { n.fl.Close() })
 	}
 	n.releaseMemory()
 	n.log.Info("serving", "config", n.source, "version", n.opts.Version, "data", snap.Summary(),

@@ -196,7 +196,7 @@ func (n *Node) reloadConfig(res *Result) {
 	var err error
 	var bundle fleet.Bundle
 	if n.fl != nil {
-		cfg, bundle, err = n.fl.config(old.Config)
+		cfg, bundle, err = n.fl.Config(old.Config)
 		same = cfg == old.Config
 		defer func() {
 			if bundle.Rev != 0 {
@@ -204,7 +204,7 @@ func (n *Node) reloadConfig(res *Result) {
 				if !res.Applied {
 					e = errors.New(strings.Join(res.Problems, "; "))
 				}
-				n.fl.applied(bundle, e)
+				n.fl.Applied(bundle, e)
 			}
 		}()
 	} else {

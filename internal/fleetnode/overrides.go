@@ -1,4 +1,4 @@
-package node
+package fleetnode
 
 import (
 	"context"
@@ -33,23 +33,36 @@ func poolOverrideKey(prefix, record, pool string) string {
 	return overridesPrefix(prefix) + "pool/" + url.PathEscape(record) + "/" + url.PathEscape(pool)
 }
 
+// SetTargetOverride writes (or, for auto, deletes) an override of target
+// address a for the fleet; every node (this one too) applies it as it
+// follows the store.
+func (m *Member) SetTargetOverride(a netip.Addr, o health.Override, expires time.Time) error {
+	return m.setOverride(targetOverrideKey(m.prefix, a), o, expires)
+}
+
+// SetPoolOverride writes (or, for auto, deletes) an override of record's
+// pool for the fleet.
+func (m *Member) SetPoolOverride(record, pool string, o health.Override, expires time.Time) error {
+	return m.setOverride(poolOverrideKey(m.prefix, record, pool), o, expires)
+}
+
 // setOverride writes (or, for auto, deletes) an override for the fleet.
-func (fw *fleetWiring) setOverride(key string, o health.Override, expires time.Time) error {
+func (m *Member) setOverride(key string, o health.Override, expires time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if o == health.OverrideNone {
-		_, _, err := fw.store.Txn(ctx, nil, nil, []string{key})
+		_, _, err := m.store.Txn(ctx, nil, nil, []string{key})
 		return err
 	}
 	data, _ := json.Marshal(storedOverride{State: o.String(), Expires: expires})
-	_, _, err := fw.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: data}}, nil)
+	_, _, err := m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: data}}, nil)
 	return err
 }
 
 // followOverrides keeps the health manager's overrides equal to the
 // fleet's until ctx ends.
-func (fw *fleetWiring) followOverrides(ctx context.Context, m *health.Manager) {
-	p := overridesPrefix(fw.prefix)
+func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
+	p := overridesPrefix(m.prefix)
 	view := map[string][]byte{}
 	applied := map[string]bool{}
 	apply := func() {
@@ -57,26 +70,26 @@ func (fw *fleetWiring) followOverrides(ctx context.Context, m *health.Manager) {
 		for key, v := range view {
 			var so storedOverride
 			if json.Unmarshal(v, &so) != nil {
-				fw.n.log.Warn("fleet: an override in the store cannot be read", "key", key)
+				m.log.Warn("fleet: an override in the store cannot be read", "key", key)
 				continue
 			}
 			o, err := health.ParseOverride(so.State)
 			if err != nil {
-				fw.n.log.Warn("fleet: an override in the store cannot be read", "key", key, "err", err)
+				m.log.Warn("fleet: an override in the store cannot be read", "key", key, "err", err)
 				continue
 			}
-			if fw.applyOverride(m, strings.TrimPrefix(key, p), o, so.Expires) {
+			if m.applyOverride(hm, strings.TrimPrefix(key, p), o, so.Expires) {
 				seen[key] = true
 			}
 		}
 		for key := range applied {
 			if !seen[key] {
-				fw.applyOverride(m, strings.TrimPrefix(key, p), health.OverrideNone, time.Time{})
+				m.applyOverride(hm, strings.TrimPrefix(key, p), health.OverrideNone, time.Time{})
 			}
 		}
 		applied = seen
 	}
-	fw.follow(ctx, p, fleet.Handler{
+	m.follow(ctx, p, fleet.Handler{
 		Snapshot: func(kvs []fleet.KV, rev int64) {
 			view = map[string][]byte{}
 			for _, kv := range kvs {
@@ -98,7 +111,7 @@ func (fw *fleetWiring) followOverrides(ctx context.Context, m *health.Manager) {
 }
 
 // applyOverride sets one override named by its key below P/overrides/.
-func (fw *fleetWiring) applyOverride(m *health.Manager, rest string, o health.Override, expires time.Time) bool {
+func (m *Member) applyOverride(hm *health.Manager, rest string, o health.Override, expires time.Time) bool {
 	kind, name, _ := strings.Cut(rest, "/")
 	switch kind {
 	case "target":
@@ -106,8 +119,8 @@ func (fw *fleetWiring) applyOverride(m *health.Manager, rest string, o health.Ov
 		if err != nil {
 			return false
 		}
-		if cur, exp, ok := m.TargetOverride(a); !ok || cur != o || !exp.Equal(expires) {
-			m.SetOverride(a, o, expires)
+		if cur, exp, ok := hm.TargetOverride(a); !ok || cur != o || !exp.Equal(expires) {
+			hm.SetOverride(a, o, expires)
 		}
 		return true
 	case "pool":
@@ -120,11 +133,11 @@ func (fw *fleetWiring) applyOverride(m *health.Manager, rest string, o health.Ov
 		if err1 != nil || err2 != nil {
 			return false
 		}
-		if cur, exp, ok := m.PoolOverride(record, pool); !ok || cur != o || !exp.Equal(expires) {
-			m.SetPoolOverride(record, pool, o, expires)
+		if cur, exp, ok := hm.PoolOverride(record, pool); !ok || cur != o || !exp.Equal(expires) {
+			hm.SetPoolOverride(record, pool, o, expires)
 		}
 		return true
 	}
-	fw.n.log.Warn("fleet: an unknown key among the overrides", "key", rest)
+	m.log.Warn("fleet: an unknown key among the overrides", "key", rest)
 	return false
 }

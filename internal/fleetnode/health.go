@@ -1,8 +1,9 @@
-package node
+package fleetnode
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -14,18 +15,20 @@ import (
 	"github.com/steer-dns/steer/internal/quorum"
 )
 
-// fleetHealth shares health across the fleet: the node publishes each of
+// quorumHealth shares health across the fleet: the node publishes each of
 // its checkers' observations under its lease (P/obs/ADDR/CHECK/NODE), follows
 // every node's, and lets the quorum of live observers decide each target's
 // status (see internal/quorum: up while more than healthy_above of them
 // see it up; absent observers never vote). When the node has had no view
 // of the store for view_grace, its own checks decide again.
-type fleetHealth struct {
-	fw      *fleetWiring
-	hc      *healthWiring
-	cfg     quorum.Config
-	grace   time.Duration
-	tracker *quorum.Tracker
+type quorumHealth struct {
+	m        *Member
+	manager  *health.Manager
+	interval func(check string) time.Duration
+	reapply  func()
+	cfg      quorum.Config
+	grace    time.Duration
+	tracker  *quorum.Tracker
 
 	mu      sync.Mutex
 	obs     map[string]map[string]quorum.Observation // target → node → observation
@@ -53,12 +56,12 @@ type savedView struct {
 	Obs    map[string]map[string]quorum.Observation `json:"observations"`
 }
 
-func (fh *fleetHealth) viewFile() string {
-	return strings.TrimSuffix(fh.fw.cache, "-bundle.json") + "-health.json"
+func (fh *quorumHealth) viewFile() string {
+	return strings.TrimSuffix(fh.m.cache, "-bundle.json") + "-health.json"
 }
 
 // saveView writes the view at most every two seconds.
-func (fh *fleetHealth) saveView(now time.Time) {
+func (fh *quorumHealth) saveView(now time.Time) {
 	fh.mu.Lock()
 	if now.Sub(fh.savedAt) < 2*time.Second || fh.viewAt.IsZero() {
 		fh.mu.Unlock()
@@ -74,12 +77,12 @@ func (fh *fleetHealth) saveView(now time.Time) {
 		}
 	}
 	if err != nil {
-		fh.fw.n.log.Warn("fleet: the health view could not be kept on disk", "err", err)
+		fh.m.log.Warn("fleet: the health view could not be kept on disk", "err", err)
 	}
 }
 
 // loadView starts from the view kept on disk, if any.
-func (fh *fleetHealth) loadView() {
+func (fh *quorumHealth) loadView() {
 	data, err := os.ReadFile(fh.viewFile())
 	if err != nil {
 		return
@@ -98,7 +101,7 @@ func (fh *fleetHealth) loadView() {
 		}
 	}
 	fh.fresh = time.Since(v.ViewAt) <= fh.grace
-	fh.fw.n.log.Info("fleet: starting from the health view kept on disk", "view_at", v.ViewAt, "targets", len(v.Obs))
+	fh.m.log.Info("fleet: starting from the health view kept on disk", "view_at", v.ViewAt, "targets", len(v.Obs))
 }
 
 // observation is what a node publishes for one target.
@@ -114,26 +117,56 @@ func obsPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + 
 // targetName is a health key as the store names it: ADDR/CHECK.
 func targetName(k health.Key) string { return k.Addr.String() + "/" + url.PathEscape(k.Check) }
 
-func newFleetHealth(fw *fleetWiring, hc *healthWiring) (*fleetHealth, error) {
-	f := fw.local.Fleet
+// Health is what sharing health needs from the node.
+type Health struct {
+	// Manager runs the node's checks; the fleet's verdicts and overrides
+	// go into it.
+	Manager *health.Manager
+	// Interval is the interval of the served snapshot's check of that
+	// name (health.DefaultInterval for one it does not know).
+	Interval func(check string) time.Duration
+	// Reapply runs the checks Probes chooses now, on the last snapshot.
+	Reapply func()
+}
+
+// ShareHealth makes the fleet's quorum decide the health manager's
+// verdicts (call it before Start). The node then hands every check result
+// to Observed and checks only the keys Probes chooses.
+func (m *Member) ShareHealth(h Health) error {
+	fh, err := newQuorumHealth(m, h)
+	if err != nil {
+		return fmt.Errorf("fleet.health_quorum: %w", err)
+	}
+	m.health, m.manager = fh, h.Manager
+	return nil
+}
+
+// Observed takes one of the node's own check results (after ShareHealth).
+func (m *Member) Observed(k health.Key, to health.Status) { m.health.observed(k, to) }
+
+// Probes chooses, of keys, those this node checks itself (after ShareHealth).
+func (m *Member) Probes(keys []health.Key) []health.Key { return m.health.mine(keys) }
+
+func newQuorumHealth(m *Member, h Health) (*quorumHealth, error) {
+	f := m.local.Fleet
 	q := f.HealthQuorum.Config // decoded, defaulted and checked with the configuration
 	tr, err := quorum.NewTracker(q)
 	if err != nil {
 		return nil, err
 	}
-	fh := &fleetHealth{fw: fw, hc: hc, cfg: q, grace: time.Duration(f.ViewGrace), tracker: tr,
+	fh := &quorumHealth{m: m, manager: h.Manager, interval: h.Interval, reapply: h.Reapply, cfg: q, grace: time.Duration(f.ViewGrace), tracker: tr,
 		obs: map[string]map[string]quorum.Observation{}, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
 		members: map[string]string{},
 		pending: map[string]observation{}, lastPub: map[string]observation{}, kick: make(chan struct{}, 1)}
 	fh.loadView()
-	hc.manager.SetVerdict(fh.verdict)
+	h.Manager.SetVerdict(fh.verdict)
 	fh.decide() // verdicts from the kept view before the first query
 	return fh, nil
 }
 
 // verdict is the status Usable goes by: the fleet's, while the view is
 // fresh and the quorum has decided, else the node's own.
-func (fh *fleetHealth) verdict(k health.Key, own health.Status) health.Status {
+func (fh *quorumHealth) verdict(k health.Key, own health.Status) health.Status {
 	fh.mu.Lock()
 	fresh := time.Since(fh.viewAt) <= fh.grace
 	fh.mu.Unlock()
@@ -144,7 +177,7 @@ func (fh *fleetHealth) verdict(k health.Key, own health.Status) health.Status {
 	if fh.cfg.Regional {
 		// This node answers the clients of its region: the verdict of
 		// its region's observers (the fleet's where they are too few).
-		r, ok = fh.tracker.Region(targetName(k), fh.fw.local.Fleet.Region)
+		r, ok = fh.tracker.Region(targetName(k), fh.m.local.Fleet.Region)
 	}
 	if !ok {
 		return own
@@ -159,23 +192,18 @@ func (fh *fleetHealth) verdict(k health.Key, own health.Status) health.Status {
 }
 
 // observed takes one of the node's own check results.
-func (fh *fleetHealth) observed(k health.Key, to health.Status) {
-	interval := health.DefaultInterval
-	if snap := fh.fw.n.srv.Handler().Snapshot(); snap != nil {
-		if c, ok := snap.HealthChecks[k.Check]; ok {
-			interval = c.WithDefaults().Interval
-		}
-	}
+func (fh *quorumHealth) observed(k health.Key, to health.Status) {
+	interval := fh.interval(k.Check)
 	name := targetName(k)
 	now := time.Now()
-	o := observation{Up: to != health.Down, CheckedAt: now, Interval: interval, Region: fh.fw.local.Fleet.Region}
+	o := observation{Up: to != health.Down, CheckedAt: now, Interval: interval, Region: fh.m.local.Fleet.Region}
 	fh.mu.Lock()
 	v := quorum.Up
 	if to == health.Down {
 		v = quorum.Down
 	}
 	fh.own[name] = v
-	fh.ownObs[name] = quorum.Observation{Node: fh.fw.local.Fleet.Node, Region: o.Region, Up: o.Up, CheckedAt: now, Interval: interval}
+	fh.ownObs[name] = quorum.Observation{Node: fh.m.local.Fleet.Node, Region: o.Region, Up: o.Up, CheckedAt: now, Interval: interval}
 	last, had := fh.lastPub[name]
 	// Published at every check: observers older than three intervals are
 	// not counted, and the newest observation is the view's clock (decide).
@@ -195,17 +223,17 @@ func (fh *fleetHealth) observed(k health.Key, to health.Status) {
 
 // start follows every node's observations, publishes this node's, and
 // re-decides the verdicts as time passes (hold-down, staleness).
-func (fh *fleetHealth) start(ctx context.Context) {
-	fw := fh.fw
-	fw.wg.Add(4)
+func (fh *quorumHealth) start(ctx context.Context) {
+	m := fh.m
+	m.wg.Add(4)
 	go func() {
-		defer fw.wg.Done()
+		defer m.wg.Done()
 		fh.followMembers(ctx)
 	}()
 	go func() {
-		defer fw.wg.Done()
-		p := obsPrefix(fw.prefix)
-		fw.follow(ctx, p, fleet.Handler{
+		defer m.wg.Done()
+		p := obsPrefix(m.prefix)
+		m.follow(ctx, p, fleet.Handler{
 			Snapshot: func(kvs []fleet.KV, rev int64) {
 				fh.mu.Lock()
 				fh.obs = map[string]map[string]quorum.Observation{}
@@ -242,11 +270,11 @@ func (fh *fleetHealth) start(ctx context.Context) {
 		})
 	}()
 	go func() {
-		defer fw.wg.Done()
+		defer m.wg.Done()
 		fh.publish(ctx)
 	}()
 	go func() {
-		defer fw.wg.Done()
+		defer m.wg.Done()
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -256,9 +284,9 @@ func (fh *fleetHealth) start(ctx context.Context) {
 			case <-t.C:
 				// A store that answers keeps the view fresh even when no
 				// observation changes (the status writes prove it).
-				fw.mu.Lock()
-				statusAt := fw.viewAt
-				fw.mu.Unlock()
+				m.mu.Lock()
+				statusAt := m.viewAt
+				m.mu.Unlock()
 				fh.mu.Lock()
 				if statusAt.After(fh.viewAt) && !fh.viewAt.IsZero() {
 					fh.viewAt = statusAt
@@ -269,12 +297,12 @@ func (fh *fleetHealth) start(ctx context.Context) {
 				fh.mu.Unlock()
 				if flipped {
 					if fresh {
-						fh.fw.n.log.Info("fleet: the store is back: health by the fleet's quorum again")
+						fh.m.log.Info("fleet: the store is back: health by the fleet's quorum again")
 					} else {
-						fh.fw.n.log.Warn("fleet: no view of the store for view_grace: health by this node's own checks", "view_grace", fh.grace)
+						fh.m.log.Warn("fleet: no view of the store for view_grace: health by this node's own checks", "view_grace", fh.grace)
 					}
-					fh.hc.manager.Changed()
-					fh.hc.reapply() // probe every target while deciding alone
+					fh.manager.Changed()
+					fh.reapply() // probe every target while deciding alone
 				}
 				fh.decide()
 			}
@@ -288,21 +316,21 @@ func (fh *fleetHealth) start(ctx context.Context) {
 // so that two observers can be lost and min_observers 3 still decide, and
 // one of five seeing it up is 20 % > 18 %). Every key while the node has no
 // fresh view (its own checks then decide) or knows no other member.
-func (fh *fleetHealth) mine(keys []health.Key) []health.Key {
+func (fh *quorumHealth) mine(keys []health.Key) []health.Key {
 	fh.mu.Lock()
 	defer fh.mu.Unlock()
-	self := fh.fw.local.Fleet.Node
+	self := fh.m.local.Fleet.Node
 	if !fh.fresh || len(fh.members) <= 1 {
 		fh.probing = "all"
 		return keys
 	}
-	nodes := []quorum.Node{{Name: self, Region: fh.fw.local.Fleet.Region}}
+	nodes := []quorum.Node{{Name: self, Region: fh.m.local.Fleet.Region}}
 	for name, region := range fh.members {
 		if name != self {
 			nodes = append(nodes, quorum.Node{Name: name, Region: region})
 		}
 	}
-	k := fh.fw.local.Fleet.HealthQuorum.Observers
+	k := fh.m.local.Fleet.HealthQuorum.Observers
 	if k <= 0 {
 		k = quorum.DefaultK(len(nodes), fh.cfg.MinObservers)
 	}
@@ -334,32 +362,32 @@ func (fh *fleetHealth) mine(keys []health.Key) []health.Key {
 }
 
 // followMembers keeps the live members (their status keys) for mine.
-func (fh *fleetHealth) followMembers(ctx context.Context) {
-	fw := fh.fw
-	p := strings.TrimSuffix(fw.prefix, "/") + "/nodes/"
+func (fh *quorumHealth) followMembers(ctx context.Context) {
+	m := fh.m
+	p := strings.TrimSuffix(m.prefix, "/") + "/nodes/"
 	set := func(kvs map[string][]byte) {
-		m := map[string]string{}
+		live := map[string]string{}
 		for key, v := range kvs {
 			var st fleet.Status
 			if json.Unmarshal(v, &st) == nil {
-				m[strings.TrimPrefix(key, p)] = st.Region
+				live[strings.TrimPrefix(key, p)] = st.Region
 			}
 		}
 		fh.mu.Lock()
-		changed := len(m) != len(fh.members)
-		for n, r := range m {
+		changed := len(live) != len(fh.members)
+		for n, r := range live {
 			if fh.members[n] != r {
 				changed = true
 			}
 		}
-		fh.members = m
+		fh.members = live
 		fh.mu.Unlock()
 		if changed {
-			fh.hc.reapply()
+			fh.reapply()
 		}
 	}
 	view := map[string][]byte{}
-	fw.follow(ctx, p, fleet.Handler{
+	m.follow(ctx, p, fleet.Handler{
 		Snapshot: func(kvs []fleet.KV, rev int64) {
 			view = map[string][]byte{}
 			for _, kv := range kvs {
@@ -389,7 +417,7 @@ func splitObsKey(p, key string) (target, node string, ok bool) {
 	return rest[:i], rest[i+1:], true
 }
 
-func (fh *fleetHealth) putLocked(p string, kv fleet.KV) {
+func (fh *quorumHealth) putLocked(p string, kv fleet.KV) {
 	target, node, ok := splitObsKey(p, kv.Key)
 	if !ok {
 		return
@@ -410,7 +438,7 @@ func (fh *fleetHealth) putLocked(p string, kv fleet.KV) {
 	fh.longest = max(fh.longest, o.Interval)
 }
 
-func (fh *fleetHealth) deleteLocked(p, key string) {
+func (fh *quorumHealth) deleteLocked(p, key string) {
 	if target, node, ok := splitObsKey(p, key); ok {
 		delete(fh.obs[target], node)
 	}
@@ -418,13 +446,13 @@ func (fh *fleetHealth) deleteLocked(p, key string) {
 
 // decide updates every target's verdict and, when one flipped, has the
 // answers recomputed.
-func (fh *fleetHealth) decide() { fh.decideTargets(nil) }
+func (fh *quorumHealth) decide() { fh.decideTargets(nil) }
 
 // decideTargets updates the verdicts of the named targets (nil: every
 // target: the ticker's pass, for hold-downs and staleness) and, when one
 // flipped, has the answers recomputed. A watch event re-decides only the
 // targets it touched, so its cost grows with the change, not the fleet.
-func (fh *fleetHealth) decideTargets(only map[string]bool) {
+func (fh *quorumHealth) decideTargets(only map[string]bool) {
 	now := time.Now()
 	fh.mu.Lock()
 	// Cut from the store, the node sees no fresh observation from anyone:
@@ -443,7 +471,7 @@ func (fh *fleetHealth) decideTargets(only map[string]bool) {
 	}
 	var ins []in
 	seen := map[string]bool{}
-	self := fh.fw.local.Fleet.Node
+	self := fh.m.local.Fleet.Node
 	for name, m := range fh.obs {
 		if only != nil && !only[name] {
 			continue
@@ -474,7 +502,7 @@ func (fh *fleetHealth) decideTargets(only map[string]bool) {
 	}
 	fh.mu.Unlock()
 	changed := false
-	region := fh.fw.local.Fleet.Region
+	region := fh.m.local.Fleet.Region
 	for _, x := range ins {
 		var before quorum.Result
 		var had bool
@@ -484,32 +512,32 @@ func (fh *fleetHealth) decideTargets(only map[string]bool) {
 		r := fh.tracker.Update(x.name, x.obs, x.own, now)
 		if r.Changed {
 			changed = true
-			fh.fw.n.log.Info("fleet health verdict", "target", x.name, "verdict", r.Verdict.String(), "reason", r.Reason())
+			fh.m.log.Info("fleet health verdict", "target", x.name, "verdict", r.Verdict.String(), "reason", r.Reason())
 		}
 		if fh.cfg.Regional {
 			if after, ok := fh.tracker.Region(x.name, region); ok && (!had || after.Verdict != before.Verdict) {
 				changed = true
-				fh.fw.n.log.Info("fleet health verdict for the region", "target", x.name, "region", region, "verdict", after.Verdict.String(), "reason", after.Reason())
+				fh.m.log.Info("fleet health verdict for the region", "target", x.name, "region", region, "verdict", after.Verdict.String(), "reason", after.Reason())
 			}
 		}
 	}
 	if changed {
-		fh.hc.manager.Changed()
+		fh.manager.Changed()
 	}
 	fh.saveView(time.Now())
 }
 
 // publish writes pending observations under the node's lease.
-func (fh *fleetHealth) publish(ctx context.Context) {
+func (fh *quorumHealth) publish(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-fh.kick:
 		}
-		fh.fw.mu.Lock()
-		l := fh.fw.lease
-		fh.fw.mu.Unlock()
+		fh.m.mu.Lock()
+		l := fh.m.lease
+		fh.m.mu.Unlock()
 		fh.mu.Lock()
 		batch := fh.pending
 		fh.pending = map[string]observation{}
@@ -529,10 +557,10 @@ func (fh *fleetHealth) publish(ctx context.Context) {
 			puts := make([]fleet.KV, 0, len(chunk))
 			for _, name := range chunk {
 				data, _ := json.Marshal(batch[name])
-				puts = append(puts, fleet.KV{Key: obsPrefix(fh.fw.prefix) + name + "/" + fh.fw.local.Fleet.Node, Value: data, Lease: l.ID()})
+				puts = append(puts, fleet.KV{Key: obsPrefix(fh.m.prefix) + name + "/" + fh.m.local.Fleet.Node, Value: data, Lease: l.ID()})
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, _, err := fh.fw.store.Txn(pctx, nil, puts, nil)
+			_, _, err := fh.m.store.Txn(pctx, nil, puts, nil)
 			cancel()
 			fh.mu.Lock()
 			for _, name := range chunk {

@@ -1,0 +1,416 @@
+// Package fleetnode is a node's membership of a fleet, over the store
+// (internal/fleet), the health manager (internal/health) and the quorum
+// (internal/quorum). A Member follows the configuration bundle published
+// with steer fleet push and hands it to the node's one reload path, keeps
+// the node's status under its lease, shares health observations with
+// every other node and lets the quorum decide each target, and follows the
+// fleet-wide operator overrides into the health manager. It exports its
+// own Prometheus collector.
+//
+// A Member is built from narrow inputs (a logger, the node's local file,
+// a function that requests a reload, the health manager and a function
+// naming a check's interval), never from the node itself; the node
+// (internal/node) wires it in. The query path never reads the store.
+package fleetnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/health"
+)
+
+// Options are what a Member is built from.
+type Options struct {
+	Log *slog.Logger
+	// Local is the node's own file, with its fleet section.
+	Local *config.Config
+	// Version is the node's version, reported in its status.
+	Version string
+	// Reload asks the node for a reload (a new bundle is published).
+	Reload func(why string)
+}
+
+// Member makes the node one of a fleet: its configuration and zones
+// come from the bundle published in the store (steer fleet push), which
+// it follows and applies through the one reload path, and it reports what
+// it serves under its own lease. The local file holds only the fleet
+// section and, optionally, listen and anycast, which override the
+// bundle's. The last bundle is kept on disk, so a node restarted while
+// the store is unreachable serves what it served before.
+type Member struct {
+	log     *slog.Logger
+	version string
+	reload  func(why string)
+	local   *config.Config
+	store   fleet.Store
+	prefix  string
+	cache   string // where the last bundle is kept
+
+	mu       sync.Mutex
+	kvs      map[string]fleet.KV // the view of P/config/
+	latest   fleet.Bundle        // the newest complete bundle seen
+	served   fleet.Bundle        // the bundle the node serves
+	applyErr string              // why latest is not served
+	errRev   int64
+	viewAt   time.Time
+	since    time.Time
+	lease    fleet.Lease
+	wg       sync.WaitGroup
+	// resync is closed (and replaced) when the link to the store was
+	// seen broken: the followers then start their watches again, so one
+	// stalled on a dead connection does not wait for gRPC's keep-alive.
+	resync  chan struct{}
+	lastRe  time.Time
+	failing bool // the last status write failed
+
+	// health shares health across the fleet (nil until ShareHealth).
+	health  *quorumHealth
+	manager *health.Manager
+}
+
+// resyncNow makes every follower start its watch again (at most once a
+// second, unless forced: the link just came back).
+func (m *Member) resyncNow(force bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !force && time.Since(m.lastRe) < time.Second {
+		return
+	}
+	m.lastRe = time.Now()
+	close(m.resync)
+	m.resync = make(chan struct{})
+}
+
+// follow runs fleet.Follow on prefix until ctx ends, starting it again
+// whenever resyncNow is called.
+func (m *Member) follow(ctx context.Context, prefix string, h fleet.Handler) {
+	for ctx.Err() == nil {
+		m.mu.Lock()
+		ch := m.resync
+		m.mu.Unlock()
+		child, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-child.Done():
+			}
+		}()
+		fleet.Follow(child, m.store, prefix, h)
+		cancel()
+	}
+}
+
+// Open opens the store named by the local file's fleet section (no
+// I/O yet, unless etcd authentication is set) and reads the bundle to
+// start from: the store's, or the cached one when the store cannot be
+// read within the dial timeout.
+func Open(o Options) (*Member, error) {
+	local := o.Local
+	f := local.Fleet
+	s, err := fleet.OpenEtcd(EtcdConfig(local))
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	m := &Member{log: o.Log, version: o.Version, reload: o.Reload, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
+		cache: cacheFile(local), since: time.Now(), resync: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
+	defer cancel()
+	b, err := fleet.ReadBundle(ctx, s, m.prefix)
+	switch {
+	case err == nil && b.Rev != 0:
+		m.latest, m.viewAt = b, time.Now()
+		m.saveCache(b)
+	case err == nil:
+		m.viewAt = time.Now()
+		m.log.Warn("fleet: nothing published yet: serving the local file alone until steer fleet push", "prefix", m.prefix)
+	default:
+		m.log.Error("fleet: the store cannot be read; starting from the last bundle kept on disk", "err", err, "cache", m.cache)
+		if cb, cerr := m.loadCache(); cerr == nil {
+			m.latest = cb
+		} else {
+			m.log.Warn("fleet: no bundle kept on disk either: serving the local file alone", "err", cerr)
+		}
+	}
+	return m, nil
+}
+
+// cacheFile is beside the local health state file when one is set,
+// else beside the local file.
+func cacheFile(local *config.Config) string {
+	dir := filepath.Dir(local.File)
+	if local.Health.StateFile != "" {
+		dir = filepath.Dir(local.Resolve(local.Health.StateFile))
+	}
+	return filepath.Join(dir, "steer-fleet-bundle.json")
+}
+
+type cachedBundle struct {
+	Meta  fleet.Meta        `json:"meta"`
+	Rev   int64             `json:"rev"`
+	Files map[string][]byte `json:"files"`
+}
+
+func (m *Member) saveCache(b fleet.Bundle) {
+	data, err := json.Marshal(cachedBundle{Meta: b.Meta, Rev: b.Rev, Files: b.Files})
+	if err == nil {
+		tmp := m.cache + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, m.cache)
+		}
+	}
+	if err != nil {
+		m.log.Warn("fleet: the bundle could not be kept on disk", "file", m.cache, "err", err)
+	}
+}
+
+func (m *Member) loadCache() (fleet.Bundle, error) {
+	data, err := os.ReadFile(m.cache)
+	if err != nil {
+		return fleet.Bundle{}, err
+	}
+	var c cachedBundle
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fleet.Bundle{}, fmt.Errorf("%s: %v", m.cache, err)
+	}
+	return fleet.Bundle{Meta: c.Meta, Rev: c.Rev, Files: c.Files}, nil
+}
+
+// Local is the node's own file.
+func (m *Member) Local() *config.Config { return m.local }
+
+// Config is the configuration to serve: the newest bundle's, with the
+// local file's fleet section and node identity and, where the local file
+// sets them, listen and anycast; the local file alone before anything was published.
+func (m *Member) Config(prev *config.Config) (*config.Config, fleet.Bundle, error) {
+	m.mu.Lock()
+	b := m.latest
+	m.mu.Unlock()
+	if b.Rev == 0 {
+		return m.local, b, nil
+	}
+	// Files the bundle does not carry (geo databases, latency and feed
+	// files) are read from the node's disk by their absolute paths.
+	fsys := b.FS(os.DirFS("/"))
+	cfg, _, err := config.LoadAgain(fsys, fleet.ConfigName, prev)
+	if err != nil {
+		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
+	}
+	cfg.Fleet = m.local.Fleet
+	// The node's identity is the local file's (node:, or the fleet
+	// section's node and region), never the shared bundle's.
+	cfg.Node = m.local.Node
+	if m.local.Line("listen") > 0 {
+		cfg.Listen = append([]string(nil), m.local.Listen...)
+	}
+	if m.local.Anycast != nil {
+		cfg.Anycast = m.local.Anycast
+	}
+	return cfg, b, nil
+}
+
+// Applied records the outcome of serving bundle b (err nil: it is served).
+func (m *Member) Applied(b fleet.Bundle, err error) {
+	m.mu.Lock()
+	if err == nil {
+		m.served, m.applyErr, m.errRev = b, "", 0
+	} else {
+		m.applyErr, m.errRev = err.Error(), b.Rev
+	}
+	m.mu.Unlock()
+	m.report()
+}
+
+// Start follows the bundle, keeps the node's status key, follows the
+// fleet's overrides and, after ShareHealth, shares health, until ctx ends.
+func (m *Member) Start(ctx context.Context) {
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		m.follow(ctx, fleet.ConfigPrefix(m.prefix), fleet.Handler{
+			Snapshot: func(kvs []fleet.KV, rev int64) {
+				m.mu.Lock()
+				m.kvs = map[string]fleet.KV{}
+				for _, kv := range kvs {
+					m.kvs[kv.Key] = kv
+				}
+				m.mu.Unlock()
+				m.changed()
+			},
+			Events: func(evs []fleet.Event, rev int64) {
+				m.mu.Lock()
+				for _, e := range evs {
+					if e.Kind == fleet.EventDelete {
+						delete(m.kvs, e.KV.Key)
+					} else {
+						m.kvs[e.KV.Key] = e.KV
+					}
+				}
+				m.mu.Unlock()
+				m.changed()
+			},
+			Progress: func(int64) {
+				m.mu.Lock()
+				m.viewAt = time.Now()
+				m.mu.Unlock()
+			},
+			Error: func(err error) { m.log.Warn("fleet: following the configuration", "err", err) },
+		})
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.keepStatus(ctx)
+	}()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.followOverrides(ctx, m.manager)
+	}()
+	if m.health != nil {
+		m.health.start(ctx)
+	}
+}
+
+// changed rebuilds the bundle from the view and asks for a reload when it
+// is a new one.
+func (m *Member) changed() {
+	m.mu.Lock()
+	kvs := make([]fleet.KV, 0, len(m.kvs))
+	for _, kv := range m.kvs {
+		kvs = append(kvs, kv)
+	}
+	m.viewAt = time.Now()
+	m.mu.Unlock()
+	b, err := fleet.BundleOf(m.prefix, kvs)
+	if err != nil {
+		m.log.Error("fleet: the published bundle is incomplete; keeping the one served", "err", err)
+		return
+	}
+	m.mu.Lock()
+	newer := b.Rev != m.latest.Rev
+	if newer {
+		m.latest = b
+	}
+	m.mu.Unlock()
+	if newer && b.Rev != 0 {
+		m.saveCache(b)
+		m.log.Info("fleet: a new bundle is published", "serial", b.Meta.Serial, "revision", b.Rev, "files", len(b.Files))
+		m.reload("fleet")
+	}
+}
+
+// keepStatus holds a lease and the node's status under it, granting a new
+// lease whenever the old one is lost (the store was unreachable too long).
+func (m *Member) keepStatus(ctx context.Context) {
+	ttl := time.Duration(m.local.Fleet.LeaseTTL)
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, time.Second)
+		l, err := m.store.Grant(gctx, ttl)
+		cancel()
+		if err != nil {
+			m.log.Warn("fleet: no lease for the node's status", "err", err)
+			m.mu.Lock()
+			m.failing = true
+			m.mu.Unlock()
+			m.resyncNow(false)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+				continue
+			}
+		}
+		m.mu.Lock()
+		m.lease = l
+		m.mu.Unlock()
+		m.report()
+		// Re-written every half TTL, so status shows a live view age; after
+		// a failed write, every 250 ms, so a healed link shows at once.
+		tick := time.NewTicker(ttl / 2)
+	held:
+		for {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				l.Close(cctx) // the status goes at once, not after the TTL
+				cancel()
+				return
+			case <-tick.C:
+				if m.report() {
+					tick.Reset(ttl / 2)
+				} else {
+					tick.Reset(250 * time.Millisecond)
+				}
+			case <-l.Done():
+				m.log.Warn("fleet: the node's lease was lost; granting a new one", "err", l.Err())
+				m.resyncNow(false)
+				break held
+			}
+		}
+		tick.Stop()
+	}
+}
+
+// report writes the node's status under its lease (when it has one) and
+// says whether the store took it.
+func (m *Member) report() bool {
+	m.mu.Lock()
+	l := m.lease
+	st := fleet.Status{
+		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
+		Serial: m.served.Meta.Serial, Rev: m.served.Rev,
+		Error: m.applyErr, ErrorRev: m.errRev,
+		ViewAt: m.viewAt, Version: m.version, Since: m.since,
+	}
+	m.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	data, _ := json.Marshal(st)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := l.Put(ctx, fleet.StatusKey(m.prefix, st.Node), data); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			m.log.Warn("fleet: the node's status was not written", "err", err)
+			m.mu.Lock()
+			m.failing = true
+			m.mu.Unlock()
+			m.resyncNow(false)
+		}
+		return false
+	}
+	// The store answered and the watch runs: the view is current.
+	m.mu.Lock()
+	m.viewAt = time.Now()
+	back := m.failing
+	m.failing = false
+	m.mu.Unlock()
+	if back {
+		// Reads and watches started while the link was down may wait on
+		// a dead connection: start them again now that it works.
+		m.log.Info("fleet: the store answers again; following it afresh")
+		m.resyncNow(true)
+	}
+	return true
+}
+
+// Close waits for the follower and the status keeper (ctx has ended)
+// and closes the store.
+func (m *Member) Close() {
+	m.wg.Wait()
+	m.store.Close()
+}
+
+var _ fs.FS = fleet.Bundle{}.FS(nil)
