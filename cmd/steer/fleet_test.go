@@ -2,17 +2,21 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/etcdtest"
 )
 
-// TestFleetCLI pushes a configuration with steer fleet push, refuses one
-// that fails steer check, and lists the published serial with steer
-// fleet status.
+// TestFleetCLI pushes a configuration with steer fleet push (with every
+// zone it names and its cookie secret), refuses one that fails steer check
+// with nothing written, lists the published serial and a node serving it
+// with steer fleet status, and fails loudly with the store down.
 func TestFleetCLI(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	dir := t.TempDir()
@@ -24,8 +28,9 @@ func TestFleetCLI(t *testing.T) {
 		}
 		return p
 	}
-	write("zones/example.com.zone", "$ORIGIN example.com.\n$TTL 300\n@ SOA ns1 h 1 2 3 4 60\n@ NS ns1\nns1 A 192.0.2.53\n")
-	good := write("steer.yaml", "zones:\n  - origin: example.com\n    file: zones/example.com.zone\n")
+	write("zones/example.com.zone", zoneText(1, "pushed"))
+	write("cookie.key", "8c1f4a0e2d7b93c65e0a17f2b4d8c391\n")
+	good := write("steer.yaml", "cookies: { secret_file: cookie.key }\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n")
 	bad := write("bad.yaml", "zones:\n  - origin: example.com\n    file: zones/missing.zone\n")
 	ep := strings.Join(c.Endpoints(), ",")
 	var out, errb bytes.Buffer
@@ -34,14 +39,42 @@ func TestFleetCLI(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if rc := run([]string{"fleet", "push", "--config", good, "--etcd", ep}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "serial 1") {
-		t.Fatalf("push: rc %d, %s%s", rc, out.String(), errb.String())
+	if rc := run([]string{"fleet", "status", "--etcd", ep}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "published: nothing yet") {
+		t.Errorf("status after the refused push: rc %d, %s%s", rc, out.String(), errb.String())
 	}
 	out.Reset()
-	if rc := run([]string{"fleet", "status", "--etcd", ep}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "published: serial 1") {
-		t.Errorf("status: rc %d, %s%s", rc, out.String(), errb.String())
+	if rc := run([]string{"fleet", "push", "--config", good, "--etcd", ep}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "serial 1 at revision") || !strings.Contains(out.String(), "3 files") {
+		t.Fatalf("push: rc %d, %s%s", rc, out.String(), errb.String())
+	}
+	// A node whose local file holds only the fleet section serves it.
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	local := write("node/steer.yaml", fmt.Sprintf("listen: [%q]\nfleet:\n  node: ams-1\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n", addr, ep))
+	startSteer(t, local)
+	if r, err := query(addr, "gen.example.com.", dns.TypeTXT); err != nil || len(r.Answer) != 1 || r.Answer[0].(*dns.TXT).Txt[0] != "pushed" {
+		t.Errorf("the node does not serve the pushed zone: %v %v", r, err)
+	}
+	waitFor(t, 5*time.Second, func() bool { // fleet status lists ams-1 serving serial 1
+		out.Reset()
+		if run([]string{"fleet", "status", "--etcd", ep}, &out, &errb) != 0 {
+			return false
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "ams-1" && f[2] == "1" {
+				return true
+			}
+		}
+		return false
+	}, out.String)
+	if !strings.Contains(out.String(), "published: serial 1") {
+		t.Errorf("status:\n%s", out.String())
 	}
 	if rc := run([]string{"fleet", "bogus"}, &out, &errb); rc != 2 {
 		t.Errorf("an unknown fleet subcommand: rc %d", rc)
+	}
+	// The store down: push fails loudly.
+	c.Member(0).Stop()
+	errb.Reset()
+	if rc := run([]string{"fleet", "push", "--config", good, "--etcd", ep, "--timeout", "1s"}, &out, &errb); rc != 1 {
+		t.Errorf("push with the store down: rc %d, %s", rc, errb.String())
 	}
 }
