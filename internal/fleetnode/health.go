@@ -39,7 +39,6 @@ type quorumHealth struct {
 	members map[string]string             // live nodes (their status keys) → region
 	probing string                        // the last choice of keys, for change detection
 	pending map[string]observation        // to publish, by target
-	lastPub map[string]observation
 	kick    chan struct{}
 	savedAt time.Time // the view was last written to viewFile
 	// newest and longest are the view's clock: the newest CheckedAt and
@@ -157,7 +156,7 @@ func newQuorumHealth(m *Member, h Health) (*quorumHealth, error) {
 	fh := &quorumHealth{m: m, manager: h.Manager, interval: h.Interval, reapply: h.Reapply, cfg: q, grace: time.Duration(f.ViewGrace), tracker: tr,
 		obs: map[string]map[string]quorum.Observation{}, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
 		members: map[string]string{},
-		pending: map[string]observation{}, lastPub: map[string]observation{}, kick: make(chan struct{}, 1)}
+		pending: map[string]observation{}, kick: make(chan struct{}, 1)}
 	fh.loadView()
 	h.Manager.SetVerdict(fh.verdict)
 	fh.decide() // verdicts from the kept view before the first query
@@ -204,20 +203,13 @@ func (fh *quorumHealth) observed(k health.Key, to health.Status) {
 	}
 	fh.own[name] = v
 	fh.ownObs[name] = quorum.Observation{Node: fh.m.local.Fleet.Node, Region: o.Region, Up: o.Up, CheckedAt: now, Interval: interval}
-	last, had := fh.lastPub[name]
 	// Published at every check: observers older than three intervals are
 	// not counted, and the newest observation is the view's clock (decide).
-	_, _ = last, had
-	due := true
-	if due {
-		fh.pending[name] = o
-	}
+	fh.pending[name] = o
 	fh.mu.Unlock()
-	if due {
-		select {
-		case fh.kick <- struct{}{}:
-		default:
-		}
+	select {
+	case fh.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -564,9 +556,7 @@ func (fh *quorumHealth) publish(ctx context.Context) {
 			cancel()
 			fh.mu.Lock()
 			for _, name := range chunk {
-				if err == nil {
-					fh.lastPub[name] = batch[name]
-				} else if _, newer := fh.pending[name]; !newer {
+				if _, newer := fh.pending[name]; err != nil && !newer {
 					fh.pending[name] = batch[name] // try again with the next kick
 				}
 			}
