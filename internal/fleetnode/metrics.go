@@ -17,9 +17,13 @@ var (
 		"1 while this node decides health by its own checks (no view of the store for view_grace), 0 by the fleet's quorum.", nil, nil)
 )
 
-// Collector is the Member's metrics, read at scrape time; register it on
-// the node's registry once.
-func (m *Member) Collector() prometheus.Collector { return collector{m} }
+// RegisterMetrics registers the Member's metrics in reg, read at scrape
+// time: the view's age (steer_fleet_view_age_seconds), the served serial
+// (steer_fleet_config_serial), whether the newest bundle fails to apply
+// (steer_fleet_config_apply_failing) and whether health goes by the
+// node's own checks (steer_fleet_health_own_view). Call it once, after
+// ShareHealth.
+func (m *Member) RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(collector{m}) }
 
 type collector struct{ m *Member }
 

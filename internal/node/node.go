@@ -355,7 +355,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		observed, probes := n.fl.Observed, n.fl.Probes
 		n.hc.onCheck.Store(&observed)
 		n.hc.filter.Store(&probes)
-		n.reg.MustRegister(n.fl.Collector())
+		if err := n.fl.RegisterMetrics(n.reg); err != nil {
+			return err
+		}
 		n.fl.Start(n.ctx)
 		n.onStop(func(context.Context) { n.fl.Close() })
 	}
