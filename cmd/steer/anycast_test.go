@@ -59,8 +59,8 @@ func startAnycastNode(t *testing.T, b *birdtest.BIRD, anycastExtra, topExtra, pa
 	t.Helper()
 	dir := t.TempDir()
 	n := &anycastNode{dir: dir,
-		dns: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		api: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		dns: fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t)),
+		api: fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))}
 	writeAtomic(t, filepath.Join(dir, "token"), "s3cret\n")
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), anycastZone(1, true))
 	peerExtra := ""
@@ -103,10 +103,10 @@ func withdrawn(t *testing.T, b *birdtest.BIRD) func() bool {
 }
 
 // timeUntil waits up to limit for cond and returns how long it took.
-func timeUntil(t *testing.T, limit time.Duration, cond func() bool, logs ...func() string) time.Duration {
+func timeUntil(t *testing.T, limit time.Duration, what string, cond func() bool, logs ...func() string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, limit, cond, logs...)
+	dnstest.WaitFor(t, limit, what, cond, logs...)
 	return time.Since(start)
 }
 
@@ -122,7 +122,7 @@ func TestAnycastWithBIRD(t *testing.T) {
 	b := birdtest.Start(t, 64512, "")
 
 	// A real TCP health target on another loopback address.
-	hcPort := birdtest.FreePort(t, "127.0.0.5")
+	hcPort := dnstest.FreePort(t, "127.0.0.5")
 	hcAddr := fmt.Sprintf("127.0.0.5:%d", hcPort)
 	var hcMu sync.Mutex
 	var hcLn net.Listener
@@ -159,7 +159,7 @@ records:
     rules:
       - default: { pool: site }`, hcPort), "")
 	started := time.Now()
-	waitFor(t, 15*time.Second, announced(t, b, "64512"), b.Dump, n.log, b.Log)
+	dnstest.WaitFor(t, 15*time.Second, "the route announced", announced(t, b, "64512"), b.Dump, n.log, b.Log)
 	t.Logf("announced %v after steer said it was serving", time.Since(started).Round(time.Millisecond))
 
 	// The status and metrics say so.
@@ -200,7 +200,7 @@ records:
 	limit := 2*time.Second + 2*time.Second
 	writeAtomic(t, filepath.Join(n.dir, "example.com.zone"), anycastZone(2, false))
 	n.cmd.Process.Signal(syscall.SIGHUP)
-	took := timeUntil(t, limit+5*time.Second, withdrawn(t, b), b.Dump, n.log)
+	took := timeUntil(t, limit+5*time.Second, "the route withdrawn", withdrawn(t, b), b.Dump, n.log)
 	t.Logf("self-check failing → withdrawn from BIRD after %v (limit %v)", took.Round(time.Millisecond), limit)
 	if took > limit {
 		t.Errorf("withdrawn after %v; want at most %v", took, limit)
@@ -213,7 +213,7 @@ records:
 	}
 	writeAtomic(t, filepath.Join(n.dir, "example.com.zone"), anycastZone(3, true))
 	n.cmd.Process.Signal(syscall.SIGHUP)
-	took = timeUntil(t, 10*time.Second, announced(t, b, "64512"), b.Dump, n.log)
+	took = timeUntil(t, 10*time.Second, "the route announced", announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("self-check passing again → re-announced to BIRD after %v", took.Round(time.Millisecond))
 
 	// The health target closes: score 0 < 0.8 → withdrawn; back → re-announced.
@@ -221,7 +221,7 @@ records:
 	hcLn.Close()
 	hcMu.Unlock()
 	hlimit := 2*200*time.Millisecond + 100*time.Millisecond + 2*time.Second
-	took = timeUntil(t, hlimit+5*time.Second, withdrawn(t, b), b.Dump, n.log)
+	took = timeUntil(t, hlimit+5*time.Second, "the route withdrawn", withdrawn(t, b), b.Dump, n.log)
 	t.Logf("health score below 0.8 → withdrawn from BIRD after %v (limit %v)", took.Round(time.Millisecond), hlimit)
 	if took > hlimit {
 		t.Errorf("withdrawn after %v; want at most %v", took, hlimit)
@@ -230,7 +230,7 @@ records:
 		t.Errorf("the withdrawal's reason is not logged:\n%s", n.log())
 	}
 	listen()
-	took = timeUntil(t, 10*time.Second, announced(t, b, "64512"), b.Dump, n.log)
+	took = timeUntil(t, 10*time.Second, "the route announced", announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("health target back → re-announced to BIRD after %v", took.Round(time.Millisecond))
 
 	// Overload: above 300 qps for a few seconds → AS path prepended
@@ -253,7 +253,7 @@ records:
 		}()
 	}
 	loaded := time.Now()
-	waitFor(t, 15*time.Second, announced(t, b, "64512 64512 64512 64512"), b.Dump, n.log)
+	dnstest.WaitFor(t, 15*time.Second, "the route announced with 3 prepends", announced(t, b, "64512 64512 64512 64512"), b.Dump, n.log)
 	t.Logf("overload → prepended path at BIRD after %v of load", time.Since(loaded).Round(time.Millisecond))
 	_, body = n.call(t, "GET", "/v1/anycast")
 	var ov struct {
@@ -271,7 +271,7 @@ records:
 	}
 	stopLoad.Store(true)
 	loadWG.Wait()
-	took = timeUntil(t, 15*time.Second, announced(t, b, "64512"), b.Dump, n.log)
+	took = timeUntil(t, 15*time.Second, "the route announced", announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("load gone → prepend removed after %v", took.Round(time.Millisecond))
 	if routes := b.Routes(t); len(routes) != 2 {
 		t.Errorf("routes while changing the prepend: %v", routes)
@@ -281,12 +281,12 @@ records:
 	if code, body := n.call(t, "POST", "/v1/anycast/withdraw"); code != 200 || !strings.Contains(body, `"operator_withdraw"`) {
 		t.Fatalf("POST withdraw: %d %s", code, body)
 	}
-	took = timeUntil(t, 5*time.Second, withdrawn(t, b), b.Dump, n.log)
+	took = timeUntil(t, 5*time.Second, "the route withdrawn", withdrawn(t, b), b.Dump, n.log)
 	t.Logf("POST /v1/anycast/withdraw → withdrawn from BIRD after %v", took.Round(time.Millisecond))
 	if code, _ := n.call(t, "POST", "/v1/anycast/auto"); code != 200 {
 		t.Fatalf("POST auto: %d", code)
 	}
-	took = timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.Dump, n.log)
+	took = timeUntil(t, 5*time.Second, "the route announced", announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("POST /v1/anycast/auto → re-announced to BIRD after %v", took.Round(time.Millisecond))
 	if code, _ := n.call(t, "POST", "/v1/anycast/frobnicate"); code != 404 && code != 405 {
 		t.Errorf("POST /v1/anycast/frobnicate: %d", code)
@@ -296,7 +296,7 @@ records:
 	// for the drain period; then the process exits 0.
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	term := time.Now()
-	waitFor(t, 3*time.Second, withdrawn(t, b), b.Dump, n.log)
+	dnstest.WaitFor(t, 3*time.Second, "the route withdrawn", withdrawn(t, b), b.Dump, n.log)
 	gone := time.Since(term)
 	if !n.answers() {
 		t.Fatalf("DNS stopped answering before the drain period ended (%v after SIGTERM)\n%s", time.Since(term), n.log())
@@ -325,7 +325,7 @@ records:
 func TestAnycastStandby(t *testing.T) {
 	b := birdtest.Start(t, 64512, "md5-s3cret")
 	n := startAnycastNode(t, b, "  mode: standby", "", "md5-s3cret")
-	waitFor(t, 10*time.Second, func() bool {
+	dnstest.WaitFor(t, 10*time.Second, "an established standby session", func() bool {
 		_, body := n.call(t, "GET", "/v1/anycast")
 		return strings.Contains(body, `"state": "established"`) && strings.Contains(body, `"reason": "standby"`)
 	}, func() string { _, body := n.call(t, "GET", "/v1/anycast"); return body }, n.log)
@@ -343,7 +343,7 @@ func TestAnycastStandby(t *testing.T) {
 	}
 	writeAtomic(t, cfg, strings.Replace(string(raw), "mode: standby", "mode: active", 1))
 	n.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(n.log(), `takes effect at the next restart" setting="anycast`) }, n.log)
+	dnstest.WaitFor(t, 5*time.Second, "strings.Contains(n.log(), `takes effect at the next restart\" setting=\"anycast`)", func() bool { return strings.Contains(n.log(), `takes effect at the next restart" setting="anycast`) }, n.log)
 	time.Sleep(500 * time.Millisecond)
 	if r := b.Routes(t); len(r) != 0 {
 		t.Fatalf("a reload made a standby node announce %v", r)
@@ -359,12 +359,12 @@ func TestAnycastStandby(t *testing.T) {
 	if len(st.ASPath) != 1 || st.ASPath[0] != 64512 {
 		t.Errorf("the status's AS path is %v, want [64512] (what the peer sees): %s", st.ASPath, body)
 	}
-	took := timeUntil(t, 5*time.Second, announced(t, b, "64512"), b.Dump, n.log)
+	took := timeUntil(t, 5*time.Second, "the route announced", announced(t, b, "64512"), b.Dump, n.log)
 	t.Logf("standby: POST /v1/anycast/announce → at BIRD after %v", took.Round(time.Millisecond))
 	if code, _ := n.call(t, "POST", "/v1/anycast/auto"); code != 200 {
 		t.Fatalf("POST auto: %d", code)
 	}
-	waitFor(t, 5*time.Second, withdrawn(t, b), b.Dump, n.log)
+	dnstest.WaitFor(t, 5*time.Second, "the route withdrawn", withdrawn(t, b), b.Dump, n.log)
 	// Without announcements, SIGTERM does not wait for a drain period.
 	start := time.Now()
 	n.stop(t)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // latencyRecords is shop.example.com steered by latency between three
@@ -63,8 +65,8 @@ func queryECS(addr, name string, subnet netip.Prefix) (string, int, error) {
 // status and metrics show the map.
 func TestLatencySteering(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
 	writeAtomic(t, filepath.Join(dir, "token"), "s3cret\n")
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
@@ -155,7 +157,7 @@ zones:
 	// A malformed file version is rejected whole with file:line; the
 	// answers stay. Line 3 is bad, line 2 would have changed the answer.
 	writeAtomic(t, csvPath, "key,site,rtt_ms,samples,measured_at\n192.0.2.32/28,frankfurt,1,5,2026-11-30T10:00:00Z\n192.0.2.32/28,mumbai,fast,5,2026-11-30T10:00:00Z\n")
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log(), "latency.csv:3: bad rtt_ms") }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `strings.Contains(p.log(), "latency.csv:3: bad rtt_ms")`, func() bool { return strings.Contains(p.log(), "latency.csv:3: bad rtt_ms") }, p.log)
 	if got := answer(); got != "192.0.2.30" {
 		t.Fatalf("after a rejected file: %s, want Virginia still", got)
 	}
@@ -163,7 +165,7 @@ zones:
 	for i := 1; i <= 3; i++ {
 		at := time.Now().UTC().Add(time.Duration(10+i) * time.Second).Format(time.RFC3339)
 		writeAtomic(t, csvPath, fmt.Sprintf("192.0.2.32/28,frankfurt,1,5,%s\n# version %d\n", at, i))
-		waitFor(t, 5*time.Second, func() bool { return strings.Count(p.log(), "latency file applied") >= 1+i }, p.log)
+		dnstest.WaitFor(t, 5*time.Second, `strings.Count(p.log(), "latency file applied") >= 1+i`, func() bool { return strings.Count(p.log(), "latency file applied") >= 1+i }, p.log)
 		want := "192.0.2.30"
 		if i == 3 {
 			want = "198.51.100.20"
@@ -208,7 +210,7 @@ zones:
 // stale stops steering once max_age passes (the estimate takes over).
 func TestLatencyStaleTimer(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	// Virginia measured far faster than Mumbai's estimate (about 23 ms
@@ -243,7 +245,7 @@ records:
 		t.Fatalf("fresh measurement: %s, want Virginia\n%s", got, p.log())
 	}
 	start := time.Now()
-	waitFor(t, 8*time.Second, func() bool { return answer() == "203.0.113.10" }, answer, p.log)
+	dnstest.WaitFor(t, 8*time.Second, `answer() == "203.0.113.10"`, func() bool { return answer() == "203.0.113.10" }, answer, p.log)
 	t.Logf("Mumbai by estimate %v after start of the wait", time.Since(start).Round(10*time.Millisecond))
 	if !strings.Contains(p.log(), "a measurement turned stale") {
 		t.Errorf("no stale re-evaluation logged:\n%s", p.log())
@@ -260,8 +262,8 @@ func TestLatencyBigPush(t *testing.T) {
 		t.Skip("pushes 100,000 measurements")
 	}
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	cfg := filepath.Join(dir, "steer.yaml")

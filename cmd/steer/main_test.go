@@ -50,26 +50,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a port free for both UDP and TCP on 127.0.0.1.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 func zoneText(serial int, txt string) string {
 	return fmt.Sprintf(`$ORIGIN example.com.
 $TTL 300
@@ -195,7 +175,7 @@ func query(addr, name string, qtype uint16) (*dns.Msg, error) {
 // rejected and the last good data keeps serving.
 func TestReloadUnderLoad(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := dnstest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	zonePath := filepath.Join(dir, "example.com.zone")
 	writeAtomic(t, zonePath, zoneText(1, "gen-1"))
@@ -264,7 +244,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	// Let the last reload land, then stop the clients. (Generous: on a
 	// loaded 2-core machine queued SIGHUPs can take a while to drain.)
-	waitFor(t, 30*time.Second, func() bool {
+	dnstest.WaitFor(t, 30*time.Second, "the last reload's gen TXT", func() bool {
 		r, err := query(addr, "gen.example.com.", dns.TypeTXT)
 		return err == nil && len(r.Answer) == 1 && r.Answer[0].(*dns.TXT).Txt[0] == fmt.Sprintf("gen-%d", gen)
 	}, func() string {
@@ -288,7 +268,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	// keeps its previous copy, and the problem is logged with file:line.
 	writeAtomic(t, zonePath, zoneText(gen+1, "broken")+"bad  IN  A  not-an-address\n")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log(), `msg="zone failed to load"`) })
+	dnstest.WaitFor(t, 5*time.Second, "strings.Contains(p.log(), `msg=\"zone failed to load\"`)", func() bool { return strings.Contains(p.log(), `msg="zone failed to load"`) })
 	if !strings.Contains(p.log(), "example.com.zone:8") {
 		t.Errorf("rejection does not name the file and line:\n%s", p.log())
 	}
@@ -297,21 +277,6 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatalf("after a reload with a broken zone: %v %v; want the zone's previous data gen-%d", r, err, gen)
 	}
 	p.stop(t)
-}
-
-func waitFor(t *testing.T, limit time.Duration, cond func() bool, logs ...func() string) {
-	t.Helper()
-	end := time.Now().Add(limit)
-	for time.Now().Before(end) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, l := range logs {
-		t.Log(l())
-	}
-	t.Fatalf("condition not met within %v", limit)
 }
 
 // TestServeDemoAndShutdown runs the embedded demo config the README's first
@@ -335,7 +300,7 @@ func TestServeDemo(t *testing.T) {
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() { p.cmd.Process.Kill() })
 	var r *dns.Msg
-	waitFor(t, 10*time.Second, func() bool {
+	dnstest.WaitFor(t, 10*time.Second, "an answer on the demo port", func() bool {
 		var err error
 		r, err = query("127.0.0.1:5353", "shop.example.com.", dns.TypeA)
 		return err == nil
@@ -430,7 +395,7 @@ tcp: { max_connectons: 5 }
 // valid new file takes over without a signal.
 func TestGeoDatabaseReload(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := dnstest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "geo", name))
@@ -472,16 +437,16 @@ records:
 		}
 		return r.Answer[0].(*dns.A).A.String()
 	}
-	waitFor(t, 15*time.Second, func() bool { return answer() == "203.0.113.10" }, answer, p.log)
+	dnstest.WaitFor(t, 15*time.Second, `answer() == "203.0.113.10"`, func() bool { return answer() == "203.0.113.10" }, answer, p.log)
 
 	writeAtomic(t, dbPath, "this is not a MaxMind database")
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(p.log(), "reload rejected") }, p.log)
+	dnstest.WaitFor(t, 10*time.Second, `strings.Contains(p.log(), "reload rejected")`, func() bool { return strings.Contains(p.log(), "reload rejected") }, p.log)
 	if got := answer(); got != "203.0.113.10" {
 		t.Fatalf("after a corrupt database: %s, want the old answer 203.0.113.10\n%s", got, p.log())
 	}
 	// An ASN-shaped database knows no countries: the default pool answers.
 	writeAtomic(t, dbPath, read("larkbook-asn.mmdb"))
-	waitFor(t, 10*time.Second, func() bool { return answer() == "192.0.2.30" })
+	dnstest.WaitFor(t, 10*time.Second, `answer() == "192.0.2.30"`, func() bool { return answer() == "192.0.2.30" })
 	p.stop(t)
 }
 
@@ -562,7 +527,7 @@ func TestHealthFailover(t *testing.T) {
 	defer l3.Close()
 
 	dir := t.TempDir()
-	dnsPort := freePort(t)
+	dnsPort := dnstest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", dnsPort)
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
@@ -595,12 +560,12 @@ records:
 	}
 	// 127.0.0.4 refuses connections: once it has failed twice, the
 	// primary pool answers with its live address only.
-	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "127.0.0.2"`, func() bool { return answer() == "127.0.0.2" }, answer, p.log)
 
 	// The primary fails: the backup must answer within interval × fall + 1 s.
 	l2.Close()
 	failed := time.Now()
-	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.3" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "127.0.0.3"`, func() bool { return answer() == "127.0.0.3" }, answer, p.log)
 	took := time.Since(failed)
 	if limit := 2*200*time.Millisecond + time.Second; took > limit {
 		t.Errorf("answers excluded the failed pool after %v; want at most %v", took, limit)
@@ -613,12 +578,12 @@ records:
 		t.Fatal(err)
 	}
 	go accept(l2b)
-	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "127.0.0.2"`, func() bool { return answer() == "127.0.0.2" }, answer, p.log)
 
 	// Everything down: fail open with every address of the matched rule.
 	l2b.Close()
 	l3.Close()
-	waitFor(t, 5*time.Second, func() bool { return answer() == "127.0.0.2 127.0.0.3 127.0.0.4" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "127.0.0.2 127.0.0.3 127.0.0.4"`, func() bool { return answer() == "127.0.0.2 127.0.0.3 127.0.0.4" }, answer, p.log)
 	p.stop(t)
 }
 
@@ -627,8 +592,8 @@ records:
 // answers at once, and reload; /v1/ needs the bearer token.
 func TestAdminAPI(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "token"), "s3cret\n")
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
@@ -711,7 +676,7 @@ records:
 	if !strings.Contains(body, `"drain"`) || !strings.Contains(body, `"drain_safe"`) {
 		t.Fatalf("status after drain: %s", body)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "drain_safe in /v1/status", func() bool {
 		_, body := call("GET", "/v1/status", "", true)
 		return strings.Contains(strings.ReplaceAll(body, " ", ""), `"drain_safe":true`)
 	}, func() string { _, body := call("GET", "/v1/status", "", true); return body })
@@ -732,7 +697,7 @@ records:
 	if got := answer(); got != "192.0.2.2" {
 		t.Fatalf("with 192.0.2.1 set down: %s, want the backup", got)
 	}
-	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.1" }, answer)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "192.0.2.1"`, func() bool { return answer() == "192.0.2.1" }, answer)
 	if code, body := call("POST", "/v1/reload", "", true); code != 200 {
 		t.Fatalf("reload: %d %s", code, body)
 	}
@@ -751,8 +716,8 @@ records:
 // interval keeps that check away), instead of starting as usable.
 func TestHealthStateFileRestored(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	deadPort := freePort(t) // nothing listens there
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	deadPort := dnstest.FreePort(t) // nothing listens there
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	cfg := func(interval string) {
 		writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
@@ -780,7 +745,7 @@ records:
 	}
 	cfg("200ms")
 	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
-	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.2" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "192.0.2.2"`, func() bool { return answer() == "192.0.2.2" }, answer, p.log)
 	p.stop(t)
 	if _, err := os.Stat(filepath.Join(dir, "health.json")); err != nil {
 		t.Fatalf("no state file after shutdown: %v", err)
@@ -804,7 +769,7 @@ records:
 // line naming the rule and pool that decided, the answer and the scope.
 func TestQueryLog(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
 query_log: { path: queries.log, sample: 1 }
@@ -859,7 +824,7 @@ records:
 // that disappear go back to auto, and a bad file changes nothing.
 func TestHealthFeedFile(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	feedPath := filepath.Join(dir, "feed.json")
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
@@ -883,28 +848,28 @@ records:
 		}
 		return r.Answer[0].(*dns.A).A.String()
 	}
-	waitFor(t, 10*time.Second, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
+	dnstest.WaitFor(t, 10*time.Second, `answer() == "192.0.2.1"`, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
 
 	writeAtomic(t, feedPath, `{"pools": {"shop.example.com/primary": {"state": "down"}}}`)
-	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.2" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "192.0.2.2"`, func() bool { return answer() == "192.0.2.2" }, answer, p.log)
 
 	// The pool entry goes; a target entry drains the primary's only address.
 	writeAtomic(t, feedPath, `{"targets": {"192.0.2.1": {"state": "drain", "expires": "1h"}}}`)
-	waitFor(t, 5*time.Second, func() bool { return strings.Count(p.log(), "health feed applied") >= 2 }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `strings.Count(p.log(), "health feed applied") >= 2`, func() bool { return strings.Count(p.log(), "health feed applied") >= 2 }, p.log)
 	if got := answer(); got != "192.0.2.2" {
 		t.Fatalf("with 192.0.2.1 drained by the feed: %s", got)
 	}
 
 	// A bad file is rejected and the previous feed stays.
 	writeAtomic(t, feedPath, `{"targets": {"not-an-address": {"state": "down"}}}`)
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(p.log(), "health feed rejected") }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `strings.Contains(p.log(), "health feed rejected")`, func() bool { return strings.Contains(p.log(), "health feed rejected") }, p.log)
 	if got := answer(); got != "192.0.2.2" {
 		t.Fatalf("after a bad feed: %s, want the previous feed's answer", got)
 	}
 
 	// Empty: everything back to auto.
 	writeAtomic(t, feedPath, `{}`)
-	waitFor(t, 5*time.Second, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answer() == "192.0.2.1"`, func() bool { return answer() == "192.0.2.1" }, answer, p.log)
 	p.stop(t)
 }
 
@@ -967,7 +932,7 @@ func TestHealthHTTPSAndDNSTargets(t *testing.T) {
 	defer dnsSrv.Shutdown()
 
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
 health_checks:
@@ -1016,18 +981,18 @@ records:
 		sort.Strings(out)
 		return strings.Join(out, " ")
 	}
-	waitFor(t, 5*time.Second, func() bool { return answers(60) == "127.0.0.2 127.0.0.3" }, func() string { return answers(60) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answers(60) == "127.0.0.2 127.0.0.3"`, func() bool { return answers(60) == "127.0.0.2 127.0.0.3" }, func() string { return answers(60) }, p.log)
 
 	healthy[1].Store(false) // b's /healthz says 503: the split renormalises to a
-	waitFor(t, 5*time.Second, func() bool { return answers(40) == "127.0.0.2" }, func() string { return answers(40) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answers(40) == "127.0.0.2"`, func() bool { return answers(40) == "127.0.0.2" }, func() string { return answers(40) }, p.log)
 
 	healthy[0].Store(false) // both split pools down: on to the next rule, c
-	waitFor(t, 5*time.Second, func() bool { return answers(10) == "127.0.0.4" }, func() string { return answers(10) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answers(10) == "127.0.0.4"`, func() bool { return answers(10) == "127.0.0.4" }, func() string { return answers(10) }, p.log)
 
 	dnsSrv.Shutdown() // nothing healthy: fail open to the matched rule's pools
-	waitFor(t, 5*time.Second, func() bool { return answers(60) == "127.0.0.2 127.0.0.3" }, func() string { return answers(60) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answers(60) == "127.0.0.2 127.0.0.3"`, func() bool { return answers(60) == "127.0.0.2 127.0.0.3" }, func() string { return answers(60) }, p.log)
 
 	healthy[0].Store(true) // a recovers
-	waitFor(t, 5*time.Second, func() bool { return answers(40) == "127.0.0.2" }, func() string { return answers(40) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `answers(40) == "127.0.0.2"`, func() bool { return answers(40) == "127.0.0.2" }, func() string { return answers(40) }, p.log)
 	p.stop(t)
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // threePools is shop.example.com with three pools in failover order,
@@ -101,11 +103,11 @@ func poolStates(t *testing.T, apiAddr string) map[string]poolJSON {
 // expiries; an expiry that passes while the node is down is honoured.
 func TestOperatorStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	var ports [3]int
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = dnstest.FreePort(t)
 		httpTarget(t, fmt.Sprintf("127.0.0.%d:%d", i+1, ports[i]))
 	}
 	writeAtomic(t, filepath.Join(dir, "token"), "tok")
@@ -113,7 +115,7 @@ func TestOperatorStateSurvivesRestart(t *testing.T) {
 	writeAtomic(t, filepath.Join(dir, "feed.json"), `{"pools": {"shop.example.com/iad": {"state": "down", "expires": "1h"}}}`)
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), threePools(addr, apiAddr, ports, ""))
 	p := startSteer(t, filepath.Join(dir, "steer.yaml"))
-	waitFor(t, 5*time.Second, func() bool { return aAnswer(addr) == "127.0.0.1" }, func() string { return aAnswer(addr) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `aAnswer(addr) == "127.0.0.1"`, func() bool { return aAnswer(addr) == "127.0.0.1" }, func() string { return aAnswer(addr) }, p.log)
 	if code, body := apiCall(t, apiAddr, "tok", "PUT", "/v1/records/shop.example.com/pools/fra/state", "", `{"state":"drain","expires":"2h"}`); code != 204 {
 		t.Fatalf("drain: %d %s", code, body)
 	}
@@ -144,7 +146,7 @@ func TestOperatorStateSurvivesRestart(t *testing.T) {
 	p.stop(t)
 	time.Sleep(1200 * time.Millisecond)
 	p = startSteer(t, filepath.Join(dir, "steer.yaml"))
-	waitFor(t, 5*time.Second, func() bool { return aAnswer(addr) == "127.0.0.2" }, func() string { return aAnswer(addr) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `aAnswer(addr) == "127.0.0.2"`, func() bool { return aAnswer(addr) == "127.0.0.2" }, func() string { return aAnswer(addr) }, p.log)
 	p.stop(t)
 }
 
@@ -153,12 +155,12 @@ func TestOperatorStateSurvivesRestart(t *testing.T) {
 // says so on its first line and does not know the target is down.
 func TestExplainMatchesLiveAnswer(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	var ports [3]int
 	var stops [3]func()
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = dnstest.FreePort(t)
 		stops[i] = httpTarget(t, fmt.Sprintf("127.0.0.%d:%d", i+1, ports[i]))
 	}
 	writeAtomic(t, filepath.Join(dir, "token"), "tok")
@@ -167,7 +169,7 @@ func TestExplainMatchesLiveAnswer(t *testing.T) {
 	writeAtomic(t, cfg, threePools(addr, apiAddr, ports, ""))
 	p := startSteer(t, cfg)
 	stops[0]() // Frankfurt's web server goes away
-	waitFor(t, 5*time.Second, func() bool { return aAnswer(addr) == "127.0.0.2" }, func() string { return aAnswer(addr) }, p.log)
+	dnstest.WaitFor(t, 5*time.Second, `aAnswer(addr) == "127.0.0.2"`, func() bool { return aAnswer(addr) == "127.0.0.2" }, func() string { return aAnswer(addr) }, p.log)
 	run := func(args ...string) string {
 		out, err := exec.Command(steerBin, append([]string{"explain"}, args...)...).CombinedOutput()
 		if err != nil {
@@ -209,8 +211,8 @@ func TestExplainMatchesLiveAnswer(t *testing.T) {
 // after the burst, and the log shows reloads one after the other.
 func TestSIGHUPBurstWithAPIReloads(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	zonePath := filepath.Join(dir, "example.com.zone")
 	writeAtomic(t, zonePath, zoneText(1, "v1"))
 	writeAtomic(t, filepath.Join(dir, "token"), "tok")
@@ -256,7 +258,7 @@ zones:
 		writeAtomic(t, zonePath, zoneText(i, "v"+strconv.Itoa(i)))
 		p.cmd.Process.Signal(syscall.SIGHUP)
 	}
-	waitFor(t, time.Second, func() bool { return gen() == "v51" }, gen, p.log)
+	dnstest.WaitFor(t, time.Second, `gen() == "v51"`, func() bool { return gen() == "v51" }, gen, p.log)
 	close(stop)
 	wg.Wait()
 	if calls.Load() == 0 || bad.Load() != 0 {
@@ -283,7 +285,7 @@ zones:
 // mv of the query log, then SIGHUP (or SIGUSR1): a new file is written.
 func TestQueryLogRotation(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	writeAtomic(t, filepath.Join(dir, "steer.yaml"), fmt.Sprintf(`listen: [%q]
 query_log: { path: query.log }
@@ -303,14 +305,14 @@ zones:
 		}
 	}
 	ask(5)
-	waitFor(t, 3*time.Second, func() bool { return lines(logPath) == 5 }, p.log)
+	dnstest.WaitFor(t, 3*time.Second, `lines(logPath) == 5`, func() bool { return lines(logPath) == 5 }, p.log)
 	for i, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
 		rotated := fmt.Sprintf("%s.%d", logPath, i+1)
 		if err := os.Rename(logPath, rotated); err != nil {
 			t.Fatal(err)
 		}
 		p.cmd.Process.Signal(sig)
-		waitFor(t, 3*time.Second, func() bool { ask(1); return lines(logPath) > 0 }, p.log)
+		dnstest.WaitFor(t, 3*time.Second, "a query log line", func() bool { ask(1); return lines(logPath) > 0 }, p.log)
 		if lines(rotated) < 5 {
 			t.Fatalf("after %v the rotated file lost lines: %d", sig, lines(rotated))
 		}
@@ -320,7 +322,7 @@ zones:
 
 // serve --listen replaces the configuration's addresses.
 func TestServeListenFlag(t *testing.T) {
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	p := startSteer(t, "", "--listen", addr)
 	_ = p
 	r, err := query(addr, "example.com.", dns.TypeSOA)
@@ -334,7 +336,7 @@ func TestServeListenFlag(t *testing.T) {
 // status 0 instead of waiting out the compile.
 func TestSIGTERMDuringStartup(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
 	var recs strings.Builder
 	for i := 0; i < 12; i++ { // each compiled against the embedded database: seconds in all

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // serveFirstLine runs "steer serve" with env, waits for "msg=serving" and
@@ -60,7 +62,7 @@ func serveLog(t *testing.T, env []string, args ...string) (first, all string) {
 // warning; check uses the default path or asks for --config.
 func TestDefaultConfig(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	missing := filepath.Join(dir, "absent.yaml")
 	first, _ := serveLog(t, []string{"STEER_DEFAULT_CONFIG=" + missing}, "--listen", addr)
 	want := "no --config and no " + missing + ": serving the embedded demo"
@@ -121,7 +123,7 @@ func TestSdNotify(t *testing.T) {
 			msgs <- string(buf[:n])
 		}
 	}()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	cmd := exec.Command(steerBin, "serve", "--listen", addr)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	var out bytes.Buffer

@@ -8,7 +8,6 @@ package birdtest
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +50,7 @@ func Start(t testing.TB, peerAS int, password string) *BIRD {
 	dnstest.NeedTool(t, "bird")
 	dnstest.NeedTool(t, "birdc")
 	b := &BIRD{done: make(chan struct{})}
-	b.Port = FreePort(t, Addr)
+	b.Port = dnstest.FreePort(t, Addr)
 	dir := t.TempDir()
 	// The control socket path must be short (sun_path is 108 bytes).
 	sockDir, err := os.MkdirTemp("", "bird")
@@ -173,16 +172,4 @@ func (b *BIRD) Dump() string {
 	out, _ := b.birdc("show", "route", "all")
 	proto, _ := b.birdc("show", "protocols", "all", "steer")
 	return "birdc show route all:\n" + out + "\n" + proto
-}
-
-// FreePort returns a TCP port free on addr; the test is skipped when addr
-// cannot be bound.
-func FreePort(t testing.TB, addr string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Skipf("cannot bind %s: %v", addr, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -3,8 +3,8 @@ package cookie_test
 // Interoperability with the RFC 9018 implementations steer shares anycast
 // addresses with: Knot (mod-cookies), NSD (answer-cookie) and BIND
 // (cookie-algorithm siphash24), each started here with the same secret.
-// The test is external (package cookie_test) so that it may use dnstest,
-// which imports the server that will import this package.
+// The test is external (package cookie_test) so that it may use servertest,
+// which imports the server that imports this package.
 
 import (
 	"bytes"
@@ -290,10 +290,14 @@ func responseCookie(t *testing.T, r *dns.Msg) []byte {
 func startPeer(t *testing.T, p interopPeer, v6 bool) int {
 	t.Helper()
 	var lastLog string
+	hosts := []string{"127.0.0.1"}
+	if v6 {
+		hosts = append(hosts, "::1")
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "example.test.zone"), interopZone)
-		port := freePort(t, v6)
+		port := dnstest.FreePort(t, hosts...)
 		args := p.config(t, dir, port, v6)
 		log := &dnstest.LockedBuffer{}
 		cmd := exec.Command(args[0], args[1:]...)
@@ -357,41 +361,6 @@ func hasIPv6Loopback() bool {
 	}
 	u.Close()
 	return true
-}
-
-// freePort returns a port free now on 127.0.0.1 (and, with v6, on ::1)
-// for both UDP and TCP.
-func freePort(t *testing.T, v6 bool) int {
-	t.Helper()
-	hosts := []string{"127.0.0.1"}
-	if v6 {
-		hosts = append(hosts, "::1")
-	}
-try:
-	for range 20 {
-		u, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		u.Close()
-		for _, h := range hosts {
-			a := net.JoinHostPort(h, fmt.Sprint(port))
-			u, err := net.ListenPacket("udp", a)
-			if err != nil {
-				continue try
-			}
-			l, err := net.Listen("tcp", a)
-			u.Close()
-			if err != nil {
-				continue try
-			}
-			l.Close()
-		}
-		return port
-	}
-	t.Fatal("no loopback port free for both UDP and TCP")
-	return 0
 }
 
 func writeFile(t *testing.T, path, body string) {

@@ -13,13 +13,14 @@ import (
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // startSteer serves interopZone from an in-process steer answering
 // cookies with interopSecret.
-func startSteer(t *testing.T) *dnstest.Server {
+func startSteer(t *testing.T) *servertest.Server {
 	t.Helper()
-	s := dnstest.Start(t, map[string]string{
+	s := servertest.Start(t, map[string]string{
 		"steer.yaml":        "identity: interop\nzones:\n  - origin: example.test\n    file: example.test.zone\n",
 		"example.test.zone": interopZone,
 	})

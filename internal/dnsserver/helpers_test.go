@@ -21,6 +21,7 @@ import (
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/servertest"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
@@ -35,7 +36,7 @@ type srvOpts struct {
 	idle       time.Duration // tcp.idle_timeout; 0 means 5s
 }
 
-// testFiles returns the configuration and zone for o, as dnstest.Start takes them.
+// testFiles returns the configuration and zone for o, as servertest.Start takes them.
 func testFiles(tb testing.TB, o srvOpts) map[string]string {
 	tb.Helper()
 	zone, err := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
@@ -70,9 +71,9 @@ zones:
 }
 
 // startServer serves the test zone on free loopback ports until the test ends.
-func startServer(tb testing.TB, o srvOpts) *dnstest.Server {
+func startServer(tb testing.TB, o srvOpts) *servertest.Server {
 	tb.Helper()
-	return dnstest.Start(tb, testFiles(tb, o))
+	return servertest.Start(tb, testFiles(tb, o))
 }
 
 // newTestHandler builds a Handler for the test zone without any socket.
@@ -98,7 +99,7 @@ type target struct {
 
 // targets lists the server's loopback addresses: IPv4, and IPv6 when the
 // machine has ::1.
-func targets(s *dnstest.Server) []target {
+func targets(s *servertest.Server) []target {
 	ts := []target{{"v4", s.V4}}
 	if s.V6.IsValid() {
 		ts = append(ts, target{"v6", s.V6})

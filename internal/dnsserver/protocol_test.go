@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 var networks = []string{"udp", "tcp"}
@@ -235,7 +236,7 @@ func TestChaos(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		srv    *dnstest.Server
+		srv    *servertest.Server
 		qname  string
 		qtype  uint16
 		rcode  int
@@ -298,7 +299,7 @@ func TestNSID(t *testing.T) {
 	anon := startServer(t, srvOpts{noIdentity: true})
 	for _, c := range []struct {
 		name string
-		srv  *dnstest.Server
+		srv  *servertest.Server
 		nsid string
 	}{{"identity", def, testIdentity}, {"no identity", anon, ""}} {
 		for _, tg := range targets(c.srv) {

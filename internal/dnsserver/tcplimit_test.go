@@ -21,11 +21,12 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // startLimited starts the test server with SetTCPLimits(l) applied before
 // any connection.
-func startLimited(t testing.TB, o srvOpts, l dnsserver.TCPLimits) *dnstest.Server {
+func startLimited(t testing.TB, o srvOpts, l dnsserver.TCPLimits) *servertest.Server {
 	t.Helper()
 	s := startServer(t, o)
 	if err := s.SetTCPLimits(l); err != nil {
@@ -86,13 +87,13 @@ func dialFromErr(src string, addr netip.AddrPort) (*net.TCPConn, error) {
 
 // waitStats polls the server's TCP counters until ok holds, for at most
 // ioTimeout, and returns them.
-func waitStats(t testing.TB, s *dnstest.Server, what string, ok func(dnsserver.TCPStats) bool) dnsserver.TCPStats {
+func waitStats(t testing.TB, s *servertest.Server, what string, ok func(dnsserver.TCPStats) bool) dnsserver.TCPStats {
 	t.Helper()
 	return waitStatsFor(t, s, ioTimeout, what, ok)
 }
 
 // waitStatsFor is waitStats waiting for at most limit.
-func waitStatsFor(t testing.TB, s *dnstest.Server, limit time.Duration, what string, ok func(dnsserver.TCPStats) bool) dnsserver.TCPStats {
+func waitStatsFor(t testing.TB, s *servertest.Server, limit time.Duration, what string, ok func(dnsserver.TCPStats) bool) dnsserver.TCPStats {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -109,14 +110,14 @@ func waitStatsFor(t testing.TB, s *dnstest.Server, limit time.Duration, what str
 
 // accepted waits until the server has accepted n connections in all, so
 // that connections dialled one after another are ranked in that order.
-func accepted(t testing.TB, s *dnstest.Server, n uint64) {
+func accepted(t testing.TB, s *servertest.Server, n uint64) {
 	t.Helper()
 	waitStats(t, s, fmt.Sprintf("%d accepted", n), func(st dnsserver.TCPStats) bool { return st.Accepted >= n })
 }
 
 // settled waits until every accepted connection is either open or counted
 // as closed, and returns the counters.
-func settled(t testing.TB, s *dnstest.Server) dnsserver.TCPStats {
+func settled(t testing.TB, s *servertest.Server) dnsserver.TCPStats {
 	t.Helper()
 	return waitStats(t, s, "settled", func(st dnsserver.TCPStats) bool {
 		return st.Accepted == uint64(st.Current)+sum(st.Closed[:])

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,6 +25,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // ReadyTimeout bounds waiting for a cluster, or a restarted member, to
@@ -90,10 +91,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 func start(t testing.TB, opts Options) (*Cluster, error) {
 	c := &Cluster{t: t, opts: opts, token: fmt.Sprintf("etcdtest-%d-%d", os.Getpid(), clusterSeq.Add(1))}
-	ports, err := freePorts(2 * opts.Members)
-	if err != nil {
-		return nil, err
-	}
+	ports := dnstest.FreePorts(t, 2*opts.Members)
 	scheme := "http"
 	if opts.TLS != nil {
 		scheme = "https"
@@ -361,25 +359,4 @@ func (m *Member) Restart() {
 // addrInUse tells a port taken by someone else.
 func addrInUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || err != nil && strings.Contains(err.Error(), "address already in use")
-}
-
-// freePorts finds n distinct free TCP ports on 127.0.0.1, holding them
-// all open while choosing so none repeats.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
 }

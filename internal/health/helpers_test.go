@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 const (
@@ -30,23 +32,11 @@ func newManager(t *testing.T) *Manager {
 	return m
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: still not %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitStatus waits for k's status and returns its state.
 func waitStatus(t *testing.T, m *Manager, k Key, want Status, d time.Duration) State {
 	t.Helper()
 	var s State
-	waitFor(t, d, k.String()+" "+want.String(), func() bool {
+	dnstest.WaitFor(t, d, k.String()+" "+want.String(), func() bool {
 		s = m.Snapshot()[k]
 		return s.Status == want
 	})

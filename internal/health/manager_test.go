@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 func TestApplyKeepsStopsStarts(t *testing.T) {
@@ -154,11 +156,11 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("snapshot %+v", s)
 	}
 	n := calls.Load()
-	waitFor(t, time.Second, "override expired", func() bool { return !m.Usable(kDown) })
+	dnstest.WaitFor(t, time.Second, "override expired", func() bool { return !m.Usable(kDown) })
 	if time.Now().Before(exp) {
 		t.Error("override expired early")
 	}
-	waitFor(t, time.Second, "OnChange on expiry", func() bool { return calls.Load() > n })
+	dnstest.WaitFor(t, time.Second, "OnChange on expiry", func() bool { return calls.Load() > n })
 
 	// An override already expired when set is no override.
 	set(OverrideDown, time.Now().Add(-time.Second))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 func TestHTTPStatus(t *testing.T) {
@@ -97,7 +99,7 @@ func TestHTTPS(t *testing.T) {
 		t.Errorf("insecure: %+v", s)
 	}
 	var s State
-	waitFor(t, 3*time.Second, "down for a certificate error", func() bool {
+	dnstest.WaitFor(t, 3*time.Second, "down for a certificate error", func() bool {
 		s = m.Snapshot()[strict]
 		return s.Status == Down && strings.Contains(s.Reason, "certificate")
 	})
@@ -295,7 +297,7 @@ func TestFlappingAndExactCounts(t *testing.T) {
 	if c := <-changes; c.status != Up || c.req != 1 {
 		t.Fatalf("first change %+v, want up after request 1", c)
 	}
-	waitFor(t, 2*time.Second, "20 requests", func() bool { return n.Load() >= 20 })
+	dnstest.WaitFor(t, 2*time.Second, "20 requests", func() bool { return n.Load() >= 20 })
 	select {
 	case c := <-changes:
 		t.Fatalf("flapping with fall 2 changed status: %+v", c)

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // logBuf collects JSON log lines from any goroutine.
@@ -223,7 +225,7 @@ func TestPoolOverrideExpiry(t *testing.T) {
 	if saved, _ := readState(t, path); len(saved.Overrides) != 1 {
 		t.Errorf("target override not saved: %+v", saved.Overrides)
 	}
-	waitFor(t, 2*time.Second, "target override expired in the file", func() bool {
+	dnstest.WaitFor(t, 2*time.Second, "target override expired in the file", func() bool {
 		saved, _ := readState(t, path)
 		return len(saved.Overrides) == 0
 	})
@@ -445,12 +447,12 @@ func TestStatusSavesAndCloseSaves(t *testing.T) {
 			return err == nil && strings.Contains(string(f), `"status": "`+status+`"`)
 		}
 	}
-	waitFor(t, 2*time.Second, "down saved", saved("down"))
+	dnstest.WaitFor(t, 2*time.Second, "down saved", saved("down"))
 
 	// Status changes are logged by name, once per transition.
 	w.code.Store(200)
 	waitStatus(t, m, k, Up, time.Second)
-	waitFor(t, 2*time.Second, "up saved", saved("up"))
+	dnstest.WaitFor(t, 2*time.Second, "up saved", saved("up"))
 	down, up := lb.lines(t, "target down"), lb.lines(t, "target up")
 	if len(down) != 1 || down[0]["key"] != k.String() || down[0]["from"] != "unknown" || down[0]["to"] != "down" ||
 		down[0]["reason"] != "HTTP 503" || down[0]["level"] != "WARN" {

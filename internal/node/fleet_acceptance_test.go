@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/fleet"
 )
@@ -108,7 +109,7 @@ func (r *fleetRig) waitAll(what string, limit time.Duration, want string) time.D
 	r.t.Helper()
 	start := time.Now()
 	for i := range r.nodes {
-		waitFor(r.t, limit, fmt.Sprintf("%s: n%d answers %s", what, i, want), func() bool { return r.answer(i) == want })
+		dnstest.WaitFor(r.t, limit, fmt.Sprintf("%s: n%d answers %s", what, i, want), func() bool { return r.answer(i) == want })
 	}
 	return time.Since(start)
 }
@@ -214,12 +215,12 @@ func TestFleetAcceptance(t *testing.T) {
 		if failed != 0 {
 			t.Errorf("%d of %d queries failed on the cut node", failed, queries)
 		}
-		waitFor(t, 2*time.Second, "own checks after view_grace", func() bool {
+		dnstest.WaitFor(t, 2*time.Second, "own checks after view_grace", func() bool {
 			return strings.Contains(scrape(t, r.nodes[2]), "steer_fleet_health_own_view 1")
 		})
 		r.cutEtcd(2, false)
 		healed := time.Now()
-		waitFor(t, 2*time.Second, "back on the fleet's view", func() bool {
+		dnstest.WaitFor(t, 2*time.Second, "back on the fleet's view", func() bool {
 			return strings.Contains(scrape(t, r.nodes[2]), "steer_fleet_health_own_view 0")
 		})
 		t.Logf("converged %v after the link healed", time.Since(healed).Round(10*time.Millisecond))
@@ -268,7 +269,7 @@ func TestFleetAcceptance(t *testing.T) {
 			}
 			want := "serial-" + strconv.Itoa(serial)
 			for i := range r.nodes {
-				waitFor(t, 2*time.Second, "the push applied", func() bool { return r.nodes[i].txt("gen.example.com") == want })
+				dnstest.WaitFor(t, 2*time.Second, "the push applied", func() bool { return r.nodes[i].txt("gen.example.com") == want })
 			}
 			lat = append(lat, time.Since(start))
 		}
@@ -290,7 +291,7 @@ func TestFleetAcceptance(t *testing.T) {
 		}
 		r.etcd.Compact(r.etcd.Rev())
 		r.cutEtcd(4, false)
-		waitFor(t, 5*time.Second, "the node re-read after compaction", func() bool { return r.nodes[4].txt("gen.example.com") == "serial-99" })
+		dnstest.WaitFor(t, 5*time.Second, "the node re-read after compaction", func() bool { return r.nodes[4].txt("gen.example.com") == "serial-99" })
 	})
 
 	t.Run("a drain set once", func(t *testing.T) {

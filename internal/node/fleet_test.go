@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/cookie"
+	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/health"
@@ -33,7 +34,7 @@ func fleetLocal(endpoints []string, node string) string {
 func waitTXT(t *testing.T, n *testNode, want string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, 5*time.Second, "gen.example.com TXT "+want, func() bool { return n.txt("gen.example.com") == want })
+	dnstest.WaitFor(t, 5*time.Second, "gen.example.com TXT "+want, func() bool { return n.txt("gen.example.com") == want })
 	return time.Since(start)
 }
 
@@ -72,7 +73,7 @@ func TestFleetConfig(t *testing.T) {
 			t.Fatalf("%s serves %q, want the published one", n.dir, got)
 		}
 	}
-	waitFor(t, 3*time.Second, "both nodes report serial 1", func() bool {
+	dnstest.WaitFor(t, 3*time.Second, "both nodes report serial 1", func() bool {
 		return statusOf(t, s, "fra-1").Serial == 1 && statusOf(t, s, "bom-1").Serial == 1
 	})
 	if st := statusOf(t, s, "fra-1"); st.Region != "eu" || st.Rev != rev || st.Error != "" {
@@ -95,7 +96,7 @@ func TestFleetConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the error reported", func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "the error reported", func() bool {
 		st := statusOf(t, s, "bom-1")
 		return st.Error != "" && st.ErrorRev == badRev && st.Serial == 2
 	})
@@ -112,7 +113,7 @@ func TestFleetConfig(t *testing.T) {
 	for _, n := range nodes {
 		waitTXT(t, n, "four")
 	}
-	waitFor(t, 2*time.Second, "the serial in the metrics", func() bool {
+	dnstest.WaitFor(t, 2*time.Second, "the serial in the metrics", func() bool {
 		body := scrape(t, nodes[1])
 		return strings.Contains(body, "steer_fleet_config_serial 4") && strings.Contains(body, "steer_fleet_config_apply_failing 0") &&
 			strings.Contains(body, "steer_fleet_view_age_seconds")
@@ -121,7 +122,7 @@ func TestFleetConfig(t *testing.T) {
 	// Shut a node down: its status goes with its lease, at once.
 	first := nodes[0]
 	first.Shutdown(ctx)
-	waitFor(t, 3*time.Second, "fra-1's status gone", func() bool { return statusOf(t, s, "fra-1").Node == "" })
+	dnstest.WaitFor(t, 3*time.Second, "fra-1's status gone", func() bool { return statusOf(t, s, "fra-1").Node == "" })
 
 	// Restart it with the store down: it serves the bundle kept on disk.
 	c.Member(0).Stop()
@@ -160,7 +161,7 @@ func TestFleetPublishedNode(t *testing.T) {
 	} else if ck := cookie.NewJar(sa, nil).Mint(nil, [8]byte{1}, n.dns.Addr(), time.Now()); g.Cookies.Check(ck, n.dns.Addr(), time.Now()).Status != cookie.Valid {
 		t.Error("the node does not accept cookies minted with the pushed secret")
 	}
-	waitFor(t, 3*time.Second, "ams-1 reports serial 1 and its version", func() bool {
+	dnstest.WaitFor(t, 3*time.Second, "ams-1 reports serial 1 and its version", func() bool {
 		st := statusOf(t, s, "ams-1")
 		return st.Serial == 1 && st.Version == "v-test"
 	})
@@ -249,10 +250,10 @@ func TestFleetHealthQuorum(t *testing.T) {
 	const key = "127.0.0.1/t"
 	answers := func(want string, within time.Duration, what string) {
 		t.Helper()
-		waitFor(t, within, what+": shop answers "+want, func() bool { return n.a("shop.example.com") == want })
+		dnstest.WaitFor(t, within, what+": shop answers "+want, func() bool { return n.a("shop.example.com") == want })
 	}
 	answers("127.0.0.1", 3*time.Second, "alone")
-	waitFor(t, 3*time.Second, "the node's own observation published", func() bool {
+	dnstest.WaitFor(t, 3*time.Second, "the node's own observation published", func() bool {
 		kvs, _, err := s.Get(context.Background(), "/steer/v1/obs/"+key+"/self")
 		return err == nil && len(kvs) == 1
 	})
@@ -365,13 +366,13 @@ records:
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		waitFor(t, time.Second, "the drain on every node", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
+		dnstest.WaitFor(t, time.Second, "the drain on every node", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
 	}
 	t.Logf("pool drain in effect on all 3 nodes after %v", time.Since(start).Round(time.Millisecond))
 	if err := be.SetTargetState(netip.MustParseAddr("192.0.2.2"), "down", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the target override on node c", func() bool {
+	dnstest.WaitFor(t, time.Second, "the target override on node c", func() bool {
 		o, _, ok := nodes[2].hc.manager.TargetOverride(netip.MustParseAddr("192.0.2.2"))
 		return ok && o == health.OverrideDown
 	})
@@ -385,7 +386,7 @@ records:
 		t.Fatal(err)
 	}
 	for _, n := range nodes[1:] {
-		waitFor(t, time.Second, "the drain cleared", func() bool { return n.a("shop.example.com") == "192.0.2.1" })
+		dnstest.WaitFor(t, time.Second, "the drain cleared", func() bool { return n.a("shop.example.com") == "192.0.2.1" })
 	}
 }
 
@@ -419,7 +420,7 @@ func TestFleetHealthViewSurvivesRestart(t *testing.T) {
 	for i := range 5 {
 		newFakeObserver(t, s, "127.0.0.1/t", fmt.Sprintf("down-%d", i), false)
 	}
-	waitFor(t, 3*time.Second, "down by quorum", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
+	dnstest.WaitFor(t, 3*time.Second, "down by quorum", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
 	time.Sleep(2500 * time.Millisecond) // the view is written at most every 2 s
 	n.Shutdown(context.Background())
 	c.Member(0).Stop()
@@ -438,9 +439,7 @@ func TestFleetRegionalVerdict(t *testing.T) {
 	for _, regional := range []bool{true, false} {
 		c, s := fleetStore(t)
 		// Nothing listens on the target's port: this node sees it down.
-		l, _ := net.Listen("tcp", "127.0.0.1:0")
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		port := dnstest.FreePort(t)
 		publishHealthBundle(t, s, port)
 		local := fmt.Sprintf("fleet:\n  node: self\n  region: eu\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n  health_quorum: { min_observers: 3, hold_down: 200ms, regional: %v }\n", c.Endpoints()[0], regional)
 		n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
@@ -455,7 +454,7 @@ func TestFleetRegionalVerdict(t *testing.T) {
 		if regional {
 			want = "192.0.2.2"
 		}
-		waitFor(t, 3*time.Second, fmt.Sprintf("regional %v answers %s", regional, want), func() bool { return n.a("shop.example.com") == want })
+		dnstest.WaitFor(t, 3*time.Second, fmt.Sprintf("regional %v answers %s", regional, want), func() bool { return n.a("shop.example.com") == want })
 		time.Sleep(500 * time.Millisecond)
 		if got := n.a("shop.example.com"); got != want {
 			t.Errorf("regional %v: %s, want %s", regional, got, want)

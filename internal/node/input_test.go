@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 const latencyCfg = `listen: ["127.0.0.1:0"]
@@ -33,7 +35,7 @@ func TestBadOperationalInputs(t *testing.T) {
 		"feed.json": `{"pools": {"shop.example.com/fra": {"state": "drain"}}}`,
 	}, Options{})
 	status := func() string { _, b := n.call("GET", "/v1/status", "tok", ""); return b }
-	waitFor(t, 3*time.Second, "the feed drains fra", func() bool { return strings.Contains(status(), `"drain"`) })
+	dnstest.WaitFor(t, 3*time.Second, "the feed drains fra", func() bool { return strings.Contains(status(), `"drain"`) })
 	before := status()
 	for _, c := range []struct{ method, path, body, want string }{
 		{"PUT", "/v1/targets/192.0.2.99/state", `{"state":"down"}`, "192.0.2.99 is no address of any pool"},
@@ -69,7 +71,7 @@ func TestBadOperationalInputs(t *testing.T) {
 	// previous feed stays.
 	writeFile(t, n.dir, "feed.json", `{"pools": {"shop.example.com/sin": {"state": "down"}, "shop.example.com/bom": {"state": "drain"}},
  "targets": {"192.0.2.99": {"state": "down"}}}`)
-	waitFor(t, 3*time.Second, "the bad feed is rejected", func() bool {
+	dnstest.WaitFor(t, 3*time.Second, "the bad feed is rejected", func() bool {
 		return strings.Contains(n.logs.String(), "health feed rejected")
 	})
 	log := n.logs.String()

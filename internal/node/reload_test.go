@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 const oneZone = `listen: ["127.0.0.1:0"]
@@ -67,7 +69,7 @@ func TestReloadsSerialisedAndCoalesced(t *testing.T) {
 		waiters = append(waiters, n.request(kindConfig, "SIGHUP"))
 	}
 	burstEnd := time.Now()
-	waitFor(t, time.Second, "the last zone written is served within 1 s of the burst", func() bool { return n.txt("gen.example.com") == "v51" })
+	dnstest.WaitFor(t, time.Second, "the last zone written is served within 1 s of the burst", func() bool { return n.txt("gen.example.com") == "v51" })
 	t.Logf("last zone served %v after the burst", time.Since(burstEnd).Round(time.Millisecond))
 	close(stop)
 	wg.Wait()
@@ -124,7 +126,7 @@ records:
 	writeFile(t, n.dir, "token", "new\n")
 	writeFile(t, n.dir, "feed.json", `{"pools": {"shop.example.com/primary": {"state": "drain"}}}`)
 	oldAPI := n.APIAddr()
-	port := freeTCPPort(t)
+	port := dnstest.FreePort(t)
 	writeFile(t, n.dir, "steer.yaml", cfg(fmt.Sprintf("127.0.0.1:%d", port), 0.5, "feed.json"))
 	res, err := n.Reload(context.Background())
 	if err != nil {
@@ -155,7 +157,7 @@ records:
 	for i := 0; i < 20; i++ {
 		n.query("www.example.com", 1)
 	}
-	waitFor(t, 3*time.Second, "query.log has lines", func() bool { b, _ := os.ReadFile(logPath); return len(b) > 0 })
+	dnstest.WaitFor(t, 3*time.Second, "query.log has lines", func() bool { b, _ := os.ReadFile(logPath); return len(b) > 0 })
 	if err := os.Rename(logPath, logPath+".1"); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ records:
 	for i := 0; i < 40; i++ {
 		n.query("www.example.com", 1)
 	}
-	waitFor(t, 3*time.Second, "a new query.log after rename + reload", func() bool { b, _ := os.ReadFile(logPath); return len(b) > 0 })
+	dnstest.WaitFor(t, 3*time.Second, "a new query.log after rename + reload", func() bool { b, _ := os.ReadFile(logPath); return len(b) > 0 })
 	// A rejected reload changes nothing: a missing token file.
 	os.Remove(filepath.Join(n.dir, "token"))
 	res, err = n.Reload(context.Background())
@@ -187,16 +189,4 @@ records:
 	if err != nil || len(res.RestartNeeded) != 1 || !strings.Contains(res.RestartNeeded[0], "anycast") {
 		t.Fatalf("an anycast change must be named as needing a restart: %v %+v", err, res)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	for i := 0; i < 20; i++ {
-		n := startProbe(t)
-		if n != 0 {
-			return n
-		}
-	}
-	t.Fatal("no free port")
-	return 0
 }

@@ -233,7 +233,7 @@ zone %q { type secondary; primaries { %s port %d key "bind-key"; }; file %q; all
 	peers := []*peertest.Server{nsd, knot, bind}
 	for _, p := range peers {
 		// The steered name is served as its fallback: the default pool.
-		waitFor(t, 10*time.Second, p.Name+" to serve serial 1 and the fallback", func() bool { return serves(p, 1, "shop."+xfrOrigin, "198.51.100.2") })
+		dnstest.WaitFor(t, 10*time.Second, p.Name+" to serve serial 1 and the fallback", func() bool { return serves(p, 1, "shop."+xfrOrigin, "198.51.100.2") })
 	}
 
 	// A new serial in the file, and a reload: each secondary is notified
@@ -245,7 +245,7 @@ zone %q { type secondary; primaries { %s port %d key "bind-key"; }; file %q; all
 		t.Fatal(err)
 	}
 	for _, p := range peers {
-		waitFor(t, 5*time.Second, p.Name+" to serve serial 2", func() bool { return serves(p, 2, "shop."+xfrOrigin, "198.51.100.2") })
+		dnstest.WaitFor(t, 5*time.Second, p.Name+" to serve serial 2", func() bool { return serves(p, 2, "shop."+xfrOrigin, "198.51.100.2") })
 		took := time.Since(start)
 		t.Logf("%s serves serial 2 %v after the reload began", p.Name, took.Round(time.Millisecond))
 		if took > 2*time.Second {
@@ -265,12 +265,12 @@ zone %q { type secondary; primaries { %s port %d key "bind-key"; }; file %q; all
 	if code, body := n.call("PUT", "/v1/records/shop.xfr.example./pools/other/state", "", `{"state":"down"}`); code != 204 {
 		t.Fatalf("pool override: %d %s", code, body)
 	}
-	waitFor(t, 5*time.Second, "steer to give the zone serial 3", func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "steer to give the zone serial 3", func() bool {
 		r := n.query(xfrOrigin, dns.TypeSOA)
 		return len(r.Answer) == 1 && r.Answer[0].(*dns.SOA).Serial == 3
 	})
 	for _, p := range peers {
-		waitFor(t, 5*time.Second, p.Name+" to serve serial 3 with the new fallback", func() bool { return serves(p, 3, "shop."+xfrOrigin, "198.51.100.1") })
+		dnstest.WaitFor(t, 5*time.Second, p.Name+" to serve serial 3 with the new fallback", func() bool { return serves(p, 3, "shop."+xfrOrigin, "198.51.100.1") })
 	}
 	_, metricsText := n.call("GET", "/metrics", "", "")
 	for _, want := range []string{
@@ -329,7 +329,7 @@ records:
 func TestSecondaryOfKnot(t *testing.T) {
 	dnstest.NeedTool(t, "knotc")
 	secret := xfrKeys["knot-key"]
-	steerPort := peertest.FreePort(t)
+	steerPort := dnstest.FreePort(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sec.zone")
 	writeFile(t, dir, "sec.zone", secZone(1, "one"))
@@ -378,7 +378,7 @@ acl:
 		}
 		return r.Answer[0].(*dns.SOA).Serial
 	}
-	waitFor(t, 5*time.Second, "steer to serve the transferred zone", func() bool { return soa(n) == 1 })
+	dnstest.WaitFor(t, 5*time.Second, "steer to serve the transferred zone", func() bool { return soa(n) == 1 })
 	if got := n.a("shop." + secOrigin); got != "198.51.100.2" {
 		t.Errorf("steered name in the transferred zone: %s", got)
 	}
@@ -390,7 +390,7 @@ acl:
 	writeFile(t, dir, "sec.zone", secZone(2, "two"))
 	start := time.Now()
 	knotc("zone-reload", secOrigin)
-	waitFor(t, 5*time.Second, "steer to serve serial 2", func() bool { return soa(n) == 2 })
+	dnstest.WaitFor(t, 5*time.Second, "steer to serve serial 2", func() bool { return soa(n) == 2 })
 	took := time.Since(start)
 	t.Logf("serial 2 served %v after Knot's reload began", took.Round(time.Millisecond))
 	if took > 2*time.Second {
@@ -435,18 +435,18 @@ acl:
 	writeFile(t, wdir, "steer.yaml", secConfig("wrong", knot.Addr))
 	writeFile(t, wdir, "xfr.key", fmt.Sprintf("key \"xfr-key\" { algorithm hmac-sha256; secret %q; };\n", wrong))
 	w := startNodeIn(t, wdir, Options{})
-	waitFor(t, 5*time.Second, "the wrong-key node to log the TSIG failure", func() bool { return strings.Contains(w.logs.String(), "TSIG") })
+	dnstest.WaitFor(t, 5*time.Second, "the wrong-key node to log the TSIG failure", func() bool { return strings.Contains(w.logs.String(), "TSIG") })
 	if r := w.query(secOrigin, dns.TypeSOA); r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("wrong key: SOA answered %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
-	waitFor(t, 5*time.Second, "Knot to log the bad signature", func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "Knot to log the bad signature", func() bool {
 		b, _ := os.ReadFile(debugLog)
 		return strings.Contains(string(b), "verification failed")
 	})
 
 	// Knot stopped, steer restarted: the last copy is served at once.
 	knotc("stop")
-	waitFor(t, 5*time.Second, "knotd to stop", func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "knotd to stop", func() bool {
 		q := new(dns.Msg)
 		q.SetQuestion(secOrigin, dns.TypeSOA)
 		_, err := knot.Exchange(q, "udp")

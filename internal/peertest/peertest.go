@@ -9,7 +9,6 @@ package peertest
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -180,7 +179,7 @@ func start(t testing.TB, name string, zones []Zone, configure func(dir string, p
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var lastErr string
 	for attempt := 0; attempt < 3; attempt++ {
-		port := FreePort(t)
+		port := dnstest.FreePort(t)
 		_, args := configure(dir, port)
 		s := &Server{Name: name, Dir: dir, Log: &dnstest.LockedBuffer{}, loaded: map[string]bool{},
 			Addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))}
@@ -266,27 +265,6 @@ func (s *Server) failed(origin string) bool {
 		return strings.Contains(log, "zone "+strings.TrimSuffix(o, ".")+"/in: not loaded")
 	}
 	return false
-}
-
-// FreePort returns a loopback port free for both UDP and TCP now.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	for range 20 {
-		u, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		u.Close()
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
-	}
-	t.Fatal("no free port for both UDP and TCP")
-	return 0
 }
 
 func indent(s, pre string) string {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // mountTmpfs mounts a tmpfs of the given size option (e.g. "64k") on a new
@@ -50,7 +52,7 @@ func TestDiskFull(t *testing.T) {
 	for range 20 {
 		write()
 	}
-	waitFor(t, "the first lines", 3*time.Second, func() bool { return l.Written() == 20 })
+	dnstest.WaitFor(t, 3*time.Second, "the first lines", func() bool { return l.Written() == 20 })
 
 	// Take all the remaining space.
 	filler := filepath.Join(dir, "filler")
@@ -74,7 +76,7 @@ func TestDiskFull(t *testing.T) {
 
 	// The log file's last page still has room for some lines; keep writing
 	// until the writer fails and says so.
-	waitFor(t, "the write failure to be reported", 5*time.Second, func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "the write failure to be reported", func() bool {
 		write()
 		return len(logs.records(t, msgFailed)) > 0
 	})
@@ -99,7 +101,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the recovery to be reported", 5*time.Second, func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "the recovery to be reported", func() bool {
 		write()
 		return len(logs.records(t, msgRecovered)) > 0
 	})

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the writer goroutine's slog output
@@ -91,17 +93,6 @@ func names(t *testing.T, path string) []string {
 	return out
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestReopenRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "q.log")
@@ -115,7 +106,7 @@ func TestReopenRotation(t *testing.T) {
 		l.Write(entry(n))
 		n++
 	}
-	waitFor(t, "10 lines written", 3*time.Second, func() bool { return l.Written() == 10 })
+	dnstest.WaitFor(t, 3*time.Second, "10 lines written", func() bool { return l.Written() == 10 })
 	if err := os.Rename(path, path+".2"); err != nil {
 		t.Fatal(err)
 	}

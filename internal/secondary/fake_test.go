@@ -261,7 +261,7 @@ func TestFakeBrokenTransfers(t *testing.T) {
 		}
 	})
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}}})
-	waitFor(t, 3*time.Second, "the first AXFR", haveSerial(m, 1))
+	dnstest.WaitFor(t, 3*time.Second, "the first AXFR", haveSerial(m, 1))
 	good, _ := os.ReadFile(filepath.Join(dir, CacheFile(origin)))
 
 	// NOTIMP to IXFR → AXFR, which breaks after its first message.
@@ -269,7 +269,7 @@ func TestFakeBrokenTransfers(t *testing.T) {
 		f.serial, f.ixfrMode, f.axfrBreak, f.extra = 2, "notimp", true, []string{"cut." + origin + " 60 IN A 192.0.2.3"}
 	})
 	m.Refresh(origin)
-	waitFor(t, 3*time.Second, "the broken AXFR", func() bool { return rec.has("axfr/broken") })
+	dnstest.WaitFor(t, 3*time.Second, "the broken AXFR", func() bool { return rec.has("axfr/broken") })
 	if !rec.has("ixfr/error") {
 		t.Fatalf("events %s", rec)
 	}
@@ -288,7 +288,7 @@ func TestFakeBrokenTransfers(t *testing.T) {
 	_, ixfr0, axfr0 := f.counts()
 	f.set(func(f *fake) { f.serial, f.ixfrMode, f.axfrBreak = 3, "baddelete", false })
 	m.Refresh(origin)
-	waitFor(t, 3*time.Second, "the AXFR after the bad IXFR", haveSerial(m, 3))
+	dnstest.WaitFor(t, 3*time.Second, "the AXFR after the bad IXFR", haveSerial(m, 3))
 	_, ixfr1, axfr1 := f.counts()
 	if ixfr1 != ixfr0+1 || axfr1 != axfr0+1 || !rec.has("ixfr/broken") {
 		t.Fatalf("IXFR %d→%d, AXFR %d→%d, events %s", ixfr0, ixfr1, axfr0, axfr1, rec)
@@ -307,7 +307,7 @@ func TestFakeBrokenTransfers(t *testing.T) {
 	// An IXFR answered with the whole zone is taken as one.
 	f.set(func(f *fake) { f.serial, f.ixfrMode, f.extra = 4, "", nil })
 	m.Refresh(origin)
-	waitFor(t, 3*time.Second, "the AXFR-style IXFR", haveSerial(m, 4))
+	dnstest.WaitFor(t, 3*time.Second, "the AXFR-style IXFR", haveSerial(m, 4))
 	c, _ = m.Copy(origin)
 	if copyHas(c, "cut."+origin+" 60 IN A 192.0.2.3") || rec.count("ixfr/ok") != 1 {
 		t.Fatalf("events %s, copy:\n%s", rec, c.Text)
@@ -321,20 +321,20 @@ func TestFakeAnswersWithoutTSIG(t *testing.T) {
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}
 	m := newManager(t, t.TempDir(), rec, log, nil)
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}, Key: testKey(secret)}})
-	waitFor(t, 3*time.Second, "the unsigned SOA", func() bool { return rec.has("soa/tsig") })
+	dnstest.WaitFor(t, 3*time.Second, "the unsigned SOA", func() bool { return rec.has("soa/tsig") })
 	if !strings.Contains(log.String(), "unsigned answer") {
 		t.Fatalf("log:\n%s", log.String())
 	}
 	f.set(func(f *fake) { f.signSOA = true })
 	m.Refresh(origin)
-	waitFor(t, 3*time.Second, "the unsigned AXFR", func() bool { return rec.has("axfr/tsig") })
+	dnstest.WaitFor(t, 3*time.Second, "the unsigned AXFR", func() bool { return rec.has("axfr/tsig") })
 	if _, ok := m.Copy(origin); ok {
 		t.Fatal("copy from an unsigned transfer")
 	}
 	// Signed throughout, it goes in: the fake's signing is right.
 	f.set(func(f *fake) { f.signXfr = true })
 	m.Refresh(origin)
-	waitFor(t, 3*time.Second, "the signed AXFR", haveSerial(m, 1))
+	dnstest.WaitFor(t, 3*time.Second, "the signed AXFR", haveSerial(m, 1))
 }
 
 // TestFakeNotifyDuringTransfer: a NOTIFY while a transfer runs brings one
@@ -343,17 +343,17 @@ func TestFakeNotifyDuringTransfer(t *testing.T) {
 	f := startFake(t, 1)
 	hold := make(chan struct{})
 	f.set(func(f *fake) { f.hold = hold })
-	dead := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	dead := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}
 	m := newManager(t, t.TempDir(), rec, log, nil)
 	m.Set([]Zone{{Origin: origin, Primaries: []string{dead, f.addr}}})
-	waitFor(t, 3*time.Second, "the AXFR to start", func() bool { _, _, a := f.counts(); return a == 1 })
+	dnstest.WaitFor(t, 3*time.Second, "the AXFR to start", func() bool { _, _, a := f.counts(); return a == 1 })
 	f.set(func(f *fake) { f.hold, f.serial = nil, 2 })
 	if !m.Notify(origin, netip.MustParseAddr("::ffff:127.0.0.1")) {
 		t.Fatal("NOTIFY refused")
 	}
 	close(hold) // the running AXFR sends serial 1
-	waitFor(t, 3*time.Second, "serial 2", haveSerial(m, 2))
+	dnstest.WaitFor(t, 3*time.Second, "serial 2", haveSerial(m, 2))
 	if _, ixfr, axfr := f.counts(); ixfr != 1 || axfr != 1 {
 		t.Fatalf("IXFR %d, AXFR %d", ixfr, axfr)
 	}
@@ -361,15 +361,6 @@ func TestFakeNotifyDuringTransfer(t *testing.T) {
 	if c.From != f.addr {
 		t.Fatalf("from %q", c.From)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestCloseStopsEverything: Close ends a transfer in flight at once and
@@ -381,7 +372,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	before := runtime.NumGoroutine()
 	m := New(Options{Timeout: 5 * time.Second, MinRefresh: 100 * time.Millisecond})
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}}, {Origin: "other.example.", Primaries: []string{f.addr}}})
-	waitFor(t, 3*time.Second, "the AXFR to start", func() bool { _, _, a := f.counts(); return a >= 1 })
+	dnstest.WaitFor(t, 3*time.Second, "the AXFR to start", func() bool { _, _, a := f.counts(); return a >= 1 })
 	start := time.Now()
 	m.Close()
 	if d := time.Since(start); d > time.Second {
@@ -390,7 +381,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	close(hold)                                                  // the fake's held connections end too
 	m.Close()                                                    // twice is fine
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}}}) // after Close: nothing starts
-	waitFor(t, 2*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	dnstest.WaitFor(t, 2*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 // TestSetReconfigures: removing a zone calls Changed and drops it;
@@ -400,7 +391,7 @@ func TestSetReconfigures(t *testing.T) {
 	rec := &recorder{}
 	m := newManager(t, "", rec, &dnstest.LockedBuffer{}, nil)
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f1.addr}}})
-	waitFor(t, 3*time.Second, "serial 1", haveSerial(m, 1))
+	dnstest.WaitFor(t, 3*time.Second, "serial 1", haveSerial(m, 1))
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f1.addr}}}) // the same: nothing happens
 	soa0, _, _ := f1.counts()
 	time.Sleep(100 * time.Millisecond)
@@ -411,13 +402,13 @@ func TestSetReconfigures(t *testing.T) {
 	if c, ok := m.Copy(origin); !ok || c.Serial != 1 {
 		t.Fatal("copy lost on reconfiguration")
 	}
-	waitFor(t, 3*time.Second, "serial 5 from the new primary", haveSerial(m, 5))
+	dnstest.WaitFor(t, 3*time.Second, "serial 5 from the new primary", haveSerial(m, 5))
 	n := rec.changes()
 	m.Set(nil)
 	if _, ok := m.Copy(origin); ok {
 		t.Fatal("removed zone still has a copy")
 	}
-	waitFor(t, 2*time.Second, "Changed for the removal", func() bool { return rec.changes() > n })
+	dnstest.WaitFor(t, 2*time.Second, "Changed for the removal", func() bool { return rec.changes() > n })
 	if len(m.Status()) != 0 || m.Refresh(origin) || m.Notify(origin, netip.MustParseAddr("127.0.0.1")) {
 		t.Fatal("removed zone still known")
 	}
@@ -431,17 +422,17 @@ func TestFakeExpiryAndRecovery(t *testing.T) {
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}
 	m := newManager(t, t.TempDir(), rec, log, nil)
 	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}}})
-	waitFor(t, 3*time.Second, "serial 1", haveSerial(m, 1))
+	dnstest.WaitFor(t, 3*time.Second, "serial 1", haveSerial(m, 1))
 	f.set(func(f *fake) { f.refuse = true })
 	n := rec.changes()
-	waitFor(t, 4*time.Second, "expiry", func() bool { c, _ := m.Copy(origin); return c.Expired })
+	dnstest.WaitFor(t, 4*time.Second, "expiry", func() bool { c, _ := m.Copy(origin); return c.Expired })
 	if rec.changes() <= n || !rec.has("soa/refused") {
 		t.Fatalf("changes %d→%d, events %s", n, rec.changes(), rec)
 	}
 	n = rec.changes()
 	f.set(func(f *fake) { f.refuse = false })
-	waitFor(t, 3*time.Second, "recovery", func() bool { c, _ := m.Copy(origin); return !c.Expired })
-	waitFor(t, time.Second, "Changed for the recovery", func() bool { return rec.changes() > n })
+	dnstest.WaitFor(t, 3*time.Second, "recovery", func() bool { c, _ := m.Copy(origin); return !c.Expired })
+	dnstest.WaitFor(t, time.Second, "Changed for the recovery", func() bool { return rec.changes() > n })
 	if c, _ := m.Copy(origin); c.Serial != 1 || !rec.has("soa/uptodate") || !strings.Contains(log.String(), "no longer expired") {
 		t.Fatalf("serial %d, events %s", c.Serial, rec)
 	}

@@ -99,18 +99,6 @@ func newManager(t *testing.T, dir string, rec *recorder, log *dnstest.LockedBuff
 	return m
 }
 
-// waitFor polls cond every 20 ms for at most d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // zoneBody is sec.example. at serial with the SOA timers given and the
 // extra records.
 func zoneBody(serial uint32, timers string, extra ...string) string {
@@ -200,7 +188,7 @@ func (k *knot) change(t *testing.T, body string) {
 	}
 	k.knotc(t, "-b", "zone-reload", origin)
 	serial := strings.Fields(body)[6]
-	waitFor(t, 5*time.Second, "knot to serve serial "+serial, func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "knot to serve serial "+serial, func() bool {
 		q := new(dns.Msg)
 		q.SetQuestion(origin, dns.TypeSOA)
 		r, err := k.Exchange(q, "udp")
@@ -212,7 +200,7 @@ func (k *knot) change(t *testing.T, body string) {
 func (k *knot) stop(t *testing.T) {
 	t.Helper()
 	k.knotc(t, "stop")
-	waitFor(t, 5*time.Second, "knotd to stop", func() bool {
+	dnstest.WaitFor(t, 5*time.Second, "knotd to stop", func() bool {
 		return strings.Contains(k.Log.String(), "shutting down") || strings.Contains(k.Log.String(), "stopped")
 	})
 	time.Sleep(100 * time.Millisecond)

@@ -47,7 +47,7 @@ func TestKnotAXFRThenIXFR(t *testing.T) {
 	m := newManager(t, dir, rec, log, nil)
 	primary := k.Addr.String()
 	m.Set([]Zone{{Origin: origin, Primaries: []string{primary}, Key: testKey(secret)}})
-	waitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 1))
+	dnstest.WaitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 1))
 
 	c, _ := m.Copy(origin)
 	if c.From != primary || c.Expired || !rec.has("axfr/ok") {
@@ -90,7 +90,7 @@ func TestKnotAXFRThenIXFR(t *testing.T) {
 	if !m.Notify(origin, k.Addr.Addr()) {
 		t.Fatal("NOTIFY from the primary refused")
 	}
-	waitFor(t, 2*time.Second, "the IXFR after NOTIFY", haveSerial(m, 2))
+	dnstest.WaitFor(t, 2*time.Second, "the IXFR after NOTIFY", haveSerial(m, 2))
 	t.Logf("NOTIFY to serial 2 in %v", time.Since(start))
 	c, _ = m.Copy(origin)
 	if !copyHas(c, "new."+origin+" 60 IN A 192.0.2.2") || copyHas(c, "old."+origin+" 60 IN A 192.0.2.1") {
@@ -117,7 +117,7 @@ func TestKnotAXFRThenIXFR(t *testing.T) {
 	before := c.Refreshed
 	time.Sleep(50 * time.Millisecond)
 	m.Refresh(origin)
-	waitFor(t, 2*time.Second, "the SOA check", func() bool { c, _ := m.Copy(origin); return c.Refreshed.After(before) })
+	dnstest.WaitFor(t, 2*time.Second, "the SOA check", func() bool { c, _ := m.Copy(origin); return c.Refreshed.After(before) })
 	if !rec.has("soa/uptodate") {
 		t.Fatalf("events %s", rec)
 	}
@@ -139,7 +139,7 @@ func TestKnotWrongKey(t *testing.T) {
 			t.Logf("steer log:\n%s\nknot log:\n%s\nevents: %s", log.String(), k.Log.String(), rec)
 		}
 	})
-	waitFor(t, 5*time.Second, "a TSIG failure", func() bool { return rec.has("soa/tsig") || rec.has("soa/refused") })
+	dnstest.WaitFor(t, 5*time.Second, "a TSIG failure", func() bool { return rec.has("soa/tsig") || rec.has("soa/refused") })
 	time.Sleep(300 * time.Millisecond)
 	if _, ok := m.Copy(origin); ok {
 		t.Fatal("a copy with the wrong key")
@@ -161,7 +161,7 @@ func TestKnotWrongKey(t *testing.T) {
 		t.Fatalf("AXFR with the wrong key: %v (%s)", err, classify(err))
 	}
 	t.Logf("AXFR with the wrong key: %v", err)
-	waitFor(t, 3*time.Second, "knot to log the bad signature", func() bool {
+	dnstest.WaitFor(t, 3*time.Second, "knot to log the bad signature", func() bool {
 		return strings.Count(k.debug(), "TSIG, key '"+keyName+"', verification failed") >= 2
 	})
 	for _, l := range strings.Split(k.debug(), "\n") {
@@ -186,7 +186,7 @@ func TestKnotRestartFromDisk(t *testing.T) {
 	m := newManager(t, dir, rec, log, nil)
 	zones := []Zone{{Origin: origin, Primaries: []string{k.Addr.String()}, Key: testKey(secret)}}
 	m.Set(zones)
-	waitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 7))
+	dnstest.WaitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 7))
 	first, _ := m.Copy(origin)
 	m.Close()
 	k.stop(t)
@@ -205,11 +205,11 @@ func TestKnotRestartFromDisk(t *testing.T) {
 	if c.Refreshed.Sub(first.Refreshed).Abs() > time.Millisecond || c.Expires.Sub(first.Refreshed.Add(86400*time.Second)).Abs() > time.Millisecond {
 		t.Fatalf("refreshed %v (was %v), expires %v", c.Refreshed, first.Refreshed, c.Expires)
 	}
-	waitFor(t, 3*time.Second, "the failed SOA check", func() bool { return rec2.has("soa/error") || rec2.has("soa/timeout") })
+	dnstest.WaitFor(t, 3*time.Second, "the failed SOA check", func() bool { return rec2.has("soa/error") || rec2.has("soa/timeout") })
 	if c, ok := m2.Copy(origin); !ok || c.Serial != 7 || c.Expired {
 		t.Fatalf("copy lost after a failed refresh: %+v", c)
 	}
-	waitFor(t, time.Second, "Changed for the disk copy", func() bool { return rec2.changes() > 0 })
+	dnstest.WaitFor(t, time.Second, "Changed for the disk copy", func() bool { return rec2.changes() > 0 })
 
 	// A corrupt copy is ignored, not fatal.
 	m2.Close()
@@ -259,7 +259,7 @@ func TestKnotExpiry(t *testing.T) {
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}
 	m := newManager(t, t.TempDir(), rec, log, nil)
 	m.Set([]Zone{{Origin: origin, Primaries: []string{k.Addr.String()}, Key: testKey(secret)}})
-	waitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 3))
+	dnstest.WaitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 3))
 	k.stop(t)
 	stopped := time.Now()
 	c, _ := m.Copy(origin)
@@ -267,7 +267,7 @@ func TestKnotExpiry(t *testing.T) {
 		t.Fatalf("expires %v after refreshed", c.Expires.Sub(c.Refreshed))
 	}
 	changes := rec.changes()
-	waitFor(t, 8*time.Second, "expiry", func() bool { c, _ := m.Copy(origin); return c.Expired })
+	dnstest.WaitFor(t, 8*time.Second, "expiry", func() bool { c, _ := m.Copy(origin); return c.Expired })
 	took := time.Since(stopped)
 	c, _ = m.Copy(origin)
 	if time.Now().Before(c.Expires) {
@@ -277,7 +277,7 @@ func TestKnotExpiry(t *testing.T) {
 	if took > 4500*time.Millisecond {
 		t.Fatalf("expired only after %v", took)
 	}
-	waitFor(t, time.Second, "Changed", func() bool { return rec.changes() > changes })
+	dnstest.WaitFor(t, time.Second, "Changed", func() bool { return rec.changes() > changes })
 	if !strings.Contains(log.String(), "zone sec.example. expired: no primary confirmed serial 3 since") ||
 		!strings.Contains(log.String(), "level=ERROR") {
 		t.Fatalf("log:\n%s", log.String())
@@ -300,10 +300,10 @@ func TestKnotAcceptRejects(t *testing.T) {
 		return nil
 	})
 	m.Set([]Zone{{Origin: origin, Primaries: []string{k.Addr.String()}, Key: testKey(secret)}})
-	waitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 1))
+	dnstest.WaitFor(t, 5*time.Second, "the AXFR", haveSerial(m, 1))
 	k.change(t, zoneBody(2, slowTimers, "bad."+origin+" 60 IN A 192.0.2.66"))
 	m.Refresh(origin)
-	waitFor(t, 3*time.Second, "the rejection", func() bool { return rec.has("ixfr/rejected") })
+	dnstest.WaitFor(t, 3*time.Second, "the rejection", func() bool { return rec.has("ixfr/rejected") })
 	c, _ := m.Copy(origin)
 	if c.Serial != 1 || copyHas(c, "bad."+origin+" 60 IN A 192.0.2.66") {
 		t.Fatalf("rejected copy served: serial %d", c.Serial)

@@ -22,6 +22,7 @@ import (
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // Pool addresses of the Larkbook record.
@@ -159,15 +160,15 @@ ecs: { enabled: %s, max_source_v4: %d, max_source_v6: %d%s }
 %s%s`, city, asn, enabled, maxV4, maxV6, o.ecsExtra, o.top, larkbookRecord, o.extra)
 }
 
-// files returns the configuration and zone as dnstest.Start takes them.
+// files returns the configuration and zone as servertest.Start takes them.
 func files(t testing.TB, o cfgOpts) map[string]string {
 	return map[string]string{"steer.yaml": configYAML(t, o), "example.com.zone": zoneFile}
 }
 
 // start serves the test configuration on loopback until the test ends.
-func start(t testing.TB, o cfgOpts) *dnstest.Server {
+func start(t testing.TB, o cfgOpts) *servertest.Server {
 	t.Helper()
-	return dnstest.Start(t, files(t, o))
+	return servertest.Start(t, files(t, o))
 }
 
 // ecsOption is the EDNS0_SUBNET option for prefix, as a resolver sends it.
@@ -405,7 +406,7 @@ func wantAnswer(t testing.TB, r *dns.Msg, want ...string) string {
 // decide asks the compiled record name of the server's current snapshot
 // what it decides for a client subnet (or address, bits = full length) and
 // resolver, as the server's query path does.
-func decide(t testing.TB, srv *dnstest.Server, name string, client netip.Prefix, resolver netip.Addr, qtype uint16) policy.Decision {
+func decide(t testing.TB, srv *servertest.Server, name string, client netip.Prefix, resolver netip.Addr, qtype uint16) policy.Decision {
 	t.Helper()
 	snap := srv.Handler().Snapshot()
 	r := snap.Policies.Get(name)

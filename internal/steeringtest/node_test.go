@@ -11,6 +11,7 @@ import (
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/querylog"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // nearRecord ranks a Frankfurt and a Mumbai site by distance.
@@ -33,7 +34,7 @@ const (
 // (Frankfurt and Mumbai) and steer unknown clients by it; loopback and
 // 1.1.1.0/24 (placed in Sydney by the Larkbook data) are anycast
 // resolvers.
-func anycastNodes(t *testing.T) (fra, bom *dnstest.Server) {
+func anycastNodes(t *testing.T) (fra, bom *servertest.Server) {
 	t.Helper()
 	o := cfgOpts{extra: nearRecord,
 		ecsExtra: `, unknown_client: node, anycast_resolvers: [127.0.0.0/8, "::1/128", 1.1.1.0/24]`}
@@ -53,7 +54,7 @@ func TestAnycastNodesAnswerUnknownClients(t *testing.T) {
 	fra, bom := anycastNodes(t)
 	nodes := []struct {
 		name string
-		srv  *dnstest.Server
+		srv  *servertest.Server
 		want string
 	}{{"fra-1", fra, nearFra}, {"bom-1", bom, nearBom}}
 	for _, n := range nodes {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
-	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // scopeCase is one ECS query and the response expected for it.
@@ -20,7 +20,7 @@ type scopeCase struct {
 	scope  int
 }
 
-func runScopeCases(t *testing.T, srv *dnstest.Server, cases []scopeCase) {
+func runScopeCases(t *testing.T, srv *servertest.Server, cases []scopeCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // seedCase is one client subnet of the Larkbook data and what steering
@@ -70,7 +71,7 @@ var seedCases = []seedCase{
 
 // expectedScope returns c's scope, asking the compiled record when the
 // table leaves it open, and checks that the record agrees with the table.
-func expectedScope(t *testing.T, srv *dnstest.Server, c seedCase) int {
+func expectedScope(t *testing.T, srv *servertest.Server, c seedCase) int {
 	t.Helper()
 	p := netip.MustParsePrefix(c.subnet)
 	d := decide(t, srv, shop, p, netip.Addr{}, dns.TypeA)

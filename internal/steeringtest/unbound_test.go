@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
-	"github.com/steer-dns/steer/internal/peertest"
+	"github.com/steer-dns/steer/internal/servertest"
 )
 
 // unboundConf is a recursive resolver on 127.0.0.1:port that sends ECS to
@@ -60,7 +60,7 @@ stub-zone:
 // startUnbound runs Unbound (subnet cache, ECS sent to steer for
 // example.com) in front of srv until the test ends, and returns where it
 // answers once it resolves through steer.
-func startUnbound(t *testing.T, srv *dnstest.Server) netip.AddrPort {
+func startUnbound(t *testing.T, srv *servertest.Server) netip.AddrPort {
 	t.Helper()
 	resolver, _ := startUnboundWith(t, srv, nil)
 	return resolver
@@ -68,12 +68,12 @@ func startUnbound(t *testing.T, srv *dnstest.Server) netip.AddrPort {
 
 // startUnboundWith is startUnbound with edit applied to the configuration
 // text (nil: none); it also returns the configuration file's path.
-func startUnboundWith(t *testing.T, srv *dnstest.Server, edit func(text string, dir string) string) (netip.AddrPort, string) {
+func startUnboundWith(t *testing.T, srv *servertest.Server, edit func(text string, dir string) string) (netip.AddrPort, string) {
 	t.Helper()
 	dnstest.NeedTool(t, "unbound")
 	dnstest.NeedTool(t, "unbound-checkconf")
 	dir := t.TempDir()
-	port := peertest.FreePort(t)
+	port := dnstest.FreePort(t)
 	conf := filepath.Join(dir, "unbound.conf")
 	text := unboundConf(dir, port, srv.V4)
 	if edit != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/explain"
-	"github.com/steer-dns/steer/internal/peertest"
 	"github.com/steer-dns/steer/internal/policy"
 )
 
@@ -84,7 +83,7 @@ func TestUnboundSubnetCacheFollowsHealth(t *testing.T) {
 	}
 	setBom(policy.PoolAuto)
 
-	cport := peertest.FreePort(t)
+	cport := dnstest.FreePort(t)
 	resolver, conf := startUnboundWith(t, srv, func(text, _ string) string {
 		text = strings.Replace(text, "remote-control:\n\tcontrol-enable: no\n",
 			fmt.Sprintf("remote-control:\n\tcontrol-enable: yes\n\tcontrol-interface: 127.0.0.1\n\tcontrol-port: %d\n\tcontrol-use-cert: no\n", cport), 1)

@@ -12,8 +12,9 @@ import (
 	"github.com/miekg/dns"
 )
 
-// needTool follows internal/dnstest.NeedTool (not imported: that package
-// pulls in the server): skip when missing, fail under STEER_REQUIRE_TOOLS=1.
+// needTool follows internal/dnstest.NeedTool (skip when missing, fail under
+// STEER_REQUIRE_TOOLS=1) and also looks where Debian puts tsig-keygen,
+// which is not on every PATH, and returns the path found.
 func needTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
