@@ -3,7 +3,7 @@
 // being served (status, explain) and act on the running server (target and
 // pool state overrides, reload). It owns routing, authentication, parameter
 // parsing and the JSON wire format; everything it reads or changes goes
-// through a Backend, which cmd/steer implements.
+// through a Backend, which the node (internal/node) implements.
 package api
 
 import (

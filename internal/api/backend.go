@@ -11,7 +11,8 @@ import (
 )
 
 // Backend is what the admin API reads and acts on: the running server.
-// cmd/steer implements it; tests use a fake.
+// The node implements it (internal/node's backend adapter); tests use a
+// fake.
 type Backend interface {
 	// Ready reports whether config, zones and geo databases are loaded and
 	// the listeners are up, and if not, why.

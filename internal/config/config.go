@@ -15,7 +15,8 @@
 // take it from the Config rather than reading the file again.
 //
 // Loading the zone files and other data a configuration names is the job of
-// package load; this package only says what the operator wrote.
+// package snapshot (snapshot.Build); this package only says what the
+// operator wrote.
 package config
 
 import (

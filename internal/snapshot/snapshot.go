@@ -1,7 +1,9 @@
-// Package snapshot builds the immutable view of a configuration that the
-// query path reads: the loaded zones and the server's answering options.
-// A Snapshot never changes once built; a reload builds a new one and the
-// server swaps it in atomically, so queries never wait for a load.
+// Package snapshot builds the view of a configuration that the query path
+// reads: the loaded zones and the server's answering options. A reload
+// builds a new Snapshot and the server swaps it in atomically, so queries
+// never wait for a load. What was loaded is not changed after the build;
+// the policy table's live state (health verdicts, latency, the pools last
+// answered) does change in place, through the table's own atomics.
 //
 // metrics.go describes a snapshot's steered records to the steering
 // counters (per zone, policy and pool; per record only for
