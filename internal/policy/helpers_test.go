@@ -12,34 +12,13 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/policy"
 )
 
-// larkbookRecord is the steered record of internal/config/demo/steer.yaml.
-const larkbookRecord = `
-  - name: shop.example.com
-    type: A
-    ttl: 60
-    pools:
-      ap-south:       { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
-      eu-central:     { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
-      us-east:        { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
-      us-east-canary: { address: 192.0.2.31,    location: { lat: 38.95, lon: -77.45 } }
-    rules:
-      - match: { country: [IN, LK, BD, NP] }
-        pool: ap-south
-      - match: { continent: EU }
-        pool: eu-central
-      - match: { continent: [NA, SA] }
-        split:
-          - { pool: us-east,        weight: 95 }
-          - { pool: us-east-canary, weight: 5 }
-      - default:
-          by: geoproximity
-          fallback: [ap-south, eu-central, us-east]
-    on_unhealthy: next_rule
-`
+// larkbookRecord is the steered record of the demo configuration.
+var larkbookRecord = "\n" + dnstest.LarkbookRecord()
 
 // Pool bits of the Larkbook record, in configuration order.
 const (

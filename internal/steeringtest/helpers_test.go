@@ -53,30 +53,8 @@ const (
 
 const shop = "shop.example.com."
 
-// larkbookRecord is the steered record of the demo configuration
-// (internal/config/demo/steer.yaml), verbatim.
-const larkbookRecord = `  - name: shop.example.com      # must lie inside a served zone, which supplies SOA and NS
-    type: A                     # A, AAAA or CNAME (a pool then holds a target name)
-    ttl: 60
-    pools:
-      ap-south:       { address: 203.0.113.10,  location: { lat: 19.08, lon: 72.88 } }
-      eu-central:     { address: 198.51.100.20, location: { lat: 50.11, lon: 8.68 } }
-      us-east:        { address: 192.0.2.30,    location: { lat: 38.95, lon: -77.45 } }
-      us-east-canary: { address: 192.0.2.31,    location: { lat: 38.95, lon: -77.45 } }
-    rules:                       # first match wins
-      - match: { country: [IN, LK, BD, NP] }
-        pool: ap-south
-      - match: { continent: EU }
-        pool: eu-central
-      - match: { continent: [NA, SA] }
-        split:
-          - { pool: us-east,        weight: 95 }
-          - { pool: us-east-canary, weight: 5 }
-      - default:
-          by: geoproximity      # nearest pool by great-circle distance
-          fallback: [ap-south, eu-central, us-east]
-    on_unhealthy: next_rule
-`
+// larkbookRecord is the steered record of the demo configuration.
+var larkbookRecord = dnstest.LarkbookRecord()
 
 // cidrRecord steers a lab network by CIDR; everything else gets pool y.
 const cidrRecord = `  - name: lab.example.com
