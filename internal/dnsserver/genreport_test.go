@@ -23,6 +23,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // genZone is the zone genreport is pointed at; every query asks its apex.
@@ -244,10 +245,10 @@ func genTCP(g genTest, addr netip.AddrPort, pkt []byte) string {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write(frame(pkt)); err != nil {
+	if _, err := c.Write(dnstest.Frame(pkt)); err != nil {
 		return "writev"
 	}
-	resp, err := readFrame(c)
+	resp, err := dnstest.ReadFrame(c)
 	switch {
 	case err == nil:
 	case isTimeout(err):

@@ -2,11 +2,9 @@ package dnsserver_test
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -110,36 +108,10 @@ func targets(s *servertest.Server) []target {
 // ioTimeout bounds every socket operation of the tests.
 const ioTimeout = 3 * time.Second
 
-// exchangeRaw sends pkt to addr over network ("udp" or "tcp", framed) and
-// returns the first response.
-func exchangeRaw(network string, addr netip.AddrPort, pkt []byte) ([]byte, error) {
-	c, err := net.DialTimeout(network, addr.String(), ioTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(ioTimeout))
-	if network == "udp" {
-		if _, err := c.Write(pkt); err != nil {
-			return nil, err
-		}
-		buf := make([]byte, 65535)
-		n, err := c.Read(buf)
-		if err != nil {
-			return nil, err
-		}
-		return buf[:n], nil
-	}
-	if _, err := c.Write(frame(pkt)); err != nil {
-		return nil, err
-	}
-	return readFrame(c)
-}
-
 // mustExchangeRaw is exchangeRaw that fails the test on error.
 func mustExchangeRaw(t testing.TB, network string, addr netip.AddrPort, pkt []byte) []byte {
 	t.Helper()
-	resp, err := exchangeRaw(network, addr, pkt)
+	resp, err := dnstest.ExchangeRaw(network, addr, pkt)
 	if err != nil {
 		t.Fatalf("%s %s: %v", network, addr, err)
 	}
@@ -178,25 +150,6 @@ func expectNoUDPResponse(t testing.TB, addr netip.AddrPort, pkt []byte, wait tim
 	if n, err := c.Read(buf); err == nil {
 		t.Fatalf("got a %d-byte response, want none", n)
 	}
-}
-
-func frame(pkt []byte) []byte {
-	out := make([]byte, 2+len(pkt))
-	binary.BigEndian.PutUint16(out, uint16(len(pkt)))
-	copy(out[2:], pkt)
-	return out
-}
-
-func readFrame(r io.Reader) ([]byte, error) {
-	var l [2]byte
-	if _, err := io.ReadFull(r, l[:]); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, binary.BigEndian.Uint16(l[:]))
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
-	}
-	return buf, nil
 }
 
 // query builds a query with RD clear, as an authoritative client sends.

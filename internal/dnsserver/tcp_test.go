@@ -32,10 +32,10 @@ func tcpAsk(t testing.TB, c net.Conn, m *dns.Msg) *dns.Msg {
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Now().Add(ioTimeout))
-	if _, err := c.Write(frame(pkt)); err != nil {
+	if _, err := c.Write(dnstest.Frame(pkt)); err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	b, err := readFrame(c)
+	b, err := dnstest.ReadFrame(c)
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
@@ -106,14 +106,14 @@ func TestTCPPipelining(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				all.Write(frame(pkt))
+				all.Write(dnstest.Frame(pkt))
 			}
 			c.SetDeadline(time.Now().Add(ioTimeout))
 			if _, err := c.Write(all.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			for range qs {
-				b, err := readFrame(c)
+				b, err := dnstest.ReadFrame(c)
 				if err != nil {
 					t.Fatalf("after %d answers: %v", len(qs)-len(byID), err)
 				}
@@ -151,7 +151,7 @@ func TestTCPHalfClose(t *testing.T) {
 		m := query("www.example.com.", dns.TypeA)
 		m.Id = uint16(i + 1)
 		pkt, _ := m.Pack()
-		all.Write(frame(pkt))
+		all.Write(dnstest.Frame(pkt))
 	}
 	c.SetDeadline(time.Now().Add(ioTimeout))
 	c.Write(all.Bytes())
@@ -159,7 +159,7 @@ func TestTCPHalfClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := readFrame(c); err != nil {
+		if _, err := dnstest.ReadFrame(c); err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
 	}
@@ -173,7 +173,7 @@ func TestTCPSplitQuery(t *testing.T) {
 	c := dialTCP(t, s.V4)
 	m := query("www.example.com.", dns.TypeA)
 	pkt, _ := m.Pack()
-	f := frame(pkt)
+	f := dnstest.Frame(pkt)
 	c.SetDeadline(time.Now().Add(ioTimeout))
 	for _, part := range [][]byte{f[:1], f[1:2], f[2:10], f[10:]} {
 		if _, err := c.Write(part); err != nil {
@@ -181,7 +181,7 @@ func TestTCPSplitQuery(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b, err := readFrame(c)
+	b, err := dnstest.ReadFrame(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +267,8 @@ func TestTCPMaxConnections(t *testing.T) {
 		if err == nil {
 			pkt, _ := query("www.example.com.", dns.TypeA).Pack()
 			c.SetDeadline(time.Now().Add(ioTimeout))
-			c.Write(frame(pkt))
-			_, err = readFrame(c)
+			c.Write(dnstest.Frame(pkt))
+			_, err = dnstest.ReadFrame(c)
 			c.Close()
 			if err == nil {
 				break
@@ -311,7 +311,7 @@ func TestTCPSlowClient(t *testing.T) {
 	}
 	slow2 := dialTCP(t, s.V4)
 	pkt, _ := query("www.example.com.", dns.TypeA).Pack()
-	if _, err := slow2.Write(frame(pkt)[:10]); err != nil {
+	if _, err := slow2.Write(dnstest.Frame(pkt)[:10]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -349,7 +349,7 @@ func TestTCPBadLength(t *testing.T) {
 		{"eleven", append([]byte{0, 11}, make([]byte, 11)...)},
 		{"eleven after a good query", func() []byte {
 			pkt, _ := query("www.example.com.", dns.TypeA).Pack()
-			return append(frame(pkt), 0, 11)
+			return append(dnstest.Frame(pkt), 0, 11)
 		}()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -359,7 +359,7 @@ func TestTCPBadLength(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.name == "eleven after a good query" {
-				if _, err := readFrame(conn); err != nil {
+				if _, err := dnstest.ReadFrame(conn); err != nil {
 					t.Fatalf("the good query was not answered: %v", err)
 				}
 			}
@@ -388,7 +388,7 @@ func TestTCPMalformed(t *testing.T) {
 	m.Response = true
 	pkt, _ := m.Pack()
 	c.SetDeadline(time.Now().Add(ioTimeout))
-	c.Write(frame(pkt))
+	c.Write(dnstest.Frame(pkt))
 	if took := waitClosed(t, c, 2*time.Second); took > time.Second {
 		t.Errorf("closed after %v, want at once", took)
 	}

@@ -305,7 +305,7 @@ func TestTCPLimitsRecentNotEvicted(t *testing.T) {
 	// Order now: 2, 3, 0, e. Connection 2 starts a query and stalls: it
 	// is still the longest idle.
 	pkt, _ := query("www.example.com.", dns.TypeA).Pack()
-	if _, err := c[2].Write(frame(pkt)[:5]); err != nil {
+	if _, err := c[2].Write(dnstest.Frame(pkt)[:5]); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -528,10 +528,10 @@ func TestTCPLimitsConcurrent(t *testing.T) {
 				pkt, _ := query("www.example.com.", dns.TypeA).Pack()
 				c.SetDeadline(time.Now().Add(ioTimeout))
 				for range i % 3 {
-					if _, err := c.Write(frame(pkt)); err != nil {
+					if _, err := c.Write(dnstest.Frame(pkt)); err != nil {
 						break
 					}
-					if _, err := readFrame(c); err != nil {
+					if _, err := dnstest.ReadFrame(c); err != nil {
 						failed.Add(1) // evicted meanwhile
 						break
 					}
@@ -758,10 +758,10 @@ func TestTCPExhaustion(t *testing.T) {
 	ask := func(c *net.TCPConn) error {
 		pkt, _ := query("www.example.com.", dns.TypeA).Pack()
 		c.SetDeadline(time.Now().Add(ioTimeout))
-		if _, err := c.Write(frame(pkt)); err != nil {
+		if _, err := c.Write(dnstest.Frame(pkt)); err != nil {
 			return err
 		}
-		b, err := readFrame(c)
+		b, err := dnstest.ReadFrame(c)
 		if err != nil {
 			return err
 		}

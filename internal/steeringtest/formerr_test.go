@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // badECS is one malformed ECS option (RFC 7871 §6, §7.1.1).
@@ -50,7 +52,10 @@ func TestBadECSFormErr(t *testing.T) {
 			m.Id = 0xBE00 + uint16(i)
 			pkt := pack(t, m)
 			// Raw UDP: the header as sent.
-			out := rawExchange(t, srv.V4, pkt)
+			out, err := dnstest.ExchangeRaw("udp", srv.V4, pkt)
+			if err != nil {
+				t.Fatalf("raw exchange: %v", err)
+			}
 			if id := binary.BigEndian.Uint16(out); id != m.Id {
 				t.Errorf("ID %#04x, want %#04x", id, m.Id)
 			}
@@ -75,7 +80,7 @@ func TestBadECSFormErr(t *testing.T) {
 			}
 			// TCP, with the miekg/dns client.
 			c := &dns.Client{Net: "tcp"}
-			r, _, err := c.Exchange(m, srv.V4.String())
+			r, _, err = c.Exchange(m, srv.V4.String())
 			if err != nil {
 				t.Fatalf("tcp: %v", err)
 			}

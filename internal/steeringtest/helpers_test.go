@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnsserver"
@@ -201,31 +200,14 @@ func handleFrom(t testing.TB, h *dnsserver.Handler, m *dns.Msg, from string) (*d
 	return r, append([]byte(nil), out...)
 }
 
-// rawExchange sends pkt over UDP to addr and returns the response packet.
-func rawExchange(t testing.TB, addr netip.AddrPort, pkt []byte) []byte {
-	t.Helper()
-	c, err := net.Dial("udp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Write(pkt); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 65535)
-	n, err := c.Read(buf)
-	if err != nil {
-		t.Fatalf("reading the response: %v", err)
-	}
-	return buf[:n]
-}
-
 // exchangeRaw sends m over UDP and returns both the parsed response and its
 // packet.
 func exchangeRaw(t testing.TB, addr netip.AddrPort, m *dns.Msg) (*dns.Msg, []byte) {
 	t.Helper()
-	out := rawExchange(t, addr, pack(t, m))
+	out, err := dnstest.ExchangeRaw("udp", addr, pack(t, m))
+	if err != nil {
+		t.Fatalf("raw exchange with %s: %v", addr, err)
+	}
 	r := new(dns.Msg)
 	if err := r.Unpack(out); err != nil {
 		t.Fatalf("unpacking the response: %v", err)
