@@ -158,7 +158,7 @@ func TestAnswers(t *testing.T) {
 						}
 						args = append(args, c.qname, dns.TypeToString[c.qtype])
 						out := dnstest.Kdig(t, tg.addr, args...)
-						r := parseKdig(t, out)
+						r := dnstest.ParseKdig(t, out)
 						// kdig lower-cases the name it is given, so its question
 						// is the lower-case one (case preservation itself is
 						// checked with miekg/dns above).

@@ -104,7 +104,7 @@ func TestBADVERS(t *testing.T) {
 		}
 	}
 	t.Run("kdig", func(t *testing.T) {
-		r := parseKdig(t, dnstest.Kdig(t, s.V4, "+norec", "+edns=1", "www.example.com.", "A"))
+		r := dnstest.ParseKdig(t, dnstest.Kdig(t, s.V4, "+norec", "+edns=1", "www.example.com.", "A"))
 		m := ednsQuery("www.example.com.", dns.TypeA, 1232)
 		m.Id = r.Id
 		checkResponse(t, m, r, want{rcode: dns.RcodeBadVers})
@@ -191,12 +191,12 @@ func TestTruncation(t *testing.T) {
 	// kdig sees TC with +ignore, and by default retries over TCP.
 	t.Run("kdig", func(t *testing.T) {
 		out := dnstest.Kdig(t, s.V4, "+norec", "+ignore", "+bufsize=4096", "huge.example.com.", "TXT")
-		r := parseKdig(t, out)
+		r := dnstest.ParseKdig(t, out)
 		m := ednsQuery("huge.example.com.", dns.TypeTXT, 4096)
 		m.Id = r.Id
 		checkResponse(t, m, r, want{aa: true, tc: true})
 		out = dnstest.Kdig(t, s.V4, "+norec", "+bufsize=4096", "huge.example.com.", "TXT")
-		r = parseKdig(t, out)
+		r = dnstest.ParseKdig(t, out)
 		if r.Truncated || len(r.Answer) != 6 {
 			t.Errorf("kdig's TCP retry: TC %v, %d records; want the 6 records", r.Truncated, len(r.Answer))
 		}

@@ -271,7 +271,7 @@ func TestChaos(t *testing.T) {
 						if network == "tcp" {
 							args = append(args, "+tcp")
 						}
-						r := parseKdig(t, dnstest.Kdig(t, tg.addr, args...))
+						r := dnstest.ParseKdig(t, dnstest.Kdig(t, tg.addr, args...))
 						m := query(c.qname, c.qtype)
 						m.Question[0].Qclass = dns.ClassCHAOS
 						m.Question[0].Name = dns.CanonicalName(c.qname)
@@ -315,7 +315,7 @@ func TestNSID(t *testing.T) {
 					if network == "tcp" {
 						args = append(args, "+tcp")
 					}
-					r := parseKdig(t, dnstest.Kdig(t, tg.addr, args...))
+					r := dnstest.ParseKdig(t, dnstest.Kdig(t, tg.addr, args...))
 					m := ednsQuery("www.example.com.", dns.TypeA, 1232)
 					m.Id = r.Id
 					checkResponse(t, m, r, want{aa: true, answer: rrs(t, wwwA), opt: &wantOPT{nsid: c.nsid}})
