@@ -193,15 +193,6 @@ type Target struct {
 	last    Result
 }
 
-// NewTarget returns the state machine of one target under cfg, or cfg's
-// Validate error.
-func NewTarget(cfg Config) (*Target, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &Target{cfg: cfg}, nil
-}
-
 // maxWindow caps Stale×Interval so that absurd intervals cannot overflow.
 const maxWindow = 100 * 365 * 24 * time.Hour
 

@@ -15,11 +15,10 @@ const iv = 5 * time.Second
 
 func newTarget(t testing.TB, cfg Config) *Target {
 	t.Helper()
-	tg, err := NewTarget(cfg)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return tg
+	return &Target{cfg: cfg} // as Tracker.Update adds one
 }
 
 // fleet is a set of observers' latest observations of one target, as the
@@ -73,8 +72,8 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v: %v lacks %q", bad, err, want)
 		}
 	}
-	if _, err := NewTarget(Config{}); err == nil {
-		t.Error("NewTarget(Config{}) accepted")
+	if _, err := NewTracker(Config{}); err == nil {
+		t.Error("NewTracker(Config{}) accepted")
 	}
 	if _, err := NewTracker(bad); err == nil {
 		t.Error("NewTracker(bad) accepted")
@@ -540,11 +539,11 @@ func TestTracker(t *testing.T) {
 	if _, ok := tr.Region("c", "eu"); ok {
 		t.Error("Region of an unknown key")
 	}
-	if got := tr.Keys(); !slices.Equal(got, []string{"a", "b"}) {
+	if got := tr.keys(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("keys %v", got)
 	}
 	// Forgotten, a target starts afresh: its first verdict is adopted at once.
-	tr.Forget("a")
+	tr.forget("a")
 	if r := tr.Update("a", up, Unknown, t0.Add(time.Second)); r.Verdict != Up || !r.Changed {
 		t.Errorf("a again: %s", r)
 	}
@@ -568,7 +567,7 @@ func TestTrackerConcurrent(t *testing.T) {
 	for range 4 {
 		<-done
 	}
-	if n := len(tr.Keys()); n != 7 {
+	if n := len(tr.keys()); n != 7 {
 		t.Errorf("%d keys", n)
 	}
 }
