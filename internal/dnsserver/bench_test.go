@@ -20,7 +20,7 @@ func benchHandle(b *testing.B, m *dns.Msg, wantRcode int) {
 		b.Fatal(err)
 	}
 	buf := make([]byte, 0, 65535)
-	out := h.Handle(req, dnsserver.UDP, buf)
+	out := h.HandleFrom(req, dnsserver.UDP, netip.Addr{}, buf)
 	r := new(dns.Msg)
 	if err := r.Unpack(out); err != nil || r.Rcode != wantRcode {
 		b.Fatalf("rcode %v, %v", r.Rcode, err)
@@ -29,7 +29,7 @@ func benchHandle(b *testing.B, m *dns.Msg, wantRcode int) {
 	b.SetBytes(int64(len(req)))
 	b.ResetTimer()
 	for b.Loop() {
-		if h.Handle(req, dnsserver.UDP, buf) == nil {
+		if h.HandleFrom(req, dnsserver.UDP, netip.Addr{}, buf) == nil {
 			b.Fatal("no response")
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -117,7 +118,7 @@ func FuzzHandle(f *testing.F) {
 			if tr == dnsserver.UDP {
 				buf = make([]byte, 0, 65535) // as the UDP reader's buffer
 			}
-			out := h.Handle(req, tr, buf)
+			out := h.HandleFrom(req, tr, netip.Addr{}, buf)
 			if !bytes.Equal(req, orig) {
 				t.Fatalf("%s: Handle modified the query", tr)
 			}

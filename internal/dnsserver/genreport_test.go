@@ -647,7 +647,7 @@ func TestGenreportJudge(t *testing.T) {
 	// respond answers g with steer's handler, then lets mutate change the
 	// unpacked response before it is packed again.
 	respond := func(g genTest, mutate func(m *dns.Msg)) []byte {
-		out := h.Handle(genQuery(g, 7), dnsserver.UDP, nil)
+		out := h.HandleFrom(genQuery(g, 7), dnsserver.UDP, netip.Addr{}, nil)
 		if mutate == nil {
 			return out
 		}

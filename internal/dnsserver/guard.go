@@ -40,11 +40,6 @@ func (h *Handler) SetGuard(g *Guard) { h.guard.Store(g) }
 // Guard returns the guard in use (nil: none).
 func (h *Handler) Guard() *Guard { return h.guard.Load() }
 
-// SetClock makes the handler read the time from now, for cookies and rate
-// limits (tests that compare answers byte for byte need the cookies
-// minted in the same second and the buckets filled at the same instant).
-func (h *Handler) SetClock(now func() time.Time) { h.now = now }
-
 // clock is the time cookies are minted and checked and buckets filled at:
 // the coarse clock while a server runs one, else time.Now.
 func (h *Handler) clock() time.Time {

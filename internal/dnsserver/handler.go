@@ -20,21 +20,15 @@ import (
 	"github.com/steer-dns/steer/internal/zone"
 )
 
-// Transport says how a query arrived; it decides the response size limit.
-type Transport uint8
+// Transport says how a query arrived; it decides the response size limit
+// and labels the query's metrics, whose package defines it.
+type Transport = metrics.Transport
 
 // The transports a query can arrive on.
 const (
-	UDP Transport = iota
-	TCP
+	UDP = metrics.UDP
+	TCP = metrics.TCP
 )
-
-func (t Transport) String() string {
-	if t == TCP {
-		return "tcp"
-	}
-	return "udp"
-}
 
 // Sizes from RFC 6891 and the DNS Flag Day 2020 recommendation.
 const (
@@ -98,12 +92,6 @@ type query struct {
 	hasQ    bool   // the question was parsed
 	tsig    bool   // the last record is a TSIG (RFC 8945)
 	qdcount uint16
-}
-
-// Handle answers req, received over t from an unknown address; see
-// HandleFrom.
-func (h *Handler) Handle(req []byte, t Transport, buf []byte) []byte {
-	return h.HandleFrom(req, t, netip.Addr{}, buf)
 }
 
 // HandleFrom answers req, received over t from the address from, writing

@@ -3,6 +3,7 @@ package dnsserver_test
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -106,7 +107,7 @@ func TestHandleMalformed(t *testing.T) {
 		for _, tr := range []dnsserver.Transport{dnsserver.UDP, dnsserver.TCP} {
 			t.Run(c.name+"/"+tr.String(), func(t *testing.T) {
 				in := bytes.Clone(c.pkt)
-				out := h.Handle(in, tr, make([]byte, 0, 512))
+				out := h.HandleFrom(in, tr, netip.Addr{}, make([]byte, 0, 512))
 				if !bytes.Equal(in, c.pkt) {
 					t.Errorf("Handle modified the query")
 				}
@@ -167,7 +168,7 @@ func TestHandleBuffer(t *testing.T) {
 	m := query("huge.example.com.", dns.TypeTXT)
 	pkt, _ := m.Pack()
 	for _, buf := range [][]byte{nil, make([]byte, 0, 12), make([]byte, 0, 100), make([]byte, 0, 65535)} {
-		out := h.Handle(pkt, dnsserver.TCP, buf)
+		out := h.HandleFrom(pkt, dnsserver.TCP, netip.Addr{}, buf)
 		r := new(dns.Msg)
 		if err := r.Unpack(out); err != nil || len(r.Answer) != 6 {
 			t.Fatalf("cap %d: %d records, %v", cap(buf), len(r.Answer), err)
@@ -179,7 +180,7 @@ func TestHandleBuffer(t *testing.T) {
 	// headerOnly with a tiny buffer.
 	nt := hdr(15<<11, 0, 0, 0, 0)
 	for _, buf := range [][]byte{nil, make([]byte, 0, 3)} {
-		if out := h.Handle(nt, dnsserver.UDP, buf); len(out) != 12 {
+		if out := h.HandleFrom(nt, dnsserver.UDP, netip.Addr{}, buf); len(out) != 12 {
 			t.Errorf("NOTIMP with cap %d: %d bytes", cap(buf), len(out))
 		}
 	}

@@ -1,6 +1,7 @@
 package dnsserver_test
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -20,7 +21,7 @@ func TestNotImpWithOPT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := h.Handle(pkt, dnsserver.UDP, make([]byte, 0, 1232))
+	out := h.HandleFrom(pkt, dnsserver.UDP, netip.Addr{}, make([]byte, 0, 1232))
 	r := new(dns.Msg)
 	if err := r.Unpack(out); err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func TestNotImpWithOPT(t *testing.T) {
 	}
 	m.Extra = nil
 	pkt, _ = m.Pack()
-	out = h.Handle(pkt, dnsserver.UDP, make([]byte, 0, 1232))
+	out = h.HandleFrom(pkt, dnsserver.UDP, netip.Addr{}, make([]byte, 0, 1232))
 	if len(out) != 12 {
 		t.Fatalf("without EDNS: %d bytes, want a 12-byte header", len(out))
 	}
