@@ -451,12 +451,6 @@ func (info *Info) finish() {
 	}
 }
 
-// RawLookup is one plain maxminddb lookup in the first database, for
-// benchmarks that compare the compiled policy walk against it.
-func (s *Set) RawLookup(addr netip.Addr) bool {
-	return s.DBs[0].r.Lookup(addr).Found()
-}
-
 // Summary names the databases for logs and status.
 func (s *Set) Summary() string {
 	var parts []string

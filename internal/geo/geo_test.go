@@ -562,8 +562,8 @@ func TestOpenEmbedded(t *testing.T) {
 	if err != nil || info.Country != "" || info.HasLocation {
 		t.Errorf("embedded Lookup(192.0.2.5) = %+v, %v", info, err)
 	}
-	if !s.RawLookup(netip.MustParseAddr("8.8.8.8")) {
-		t.Error("RawLookup(8.8.8.8) not found")
+	if !s.DBs[0].r.Lookup(netip.MustParseAddr("8.8.8.8")).Found() {
+		t.Error("maxminddb Lookup(8.8.8.8) not found")
 	}
 	if sum := s.Summary(); !strings.Contains(sum, "embedded") || !strings.Contains(sum, d.Layout.String()) {
 		t.Errorf("Summary = %q", sum)
@@ -572,11 +572,11 @@ func TestOpenEmbedded(t *testing.T) {
 
 func TestRawLookupAndSummary(t *testing.T) {
 	s := larkbookSet(t, "city", "asn")
-	if !s.RawLookup(netip.MustParseAddr("192.0.2.5")) {
-		t.Error("RawLookup(192.0.2.5) not found")
+	if !s.DBs[0].r.Lookup(netip.MustParseAddr("192.0.2.5")).Found() {
+		t.Error("maxminddb Lookup(192.0.2.5) not found")
 	}
-	if s.RawLookup(netip.MustParseAddr("192.0.2.241")) {
-		t.Error("RawLookup(192.0.2.241) found")
+	if s.DBs[0].r.Lookup(netip.MustParseAddr("192.0.2.241")).Found() {
+		t.Error("maxminddb Lookup(192.0.2.241) found")
 	}
 	sum := s.Summary()
 	for _, want := range []string{"larkbook-city.mmdb", "Larkbook-Test-City", "geoip2", "larkbook-asn.mmdb", "asn", "built 2026-01-01"} {
