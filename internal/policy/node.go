@@ -138,12 +138,6 @@ func (t *Table) Node() (name string, info geo.Info, steer bool) {
 	return t.nodeIn.name, t.nodeIn.info, t.nodeIn.steer
 }
 
-// IsAnycastResolver reports whether addr is in ecs.anycast_resolvers
-// (only kept with ecs.unknown_client: node). It does not allocate.
-func (t *Table) IsAnycastResolver(addr netip.Addr) bool {
-	return t != nil && t.nodeIn != nil && t.nodeIn.anycast.contains(addr)
-}
-
 // nodeDependent reports whether what r compiles to depends on the node:
 // it matches on the node, or could be steered by the node's location.
 func (r *Record) nodeDependent() bool {
