@@ -1,9 +1,7 @@
 package health
 
 import (
-	"cmp"
 	"net/netip"
-	"slices"
 	"time"
 )
 
@@ -96,23 +94,6 @@ func (m *Manager) PoolOverride(record, pool string) (o Override, expires time.Ti
 		return ov.o, ov.expires, true
 	}
 	return OverrideNone, time.Time{}, false
-}
-
-// PoolOverrides lists the active pool overrides, sorted by record and pool.
-func (m *Manager) PoolOverrides() []PoolOverrideState {
-	now := time.Now()
-	m.mu.RLock()
-	out := make([]PoolOverrideState, 0, len(m.pools))
-	for k, ov := range m.pools {
-		if ov.active(now) {
-			out = append(out, PoolOverrideState{Record: k[0], Pool: k[1], Override: ov.o, Expires: ov.expires})
-		}
-	}
-	m.mu.RUnlock()
-	slices.SortFunc(out, func(a, b PoolOverrideState) int {
-		return cmp.Or(cmp.Compare(a.Record, b.Record), cmp.Compare(a.Pool, b.Pool))
-	})
-	return out
 }
 
 // expirePool removes ov if it is still k's override.

@@ -139,10 +139,11 @@ func (m *Manager) Close() {
 	m.save(true)
 }
 
-// stateVersion is the version SaveState writes. Version 1 had no pools.
+// stateVersion is the version the state file is written in. Version 1 had
+// no pools.
 const stateVersion = 2
 
-// stateFile is the JSON layout of SaveState.
+// stateFile is the JSON layout of the state file.
 type stateFile struct {
 	Version   int             `json:"version"`
 	Saved     time.Time       `json:"saved"`
@@ -172,7 +173,7 @@ type savedPool struct {
 	Expires  time.Time `json:"expires,omitzero"`
 }
 
-// SetStateFile makes the Manager save its state to path (as SaveState)
+// SetStateFile makes the Manager save its state to path as JSON, atomically,
 // after every override change (target or pool: set, cleared or expired),
 // before the call making it returns; status changes are saved too,
 // coalesced to at most one save per second; Close saves once more. A
@@ -231,19 +232,6 @@ func (m *Manager) save(final bool) {
 		m.log.Info("health state file saved again", "file", path)
 		m.saveFailing = false
 	}
-}
-
-// SaveState writes the last known status of every key with a known status
-// (including statuses restored by LoadState for keys not yet applied), and
-// the active target and pool overrides, to path as JSON, atomically: a
-// temporary file in the same directory, synced, then renamed over it.
-func (m *Manager) SaveState(path string) error {
-	m.saveMu.Lock()
-	defer m.saveMu.Unlock()
-	m.mu.RLock()
-	f := m.stateLocked(time.Now())
-	m.mu.RUnlock()
-	return writeState(path, f)
 }
 
 // stateLocked returns the state to save, sorted. Called with m.mu held.
@@ -326,12 +314,13 @@ func writeState(path string, f stateFile) error {
 	return nil
 }
 
-// LoadState restores statuses and target and pool overrides saved by
-// SaveState (version 1 or 2). A missing file is not an error (first start);
-// an unreadable one, unknown fields or an unknown version are, naming the
-// file, and restore nothing. Restored statuses apply to the keys of the next
-// Apply (or to keys already applied with no result yet) until their first
-// real result; expired overrides are dropped, the others expire when due.
+// LoadState restores statuses and target and pool overrides saved by the
+// Manager to its state file (version 1 or 2). A missing file is not an
+// error (first start); an unreadable one, unknown fields or an unknown
+// version are, naming the file, and restore nothing. Restored statuses
+// apply to the keys of the next Apply (or to keys already applied with no
+// result yet) until their first real result; expired overrides are
+// dropped, the others expire when due.
 func (m *Manager) LoadState(path string) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
