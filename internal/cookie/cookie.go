@@ -151,15 +151,6 @@ func NewJar(current Secret, previous *Secret) *Jar {
 	return j
 }
 
-// Rotate returns a new jar minting with next and still verifying the
-// cookies j mints now. j is unchanged.
-func (j *Jar) Rotate(next Secret) *Jar {
-	return &Jar{cur: keyOf(next), prev: j.cur, hasPrev: true}
-}
-
-// HasPrevious reports whether the jar verifies with a previous secret.
-func (j *Jar) HasPrevious() bool { return j.hasPrev }
-
 // Mint appends to dst the 24-byte COOKIE option payload for a response:
 // the client cookie and a version 1 server cookie (RFC 9018 §4: version,
 // three reserved zero bytes, the 32-bit timestamp now, and SipHash-2-4

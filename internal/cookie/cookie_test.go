@@ -182,9 +182,10 @@ func TestPreviousSecret(t *testing.T) {
 	if r := old.Check(opt, ip, now); r.Status != Valid || r.Remint {
 		t.Fatalf("own cookie: %v remint %v", r.Status, r.Remint)
 	}
-	rolled := old.Rotate(newS)
-	if !rolled.HasPrevious() || old.HasPrevious() {
-		t.Errorf("HasPrevious: rolled %v, old %v", rolled.HasPrevious(), old.HasPrevious())
+	// Rolled over, as a secret file with the new secret first holds them.
+	rolled := NewJar(newS, &oldS)
+	if !rolled.hasPrev || old.hasPrev {
+		t.Errorf("previous secret: rolled %v, old %v", rolled.hasPrev, old.hasPrev)
 	}
 	r := rolled.Check(opt, ip, now)
 	if r.Status != Valid || !r.Remint {
@@ -203,8 +204,8 @@ func TestPreviousSecret(t *testing.T) {
 	if r := NewJar(newS, nil).Check(opt, ip, now); r.Status != Invalid {
 		t.Errorf("without the previous secret: %v, want invalid", r.Status)
 	}
-	// Rotating again drops the oldest secret.
-	if r := rolled.Rotate(secret(t, "00112233445566778899aabbccddeeff")).Check(opt, ip, now); r.Status != Invalid {
+	// Rolling over again drops the oldest secret.
+	if r := NewJar(secret(t, "00112233445566778899aabbccddeeff"), &newS).Check(opt, ip, now); r.Status != Invalid {
 		t.Errorf("two rotations later: %v, want invalid", r.Status)
 	}
 }
@@ -352,7 +353,8 @@ func BenchmarkMint(b *testing.B) {
 }
 
 func BenchmarkCheck(b *testing.B) {
-	j := Random().Rotate(Secret{7})
+	prev := Secret{8}
+	j := NewJar(Secret{7}, &prev)
 	ip := netip.MustParseAddr("192.0.2.1")
 	now := time.Now()
 	opt := j.Mint(nil, [8]byte{1, 2, 3, 4, 5, 6, 7, 8}, ip, now)
@@ -375,7 +377,7 @@ func TestParseSecretFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !j.HasPrevious() {
+	if !j.hasPrev {
 		t.Error("two secrets, no previous")
 	}
 	if r := j.Check(byA, ip, now); r.Status != Valid || r.Remint {
@@ -389,8 +391,8 @@ func TestParseSecretFile(t *testing.T) {
 	}
 
 	j, err = Parse([]byte(b+"\r\n"), "one")
-	if err != nil || j.HasPrevious() {
-		t.Fatalf("one secret with CRLF: %v, previous %v", err, j != nil && j.HasPrevious())
+	if err != nil || j.hasPrev {
+		t.Fatalf("one secret with CRLF: %v, previous %v", err, j != nil && j.hasPrev)
 	}
 	if r := j.Check(byB, ip, now); r.Status != Valid {
 		t.Errorf("one secret: %v", r.Status)
@@ -446,7 +448,7 @@ func TestRandom(t *testing.T) {
 	if a.Check(opt, ip, now).Status != Valid || b.Check(opt, ip, now).Status != Invalid {
 		t.Error("two random jars agree, or one rejects its own cookie")
 	}
-	if a.HasPrevious() {
+	if a.hasPrev {
 		t.Error("a random jar has a previous secret")
 	}
 }
