@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/tsig"
 )
 
@@ -332,17 +334,7 @@ func rawExchange(t *testing.T, addr string, m *dns.Msg, name, sec string) *dns.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	co := &dns.Conn{Conn: c}
-	if _, err := co.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := co.ReadMsgHeader(nil)
+	raw, err := dnstest.ExchangeRaw("tcp", netip.MustParseAddrPort(addr), b)
 	if err != nil {
 		t.Fatal(err)
 	}
