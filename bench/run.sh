@@ -178,21 +178,7 @@ geo:
   databases: [$db]
 ecs: { enabled: true, max_source_v4: 24, max_source_v6: 56 }
 records:
-  - name: shop.example.com
-    type: A
-    ttl: 60
-    pools:
-      ap-south:   { address: 203.0.113.10 }
-      eu-central: { address: 198.51.100.20 }
-      us-east:    { address: 192.0.2.30 }
-    rules:
-      - match: { country: [IN, LK, BD, NP] }
-        pool: ap-south
-      - match: { continent: EU }
-        pool: eu-central
-      - match: { continent: [NA, SA] }
-        pool: us-east
-      - default: { pool: us-east }
+$(cat "$REPO/bench/lib/larkbook-records.yaml")
 EOF
 
 	# steer-guard: the same with rate limiting and cookies deciding every

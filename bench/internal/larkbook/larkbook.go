@@ -21,7 +21,8 @@ const (
 // SouthAsia are the countries steered to Mumbai.
 var SouthAsia = []string{"IN", "LK", "BD", "NP"}
 
-// Expected is the benchmark policy (deterministic: no canary split):
+// Expected is the benchmark policy, bench/lib/larkbook-records.yaml
+// (deterministic: no canary split):
 //
 //	country IN, LK, BD or NP -> Mumbai
 //	continent EU             -> Frankfurt
