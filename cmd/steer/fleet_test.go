@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/etcdtest"
 )
 
@@ -47,13 +48,13 @@ func TestFleetCLI(t *testing.T) {
 		t.Fatalf("push: rc %d, %s%s", rc, out.String(), errb.String())
 	}
 	// A node whose local file holds only the fleet section serves it.
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	local := write("node/steer.yaml", fmt.Sprintf("listen: [%q]\nfleet:\n  node: ams-1\n  etcd: { endpoints: [%s], dial_timeout: 1s }\n  lease_ttl: 2s\n", addr, ep))
 	startSteer(t, local)
 	if r, err := query(addr, "gen.example.com.", dns.TypeTXT); err != nil || len(r.Answer) != 1 || r.Answer[0].(*dns.TXT).Txt[0] != "pushed" {
 		t.Errorf("the node does not serve the pushed zone: %v %v", r, err)
 	}
-	waitFor(t, 5*time.Second, func() bool { // fleet status lists ams-1 serving serial 1
+	dnstest.WaitFor(t, 5*time.Second, "fleet status to list ams-1 serving serial 1", func() bool {
 		out.Reset()
 		if run([]string{"fleet", "status", "--etcd", ep}, &out, &errb) != 0 {
 			return false
