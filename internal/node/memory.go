@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
+	"time"
 )
 
 // While a reload builds the next snapshot, the one being served stays in
@@ -73,4 +74,21 @@ func boundReloadMemory() (restore func()) {
 	}
 	debug.SetMemoryLimit(limit)
 	return func() { debug.SetMemoryLimit(prev) }
+}
+
+// releaseDelay is how long after a swap the memory of the replaced
+// snapshot (and of the build's garbage) is given back to the system: long
+// enough for the queries that started on the old snapshot to finish
+// (microseconds), short enough that RSS is back to the steady state soon
+// after a reload instead of staying at its peak.
+const releaseDelay = 100 * time.Millisecond
+
+func (n *Node) releaseMemory() {
+	if n.freeing.Swap(true) {
+		return // one is due already
+	}
+	time.AfterFunc(releaseDelay, func() {
+		n.freeing.Store(false)
+		debug.FreeOSMemory()
+	})
 }

@@ -361,7 +361,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.fl.Start(n.ctx)
 		n.onStop(func(context.Context) { n.fl.Close() })
 	}
-	n.releaseMemory()
 	n.log.Info("serving", "config", n.source, "version", n.opts.Version, "data", snap.Summary(),
 		"listen", strings.Join(addrStrings(n.srv.Addrs()), " "))
 	return nil

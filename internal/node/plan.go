@@ -105,7 +105,8 @@ func (p *plan) commit(n *Node) []string {
 // is new, or for new health settings (checks); then health and latency
 // are set on the new table with their locks held across the switch, so a
 // change of either lands on the old table before or on the new one
-// after, and is pushed into the new table once.
+// after, and is pushed into the new table once. The replaced snapshot's
+// memory is given back to the system shortly after.
 func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 	var fresh *policy.Table
 	if old == nil || snap.Policies != old.Policies {
@@ -114,6 +115,7 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 	if checks || fresh != nil {
 		n.hc.prepare(snap)
 	}
+	defer n.releaseMemory()
 	defer n.lat.hold(fresh)()
 	defer n.hc.hold(fresh)()
 	return n.srv.Apply(snap)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -253,7 +252,6 @@ func (n *Node) swapped(res *Result, old, snap *snapshot.Snapshot) {
 	res.RestartNeeded = append(res.RestartNeeded, restartNeeded(old, snap)...)
 	res.Warnings = append(res.Warnings, degraded(snap)...)
 	n.logDegraded(snap)
-	n.releaseMemory()
 }
 
 // rebuildZones builds the served configuration again with the secondary
@@ -282,26 +280,6 @@ func (n *Node) rebuildZones(res *Result) {
 	n.swapped(res, old, snap)
 }
 
-// releaseMemory returns the memory of the replaced snapshot (and of the
-// build's garbage) to the system shortly after a swap, once the queries
-// that started on the old snapshot have finished, so RSS goes back to the
-// steady state instead of staying at the reload's peak.
-// releaseDelay is how long after a swap the memory is given back: long
-// enough for the queries that started on the old snapshot to finish
-// (microseconds), short enough that RSS is back to the steady state soon
-// after a reload.
-const releaseDelay = 100 * time.Millisecond
-
-func (n *Node) releaseMemory() {
-	if n.freeing.Swap(true) {
-		return // one is due already
-	}
-	time.AfterFunc(releaseDelay, func() {
-		n.freeing.Store(false)
-		debug.FreeOSMemory()
-	})
-}
-
 // reloadGeo re-opens the geo databases and recompiles the policies with
 // the configuration and zones being served: a pending edit of the config
 // or a zone stays unserved until an explicit reload.
@@ -316,7 +294,6 @@ func (n *Node) reloadGeo(res *Result) {
 		n.reject(res, err)
 		return
 	}
-	n.releaseMemory()
 	if snap.Geo == nil {
 		return
 	}
