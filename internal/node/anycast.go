@@ -27,7 +27,7 @@ import (
 type anycastWiring struct {
 	cfg     *config.Anycast
 	srv     *dnsserver.Server
-	hc      *healthWiring
+	health  *health.Manager // its checked targets make the health score
 	log     *slog.Logger
 	speaker *anycast.Speaker
 	ctl     *anycast.Controller
@@ -38,7 +38,7 @@ type anycastWiring struct {
 // configuration has an anycast section; otherwise it returns nil, whose
 // methods do nothing. The settings are those of the starting
 // configuration: a reload does not change them.
-func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Server, hc *healthWiring, met *metrics.Metrics, reg prometheus.Registerer) (*anycastWiring, error) {
+func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Server, hm *health.Manager, met *metrics.Metrics, reg prometheus.Registerer) (*anycastWiring, error) {
 	c := snap.Config.Anycast
 	if c == nil {
 		return nil, nil
@@ -68,7 +68,7 @@ func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Serv
 	if err != nil {
 		return nil, err
 	}
-	a := &anycastWiring{cfg: c, srv: srv, hc: hc, log: log, speaker: sp}
+	a := &anycastWiring{cfg: c, srv: srv, health: hm, log: log, speaker: sp}
 	self := &anycast.SelfCheck{
 		Name:     c.SelfCheck.Name,
 		Qtype:    c.SelfCheck.QType,
@@ -90,7 +90,7 @@ func startAnycast(log *slog.Logger, snap *snapshot.Snapshot, srv *dnsserver.Serv
 	self.OnChange = a.ctl.Poke
 	// Health results change the score: evaluate at once rather than at
 	// the next tick.
-	hc.manager.OnChange(a.ctl.Poke)
+	hm.OnChange(a.ctl.Poke)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	go self.Run(ctx)
@@ -125,7 +125,7 @@ func (a *anycastWiring) selfTarget() (netip.AddrPort, bool) {
 // pass: targets not checked yet do not count, nor do operator overrides
 // (a drained target is planned, not a failure). No checked target: 1.
 func (a *anycastWiring) healthScore() (score float64, up, checked int) {
-	for _, s := range a.hc.manager.Snapshot() {
+	for _, s := range a.health.Snapshot() {
 		switch s.Status {
 		case health.Up:
 			up++

@@ -331,7 +331,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	p.api.commit(cfg.API.Token.Value())
 	n.onStop(n.api.stop)
-	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc, n.met, n.reg); err != nil {
+	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc.manager, n.met, n.reg); err != nil {
 		return fmt.Errorf("anycast: %w", err)
 	}
 	n.onStop(func(context.Context) { n.ac.stop() })
