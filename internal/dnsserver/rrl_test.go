@@ -467,3 +467,39 @@ func TestRateLimitSigned(t *testing.T) {
 		t.Errorf("known key: %d replies to 100 signed queries, %d to unsigned ones", withKey, unsigned)
 	}
 }
+
+// TestSignedAnswerFits: the size limit holds for signed answers too. An
+// answer that fills 512 bytes without EDNS does not fit with its TSIG
+// record: over UDP it is sent as RFC 8945 §5.3 says, the question and the
+// TSIG with TC set, still verifying; over TCP it is sent whole, signed.
+func TestSignedAnswerFits(t *testing.T) {
+	const secret = "c3RlZXIgdGVzdCBrZXkgb2YgdGhpcnR5LXR3byBieXRlcyE="
+	h, snap := steeredHandler(t)
+	snap.TSIG = map[string]tsig.Key{"known": {Name: "known.", Algorithm: dns.HmacSHA256, Secret: secret}}
+	m := query("edge512.example.com.", dns.TypeTXT)
+	plain, _ := m.Pack()
+	if out := h.HandleFrom(plain, dnsserver.UDP, netip.MustParseAddr("192.0.2.1"), nil); len(out) != 512 {
+		t.Fatalf("unsigned: %d bytes, the test needs an answer of exactly 512", len(out))
+	}
+	m.SetTsig("known.", dns.HmacSHA256, 300, time.Now().Unix())
+	req, mac, err := dns.TsigGenerate(m, secret, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []dnsserver.Transport{dnsserver.UDP, dnsserver.TCP} {
+		out := h.HandleFrom(req, tr, netip.MustParseAddr("192.0.2.1"), nil)
+		r := new(dns.Msg)
+		if err := r.Unpack(out); err != nil {
+			t.Fatalf("%v: %v", tr, err)
+		}
+		if err := dns.TsigVerify(out, secret, mac, false); err != nil || r.IsTsig() == nil {
+			t.Errorf("%v: the reply's TSIG does not verify: %v\n%v", tr, err, r)
+		}
+		switch {
+		case tr == dnsserver.UDP && (len(out) > 512 || !r.Truncated || len(r.Answer) != 0 || len(r.Question) != 1):
+			t.Errorf("UDP: %d bytes, TC %v, %d answers; want the question and the TSIG in at most 512 bytes, TC set", len(out), r.Truncated, len(r.Answer))
+		case tr == dnsserver.TCP && (r.Truncated || len(r.Answer) != 1):
+			t.Errorf("TCP: TC %v, %d answers; want the whole answer\n%v", r.Truncated, len(r.Answer), r)
+		}
+	}
+}

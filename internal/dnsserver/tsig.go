@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"encoding/hex"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/miekg/dns"
@@ -54,7 +55,8 @@ func (h *Handler) signed(q *query, req []byte, t Transport, from netip.Addr, buf
 	secret, ok := secretOf(h.snap.Load(), rr.Hdr.Name)
 	err := dns.ErrSecret
 	if ok {
-		err = dns.TsigVerify(req, secret, "", false)
+		// On a copy: TsigVerify lowers ARCOUNT in the buffer it checks.
+		err = dns.TsigVerify(slices.Clone(req), secret, "", false)
 	}
 	if err != nil {
 		if h.xfr != nil {
@@ -76,7 +78,23 @@ func (h *Handler) signed(q *query, req []byte, t Transport, from netip.Addr, buf
 	if out == nil {
 		return nil // rate limited away
 	}
-	return sign(out, rr, secret)
+	return sign(out, rr, secret, h.replyLimit(q, t, from))
+}
+
+// replyLimit is the most an answer to q may hold over t: over UDP the
+// client's size and the cap on answers without a valid server cookie, as
+// the guard sets them for every answer (udpLimit).
+func (h *Handler) replyLimit(q *query, t Transport, from netip.Addr) int {
+	if t != UDP {
+		return maxTCPSize
+	}
+	var gd guarded
+	h.startGuard(&gd, q.cookie, t, from)
+	var size uint16
+	if q.opt != nil {
+		size = q.opt.UDPSize()
+	}
+	return gd.udpLimit(q.opt != nil, size)
 }
 
 // unsignedTransfer answers an unsigned NOTIFY or IXFR over UDP through the
@@ -154,17 +172,38 @@ func (h *Handler) guardReply(q *query, resp *dns.Msg, reqLen int, t Transport, f
 
 // sign signs out, the packed answer to the request whose TSIG record is
 // t, with t's key over t's MAC (RFC 8945 §5.3); out as it is when it
-// cannot.
-func sign(out []byte, t *dns.TSIG, secret string) []byte {
+// cannot. An answer that fits limit only without its TSIG record is sent
+// as §5.3 says: the question, the OPT and the TSIG, with TC set, so the
+// client asks again over TCP.
+func sign(out []byte, t *dns.TSIG, secret string, limit int) []byte {
 	m := new(dns.Msg)
 	if m.Unpack(out) != nil {
 		return out
 	}
 	m.Compress = true
-	m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, time.Now().Unix())
-	signed, _, err := dns.TsigGenerate(m, secret, t.MAC, false)
-	if err != nil {
+	gen := func() []byte {
+		m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, time.Now().Unix())
+		signed, _, err := dns.TsigGenerate(m, secret, t.MAC, false) // takes the TSIG record off m again
+		if err != nil {
+			return nil
+		}
+		return signed
+	}
+	signed := gen()
+	if signed == nil {
 		return out
+	}
+	if len(signed) > limit {
+		m.Truncated = true
+		m.Answer, m.Ns = nil, nil
+		var opt []dns.RR
+		if o := m.IsEdns0(); o != nil {
+			opt = []dns.RR{o}
+		}
+		m.Extra = opt
+		if s := gen(); s != nil {
+			signed = s
+		}
 	}
 	return signed
 }
