@@ -30,7 +30,7 @@ import (
 	"github.com/steer-dns/steer/internal/version"
 )
 
-// Transport says how a query arrived. Its values match dnsserver.Transport.
+// Transport says how a query arrived; dnsserver.Transport is this type.
 type Transport uint8
 
 // The transports a query can arrive on.
