@@ -53,10 +53,31 @@ if [ -n "$unformatted" ]; then
 fi
 stage vet
 go vet ./...
-stage "test -race"
+# Race detection runs where the code under test is concurrent: the server,
+# the node and its services. The packages below are tested without it: their
+# tests are single-threaded computation (compiling policies against whole
+# geo databases, parsing zones and configs) or drive a separately built
+# binary, which the race detector slows five- to tenfold and where it has
+# nothing to find. Their tests that do run goroutines are named *Concurrent*
+# and run under -race as well. Benchmarks run once alongside the plain tests,
+# so each test binary is built once per mode. A new package is raced unless
+# it is listed here.
+PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag)
+mapfile -t plain < <(go list "${PLAIN_PKGS[@]}")
+mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
+mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
+	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
+done)
 log=$(mktemp)
 status=0
-go test -race -count=1 -timeout 15m -v ./... >"$log" 2>&1 || status=$?
+run_tests() { # appends to $log; the first failure's exit status is kept
+	go test -count=1 -timeout 15m -v "$@" >>"$log" 2>&1 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+}
+stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others)"
+run_tests -race "${raced[@]}"
+((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
+stage test "(${#plain[@]} packages, each benchmark once)"
+run_tests -bench . -benchtime 1x "${plain[@]}"
 # Show package results and failures, not every passing test's chatter.
 grep -E '^(ok|FAIL|panic:|--- FAIL|\s+--- FAIL|\s+\S+_test\.go:[0-9]+:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
@@ -80,7 +101,7 @@ stage fuzz "(FuzzHandle ${HANDLE_EXECS}x, FuzzParse ${PARSE_EXECS}x)"
 go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "${HANDLE_EXECS}x" -fuzzminimizetime 1000x ./internal/dnsserver/
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${PARSE_EXECS}x" -fuzzminimizetime 1000x ./internal/zone/
 
-stage benchmarks "(each once, to keep them compiling and running; measure with bench/ or -benchtime)"
-go test -run '^$' -bench . -benchtime 1x ./... | grep -E '^(Benchmark|ok|FAIL)'
+stage benchmarks "(the raced packages' benchmarks, each once, to keep them compiling and running; measure with bench/ or -benchtime)"
+go test -run '^$' -bench . -benchtime 1x "${raced[@]}" | grep -E '^(Benchmark|ok|FAIL)'
 summary
 echo "tests: $passed passed, $failed failed, $skipped skipped"
