@@ -142,6 +142,17 @@ func parseFast(req []byte, q *fastQuery) bool {
 	return off == len(req)
 }
 
+// steerQuery is the query a steered name is decided for, on both paths:
+// the client is the ECS subnet when the query carried a usable one, else
+// the resolver's address (from).
+func steerQuery(subnet *ecs.Subnet, hasECS bool, from netip.Addr) policy.Query {
+	q := policy.Query{Resolver: from.Unmap()}
+	var bySubnet bool
+	q.Client, q.ClientBits, bySubnet = ecs.Client(subnet, hasECS, from)
+	q.NoECS = !bySubnet
+	return q
+}
+
 // fast answers req when it can, into buf; nil means "use the general path".
 func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from netip.Addr, buf []byte, st *stats) []byte {
 	var q fastQuery
@@ -179,34 +190,28 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			if rec == nil || rec.Type != dns.TypeA {
 				return nil
 			}
-			pq := policy.Query{Qtype: q.qtype, Resolver: from.Unmap()}
-			pq.Up, pq.Scopes = snap.Policies.Usable(rec, q.qtype) // as Steerer.Steer
-			if rec.HasLatency() {
-				pq.Latency = snap.Policies.Latency()
-			}
-			pq.Client, pq.ClientBits = ecs.Client(&subnet, hasECS, from)
-			pq.NoECS = !ecs.Usable(&subnet, hasECS)
+			pq := steerQuery(&subnet, hasECS, from)
 			if !pq.Client.IsValid() {
 				return nil
 			}
-			d := rec.Decide(&pq)
-			if d.ServFail {
+			pq.Qtype = q.qtype
+			st := snap.Live.Decide(rec, &pq, h.clock().Unix()) // as Steerer.Steer
+			if st.ServFail {
 				return nil
 			}
-			if d.NoData {
-				if d.Rule >= 0 {
-					scope = d.Scope
+			if st.NoData {
+				if st.Rule >= 0 {
+					scope = st.Scope
 				}
 				out = h.negative(out, req, &q, z, dns.RcodeSuccess)
 				class = rrl.NoData
 				break
 			}
-			scope = d.Scope
-			snap.Policies.Answered(rec, &d)
+			scope = st.Scope
 			out = header(out, req, &q, dns.RcodeSuccess)
 			var n int
 			var ok bool
-			if out, n, ok = rec.AppendWire(out, &d, q.qtype, snap.Policies.AddrMasks(rec, &d), snap.Policies.TTL(rec)); !ok {
+			if out, n, ok = rec.AppendWire(out, &st.Decision, q.qtype, st.Addrs, st.TTL); !ok {
 				return nil
 			}
 			binary.BigEndian.PutUint16(out[6:], uint16(n))

@@ -91,7 +91,7 @@ records:
 	}
 	// No checker runs here: a fixed verdict (203.0.113.11 down) makes the
 	// health masks take part deterministically.
-	snap.Policies.SetHealth(func(a netip.Addr, check string) bool {
+	snap.Live.SetHealth(func(a netip.Addr, check string) bool {
 		return a != netip.MustParseAddr("203.0.113.11")
 	}, nil)
 	return dnsserver.NewHandler(snap), snap
@@ -125,16 +125,16 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	t.Run("cookies", func(t *testing.T) { matchCorpus(t, h) })
 	h.SetGuard(nil)
 	// A whole pool down: failover, fallback and ttl_while_degraded.
-	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool {
+	snap.Live.SetHealth(func(a netip.Addr, _ string) bool {
 		return a != netip.MustParseAddr("198.51.100.20") && a != netip.MustParseAddr("203.0.113.11")
 	}, nil)
 	t.Run("a pool down", func(t *testing.T) { matchCorpus(t, h) })
 	// Mumbai down: Indian networks merge with their neighbours, and both
 	// paths answer with the scopes health widened.
-	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool {
+	snap.Live.SetHealth(func(a netip.Addr, _ string) bool {
 		return a != netip.MustParseAddr("203.0.113.10") && a != netip.MustParseAddr("203.0.113.11")
 	}, nil)
-	if ws := snap.Policies.WidenStats(); ws.Records == 0 {
+	if ws := snap.Live.WidenStats(); ws.Records == 0 {
 		t.Fatalf("mumbai down: no scope widened (%+v)", ws)
 	}
 	t.Run("mumbai down, scopes widened", func(t *testing.T) { matchCorpus(t, h) })
@@ -319,7 +319,7 @@ func TestHealthMasksAnswers(t *testing.T) {
 // of a pool that is still up (203.0.113.11 of mumbai) does not count.
 func TestDegradedTTL(t *testing.T) {
 	h, snap := steeredHandler(t)
-	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool { return a != netip.MustParseAddr("198.51.100.20") }, nil)
+	snap.Live.SetHealth(func(a netip.Addr, _ string) bool { return a != netip.MustParseAddr("198.51.100.20") }, nil)
 	m := new(dns.Msg)
 	m.SetQuestion("steered.example.com.", dns.TypeA)
 	req, _ := m.Pack()
@@ -336,7 +336,7 @@ func TestDegradedTTL(t *testing.T) {
 		}
 	}
 	// Only a dead address in a pool that is up: the record's own TTL.
-	snap.Policies.SetHealth(func(a netip.Addr, _ string) bool { return a != netip.MustParseAddr("203.0.113.11") }, nil)
+	snap.Live.SetHealth(func(a netip.Addr, _ string) bool { return a != netip.MustParseAddr("203.0.113.11") }, nil)
 	r := new(dns.Msg)
 	r.Unpack(h.HandleFrom(req, dnsserver.UDP, netip.MustParseAddr("192.0.2.5"), nil))
 	if len(r.Answer) == 0 || r.Answer[0].Header().Ttl != 30 {

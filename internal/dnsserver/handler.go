@@ -407,9 +407,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		default:
 			var a zone.Answer
 			if snap.Policies != nil {
-				st := policy.Steerer{Table: snap.Policies, Query: policy.Query{Resolver: from.Unmap()}}
-				st.Query.Client, st.Query.ClientBits = ecs.Client(&subnet, hasECS, from)
-				st.Query.NoECS = !ecs.Usable(&subnet, hasECS)
+				st := policy.Steerer{Live: snap.Live, Query: steerQuery(&subnet, hasECS, from), Now: h.clock().Unix()}
 				if trace != nil {
 					st.Trace = func(r *policy.Record, q *policy.Query, d *policy.Decision) { trace(snap, r, q, d) }
 				}

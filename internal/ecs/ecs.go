@@ -138,18 +138,13 @@ func (s *Subnet) Option(scope int) *dns.EDNS0_SUBNET {
 	return o
 }
 
-// Usable reports whether steering looks at the subnet (has: the query
-// carried one): its source prefix is not 0. Otherwise it looks at the
-// resolver's address.
-func Usable(s *Subnet, has bool) bool { return has && s.Prefix.IsValid() }
-
 // Client returns the address and prefix length steering looks at: the
-// subnet when the query carried one with a non-zero source prefix,
-// otherwise the resolver's address (from).
-func Client(s *Subnet, has bool, from netip.Addr) (netip.Addr, int) {
-	if Usable(s, has) {
-		return s.Prefix.Addr(), s.Prefix.Bits()
+// subnet when the query carried one (has) with a non-zero source prefix,
+// otherwise the resolver's address (from). bySubnet says which.
+func Client(s *Subnet, has bool, from netip.Addr) (addr netip.Addr, bits int, bySubnet bool) {
+	if has && s.Prefix.IsValid() {
+		return s.Prefix.Addr(), s.Prefix.Bits(), true
 	}
 	from = from.Unmap()
-	return from, from.BitLen()
+	return from, from.BitLen(), false
 }

@@ -251,28 +251,28 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, bits := Client(&s, true, from); a != netip.MustParseAddr("192.0.2.0") || bits != 24 {
+	if a, bits, by := Client(&s, true, from); a != netip.MustParseAddr("192.0.2.0") || bits != 24 || !by {
 		t.Errorf("Client(subnet) = %v/%d, want 192.0.2.0/24", a, bits)
 	}
-	if a, bits := Client(&s, false, from); a != netip.MustParseAddr("192.0.2.150") || bits != 32 {
+	if a, bits, by := Client(&s, false, from); a != netip.MustParseAddr("192.0.2.150") || bits != 32 || by {
 		t.Errorf("Client(no ECS) = %v/%d, want the resolver 192.0.2.150/32", a, bits)
 	}
 	zero, err := Parse(opt(1, 0, 0), 24, 56)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, bits := Client(&zero, true, from); a != netip.MustParseAddr("192.0.2.150") || bits != 32 {
+	if a, bits, by := Client(&zero, true, from); a != netip.MustParseAddr("192.0.2.150") || bits != 32 || by {
 		t.Errorf("Client(/0 subnet) = %v/%d, want the resolver", a, bits)
 	}
 	v6 := netip.MustParseAddr("2001:db8:a::53")
-	if a, bits := Client(&zero, true, v6); a != v6 || bits != 128 {
+	if a, bits, _ := Client(&zero, true, v6); a != v6 || bits != 128 {
 		t.Errorf("Client(/0 subnet, v6 resolver) = %v/%d", a, bits)
 	}
 	s6, err := Parse(opt(2, 64, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 2, 0xab, 0xcd), 24, 56)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, bits := Client(&s6, true, from); a != netip.MustParseAddr("2001:db8:2:ab00::") || bits != 56 {
+	if a, bits, _ := Client(&s6, true, from); a != netip.MustParseAddr("2001:db8:2:ab00::") || bits != 56 {
 		t.Errorf("Client(v6 subnet) = %v/%d", a, bits)
 	}
 }

@@ -228,7 +228,7 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 		// One classification for status, metrics and explain. q.Up is
 		// what this query could use; a pool usable for the other family
 		// only is "up" there but not here, which the state says.
-		state, why, _ := snap.Policies.PoolState(r, p)
+		state, why, _ := snap.Live.PoolState(r, p)
 		if state == "up" && q.Up&(uint64(1)<<p.Index) == 0 {
 			state, why = "down", "no usable address of the asked family"
 		}
@@ -258,7 +258,7 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 	default:
 		rule := r.Rules[d.Rule]
 		s.Decision = fmt.Sprintf("rule %d (line %d) decides: %s -> %s", d.Rule+1, rule.Line, r.DescribeAction(&rule.Action), strings.Join(s.Chosen, ", "))
-		s.Tree = snap.Policies.ExplainTree(r, q, d, &info, time.Now())
+		s.Tree = snap.Live.ExplainTree(r, q, d, &info, time.Now())
 		if rule.Action.Kind == policy.ActProximity {
 			if info.HasLocation {
 				s.Ranking = r.Ranking(d.Rule, info.Lat, info.Lon)
@@ -275,7 +275,7 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 			if d.Input != policy.InputClient {
 				at = netip.Addr{} // the node's virtual client has no address
 			}
-			s.Latency = snap.Policies.ExplainLatency(r, d.Rule, at, &info, q.Up, winner, time.Now())
+			s.Latency = snap.Live.ExplainLatency(r, d.Rule, at, &info, q.Up, winner, time.Now())
 		}
 	}
 	return s

@@ -166,8 +166,8 @@ func (n *Node) Status() api.Status {
 		return st
 	}
 	states := n.hc.manager.Snapshot()
-	t := snap.Policies
-	for _, r := range t.Records {
+	t := snap.Live
+	for _, r := range snap.Policies.Records {
 		rs := api.RecordStatus{Name: r.Name, Type: dns.TypeToString[r.Type], TTL: r.TTL}
 		for _, p := range r.Pools {
 			state, why, _ := t.PoolState(r, p)
@@ -177,7 +177,7 @@ func (n *Node) Status() api.Status {
 					ps.Expires = &exp
 				}
 				if o == health.OverrideDrain {
-					safe := t.DrainSafe(r, p.Index)
+					safe := t.DrainSafe(r, p.Index, time.Now())
 					ps.DrainSafe = &safe
 				}
 			}

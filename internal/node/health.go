@@ -134,7 +134,7 @@ func (h *healthWiring) usable(a netip.Addr, check string) bool {
 func (h *healthWiring) refresh() {
 	h.mu.Lock()
 	if s := h.current(); s != nil && s.Policies != nil {
-		h.setLocked(s.Policies)
+		h.setLocked(s.Live)
 	}
 	h.mu.Unlock()
 	if f := h.afterRefresh.Load(); f != nil {
@@ -145,7 +145,7 @@ func (h *healthWiring) refresh() {
 // hold gives t the current health and keeps every change of health
 // waiting until release is called: the swap serving t runs between, so
 // t gets the health once and no change is lost.
-func (h *healthWiring) hold(t *policy.Table) (release func()) {
+func (h *healthWiring) hold(t *policy.Live) (release func()) {
 	h.mu.Lock()
 	if t != nil {
 		h.setLocked(t)
@@ -157,10 +157,10 @@ func (h *healthWiring) hold(t *policy.Table) (release func()) {
 // changed since the last call (record, pool, from, to, reason) and one
 // per record that starts or stops failing open (no usable pool:
 // answering with all); the caller holds h.mu.
-func (h *healthWiring) setLocked(t *policy.Table) {
+func (h *healthWiring) setLocked(t *policy.Live) {
 	t.SetHealth(h.usable, h.poolOverride)
 	h.gen++
-	for _, r := range t.Records {
+	for _, r := range t.Table().Records {
 		all := true
 		for _, p := range r.Pools {
 			k := [2]string{r.Name, p.Name}
@@ -215,10 +215,4 @@ func (h *healthWiring) prepare(snap *snapshot.Snapshot) {
 		return
 	}
 	h.met.SetRecords(snap.MetricRecords())
-	if snap.Policies.Observe == nil {
-		// Set once per table: a reload of an unchanged configuration
-		// serves the same table, already published.
-		snap.Policies.Observe = h.met.Steered
-		snap.Policies.Decided = h.met.Decision
-	}
 }

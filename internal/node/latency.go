@@ -24,7 +24,7 @@ import (
 type latencyWiring struct {
 	log     *slog.Logger
 	met     *latency.Metrics
-	current func() *policy.Table // the table being served (nil: none)
+	current func() *policy.Live // the live state of the table being served (nil: none)
 
 	mu      sync.Mutex // serialises updates and evaluations
 	opts    latency.Options
@@ -40,7 +40,7 @@ type latencyWiring struct {
 	pending map[string]bool // during prepare: the sites of the snapshot being prepared
 }
 
-func newLatency(log *slog.Logger, current func() *policy.Table) *latencyWiring {
+func newLatency(log *slog.Logger, current func() *policy.Live) *latencyWiring {
 	return &latencyWiring{log: log, current: current, stamps: map[string]fileStamp{}}
 }
 
@@ -76,8 +76,8 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 		}
 	}
 	_, errs, warns = l.readChanged()
-	if snap.Policies != nil {
-		l.evaluate(snap.Policies, "load")
+	if snap.Live != nil {
+		l.evaluate(snap.Live, "load")
 	}
 	return errs, warns
 }
@@ -143,7 +143,7 @@ func (l *latencyWiring) sites() map[string]bool {
 		return l.pending
 	}
 	if t := l.current(); t != nil {
-		return t.LatencySites()
+		return t.Table().LatencySites()
 	}
 	return nil
 }
@@ -169,7 +169,7 @@ func (l *latencyWiring) publish() {
 // evaluate recomputes t's latency choices from the current map; the
 // caller holds l.mu. It also arms the timer for the next value to turn
 // stale, which re-evaluates without counting as an update.
-func (l *latencyWiring) evaluate(t *policy.Table, why string) {
+func (l *latencyWiring) evaluate(t *policy.Live, why string) {
 	now := time.Now()
 	m := l.store.Map()
 	l.stats = t.SetLatency(m, l.hyst, l.store.Updates(), now)
@@ -197,7 +197,7 @@ func (l *latencyWiring) evaluate(t *policy.Table, why string) {
 // hold brings t's latency choices to the latest update (one can land
 // between prepare and the swap) and keeps every update waiting until
 // release is called: the swap serving t runs between.
-func (l *latencyWiring) hold(t *policy.Table) (release func()) {
+func (l *latencyWiring) hold(t *policy.Live) (release func()) {
 	l.mu.Lock()
 	if t != nil && l.store != nil && (t.Latency() == nil || t.Latency().Stats.Update != l.store.Updates()) {
 		l.evaluate(t, "catching up before a swap")

@@ -199,7 +199,7 @@ func New(o Options) (_ *Node, err error) {
 	if o.HealthDial != nil {
 		n.hc.manager.SetDialer(o.HealthDial)
 	}
-	n.lat = newLatency(n.log, func() *policy.Table { return current().Policies })
+	n.lat = newLatency(n.log, func() *policy.Live { return current().Live })
 	if n.lat.met, err = latency.NewMetrics(n.reg); err != nil {
 		return nil, err
 	}
@@ -260,6 +260,9 @@ func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, e
 func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Snapshot, diag.Problems, error) {
 	start := time.Now()
 	opts := snapshot.Options{Previous: prev, CacheDir: zoneCacheDir(cfg)}
+	if n.met != nil {
+		opts.Hooks = policy.Hooks{Observe: n.met.Steered, Decided: n.met.Decision}
+	}
 	if n.xfr != nil {
 		opts.Secondary = n.xfr.copyOf
 		opts.Serials = n.xfr.Serials()

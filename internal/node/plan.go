@@ -108,9 +108,9 @@ func (p *plan) commit(n *Node) []string {
 // after, and is pushed into the new table once. The replaced snapshot's
 // memory is given back to the system shortly after.
 func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
-	var fresh *policy.Table
+	var fresh *policy.Live // nil: the table and its live state are kept
 	if old == nil || snap.Policies != old.Policies {
-		fresh = snap.Policies
+		fresh = snap.Live
 	}
 	if checks || fresh != nil {
 		n.hc.prepare(snap)

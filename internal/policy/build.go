@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -22,16 +21,6 @@ import (
 type Table struct {
 	Records []*Record
 	byName  map[string]*Record
-	health  atomic.Pointer[Health]
-	lat     atomic.Pointer[LatencyState]
-	// lastAnswer[record][pool] is when the pool was last answered (Unix s).
-	lastAnswer [][]atomic.Int64
-	// Observe, when set before the table is published, is called for each
-	// pool of each steered answer (metrics); it must not block or allocate.
-	Observe func(record, pool int, allDown bool)
-	// Decided, likewise, is called with the deciding rule of each steered
-	// answer.
-	Decided func(record, rule int)
 	// CompileTime is how long compiling every record took.
 	CompileTime time.Duration
 	// Compiled counts the partitions compiled for this table, Shared the
@@ -47,9 +36,6 @@ type Table struct {
 	cfg   *config.Config     // the configuration the records were built from
 	bySrc []*Record          // by index in cfg.Records (nil: not in the table)
 	parts map[string]*Record // a record of each compile key, for the next build
-	// widenSeed is the previous table's widenings, for the first
-	// SetHealth of this one (widen.go); nil after it.
-	widenSeed atomic.Pointer[map[scopeKey]*Scopes]
 	// nodeIn is the answering node and ecs.unknown_client (node.go).
 	nodeIn *nodeInput
 }
@@ -89,10 +75,6 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	if prev != nil && prev.geo == g {
 		previous = prev.parts
 		reuse = newReuser(cfg, prev)
-		if h := prev.health.Load(); h != nil && h.cache != nil {
-			// Partitions taken from prev keep their widenings too.
-			t.widenSeed.Store(&h.cache)
-		}
 	}
 	var errs, warns diag.Problems
 	start := time.Now()
@@ -213,20 +195,6 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	}
 	t.parts = compiled
 	t.CompileTime = time.Since(start)
-	startClock()
-	now := time.Now().Unix()
-	t.lastAnswer = make([][]atomic.Int64, len(t.Records))
-	n := 0
-	for _, r := range t.Records {
-		n += len(r.Pools)
-	}
-	all := make([]atomic.Int64, n) // one allocation for every record's pools
-	for i, r := range t.Records {
-		t.lastAnswer[i], all = all[:len(r.Pools):len(r.Pools)], all[len(r.Pools):]
-		for j := range t.lastAnswer[i] {
-			t.lastAnswer[i][j].Store(now) // unknown history: as if just answered
-		}
-	}
 	return t, warns, errs.Err()
 }
 
@@ -266,11 +234,15 @@ func compileAll(recs []built, compiled, previous map[string]*Record, g *geo.Set,
 		todo = append(todo, br.r)
 	}
 	errs := make([]error, len(todo))
-	var next atomic.Int64
+	next := make(chan int, len(todo))
+	for i := range todo {
+		next <- i
+	}
+	close(next)
 	var wg sync.WaitGroup
 	for range min(workers, len(todo)) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+			for i := range next {
 				errs[i] = todo[i].compile(g, part)
 			}
 		})
@@ -393,8 +365,7 @@ func (b *builder) record() *Record {
 		b.errf(".name", "record name %q is not a domain name", rc.Name)
 		return nil
 	}
-	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx,
-		res: new(atomic.Pointer[[2]resolution])}
+	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx}
 	b.r = r
 	if rc.Policy != "" {
 		pol, ok := b.cfg.Policies[rc.Policy]

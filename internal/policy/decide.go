@@ -80,9 +80,15 @@ func (r *Record) family(qtype uint16) uint64 {
 }
 
 // Decide chooses the pools that answer q. It reads only immutable data and
-// does not allocate.
-func (r *Record) Decide(q *Query) Decision {
-	d := r.decide(q)
+// does not allocate. It is the decision alone, for a Query whose Up,
+// Scopes and Latency the caller set; Live.Decide is the step the server
+// takes, which sets them from the live state and marks the answer.
+func (r *Record) Decide(q *Query) Decision { return r.decideWith(q, nil) }
+
+// decideWith is Decide with the resolutions of the record's groups for
+// the current health (nil: none computed), a short-cut for Up.
+func (r *Record) decideWith(q *Query, rs *[2]resolution) Decision {
+	d := r.decide(q, rs)
 	if d.Input != InputClient {
 		// Steered by the node: no client bit took part.
 		d.Scope, d.WidenedFrom = 0, 0
@@ -99,7 +105,7 @@ func (r *Record) Decide(q *Query) Decision {
 	return d
 }
 
-func (r *Record) decide(q *Query) Decision {
+func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
 	fam := r.family(q.Qtype)
 	if fam == 0 {
 		// Nothing of this type anywhere: the answer does not depend on
@@ -149,15 +155,13 @@ func (r *Record) decide(q *Query) Decision {
 	}
 	avail := q.Up & fam
 	q.res = nil
-	if r.gact != nil && r.res != nil {
-		if rs := r.res.Load(); rs != nil {
-			i := 0
-			if q.Qtype == dns.TypeAAAA {
-				i = 1
-			}
-			if rs[i].avail == avail {
-				q.res = &rs[i]
-			}
+	if r.gact != nil && rs != nil {
+		i := 0
+		if q.Qtype == dns.TypeAAAA {
+			i = 1
+		}
+		if rs[i].avail == avail {
+			q.res = &rs[i]
 		}
 	}
 	d := Decision{Rule: -1, Scope: depth, WidenedFrom: widened, Input: input}

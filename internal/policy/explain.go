@@ -168,7 +168,7 @@ type TreeCandidate struct {
 // state, which one it took and why; nil for a rule without groups. A
 // random split names the member the answer came from. info is the
 // client's geo facts, for the distances of a geoproximity level.
-func (t *Table) ExplainTree(r *Record, q *Query, d *Decision, info *geo.Info, now time.Time) []TreeStep {
+func (l *Live) ExplainTree(r *Record, q *Query, d *Decision, info *geo.Info, now time.Time) []TreeStep {
 	if d.Rule < 0 || d.Rule >= len(r.Rules) || len(r.Groups) == 0 || d.AllDown {
 		return nil
 	}
@@ -190,7 +190,7 @@ func (t *Table) ExplainTree(r *Record, q *Query, d *Decision, info *geo.Info, no
 			if d.Input != InputClient {
 				at = netip.Addr{} // the node's virtual client has no address
 			}
-			if lt := t.explainLatency(r, a, d.Rule, at, info, avail, "", now); lt != nil {
+			if lt := l.explainLatency(r, a, d.Rule, at, info, avail, "", now); lt != nil {
 				for _, c := range lt.Candidates {
 					rtt := "no RTT"
 					if c.Source != "none" {

@@ -192,12 +192,12 @@ func (r *Record) resolve(avail uint64) resolution {
 	return rs
 }
 
-// setResolutions publishes the resolutions of the usable pools of each
+// resolutions computes the resolutions of the usable pools of each
 // address family (A, AAAA; a CNAME record's two are the same), for the
-// health just computed. Records without groups have none.
-func (r *Record) setResolutions(up4, up6 uint64) {
+// health just computed. Records without groups have none (nil).
+func (r *Record) resolutions(up4, up6 uint64) *[2]resolution {
 	if len(r.Groups) == 0 {
-		return
+		return nil
 	}
 	var rs [2]resolution
 	if r.Type == dns.TypeCNAME {
@@ -207,9 +207,7 @@ func (r *Record) setResolutions(up4, up6 uint64) {
 		rs[0] = r.resolve(up4 & r.hasV4)
 		rs[1] = r.resolve(up6 & r.hasV6)
 	}
-	if r.res != nil {
-		r.res.Store(&rs)
-	}
+	return &rs
 }
 
 // chooseNested is choose for an action with a group among its members.

@@ -335,7 +335,8 @@ func TestExplainTree(t *testing.T) {
 	q.Up = all &^ bom1
 	d := r.Decide(q)
 	info := geo.Info{Country: "IN", Continent: "AS", Lat: 18.52, Lon: 73.86, HasLocation: true}
-	steps := table.ExplainTree(r, q, &d, &info, time.Now())
+	live := policy.NewLive(table, policy.LiveOptions{})
+	steps := live.ExplainTree(r, q, &d, &info, time.Now())
 	if len(steps) != 2 {
 		t.Fatalf("%d steps: %+v", len(steps), steps)
 	}
@@ -347,7 +348,7 @@ func TestExplainTree(t *testing.T) {
 	}
 	q.Up = all &^ (bom1 | bom2)
 	d = r.Decide(q)
-	steps = table.ExplainTree(r, q, &d, &info, time.Now())
+	steps = live.ExplainTree(r, q, &d, &info, time.Now())
 	if len(steps) != 1 || steps[0].Chosen != "fra" || !strings.HasPrefix(steps[0].Candidates[0].State, "unusable: no usable pool under it") {
 		t.Errorf("Mumbai down: %+v", steps)
 	}

@@ -133,7 +133,7 @@ type actionLatency struct {
 
 // Latency returns the latency state the query path uses (nil before the
 // first SetLatency).
-func (t *Table) Latency() *LatencyState { return t.lat.Load() }
+func (l *Live) Latency() *LatencyState { return l.lat.Load() }
 
 // SetLatency evaluates every by: latency action of the table against m,
 // with the anti-flap state in h, and publishes the result for the query
@@ -142,16 +142,17 @@ func (t *Table) Latency() *LatencyState { return t.lat.Load() }
 // stale. Callers serialise calls on one Table. Pool usability is the
 // table's current health: a network whose current choice is unusable
 // switches at once.
-func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
+func (l *Live) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
+	t := l.t
 	start := time.Now()
 	s := &LatencyState{m: m, h: h, update: update, recs: make([]*recordLatency, len(t.Records))}
 	if !slices.ContainsFunc(t.Records, (*Record).HasLatency) {
 		// Nothing steers by latency: no cells to split, no networks.
 		s.Stats = LatencyStats{Update: update, Took: time.Since(start)}
-		t.lat.Store(s)
+		l.lat.Store(s)
 		return s.Stats
 	}
-	prev := t.lat.Load()
+	prev := l.lat.Load()
 	if prev != nil && prev.m.SamePrefixes(m) {
 		s.cells4, s.cells6, s.cellPrefix, s.cellKeys = prev.cells4, prev.cells6, prev.cellPrefix, prev.cellKeys
 	} else {
@@ -168,7 +169,7 @@ func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64,
 		if !r.HasLatency() {
 			continue
 		}
-		up := t.Up(r, dns.TypeA) | t.Up(r, dns.TypeAAAA)
+		up := l.Up(r, dns.TypeA) | l.Up(r, dns.TypeAAAA)
 		nets := r.latencyNetworks(s)
 		rl := &recordLatency{acts: make([]actionLatency, len(r.latencyActs))}
 		for ai, a := range r.latencyActs {
@@ -201,7 +202,7 @@ func (t *Table) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64,
 	}
 	st.Took = time.Since(start)
 	s.Stats = st
-	t.lat.Store(s)
+	l.lat.Store(s)
 	return st
 }
 
@@ -485,18 +486,18 @@ type LatencyTrace struct {
 // (info being its geo facts; addr invalid for the node's virtual client) and the pools in avail (the usable ones),
 // given that winner was answered ("" when none), with the map and anti-flap
 // state of the table's current latency state.
-func (t *Table) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
-	return t.explainLatency(r, &r.Rules[rule].Action, rule, addr, info, avail, winner, now)
+func (l *Live) ExplainLatency(r *Record, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
+	return l.explainLatency(r, &r.Rules[rule].Action, rule, addr, info, avail, winner, now)
 }
 
 // explainLatency is ExplainLatency for any by: latency action of r (a
 // rule's or a group's).
-func (t *Table) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
+func (l *Live) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, info *geo.Info, avail uint64, winner string, now time.Time) *LatencyTrace {
 	if a.Kind != ActLatency {
 		return nil
 	}
 	tr := &LatencyTrace{Rule: rule + 1, Winner: winner}
-	s := t.Latency()
+	s := l.Latency()
 	if s == nil {
 		tr.Why = "no latency map evaluated yet: fallback order"
 		return tr

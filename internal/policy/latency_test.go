@@ -41,6 +41,7 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 type latEnv struct {
 	t     testing.TB
 	table *policy.Table
+	live  *policy.Live
 	r     *policy.Record
 	store *latency.Store
 	h     *latency.Hysteresis
@@ -52,7 +53,7 @@ func newLatEnv(t testing.TB, record string, o latency.Options) *latEnv {
 	table := mustBuild(t, configYAML(t, []string{cityDB, asnDB}, record))
 	// No evaluation yet: the first update sets every network's initial
 	// choice, as loading the files does before a server answers.
-	return &latEnv{t: t, table: table, r: table.Records[0], store: latency.NewStore(o), h: latency.NewHysteresis(o), now: t0}
+	return &latEnv{t: t, table: table, live: policy.NewLive(table, policy.LiveOptions{}), r: table.Records[0], store: latency.NewStore(o), h: latency.NewHysteresis(o), now: t0}
 }
 
 // update applies one update of "key,site,rtt" lines measured at e.now.
@@ -69,14 +70,14 @@ func (e *latEnv) update(lines ...string) {
 	e.eval()
 }
 
-func (e *latEnv) eval() { e.table.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now) }
+func (e *latEnv) eval() { e.live.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now) }
 
 // decide answers an A query from client/bits (bits -1: the resolver's own
 // address) with the pools in up usable.
 func (e *latEnv) decide(client string, bits int, up uint64) policy.Decision {
 	q := query(e.r, client, bits, client)
 	q.Up = up & e.r.Enabled
-	q.Latency = e.table.Latency()
+	q.Latency = e.live.Latency()
 	return e.r.Decide(q)
 }
 
@@ -115,7 +116,7 @@ func TestLatencyGuwahatiSeed(t *testing.T) {
 		t.Errorf("after switch_rounds updates: %s, want virginia", got)
 	}
 	// Explain names each candidate's RTT and source.
-	tr := e.table.ExplainLatency(e.r, 0, addr("192.0.2.150"), lookupInfo(t, "192.0.2.150"), ^uint64(0), "virginia", e.now)
+	tr := e.live.ExplainLatency(e.r, 0, addr("192.0.2.150"), lookupInfo(t, "192.0.2.150"), ^uint64(0), "virginia", e.now)
 	want := map[string]string{"mumbai": "measured 60 192.0.2.144/28", "virginia": "measured 30 192.0.2.144/28", "frankfurt": "estimated"}
 	for _, c := range tr.Candidates {
 		got := c.Source
@@ -270,7 +271,7 @@ func TestLatencyStale(t *testing.T) {
 	if got := e.pick("192.0.2.16", 28); got != "frankfurt" {
 		t.Fatalf("subnet stale: %s, want frankfurt from the country key", got)
 	}
-	tr := e.table.ExplainLatency(e.r, 0, addr("192.0.2.16"), lookupInfo(t, "192.0.2.16"), ^uint64(0), "frankfurt", e.now)
+	tr := e.live.ExplainLatency(e.r, 0, addr("192.0.2.16"), lookupInfo(t, "192.0.2.16"), ^uint64(0), "frankfurt", e.now)
 	for _, c := range tr.Candidates {
 		if c.Pool == "virginia" && !strings.HasPrefix(c.Source, "stale") {
 			t.Errorf("virginia source %q, want stale", c.Source)
@@ -439,7 +440,7 @@ func BenchmarkLatencyUpdate100k(b *testing.B) {
 			ms[j].MeasuredAt = e.now
 		}
 		e.store.Update(ms, e.now)
-		st := e.table.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now)
+		st := e.live.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now)
 		b.ReportMetric(float64(st.Networks), "networks")
 	}
 }
@@ -467,7 +468,7 @@ func BenchmarkDecideLatency(b *testing.B) {
 	e.eval()
 	q := query(e.r, "1.2.3.4", 32, "1.2.3.4")
 	q.Up = e.r.Enabled
-	q.Latency = e.table.Latency()
+	q.Latency = e.live.Latency()
 	q.Qtype = dns.TypeA
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -497,7 +498,7 @@ func BenchmarkQueriesDuringLatencyUpdate(b *testing.B) {
 				return lat
 			default:
 			}
-			q.Latency = e.table.Latency()
+			q.Latency = e.live.Latency()
 			q.Client = netip.AddrFrom4([4]byte{byte(1 + i&1), byte(i >> 8), byte(i), 9})
 			start := time.Now()
 			e.r.Decide(q)
@@ -524,7 +525,7 @@ func BenchmarkQueriesDuringLatencyUpdate(b *testing.B) {
 		start := time.Now()
 		go func() {
 			e.store.Update(ms, e.now)
-			e.table.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now)
+			e.live.SetLatency(e.store.Map(), e.h, e.store.Updates(), e.now)
 			close(stop)
 		}()
 		during = run(stop, during[:0:0])

@@ -390,12 +390,13 @@ func TestUnknownClientLatency(t *testing.T) {
 		o := latency.Options{}.WithDefaults()
 		table := mustBuild(t, nodeSection("n-1", "x", c.node, "node")+configYAML(t, []string{cityDB, asnDB}, latRecord))
 		r := table.Records[0]
+		live := policy.NewLive(table, policy.LiveOptions{})
 		store, h := latency.NewStore(o), latency.NewHysteresis(o)
 		// Estimates only, from the pools' locations.
-		table.SetLatency(store.Map(), h, store.Updates(), t0)
+		live.SetLatency(store.Map(), h, store.Updates(), t0)
 		for _, resolver := range []string{"1.1.1.1", "10.9.9.9"} {
 			q := noECS(r, resolver)
-			q.Latency = table.Latency()
+			q.Latency = live.Latency()
 			d := r.Decide(q)
 			if got := poolNames(r, d.Pools); got != c.want || d.Scope != 0 || d.Input == policy.InputClient {
 				t.Errorf("node %q, resolver %s: %s scope %d input %d, want %s by the node, scope 0", c.node, resolver, got, d.Scope, d.Input, c.want)
@@ -410,9 +411,9 @@ func TestUnknownClientLatency(t *testing.T) {
 			{Key: "IN", Site: "virginia", RTTms: 1, Samples: 1, MeasuredAt: t0},
 			{Key: "IN", Site: "mumbai", RTTms: 500, Samples: 1, MeasuredAt: t0},
 		}, t0)
-		table.SetLatency(store.Map(), h, store.Updates(), t0)
+		live.SetLatency(store.Map(), h, store.Updates(), t0)
 		q := noECS(r, "1.1.1.1")
-		q.Latency = table.Latency()
+		q.Latency = live.Latency()
 		if d := r.Decide(q); poolNames(r, d.Pools) != "virginia" {
 			t.Errorf("node %q with a country measurement: %s, want virginia", c.node, poolNames(r, d.Pools))
 		}

@@ -11,6 +11,16 @@
 // a health change never recompiles it; while a pool is not usable, the
 // leaves that then give one answer answer with their merged scope,
 // computed when the state changes (widen.go).
+//
+// The package has two halves. A Table (build.go) is the compiled records
+// of one configuration; it never changes once built, and a reload builds
+// a new one (reusing what it can, reuse.go and share.go). A Live
+// (live.go) is the state of one Table while it is served: health, the
+// scopes and group resolutions that follow from it, latency rankings
+// (latency.go) and when each pool was last answered, all read lock-free.
+// Live.Decide is the one decision step: the server's fast and general
+// paths, explain and a simulation all call it, with the caller's clock,
+// so nothing here runs a goroutine or reads a ticker of its own.
 package policy
 
 import (
@@ -18,7 +28,6 @@ import (
 	"math"
 	"net/netip"
 	"sort"
-	"sync/atomic"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/geo"
@@ -43,10 +52,6 @@ type Record struct {
 	// its action (nil for a pool): what a nested decision reads.
 	mmask []uint64
 	gact  []*Action
-	// res holds the resolutions of the current health (A, AAAA), which
-	// the table's SetHealth replaces; nil before it runs.
-	// Each Record has its own (a reused copy gets a new one).
-	res *atomic.Pointer[[2]resolution]
 	// NextRule: when the matched rule has no usable pool, try the next
 	// matching rule (on_unhealthy: next_rule). Otherwise go straight to
 	// WhenAllDown.

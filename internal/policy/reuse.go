@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/steer-dns/steer/internal/config"
 )
@@ -102,7 +101,6 @@ func (u *reuser) take(b *builder) *Record {
 	r := &u.slab[0]
 	*r = *old
 	r.Line, r.src = rc.Line, i
-	r.res = new(atomic.Pointer[[2]resolution]) // its own table's health, not old's
 	if !u.rebase(r, old, rc) {
 		*r = Record{}
 		return nil

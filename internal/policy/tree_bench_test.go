@@ -72,13 +72,15 @@ const flatAndTree = `
 var (
 	treeOnce  sync.Once
 	treeTable *policy.Table
+	treeLive  *policy.Live
 )
 
 func treeTables(tb testing.TB) *policy.Table {
 	tb.Helper()
 	treeOnce.Do(func() {
 		treeTable = mustBuild(tb, configYAML(tb, []string{embedDB}, flatAndTree))
-		treeTable.SetHealth(func(netip.Addr, string) bool { return true }, nil)
+		treeLive = policy.NewLive(treeTable, policy.LiveOptions{})
+		treeLive.SetHealth(func(netip.Addr, string) bool { return true }, nil)
 	})
 	return treeTable
 }

@@ -352,16 +352,17 @@ func (t *trie) widen(ids []int32) (byPos, byTable []uint8) {
 // widenings of prev (the state being replaced) where their keys are equal,
 // or for a table's first state those of the table it was built from (a
 // reload that kept the partitions keeps their widenings).
-func (t *Table) setScopes(h, prev *Health) {
+func (l *Live) setScopes(h, prev *Health) {
+	t := l.t
 	start := time.Now()
 	var st WidenStats
 	var seed map[scopeKey]*Scopes
 	if prev != nil {
 		seed = prev.cache
-	} else if p := t.widenSeed.Load(); p != nil {
+	} else if p := l.seed.Load(); p != nil {
 		seed = *p // the previous table's: its partitions may be ours
 	}
-	t.widenSeed.Store(nil)
+	l.seed.Store(nil)
 	for i, r := range t.Records {
 		if len(r.outcomes) == 0 {
 			continue
@@ -415,8 +416,12 @@ func (t *Table) setScopes(h, prev *Health) {
 // Usable returns the pools of r usable now for qtype (as Up) and the
 // scopes health widened for it (nil: the partition's own), from one read
 // of the state.
-func (t *Table) Usable(r *Record, qtype uint16) (uint64, *Scopes) {
-	h := t.health.Load()
+func (l *Live) Usable(r *Record, qtype uint16) (uint64, *Scopes) {
+	return l.health.Load().usable(r, qtype)
+}
+
+// usable is Usable in health state h (nil: none yet, every enabled pool).
+func (h *Health) usable(r *Record, qtype uint16) (uint64, *Scopes) {
 	if h == nil || r.Index >= len(h.pools) {
 		return r.Enabled, nil
 	}
@@ -435,8 +440,8 @@ func (t *Table) Usable(r *Record, qtype uint16) (uint64, *Scopes) {
 }
 
 // WidenStats returns what the current state's widening computed.
-func (t *Table) WidenStats() WidenStats {
-	if h := t.health.Load(); h != nil {
+func (l *Live) WidenStats() WidenStats {
+	if h := l.health.Load(); h != nil {
 		return h.widen
 	}
 	return WidenStats{}

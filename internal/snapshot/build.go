@@ -32,6 +32,10 @@ type Options struct {
 	// changing (a steered name's fallback). A serial not newer than the
 	// file's (RFC 1982) is ignored: the file's wins.
 	Serials map[string]uint32
+	// Hooks are called for each steered answer (metrics); they are given
+	// to the live state of a table built anew. A kept table keeps its
+	// live state, hooks and all.
+	Hooks policy.Hooks
 }
 
 // What a degraded zone is served from (ZoneProblem.Serving); a zone read
@@ -261,6 +265,17 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	if err := errs.Err(); err != nil {
 		return nil, warns, err
 	}
+	var live *policy.Live
+	switch {
+	case policiesKept && opts.Previous.Live != nil:
+		live = opts.Previous.Live
+	case table != nil:
+		var prevLive *policy.Live
+		if opts.Previous != nil {
+			prevLive = opts.Previous.Live
+		}
+		live = policy.NewLive(table, policy.LiveOptions{Hooks: opts.Hooks, Previous: prevLive})
+	}
 	transferWarnings(cfg, marks, zones, &warns)
 	set := zone.NewSet(zones)
 	set.Precompile()
@@ -278,6 +293,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		GeoFiles:          geoFiles,
 		HealthChecks:      checks,
 		Policies:          table,
+		Live:              live,
 		ECS:               *cfg.ECS.Enabled,
 		MaxSourceV4:       cfg.ECS.MaxSourceV4,
 		MaxSourceV6:       cfg.ECS.MaxSourceV6,
@@ -501,8 +517,8 @@ func openGeo(cfg *config.Config, errs *diag.Problems, prev *geo.Set) (*geo.Set, 
 // degraded zones). It reads neither the configuration nor any zone file,
 // so an edit waiting there stays unserved until an explicit reload. When
 // a database does not open or a record no longer compiles against it, it
-// returns the error and s serves on. The caller must wire the new
-// Policies (health, latency, metrics hooks) as after a reload.
+// returns the error and s serves on. The new Policies get a new Live with
+// s's hooks; the caller must set its health and latency as after a reload.
 //
 // The shared zones need no new MarkSteered: the configuration is the
 // same, so the steered names and types are too, and the marks are in the
@@ -525,5 +541,10 @@ func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
 		return nil, warns, err
 	}
 	n.Geo, n.GeoFiles, n.Policies = geoSet, files, table
+	var hooks policy.Hooks
+	if s.Live != nil {
+		hooks = s.Live.Hooks()
+	}
+	n.Live = policy.NewLive(table, policy.LiveOptions{Hooks: hooks, Previous: s.Live})
 	return &n, warns, nil
 }

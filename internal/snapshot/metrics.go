@@ -111,13 +111,12 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.snap != s {
 		c.describe(s)
 	}
-	t := s.Policies
 	counts := make([]int, len(c.labels)*len(poolStates))
 	i := 0
-	for ri, r := range t.Records {
+	for ri, r := range s.Policies.Records {
 		m := c.recs[ri]
 		for _, p := range r.Pools {
-			state, _, _ := t.PoolState(r, p)
+			state, _, _ := s.Live.PoolState(r, p)
 			for k, st := range poolStates {
 				if st == state {
 					counts[int(c.group[i])*len(poolStates)+k]++

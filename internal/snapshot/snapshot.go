@@ -45,8 +45,13 @@ type Snapshot struct {
 
 	// Geo is the loaded geo databases (nil when no record is steered).
 	Geo *geo.Set
-	// Policies holds the compiled steered records.
+	// Policies holds the compiled steered records; it never changes.
 	Policies *policy.Table
+	// Live is the live state of Policies (health, latency, when pools were
+	// last answered), which changes while the snapshot is served; nil when
+	// Policies is. A snapshot that keeps its predecessor's table keeps its
+	// live state too.
+	Live *policy.Live
 	// ECS: whether EDNS Client Subnet is honoured, and the longest source
 	// prefixes used (longer ones are truncated).
 	ECS         bool

@@ -160,23 +160,23 @@ func (s *Snapshot) Fallback(r *policy.Record) []dns.RR {
 			q.Client, q.ClientBits = netip.IPv6Unspecified(), 128
 		}
 		if r.HasLatency() {
-			q.Latency = s.Policies.Latency()
+			q.Latency = s.Live.Latency()
 		}
 		d := r.Decide(&q)
 		if d.ServFail || d.NoData {
 			return nil
 		}
-		return r.AppendAnswer(nil, &d, qtype, s.Policies.AddrMasks(r, &d))
+		return r.AppendAnswer(nil, &d, qtype, s.Live.AddrMasks(r, &d))
 	}
 	for _, t := range types {
-		out = append(out, answer(t, s.Policies.Up(r, t))...)
+		out = append(out, answer(t, s.Live.Up(r, t))...)
 	}
 	if len(out) == 0 {
 		for _, t := range types {
 			out = append(out, answer(t, r.Enabled|^uint64(0))...)
 		}
 	}
-	ttl := s.Policies.TTL(r)
+	ttl := s.Live.TTL(r)
 	for i, rr := range out {
 		rr = dns.Copy(rr)
 		rr.Header().Ttl = ttl

@@ -371,7 +371,7 @@ func decide(t testing.TB, srv *servertest.Server, name string, client netip.Pref
 	if r == nil {
 		t.Fatalf("no steered record %s", name)
 	}
-	q := policy.Query{Client: client.Addr(), ClientBits: client.Bits(), Resolver: resolver, Qtype: qtype, Up: snap.Policies.Up(r, qtype)}
+	q := policy.Query{Client: client.Addr(), ClientBits: client.Bits(), Resolver: resolver, Qtype: qtype, Up: snap.Live.Up(r, qtype)}
 	return r.Decide(&q)
 }
 

@@ -123,7 +123,7 @@ func TestTreeLevels(t *testing.T) {
 	down := map[string]bool{}                   // target addresses failing their checks
 	drained := map[string]policy.PoolOverride{} // pool overrides
 	apply := func() {
-		srv.Handler().Snapshot().Policies.SetHealth(
+		srv.Handler().Snapshot().Live.SetHealth(
 			func(a netip.Addr, _ string) bool { return !down[a.String()] },
 			func(record, pool string) policy.PoolOverride { return drained[pool] })
 	}

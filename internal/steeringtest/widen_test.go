@@ -72,7 +72,7 @@ func TestUnboundSubnetCacheFollowsHealth(t *testing.T) {
 	dnstest.NeedTool(t, "unbound-control")
 	dnstest.NeedTool(t, "kdig")
 	srv := start(t, cfgOpts{extra: widenRecord()})
-	policies := func() *policy.Table { return srv.Handler().Snapshot().Policies }
+	policies := func() *policy.Live { return srv.Handler().Snapshot().Live }
 	setBom := func(ov policy.PoolOverride) {
 		policies().SetHealth(func(netip.Addr, string) bool { return true }, func(record, pool string) policy.PoolOverride {
 			if record == "mumbai.example.com." && pool == "bom" {
