@@ -92,6 +92,9 @@ func (w *keyWalker) walk(n *yaml.Node, prefix string, t reflect.Type, root bool)
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
+				ft, ok = fields[anyKey] // an inline map takes every other key
+			}
+			if !ok {
 				w.probs.Add(w.file, k.Line, "unknown key %q %s (known keys: %s)", k.Value, w.where(prefix, root), knownKeys(fields))
 				continue
 			}
@@ -165,6 +168,11 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 	return m
 }
 
+// anyKey is the entry of yamlFields standing for the keys of an inline
+// map (any key the struct's fields do not name), with the map's element
+// type; the owner of the map checks the names.
+const anyKey = "*"
+
 // fieldCache holds yamlFields by type: a config of 10,000 records walks
 // the same few struct types 10,000 times. The maps are never modified.
 var fieldCache sync.Map
@@ -179,6 +187,10 @@ func computeFields(t reflect.Type) map[string]reflect.Type {
 		tag := f.Tag.Get("yaml")
 		name, opts, _ := strings.Cut(tag, ",")
 		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") && f.Type.Kind() == reflect.Map {
+			out[anyKey] = f.Type.Elem()
 			continue
 		}
 		if strings.Contains(opts, "inline") {
@@ -198,7 +210,9 @@ func computeFields(t reflect.Type) map[string]reflect.Type {
 func knownKeys(fields map[string]reflect.Type) string {
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
-		keys = append(keys, k)
+		if k != anyKey {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	return strings.Join(keys, ", ")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"github.com/steer-dns/steer/internal/health"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -161,19 +160,14 @@ type SplitEntry struct {
 
 // Match selects clients. Keys are ANDed; values inside a key are ORed.
 type Match struct {
-	Country     StringList `yaml:"country"`
-	Continent   StringList `yaml:"continent"`
-	Subdivision StringList `yaml:"subdivision"`
-	ASN         ASNList    `yaml:"asn"`
-	CIDR        StringList `yaml:"cidr"`
+	// Keys holds the match keys by name (country: [IN, LK]). Which names
+	// exist and what their values mean is the policy package's table of
+	// match keys (policy/keys.go), which reports unknown ones: adding a
+	// key does not touch the configuration.
+	Keys map[string]StringList `yaml:",inline"`
 	// Source is "client" (default: the ECS subnet, else the resolver) or
 	// "resolver" (the packet's source address).
 	Source string `yaml:"source"`
-	// Node and NodeRegion match the answering node's name and region
-	// (node.name, node.region): fixed for the process, they are decided
-	// when the rules are compiled.
-	Node       StringList `yaml:"node"`
-	NodeRegion StringList `yaml:"node_region"`
 	// Not negates a nested match.
 	Not *Match `yaml:"not"`
 }
@@ -199,32 +193,6 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	return fmt.Errorf("line %d: expected a string or a list of strings", n.Line)
-}
-
-// ASNList is a YAML scalar or sequence of AS numbers (64496 or "AS64496").
-type ASNList []uint32
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (l *ASNList) UnmarshalYAML(n *yaml.Node) error {
-	var items []*yaml.Node
-	switch n.Kind {
-	case yaml.ScalarNode:
-		items = []*yaml.Node{n}
-	case yaml.SequenceNode:
-		items = n.Content
-	default:
-		return fmt.Errorf("line %d: expected an AS number or a list of them", n.Line)
-	}
-	out := make(ASNList, 0, len(items))
-	for _, c := range items {
-		v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToUpper(c.Value), "AS"), 10, 32)
-		if err != nil || c.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: %q is not an AS number", c.Line, c.Value)
-		}
-		out = append(out, uint32(v))
-	}
-	*l = out
-	return nil
 }
 
 // PoolNames returns the record's pool names in the order they are written.

@@ -102,6 +102,10 @@ type GeoInfo struct {
 	ASN         uint32   `json:"asn,omitempty"`
 	Location    string   `json:"location,omitempty"`
 	Networks    []string `json:"networks"`
+	// Facts is the client's value of every match key the databases
+	// answer, in the key table's order (policy.Facts): what the text
+	// prints, a new key included.
+	Facts []policy.Fact `json:"facts"`
 }
 
 // PoolState is one pool as the decision saw it.
@@ -282,7 +286,7 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 }
 
 func geoInfo(g *geo.Set, info *geo.Info) GeoInfo {
-	gi := GeoInfo{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision, ASN: info.ASN}
+	gi := GeoInfo{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision, ASN: info.ASN, Facts: policy.Facts(info)}
 	if info.HasLocation {
 		gi.Location = fmt.Sprintf("%.4f,%.4f", info.Lat, info.Lon)
 		if info.LocationIsCentroid {
@@ -322,7 +326,11 @@ func (r *Report) Text() string {
 		p("")
 		p("steered record %s, client %s", s.Record, s.Client)
 		g := s.Geo
-		p("  geo: country=%s continent=%s subdivision=%s asn=%s location=%s", dash(g.Country), dash(g.Continent), dash(g.Subdivision), asn(g.ASN), dash(g.Location))
+		facts := ""
+		for _, f := range g.Facts {
+			facts += f.Key + "=" + dash(f.Value) + " "
+		}
+		p("  geo: %slocation=%s", facts, dash(g.Location))
 		for _, n := range g.Networks {
 			p("       %s", n)
 		}
@@ -423,11 +431,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func asn(n uint32) string {
-	if n == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("AS%d", n)
 }

@@ -167,6 +167,36 @@ func TestBuildErrors(t *testing.T) {
         pool: x
       - default: { pool: x }
 `, "asn matches need an ASN database"},
+		{"unknown match key", []string{cityDB}, `
+  - name: a.example.com
+    pools:
+      x: { address: 192.0.2.1 }
+    rules:
+      - match:
+          country: IN
+          contry: DE # <-
+        pool: x
+      - default: { pool: x }
+`, `unknown match key "contry" (keys: country, continent, `},
+		{"not an AS number", []string{cityDB, asnDB}, `
+  - name: a.example.com
+    pools:
+      x: { address: 192.0.2.1 }
+    rules:
+      - match:
+          asn: [AS64496, ASx] # <-
+        pool: x
+      - default: { pool: x }
+`, `"ASx" is not an AS number`},
+		{"match without keys", []string{cityDB}, `
+  - name: a.example.com
+    pools:
+      x: { address: 192.0.2.1 }
+    rules:
+      - match: { source: resolver } # <-
+        pool: x
+      - default: { pool: x }
+`, "the match has no keys (country, continent, "},
 		{"cidr with host bits", []string{cityDB}, `
   - name: a.example.com
     pools:

@@ -9,17 +9,10 @@ import (
 	"github.com/steer-dns/steer/internal/geo"
 )
 
-// Match is a compiled match: keys ANDed, values within a key ORed.
+// Match is a compiled match: keys ANDed, values within a key ORed. Its
+// keys are rows of the key table (keys.go).
 type Match struct {
-	Countries    []string
-	Continents   []string
-	Subdivisions []string
-	ASNs         []uint32
-	CIDRs        []netip.Prefix
-	// Nodes and NodeRegions match the answering node's name and region,
-	// which are node and region (the table's node identity).
-	Nodes, NodeRegions []string
-	node, region       string
+	keys []keyMatch // in the table's order
 	// Resolver makes the match look at the resolver's address, not the
 	// client subnet.
 	Resolver bool
@@ -39,9 +32,6 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 		}
 	}
 	check := func(key, have string, want []string) {
-		if len(want) == 0 {
-			return
-		}
 		hit := have != "" && slices.Contains(want, have)
 		if !hit {
 			ok = false
@@ -58,43 +48,39 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 			note("%s %s is not in [%s]", key, have, strings.Join(want, " "))
 		}
 	}
-	check("country", info.Country, m.Countries)
-	check("continent", info.Continent, m.Continents)
-	check("subdivision", info.Subdivision, m.Subdivisions)
-	check("node", m.node, m.Nodes)
-	check("node_region", m.region, m.NodeRegions)
-	if len(m.ASNs) > 0 && why == nil {
-		if info.ASN == 0 || !slices.Contains(m.ASNs, info.ASN) {
-			ok = false
-		}
-	} else if len(m.ASNs) > 0 {
-		if info.ASN != 0 && slices.Contains(m.ASNs, info.ASN) {
-			note("asn AS%d is listed", info.ASN)
-		} else {
-			if info.ASN == 0 {
+	for i := range m.keys {
+		km := &m.keys[i]
+		switch km.k.kind {
+		case keyFact:
+			check(km.k.name, km.k.fact(info), km.strs)
+		case keyNode:
+			check(km.k.name, km.have, km.strs)
+		case keyASN:
+			hit := info.ASN != 0 && slices.Contains(km.asns, info.ASN)
+			switch {
+			case hit:
+				note("asn AS%d is listed", info.ASN)
+			case info.ASN == 0:
 				note("asn unknown is not listed")
-			} else {
+			default:
 				note("asn AS%d is not listed", info.ASN)
 			}
-			ok = false
-		}
-	}
-	if len(m.CIDRs) > 0 {
-		hit := false
-		for _, c := range m.CIDRs {
-			if c.Contains(p.Addr()) && c.Bits() <= p.Bits() {
-				if why != nil {
+			ok = ok && hit
+		case keyCIDR:
+			hit := false
+			for _, c := range km.cidrs {
+				if c.Contains(p.Addr()) && c.Bits() <= p.Bits() {
 					note("address is inside %s", c)
+					hit = true
+					break
 				}
-				hit = true
-				break
 			}
-		}
-		if !hit {
-			if why != nil {
-				note("address is in none of %s", prefixList(m.CIDRs))
+			if !hit {
+				if why != nil {
+					note("address is in none of %s", prefixList(km.cidrs))
+				}
+				ok = false
 			}
-			ok = false
 		}
 	}
 	if m.Not != nil {
@@ -115,7 +101,9 @@ func (m *Match) matches(info *geo.Info, p netip.Prefix, why *[]string) bool {
 
 // cidrs appends every CIDR m (and its negation) mentions.
 func (m *Match) cidrs(out []netip.Prefix) []netip.Prefix {
-	out = append(out, m.CIDRs...)
+	for i := range m.keys {
+		out = append(out, m.keys[i].cidrs...)
+	}
 	if m.Not != nil {
 		out = m.Not.cidrs(out)
 	}
@@ -124,18 +112,34 @@ func (m *Match) cidrs(out []netip.Prefix) []netip.Prefix {
 
 // onNodeKeys reports whether m (or its negation) matches on the node.
 func (m *Match) onNodeKeys() bool {
-	return len(m.Nodes)+len(m.NodeRegions) > 0 || m.Not != nil && m.Not.onNodeKeys()
+	for i := range m.keys {
+		if m.keys[i].k.kind == keyNode {
+			return true
+		}
+	}
+	return m.Not != nil && m.Not.onNodeKeys()
 }
 
 // onNode reports whether m's node keys hold on this node.
 func (m *Match) onNode() bool {
-	return (len(m.Nodes) == 0 || m.node != "" && slices.Contains(m.Nodes, m.node)) &&
-		(len(m.NodeRegions) == 0 || m.region != "" && slices.Contains(m.NodeRegions, m.region))
+	for i := range m.keys {
+		km := &m.keys[i]
+		if km.k.kind == keyNode && (km.have == "" || !slices.Contains(km.strs, km.have)) {
+			return false
+		}
+	}
+	return true
 }
 
+// usesLocation reports whether m (or its negation) reads the client's
+// geo facts.
 func (m *Match) usesLocation() bool {
-	return len(m.Countries)+len(m.Continents)+len(m.Subdivisions)+len(m.ASNs) > 0 ||
-		(m.Not != nil && m.Not.usesLocation())
+	for i := range m.keys {
+		if k := m.keys[i].k.kind; k == keyFact || k == keyASN {
+			return true
+		}
+	}
+	return m.Not != nil && m.Not.usesLocation()
 }
 
 func prefixList(ps []netip.Prefix) string {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -114,21 +115,23 @@ func has(list []string, v string) bool {
 
 // match evaluates m: keys ANDed, values within a key ORed, not negated.
 func match(m *config.Match, info geo.Info, a netip.Addr) bool {
-	if len(m.Country) > 0 && !has(m.Country, info.Country) {
+	if c := m.Keys["country"]; len(c) > 0 && !has(c, info.Country) {
 		return false
 	}
-	if len(m.Continent) > 0 && !has(m.Continent, info.Continent) {
+	if c := m.Keys["continent"]; len(c) > 0 && !has(c, info.Continent) {
 		return false
 	}
-	if len(m.Subdivision) > 0 && !has(m.Subdivision, info.Subdivision) {
+	if c := m.Keys["subdivision"]; len(c) > 0 && !has(c, info.Subdivision) {
 		return false
 	}
-	if len(m.ASN) > 0 && (info.ASN == 0 || !slices.Contains(m.ASN, info.ASN)) {
+	if asns := m.Keys["asn"]; len(asns) > 0 && (info.ASN == 0 || !slices.ContainsFunc(asns, func(v string) bool {
+		return strings.TrimPrefix(strings.ToUpper(v), "AS") == strconv.FormatUint(uint64(info.ASN), 10)
+	})) {
 		return false
 	}
-	if len(m.CIDR) > 0 {
+	if cidrs := m.Keys["cidr"]; len(cidrs) > 0 {
 		in := false
-		for _, c := range m.CIDR {
+		for _, c := range cidrs {
 			if netip.MustParsePrefix(c).Contains(a.Unmap()) {
 				in = true
 			}

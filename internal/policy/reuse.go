@@ -315,16 +315,6 @@ func actionEqual(a, b *config.Action) bool {
 		a.By == b.By && listEqual(a.Fallback, b.Fallback)
 }
 
-func matchEqual(a, b *config.Match) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return listEqual(a.Country, b.Country) && listEqual(a.Continent, b.Continent) &&
-		listEqual(a.Subdivision, b.Subdivision) && listEqual(a.ASN, b.ASN) && listEqual(a.CIDR, b.CIDR) &&
-		listEqual(a.Node, b.Node) && listEqual(a.NodeRegion, b.NodeRegion) &&
-		a.Source == b.Source && matchEqual(a.Not, b.Not)
-}
-
 func listEqual[S ~[]E, E comparable](a, b S) bool {
 	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }

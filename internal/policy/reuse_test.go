@@ -113,7 +113,7 @@ func dumpMatch(m *policy.Match) string {
 	if m == nil {
 		return "-"
 	}
-	return fmt.Sprintf("{%v %v %v %v %v %t not=%s}", m.Countries, m.Continents, m.Subdivisions, m.ASNs, m.CIDRs, m.Resolver, dumpMatch(m.Not))
+	return m.String()
 }
 
 func sortedProblems(ps diag.Problems) []string {

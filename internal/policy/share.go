@@ -48,21 +48,6 @@ func (r *Record) compileKey() string {
 	return b.String()
 }
 
-func writeMatch(b *strings.Builder, m *Match) {
-	if m == nil {
-		b.WriteString("-")
-		return
-	}
-	fmt.Fprintf(b, "{c=%q k=%q s=%q a=%v n=%v r=%t", m.Countries, m.Continents, m.Subdivisions, m.ASNs, m.CIDRs, m.Resolver)
-	if len(m.Nodes)+len(m.NodeRegions) > 0 {
-		// Only whether the node keys hold on this node shapes the partition.
-		fmt.Fprintf(b, " node=%t", m.onNode())
-	}
-	b.WriteString(" not=")
-	writeMatch(b, m.Not)
-	b.WriteString("}")
-}
-
 // sharePartition makes r answer from src's compiled partition (equal
 // compile keys). Everything shared is immutable once compiled.
 func (r *Record) sharePartition(src *Record) {
