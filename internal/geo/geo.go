@@ -34,7 +34,7 @@ type Layout int
 // The record layouts steer reads.
 const (
 	// LayoutGeoIP2 is GeoIP2/GeoLite2 City or Country (and DB-IP's own
-	// downloads): {continent:{code}, country:{iso_code}, subdivisions:[{iso_code}], location:{latitude,longitude}}.
+	// downloads): {continent:{code}, country:{iso_code}, subdivisions:[{iso_code}], city:{names:{en}}, location:{latitude,longitude}}.
 	LayoutGeoIP2 Layout = iota + 1
 	// LayoutASN is GeoLite2 ASN: {autonomous_system_number}.
 	LayoutASN
@@ -71,6 +71,7 @@ type Info struct {
 	Country     string // ISO 3166-1 alpha-2, "" when unknown
 	Continent   string // AF AN AS EU NA OC SA, "" when unknown
 	Subdivision string // ISO 3166-2 such as "IN-MH", "" when unknown
+	City        string // the City database's English city name, "" when unknown
 	ASN         uint32 // 0 when unknown
 	Lat, Lon    float64
 	// HasLocation is set when Lat/Lon are known; LocationIsCentroid when
@@ -110,6 +111,7 @@ type Database struct {
 // record is a decoded database record, in the union of all layouts.
 type record struct {
 	country, continent, subdivision string
+	city                            string
 	asn                             uint32
 	lat, lon                        float64
 	hasLoc                          bool
@@ -259,6 +261,11 @@ type geoip2Record struct {
 	Subdivisions []struct {
 		ISOCode string `maxminddb:"iso_code"`
 	} `maxminddb:"subdivisions"`
+	City struct {
+		Names struct {
+			En string `maxminddb:"en"`
+		} `maxminddb:"names"`
+	} `maxminddb:"city"`
 	Location struct {
 		Latitude  *float64 `maxminddb:"latitude"`
 		Longitude *float64 `maxminddb:"longitude"`
@@ -306,6 +313,7 @@ func (d *Database) decode(res maxminddb.Result) (record, error) {
 		if len(g.Subdivisions) > 0 && g.Subdivisions[0].ISOCode != "" && rec.country != "" {
 			rec.subdivision = rec.country + "-" + strings.ToUpper(g.Subdivisions[0].ISOCode)
 		}
+		rec.city = g.City.Names.En
 		if g.Location.Latitude != nil && g.Location.Longitude != nil {
 			rec.lat, rec.lon, rec.hasLoc = *g.Location.Latitude, *g.Location.Longitude, true
 		}
@@ -428,6 +436,9 @@ func (info *Info) add(rec *record) {
 	}
 	if info.Subdivision == "" {
 		info.Subdivision = rec.subdivision
+	}
+	if info.City == "" {
+		info.City = rec.city
 	}
 	if info.ASN == 0 {
 		info.ASN = rec.asn

@@ -245,7 +245,7 @@ func checkProbe(t *testing.T, s *Set, p probe) {
 	got := info
 	got.Networks = nil
 	if got.Country != p.want.Country || got.Continent != p.want.Continent || got.Subdivision != p.want.Subdivision ||
-		got.ASN != p.want.ASN || got.HasLocation != p.want.HasLocation || got.LocationIsCentroid != p.want.LocationIsCentroid ||
+		got.City != p.want.City || got.ASN != p.want.ASN || got.HasLocation != p.want.HasLocation || got.LocationIsCentroid != p.want.LocationIsCentroid ||
 		math.Abs(got.Lat-p.want.Lat) > 1e-4 || math.Abs(got.Lon-p.want.Lon) > 1e-4 {
 		t.Errorf("Lookup(%s) = %+v, want %+v", p.addr, got, p.want)
 	}
@@ -274,7 +274,7 @@ func checkProbe(t *testing.T, s *Set, p probe) {
 }
 
 func equalInfo(a, b Info) bool {
-	if a.Country != b.Country || a.Continent != b.Continent || a.Subdivision != b.Subdivision || a.ASN != b.ASN ||
+	if a.Country != b.Country || a.Continent != b.Continent || a.Subdivision != b.Subdivision || a.City != b.City || a.ASN != b.ASN ||
 		a.Lat != b.Lat || a.Lon != b.Lon || a.HasLocation != b.HasLocation || a.LocationIsCentroid != b.LocationIsCentroid ||
 		len(a.Networks) != len(b.Networks) {
 		return false
@@ -299,21 +299,21 @@ func TestLookupCityASN(t *testing.T) {
 	s := larkbookSet(t, "city", "asn")
 	in, _ := LookupCountry("IN")
 	probes := []probe{
-		{"192.0.2.5", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 64496, Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 28, []bool{true, true}},
-		{"192.0.2.20", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 64496, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 28, []bool{true, true}},
+		{"192.0.2.5", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Pune", ASN: 64496, Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 28, []bool{true, true}},
+		{"192.0.2.20", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Mumbai", ASN: 64496, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 28, []bool{true, true}},
 		// Guwahati: subdivision AS (Assam) next to continent AS (Asia).
-		{"192.0.2.40", Info{Country: "IN", Continent: "AS", Subdivision: "IN-AS", ASN: 64497, Lat: 26.1445, Lon: 91.7362, HasLocation: true}, 28, []bool{true, true}},
-		{"192.0.2.50", Info{Country: "DE", Continent: "EU", Subdivision: "DE-BE", ASN: 64498, Lat: 52.52, Lon: 13.405, HasLocation: true}, 28, nil},
-		{"192.0.2.85", Info{Country: "PT", Continent: "EU", Subdivision: "PT-11", ASN: 64499, Lat: 38.7223, Lon: -9.1393, HasLocation: true}, 28, nil},
-		{"192.0.2.150", Info{Country: "SG", Continent: "AS", ASN: 64502, Lat: 1.3521, Lon: 103.8198, HasLocation: true}, 28, nil},
-		{"192.0.2.239", Info{Country: "JP", Continent: "AS", Subdivision: "JP-13", ASN: 64506, Lat: 35.6762, Lon: 139.6503, HasLocation: true}, 28, nil},
+		{"192.0.2.40", Info{Country: "IN", Continent: "AS", Subdivision: "IN-AS", City: "Guwahati", ASN: 64497, Lat: 26.1445, Lon: 91.7362, HasLocation: true}, 28, []bool{true, true}},
+		{"192.0.2.50", Info{Country: "DE", Continent: "EU", Subdivision: "DE-BE", City: "Berlin", ASN: 64498, Lat: 52.52, Lon: 13.405, HasLocation: true}, 28, nil},
+		{"192.0.2.85", Info{Country: "PT", Continent: "EU", Subdivision: "PT-11", City: "Lisbon", ASN: 64499, Lat: 38.7223, Lon: -9.1393, HasLocation: true}, 28, nil},
+		{"192.0.2.150", Info{Country: "SG", Continent: "AS", City: "Singapore", ASN: 64502, Lat: 1.3521, Lon: 103.8198, HasLocation: true}, 28, nil},
+		{"192.0.2.239", Info{Country: "JP", Continent: "AS", Subdivision: "JP-13", City: "Tokyo", ASN: 64506, Lat: 35.6762, Lon: 139.6503, HasLocation: true}, 28, nil},
 		// Continent only: no country, no ASN, no location.
 		{"203.0.113.64", Info{Continent: "EU"}, 26, []bool{true, false}},
 		{"203.0.113.127", Info{Continent: "EU"}, 26, []bool{true, false}},
 		// Country only: the centroid stands in for the location.
 		{"198.51.100.5", Info{Country: "IN", Continent: "AS", ASN: 64507, Lat: in.Lat, Lon: in.Lon, HasLocation: true, LocationIsCentroid: true}, 26, []bool{true, true}},
 		// Its more specific child is Pune.
-		{"198.51.100.70", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 64496, Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 26, nil},
+		{"198.51.100.70", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Pune", ASN: 64496, Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 26, nil},
 		// Coordinates but no subdivision.
 		{"203.0.113.130", Info{Country: "US", Continent: "NA", ASN: 64510, Lat: 37.751, Lon: -97.822, HasLocation: true}, 26, nil},
 		// Not found anywhere.
@@ -321,16 +321,16 @@ func TestLookupCityASN(t *testing.T) {
 		{"203.0.113.200", Info{}, 26, []bool{false, false}},
 		{"10.1.2.3", Info{}, 7, []bool{false, false}},
 		// IPv6.
-		{"2001:db8:1::1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 64496, Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 48, nil},
-		{"2001:db8:2:ff::1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 64496, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 48, nil},
-		{"2001:db8:3::1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-AS", ASN: 64497, Lat: 26.1445, Lon: 91.7362, HasLocation: true}, 48, nil},
-		{"2001:db8:1aa::53", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 64496, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 48, nil},
+		{"2001:db8:1::1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Pune", ASN: 64496, Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 48, nil},
+		{"2001:db8:2:ff::1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Mumbai", ASN: 64496, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 48, nil},
+		{"2001:db8:3::1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-AS", City: "Guwahati", ASN: 64497, Lat: 26.1445, Lon: 91.7362, HasLocation: true}, 48, nil},
+		{"2001:db8:1aa::53", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Mumbai", ASN: 64496, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 48, nil},
 		{"2001:db8:ffff::1", Info{}, 33, []bool{false, false}}, // 2001:db8:8000::/33 holds nothing
-		{"3fff:0:5::1", Info{Country: "DE", Continent: "EU", Subdivision: "DE-HE", ASN: 64498, Lat: 50.1109, Lon: 8.6821, HasLocation: true}, 48, nil},
+		{"3fff:0:5::1", Info{Country: "DE", Continent: "EU", Subdivision: "DE-HE", City: "Frankfurt am Main", ASN: 64498, Lat: 50.1109, Lon: 8.6821, HasLocation: true}, 48, nil},
 		// Real-looking rows.
-		{"8.8.8.8", Info{Country: "US", Continent: "NA", Subdivision: "US-CA", ASN: 15169, Lat: 37.3861, Lon: -122.0839, HasLocation: true}, 24, nil},
-		{"1.1.1.1", Info{Country: "AU", Continent: "OC", Subdivision: "AU-NSW", ASN: 13335, Lat: -33.8688, Lon: 151.2093, HasLocation: true}, 24, nil},
-		{"49.37.1.1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", ASN: 55836, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 14, nil},
+		{"8.8.8.8", Info{Country: "US", Continent: "NA", Subdivision: "US-CA", City: "Mountain View", ASN: 15169, Lat: 37.3861, Lon: -122.0839, HasLocation: true}, 24, nil},
+		{"1.1.1.1", Info{Country: "AU", Continent: "OC", Subdivision: "AU-NSW", City: "Sydney", ASN: 13335, Lat: -33.8688, Lon: 151.2093, HasLocation: true}, 24, nil},
+		{"49.37.1.1", Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Mumbai", ASN: 55836, Lat: 19.0760, Lon: 72.8777, HasLocation: true}, 14, nil},
 	}
 	for _, p := range probes {
 		t.Run(p.addr, func(t *testing.T) { checkProbe(t, s, p) })
@@ -453,10 +453,10 @@ func randomWithin(rnd *rand.Rand, base netip.Addr, bits int) netip.Addr {
 // set that knows it.
 func TestFirstDatabaseWins(t *testing.T) {
 	in, _ := LookupCountry("IN")
-	// The flat file has the country only; the city file adds subdivision
-	// and coordinates behind it.
+	// The flat file has the country only; the city file adds subdivision,
+	// city and coordinates behind it.
 	checkProbe(t, larkbookSet(t, "country-flat", "city"), probe{"192.0.2.5",
-		Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 28, []bool{true, true}})
+		Info{Country: "IN", Continent: "AS", Subdivision: "IN-MH", City: "Pune", Lat: 18.5204, Lon: 73.8567, HasLocation: true}, 28, []bool{true, true}})
 	// The flat file alone: continent from the country table, centroid.
 	checkProbe(t, larkbookSet(t, "country-flat"), probe{"192.0.2.5",
 		Info{Country: "IN", Continent: "AS", Lat: in.Lat, Lon: in.Lon, HasLocation: true, LocationIsCentroid: true}, 27, []bool{true}})

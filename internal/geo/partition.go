@@ -38,6 +38,7 @@ type leaf6 struct {
 // infoKey is Info without Networks, to deduplicate infos.
 type infoKey struct {
 	country, continent, subdivision string
+	city                            string
 	asn                             uint32
 	lat, lon                        float64
 	hasLoc, centroid                bool
@@ -64,12 +65,12 @@ func (s *Set) Partition(skip func(netip.Prefix) bool) (*Partition, error) {
 
 // intern returns the index of info in p, adding it when new.
 func (p *Partition) intern(info *Info) uint32 {
-	k := infoKey{info.Country, info.Continent, info.Subdivision, info.ASN, info.Lat, info.Lon, info.HasLocation, info.LocationIsCentroid}
+	k := infoKey{info.Country, info.Continent, info.Subdivision, info.City, info.ASN, info.Lat, info.Lon, info.HasLocation, info.LocationIsCentroid}
 	if i, ok := p.index[k]; ok {
 		return i
 	}
 	i := uint32(len(p.infos))
-	p.infos = append(p.infos, Info{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision,
+	p.infos = append(p.infos, Info{Country: info.Country, Continent: info.Continent, Subdivision: info.Subdivision, City: info.City,
 		ASN: info.ASN, Lat: info.Lat, Lon: info.Lon, HasLocation: info.HasLocation, LocationIsCentroid: info.LocationIsCentroid})
 	p.index[k] = i
 	return i

@@ -52,6 +52,7 @@ var matchKeys = []matchKey{
 	{name: "country", kind: keyFact, fact: func(i *geo.Info) string { return i.Country }, parse: parseCountry},
 	{name: "continent", kind: keyFact, fact: func(i *geo.Info) string { return i.Continent }, parse: parseContinent},
 	{name: "subdivision", kind: keyFact, fact: func(i *geo.Info) string { return i.Subdivision }, parse: parseSubdivision},
+	{name: "city", kind: keyFact, fact: func(i *geo.Info) string { return i.City }, parse: parseCity},
 	{name: "asn", kind: keyASN, needs: needASN},
 	{name: "cidr", kind: keyCIDR},
 	{name: "node", kind: keyNode, node: func(n *nodeInput) string { return n.name }, parse: parseNodeName},
@@ -101,6 +102,15 @@ func parseSubdivision(s string) (string, string) {
 		return s, fmt.Sprintf("subdivision %q: unknown country %q", s, s[:2])
 	}
 	return s, ""
+}
+
+// parseCity takes a city's name as a City database gives it in English
+// (city.names.en), such as Pune or Frankfurt am Main.
+func parseCity(c string) (string, string) {
+	if strings.TrimSpace(c) != c || c == "" {
+		return c, fmt.Sprintf("city %q is not a city name as the City database writes it (such as Pune or Frankfurt am Main)", c)
+	}
+	return c, ""
 }
 
 func parseNodeName(n string) (string, string) {
