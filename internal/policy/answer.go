@@ -60,7 +60,7 @@ const maxWireAddrs = 32
 // allocation-free twin of AppendAnswer for A and AAAA records; ok is false
 // when it cannot (CNAME records, more than 32 addresses): the caller then
 // answers through AppendAnswer. masks is as for AppendAnswer; ttl is the
-// TTL to write (Table.TTL).
+// TTL to write (Live.TTL).
 func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint64, ttl uint32) (_ []byte, n int, ok bool) {
 	if r.Type == dns.TypeCNAME || (qtype != dns.TypeA && qtype != dns.TypeAAAA) {
 		return out, 0, false

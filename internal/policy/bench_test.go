@@ -82,6 +82,29 @@ func BenchmarkDecide(b *testing.B) {
 	})
 }
 
+// BenchmarkLiveDecide is BenchmarkDecide through the step the server
+// takes (Live.Decide: the health read, the decision, the answered mark
+// and its hooks), with every pool healthy.
+func BenchmarkLiveDecide(b *testing.B) {
+	r, _, _ := embedded(b)
+	live := policy.NewLive(embTable, policy.LiveOptions{})
+	live.SetHealth(func(netip.Addr, string) bool { return true }, nil)
+	now := time.Now().Unix()
+	benchFamilies(b, func(b *testing.B, addrs []netip.Addr) {
+		q := policy.Query{Qtype: dns.TypeA}
+		var sink int
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			q.Client = addrs[i&(len(addrs)-1)]
+			q.ClientBits = q.Client.BitLen()
+			d := live.Decide(r, &q, now)
+			sink += d.Scope
+		}
+		_ = sink
+	})
+}
+
 // BenchmarkRawMaxMindLookup is one plain maxminddb lookup in the embedded
 // database, opened here without geo, to compare BenchmarkDecide with.
 func BenchmarkRawMaxMindLookup(b *testing.B) {

@@ -29,14 +29,14 @@ type Query struct {
 	Qtype uint16
 	// Up has a bit set for each usable pool (enabled and healthy).
 	Up uint64
-	// Latency is the table's latency state (Table.Latency), for by:
+	// Latency is the live latency state (Live.Latency), for by:
 	// latency actions; nil means they take their fallback order.
 	Latency *LatencyState
 	// res is the resolution of the record's groups for Up (Decide sets
-	// it from the table's health when it matches).
+	// it from the live health, Live.Decide, when it matches).
 	res *resolution
 	// Scopes are the record's scopes widened by the current health
-	// (Table.Usable, widen.go); nil means the partition's own.
+	// (Live.Usable, widen.go); nil means the partition's own.
 	Scopes *Scopes
 }
 

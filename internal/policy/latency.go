@@ -23,7 +23,7 @@ import (
 //     country, continent, location) to the outcome of each piece of the
 //     partition, so the partition splits wherever any of them changes.
 //   - Each latency update (a file version, a push, a value turning stale)
-//     calls Table.SetLatency with the new latency.Map. It splits the address
+//     calls Live.SetLatency with the new latency.Map. It splits the address
 //     space by the map's CIDR keys into cells (a cell is the set of
 //     addresses whose most specific CIDR key is the same), enumerates every
 //     network that exists, a (cell, class) pair, evaluates its RTTs and the
@@ -139,8 +139,8 @@ func (l *Live) Latency() *LatencyState { return l.lat.Load() }
 // with the anti-flap state in h, and publishes the result for the query
 // path. update is the map's update counter (several calls with the same
 // update count as one round for anti-flap); now decides which values are
-// stale. Callers serialise calls on one Table. Pool usability is the
-// table's current health: a network whose current choice is unusable
+// stale. Callers serialise calls on one Live. Pool usability is the
+// live health: a network whose current choice is unusable
 // switches at once.
 func (l *Live) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
 	t := l.t
