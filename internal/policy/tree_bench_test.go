@@ -100,15 +100,16 @@ func BenchmarkTreeDecide(b *testing.B) {
 		r    *policy.Record
 	}{{"flat", flat}, {"tree3", tree}, {"tree3-failover", treeTables(b).Get("failover.example.com.")}} {
 		b.Run(c.name, func(b *testing.B) {
-			q := policy.Query{Qtype: dns.TypeA, Up: c.r.Enabled}
+			q := policy.Query{Qtype: dns.TypeA}
 			v4 := addrs[false]
 			var sink uint64
+			now := time.Now().Unix()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				q.Client = v4[i&(len(v4)-1)]
 				q.ClientBits = 32
-				sink += c.r.Decide(&q).Pools
+				sink += treeLive.Decide(c.r, &q, now).Pools // as the server: with the groups' resolutions
 			}
 			_ = sink
 		})
@@ -139,11 +140,11 @@ func BenchmarkTreeVsFlat(b *testing.B) {
 	var tFlat, tSplit, tFo time.Duration
 	var sink uint64
 	run := func(r *policy.Record, off int) time.Duration {
-		q := policy.Query{Qtype: dns.TypeA, Up: r.Enabled, ClientBits: 32}
+		q := policy.Query{Qtype: dns.TypeA, ClientBits: 32}
 		start := time.Now()
 		for i := range block {
 			q.Client = v4[(off+i)&(len(v4)-1)]
-			sink += r.Decide(&q).Pools
+			sink += treeLive.Decide(r, &q, start.Unix()).Pools
 		}
 		return time.Since(start)
 	}
