@@ -13,7 +13,7 @@
 // collector in the same registry, as CoreDNS plugins do: health
 // (steer_health_*), anycast, latency, rrl, dnsserver (steer_tcp_*),
 // querylog, geo, xfr (zone transfers, NOTIFY, zone serials and expiry),
-// and snapshot (the pools' health). The steering counters
+// fleetnode (steer_fleet_*) and snapshot (the pools' health). The steering counters
 // (steer.go) are counted here, on the query path, but their series are
 // per zone, policy and pool, and per record only for the names in
 // metrics.per_record, so their number does not grow with the names.
