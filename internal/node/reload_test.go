@@ -190,3 +190,57 @@ records:
 		t.Fatalf("an anycast change must be named as needing a restart: %v %+v", err, res)
 	}
 }
+
+// A change of health that lands while a reload swaps in a new table is
+// neither lost nor left on the old table: after each race between an
+// override and a reload that compiles a new table, and after one more
+// such reload alone, the answer follows the override.
+func TestHealthChangeDuringSwap(t *testing.T) {
+	cfg := func(ttl int) string {
+		return fmt.Sprintf(`listen: ["127.0.0.1:0"]
+api: { listen: "127.0.0.1:0", token_file: token }
+zones:
+  - { origin: example.com, file: example.com.zone }
+records:
+  - name: shop.example.com
+    ttl: %d
+    pools:
+      primary: { address: 192.0.2.1 }
+      backup:  { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, backup] }
+`, ttl)
+	}
+	n := startNode(t, map[string]string{
+		"steer.yaml": cfg(1), "token": "tok", "example.com.zone": zone("example.com", 1, "x"),
+	}, Options{})
+	for i := range 12 {
+		state, want := "down", "192.0.2.2"
+		if i%2 == 1 {
+			state, want = "auto", "192.0.2.1"
+		}
+		writeFile(t, n.dir, "steer.yaml", cfg(i+2)) // a new table
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := n.Reload(context.Background()); err != nil {
+				t.Errorf("reload %d: %v", i, err)
+			}
+		}()
+		if code, body := n.call("PUT", "/v1/targets/192.0.2.1/state", "tok", `{"state":"`+state+`"}`); code != 204 {
+			t.Fatalf("override %s: %d %s", state, code, body)
+		}
+		wg.Wait()
+		if got := n.a("shop.example.com"); got != want {
+			t.Fatalf("round %d: target %s, answer %s, want %s", i, state, got, want)
+		}
+		writeFile(t, n.dir, "steer.yaml", cfg(i+100))
+		if _, err := n.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.a("shop.example.com"); got != want {
+			t.Fatalf("round %d, after a reload: target %s, answer %s, want %s", i, state, got, want)
+		}
+	}
+}
