@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/node"
+	"github.com/steer-dns/steer/internal/zone"
 )
 
 // explainCmd asks the running node (its admin API) why a query gets its

@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/steer-dns/steer/internal/health"
-	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"log/slog"
 	"net"
@@ -26,7 +24,9 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/version"
+	"github.com/steer-dns/steer/internal/zone"
 )
 
 // ErrNotFound is returned (possibly wrapped) by a Backend for an unknown

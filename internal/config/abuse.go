@@ -2,11 +2,11 @@ package config
 
 import (
 	"fmt"
-	"github.com/steer-dns/steer/internal/rrl"
 	"net/netip"
 	"time"
 
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/rrl"
 )
 
 // This file holds the abuse-protection keys: response rate limiting

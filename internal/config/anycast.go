@@ -2,12 +2,12 @@ package config
 
 import (
 	"fmt"
-	"github.com/steer-dns/steer/internal/zone"
 	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/zone"
 )
 
 // Anycast configures the embedded BGP speaker that announces the node's

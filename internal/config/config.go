@@ -24,7 +24,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/steer-dns/steer/internal/zone"
 	"io"
 	"io/fs"
 	"net"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/zone"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/steer-dns/steer/internal/quorum"
 	"math"
 	"net/url"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/quorum"
 )
 
 // Fleet makes the node one of many run as one, on etcd: the configuration

@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
-	"github.com/steer-dns/steer/internal/health"
 	"sort"
 	"strings"
 
+	"github.com/steer-dns/steer/internal/health"
 	"go.yaml.in/yaml/v3"
 )
 

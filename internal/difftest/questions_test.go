@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"github.com/steer-dns/steer/internal/zone"
 	"math/rand/v2"
 	"net"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/zone"
 )
 
 // question is one query asked of every server.

@@ -3,7 +3,6 @@ package dnsserver_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"math/rand/v2"
 	"net"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"

@@ -3,7 +3,6 @@ package dnsserver_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"net/http/httptest"
 	"net/netip"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"

@@ -2,13 +2,13 @@ package node
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/metrics"

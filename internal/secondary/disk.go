@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	zonedata "github.com/steer-dns/steer/internal/zone"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	zonedata "github.com/steer-dns/steer/internal/zone"
 )
 
 // CacheFile returns the name of the file, in Options.Dir, that holds the

@@ -1,13 +1,13 @@
 package snapshot_test
 
 import (
-	"github.com/steer-dns/steer/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
