@@ -10,9 +10,9 @@ import (
 )
 
 // This file holds the abuse-protection keys: response rate limiting
-// (rrl), DNS cookies (cookies) and the TCP limits added to tcp. Each key's
-// type, range and default are in its comment and in applyAbuseDefaults
-// and checkAbuse.
+// (rrl) and DNS cookies (cookies); the TCP limits are in tcp.go. Each
+// key's type, range and default are in its comment and in
+// applyAbuseDefaults and checkAbuse.
 
 // RRL configures response rate limiting of UDP answers to queries without
 // a valid server cookie (TCP and valid cookies are never limited). Its
@@ -56,8 +56,6 @@ type Cookies struct {
 // package's (rrl.Defaults).
 const (
 	DefaultMaxNoCookieUDP = 1232
-	DefaultTCPPerPrefix   = 32
-	DefaultTCPFirstQuery  = 2 * time.Second
 	minNoCookieUDP        = 512
 	maxNoCookieUDP        = 1232
 	maxRate               = 1_000_000
@@ -107,12 +105,6 @@ func (c *Config) applyAbuseDefaults() {
 	if c.Cookies.MaxNoCookieUDP == 0 {
 		c.Cookies.MaxNoCookieUDP = DefaultMaxNoCookieUDP
 	}
-	if c.TCP.PerPrefix == 0 {
-		c.TCP.PerPrefix = min(DefaultTCPPerPrefix, max(c.TCP.MaxConnections, 1))
-	}
-	if c.TCP.FirstQueryTimeout == 0 {
-		c.TCP.FirstQueryTimeout = Duration(DefaultTCPFirstQuery)
-	}
 }
 
 func (c *Config) checkAbuse(probs *diag.Problems) {
@@ -159,12 +151,5 @@ func (c *Config) checkAbuse(probs *diag.Problems) {
 	}
 	if m := c.Cookies.MaxNoCookieUDP; m < minNoCookieUDP || m > maxNoCookieUDP {
 		bad("cookies.max_nocookie_udp", "%d is not between 512 and 1232", m)
-	}
-	t := &c.TCP
-	if t.PerPrefix < 1 || t.MaxConnections > 0 && t.PerPrefix > t.MaxConnections {
-		bad("tcp.per_prefix", "%d is not between 1 and tcp.max_connections (%d)", t.PerPrefix, t.MaxConnections)
-	}
-	if d := time.Duration(t.FirstQueryTimeout); d < 100*time.Millisecond || d > 6553500*time.Millisecond {
-		bad("tcp.first_query_timeout", "%s is not between 100ms and 6553.5s", d)
 	}
 }

@@ -6,9 +6,10 @@
 // addresses and prefixes into netip values, query types through
 // zone.ParseQType, durations into Duration (a time.Duration), and the sections owned by
 // a behaviour's package into that package's option struct, which carries
-// the keys as yaml tags (rrl.Config, quorum.Config, health.Check). Each
-// default is stated once, by the package owning the behaviour (rrl.Defaults,
-// quorum.Defaults, health's Default*); this package fills the keys a file
+// the keys as yaml tags (rrl.Config, quorum.Config, health.Check,
+// tcplimit.Limits). Each default is stated once, by the package owning the
+// behaviour (rrl.Defaults, quorum.Defaults, health's Default*, tcplimit's
+// Default* and Limits.SetDefaults); this package fills the keys a file
 // leaves out from there. Every password or token file (api.token_file,
 // anycast peers' password_file, fleet.etcd.password_file) is read once per
 // load into a Secret, which never prints its value (secrets.go); consumers
@@ -52,8 +53,9 @@ type Config struct {
 	Identity string `yaml:"identity"`
 	// VersionBind is answered to CHAOS TXT version.bind.; "hide" refuses it.
 	VersionBind string `yaml:"version_bind"`
-	TCP         TCP    `yaml:"tcp"`
-	Zones       []Zone `yaml:"zones"`
+	// TCP holds the TCP transport's limits (tcp.go).
+	TCP   TCP    `yaml:"tcp"`
+	Zones []Zone `yaml:"zones"`
 	// Geo lists the geolocation databases steering consults.
 	Geo Geo `yaml:"geo"`
 	// ECS configures EDNS Client Subnet (RFC 7871) handling.
@@ -107,23 +109,6 @@ type Config struct {
 	reused int
 }
 
-// TCP holds the TCP transport's limits.
-type TCP struct {
-	// MaxConnections is the number of TCP connections open at once;
-	// beyond it a new connection closes the longest-idle one (gdnsd's
-	// behaviour), so idle connections cannot lock clients out. Default 1000.
-	MaxConnections int `yaml:"max_connections"`
-	// IdleTimeout closes a connection that sends no complete query for this long.
-	IdleTimeout Duration `yaml:"idle_timeout"`
-	// PerPrefix is how many connections one client /24 (IPv4) or /56
-	// (IPv6) may hold open: 1..max_connections; default 32. A new
-	// connection over either limit closes the longest-idle one.
-	PerPrefix int `yaml:"per_prefix"`
-	// FirstQueryTimeout closes a new connection that sends no complete
-	// query for this long: 100ms..6553.5s; default 2s.
-	FirstQueryTimeout Duration `yaml:"first_query_timeout"`
-}
-
 // Zone names a zone served from an RFC 1035 master file, or, with
 // Primaries, one transferred in from primary servers (see transfer.go).
 type Zone struct {
@@ -165,8 +150,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // Defaults applied to keys the file leaves out.
 const (
-	DefaultMaxTCPConnections = 1000
-	DefaultTCPIdleTimeout    = 10 * time.Second
 	// VersionHidden as version_bind refuses version.bind queries.
 	VersionHidden = "hide"
 )
@@ -323,12 +306,7 @@ func (c *Config) applyDefaults() {
 	if c.Listen == nil {
 		c.Listen = append([]string(nil), DefaultListen...) // not shared with other configs
 	}
-	if c.TCP.MaxConnections == 0 {
-		c.TCP.MaxConnections = DefaultMaxTCPConnections
-	}
-	if c.TCP.IdleTimeout == 0 {
-		c.TCP.IdleTimeout = Duration(DefaultTCPIdleTimeout)
-	}
+	c.TCP.applyDefaults()
 	if c.ECS.Enabled == nil {
 		t := true
 		c.ECS.Enabled = &t
@@ -384,12 +362,7 @@ func (c *Config) check(probs *diag.Problems) {
 	if len(c.VersionBind) > 255 {
 		probs.Add(f, c.Line("version_bind"), "version_bind: longer than 255 bytes")
 	}
-	if c.TCP.MaxConnections < 0 {
-		probs.Add(f, c.Line("tcp.max_connections"), "tcp.max_connections: must be positive")
-	}
-	if c.TCP.IdleTimeout < 0 {
-		probs.Add(f, c.Line("tcp.idle_timeout"), "tcp.idle_timeout: must be positive")
-	}
+	c.checkTCP(probs)
 	c.checkAbuse(probs)
 	c.checkFleet(probs)
 	c.checkNode(probs)

@@ -15,6 +15,7 @@ import (
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/tcplimit"
 )
 
 func parse(t *testing.T, data string) (*config.Config, diag.Problems) {
@@ -101,8 +102,8 @@ func TestFullConfig(t *testing.T) {
 	if c.VersionBind != "steer 1.2.3" {
 		t.Errorf("VersionBind = %q", c.VersionBind)
 	}
-	if c.TCP.MaxConnections != 50 {
-		t.Errorf("MaxConnections = %d", c.TCP.MaxConnections)
+	if c.TCP.MaxConns != 50 {
+		t.Errorf("MaxConnections = %d", c.TCP.MaxConns)
 	}
 	if time.Duration(c.TCP.IdleTimeout) != 150*time.Second {
 		t.Errorf("IdleTimeout = %v", time.Duration(c.TCP.IdleTimeout))
@@ -152,8 +153,8 @@ func TestDefaults(t *testing.T) {
 			if c.VersionBind != tc.version {
 				t.Errorf("VersionBind = %q, want %q", c.VersionBind, tc.version)
 			}
-			if c.TCP.MaxConnections != tc.maxConns {
-				t.Errorf("MaxConnections = %d, want %d", c.TCP.MaxConnections, tc.maxConns)
+			if c.TCP.MaxConns != tc.maxConns {
+				t.Errorf("MaxConnections = %d, want %d", c.TCP.MaxConns, tc.maxConns)
 			}
 			if time.Duration(c.TCP.IdleTimeout) != tc.idle {
 				t.Errorf("IdleTimeout = %v, want %v", time.Duration(c.TCP.IdleTimeout), tc.idle)
@@ -166,7 +167,7 @@ func TestDefaults(t *testing.T) {
 	if want := []string{"127.0.0.1:5353", "[::1]:5353"}; !slices.Equal(config.DefaultListen, want) {
 		t.Errorf("DefaultListen = %q, want %q", config.DefaultListen, want)
 	}
-	if config.DefaultMaxTCPConnections != 1000 || config.DefaultTCPIdleTimeout != 10*time.Second || config.VersionHidden != "hide" {
+	if tcplimit.DefaultMaxConns != 1000 || tcplimit.DefaultIdle != 10*time.Second || config.VersionHidden != "hide" {
 		t.Error("default constants changed")
 	}
 }
@@ -220,6 +221,9 @@ verison_bind: v
 		{"negative values", "tcp:\n  max_connections: -1\n  idle_timeout: -5s\n", []prob{
 			{2, "tcp.max_connections: must be positive"},
 			{3, "tcp.idle_timeout: must be positive"},
+		}},
+		{"more connections than the server takes", "tcp:\n  max_connections: 2000000\n", []prob{
+			{2, "tcp.max_connections: 2000000 is more than 1048576"},
 		}},
 		{"duplicate origins", `zones:
   - origin: example.com
@@ -413,7 +417,7 @@ func TestLoadDemo(t *testing.T) {
 	if c.File != config.DemoPath || c.FS == nil {
 		t.Errorf("File %q FS %v", c.File, c.FS)
 	}
-	if c.Identity != "steer-demo" || c.VersionBind != "hide" || c.TCP.MaxConnections != 1000 ||
+	if c.Identity != "steer-demo" || c.VersionBind != "hide" || c.TCP.MaxConns != 1000 ||
 		time.Duration(c.TCP.IdleTimeout) != 10*time.Second {
 		t.Errorf("demo config %+v", c)
 	}
@@ -475,7 +479,7 @@ func TestAbuseKeys(t *testing.T) {
 	if !*c.Cookies.Enabled || c.Cookies.MaxNoCookieUDP != 1232 || c.Cookies.SecretFile != "" {
 		t.Errorf("cookies defaults: %+v", c.Cookies)
 	}
-	if c.TCP.PerPrefix != 32 || time.Duration(c.TCP.FirstQueryTimeout) != 2*time.Second {
+	if c.TCP.PerPrefix != 32 || c.TCP.FirstQuery != 2*time.Second {
 		t.Errorf("tcp defaults: %+v", c.TCP)
 	}
 	c, err = config.Load(write(`rrl:

@@ -1,7 +1,7 @@
 // Package dnsserver owns steer's transports: the UDP and TCP listeners on
 // every configured address, RFC 7766 TCP handling (framing, pipelining, idle
 // and first-query timeouts, global and per-prefix connection limits that
-// close the longest-idle connection; see TCPLimits), and the Handler that
+// close the longest-idle connection; see tcplimit.Limits), and the Handler that
 // turns one query packet into one response from the current snapshot.
 //
 // The query path reads an immutable snapshot through an atomic pointer;
@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/tcplimit"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
@@ -56,7 +57,7 @@ type Server struct {
 	// snapshot's) and the counters TCPStats reports. The UDP path uses
 	// none of them.
 	tcp       tcpTracker
-	tcpLimits atomic.Pointer[TCPLimits]
+	tcpLimits atomic.Pointer[tcplimit.Limits]
 	tcpStats  tcpCounters
 }
 

@@ -11,97 +11,21 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/steer-dns/steer/internal/tcplimit"
 )
 
-// TCPLimits bounds the TCP transport against connection exhaustion
-// (RFC 7766 §6.2.3, §10). As gdnsd does, a new connection that would pass a
-// cap is not refused: the longest-idle connection (over the whole server
-// for MaxConns, within the new connection's source prefix for PerPrefix) is
-// closed to make room, so idle connections cannot lock out fresh clients.
-//
-// A connection's idleness is the time since it was accepted or last had a
-// response written (reading a complete query marks it busy until then). A
-// connection mid-query (part of a message read) is ranked by its last
-// completed exchange, like an idle one. One that has read a complete query
-// and not yet finished writing the answer is busy: eviction passes over up
-// to 8 busy connections at the head of the list, and takes the
-// longest-idle one if all of those are busy. An evicted connection is
-// closed gracefully (FIN): its client reads end of file.
-//
-// The type has no defaults of its own: the configuration's tcp keys
-// (internal/config) state them, and the node builds the limits from them.
-type TCPLimits struct {
-	// MaxConns is the number of TCP connections open at once over all
-	// listeners: 1 to 1,048,576 (tcp.max_connections).
-	MaxConns int
-	// PerPrefix is the number of connections open at once from one source
-	// prefix (IPv4Prefix or IPv6Prefix bits): 1 to MaxConns
-	// (tcp.per_prefix).
-	PerPrefix int
-	// IPv4Prefix is the IPv4 prefix length PerPrefix counts by: 1 to 32;
-	// normally DefaultTCPIPv4Prefix.
-	IPv4Prefix int
-	// IPv6Prefix is the IPv6 prefix length PerPrefix counts by: 1 to 128;
-	// normally DefaultTCPIPv6Prefix. IPv4-mapped IPv6 sources count as IPv4.
-	IPv6Prefix int
-	// Idle closes a connection that sends no complete query for this long
-	// after its last answer; it also bounds the write of an answer. 0 means
-	// the snapshot's TCPIdleTimeout (tcp.idle_timeout), which is the value
-	// edns-tcp-keepalive (RFC 7828) advertises; otherwise 100ms to 6553.5s
-	// (the largest keepalive the option can carry). The
-	// option always advertises the snapshot's value, so a non-zero Idle
-	// should equal it.
-	Idle time.Duration
-	// FirstQuery closes a new connection whose first complete query has not
-	// arrived this long after it was accepted: 100ms to 6553.5s
-	// (tcp.first_query_timeout). When the idle timeout is shorter, it applies instead.
-	FirstQuery time.Duration
-}
-
-// The client blocks PerPrefix counts by, which no configuration key
-// changes: those of BIND's response rate limiting.
-const (
-	DefaultTCPIPv4Prefix = 24
-	DefaultTCPIPv6Prefix = 56
-)
-
-// Bounds of TCPLimits fields.
-const (
-	maxTCPConns   = 1 << 20
-	minTCPTimeout = 100 * time.Millisecond
-	maxTCPTimeout = 0xFFFF * 100 * time.Millisecond // edns-tcp-keepalive's largest value
-)
-
-// Validate reports the first field of l outside its range, naming the field
-// and the range.
-func (l TCPLimits) Validate() error {
-	switch {
-	case l.MaxConns < 1 || l.MaxConns > maxTCPConns:
-		return fmt.Errorf("dnsserver: TCPLimits.MaxConns = %d: must be 1 to %d", l.MaxConns, maxTCPConns)
-	case l.PerPrefix < 1 || l.PerPrefix > l.MaxConns:
-		return fmt.Errorf("dnsserver: TCPLimits.PerPrefix = %d: must be 1 to MaxConns (%d)", l.PerPrefix, l.MaxConns)
-	case l.IPv4Prefix < 1 || l.IPv4Prefix > 32:
-		return fmt.Errorf("dnsserver: TCPLimits.IPv4Prefix = %d: must be 1 to 32", l.IPv4Prefix)
-	case l.IPv6Prefix < 1 || l.IPv6Prefix > 128:
-		return fmt.Errorf("dnsserver: TCPLimits.IPv6Prefix = %d: must be 1 to 128", l.IPv6Prefix)
-	case l.Idle != 0 && (l.Idle < minTCPTimeout || l.Idle > maxTCPTimeout):
-		return fmt.Errorf("dnsserver: TCPLimits.Idle = %v: must be 0 (the snapshot's idle timeout) or %v to %v", l.Idle, minTCPTimeout, maxTCPTimeout)
-	case l.FirstQuery < minTCPTimeout || l.FirstQuery > maxTCPTimeout:
-		return fmt.Errorf("dnsserver: TCPLimits.FirstQuery = %v: must be %v to %v", l.FirstQuery, minTCPTimeout, maxTCPTimeout)
-	}
-	return nil
-}
-
-// SetTCPLimits validates l and makes it govern the TCP connections accepted
-// from now on; connections already open keep their timeouts, and are
-// evicted under the new caps as new connections arrive. It may be called
+// SetTCPLimits validates l (see tcplimit.Limits for the limits and how
+// eviction works) and makes it govern the TCP connections accepted from
+// now on; connections already open keep their timeouts, and are evicted
+// under the new caps as new connections arrive. It may be called
 // at any time, concurrently with serving (on reload, say).
 //
 // Until it is first called the server keeps the snapshot's limits: past
 // TCPMaxConnections new connections are refused, and TCPIdleTimeout also
 // bounds the wait for the first query. Once it has been called the
 // snapshot's TCPMaxConnections no longer applies.
-func (s *Server) SetTCPLimits(l TCPLimits) error {
+func (s *Server) SetTCPLimits(l tcplimit.Limits) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
@@ -121,10 +45,10 @@ const (
 	// TCPFirstQueryTimeout: no complete first query within the first-query deadline.
 	TCPFirstQueryTimeout
 	// TCPEvictedGlobal: closed as the longest-idle connection to make room
-	// under TCPLimits.MaxConns.
+	// under tcplimit.Limits.MaxConns.
 	TCPEvictedGlobal
 	// TCPEvictedPrefix: closed as the longest-idle connection of its source
-	// prefix to make room under TCPLimits.PerPrefix.
+	// prefix to make room under tcplimit.Limits.PerPrefix.
 	TCPEvictedPrefix
 	// TCPError: a protocol error (a length shorter than a DNS header, a
 	// message that gets no answer) or a failed read or write.
@@ -203,8 +127,8 @@ func (s *Server) tcpPolicy() tcpPolicy {
 		return tcpPolicy{
 			maxConns:   snap.TCPMaxConnections,
 			refuse:     true,
-			v4bits:     24,
-			v6bits:     56,
+			v4bits:     tcplimit.DefaultIPv4Prefix,
+			v6bits:     tcplimit.DefaultIPv6Prefix,
 			idle:       snap.TCPIdleTimeout,
 			firstQuery: snap.TCPIdleTimeout,
 		}

@@ -4,12 +4,14 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+
+	"github.com/steer-dns/steer/internal/tcplimit"
 )
 
 // benchTracker returns a tracker holding n connections from n/20 /24s, as
 // accepted under typical limits with MaxConns n.
 func benchTracker(b *testing.B, n int) (*tcpTracker, tcpPolicy, []*tcpConn) {
-	l := TCPLimits{PerPrefix: 32, IPv4Prefix: DefaultTCPIPv4Prefix, IPv6Prefix: DefaultTCPIPv6Prefix}
+	l := tcplimit.Limits{PerPrefix: 32, IPv4Prefix: tcplimit.DefaultIPv4Prefix, IPv6Prefix: tcplimit.DefaultIPv6Prefix}
 	l.MaxConns = n
 	pol := tcpPolicy{maxConns: l.MaxConns, perPrefix: l.PerPrefix, v4bits: l.IPv4Prefix, v6bits: l.IPv6Prefix}
 	t := &tcpTracker{}

@@ -22,11 +22,12 @@ import (
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/servertest"
+	"github.com/steer-dns/steer/internal/tcplimit"
 )
 
 // startLimited starts the test server with SetTCPLimits(l) applied before
 // any connection.
-func startLimited(t testing.TB, o srvOpts, l dnsserver.TCPLimits) *servertest.Server {
+func startLimited(t testing.TB, o srvOpts, l tcplimit.Limits) *servertest.Server {
 	t.Helper()
 	s := startServer(t, o)
 	if err := s.SetTCPLimits(l); err != nil {
@@ -37,12 +38,12 @@ func startLimited(t testing.TB, o srvOpts, l dnsserver.TCPLimits) *servertest.Se
 
 // typicalLimits returns limits like a node's by default: 1024
 // connections, 32 per /24 or /56, 10s idle, 2s to the first query.
-func typicalLimits() dnsserver.TCPLimits {
-	return dnsserver.TCPLimits{
+func typicalLimits() tcplimit.Limits {
+	return tcplimit.Limits{
 		MaxConns:   1024,
 		PerPrefix:  32,
-		IPv4Prefix: dnsserver.DefaultTCPIPv4Prefix,
-		IPv6Prefix: dnsserver.DefaultTCPIPv6Prefix,
+		IPv4Prefix: tcplimit.DefaultIPv4Prefix,
+		IPv6Prefix: tcplimit.DefaultIPv6Prefix,
 		Idle:       10 * time.Second,
 		FirstQuery: 2 * time.Second,
 	}
@@ -50,7 +51,7 @@ func typicalLimits() dnsserver.TCPLimits {
 
 // limits returns typicalLimits with the given caps and timeouts long
 // enough that only eviction closes a connection during a test.
-func limits(maxConns, perPrefix int) dnsserver.TCPLimits {
+func limits(maxConns, perPrefix int) tcplimit.Limits {
 	l := typicalLimits()
 	l.MaxConns, l.PerPrefix = maxConns, perPrefix
 	l.Idle, l.FirstQuery = 30*time.Second, 30*time.Second
@@ -172,20 +173,20 @@ func TestTCPLimitsValidate(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		mod  func(*dnsserver.TCPLimits)
+		mod  func(*tcplimit.Limits)
 		want string
 	}{
-		{"MaxConns 0", func(l *dnsserver.TCPLimits) { l.MaxConns = 0 }, "MaxConns = 0: must be 1 to 1048576"},
-		{"MaxConns huge", func(l *dnsserver.TCPLimits) { l.MaxConns = 1<<20 + 1 }, "MaxConns = 1048577"},
-		{"PerPrefix 0", func(l *dnsserver.TCPLimits) { l.PerPrefix = 0 }, "PerPrefix = 0: must be 1 to MaxConns (1024)"},
-		{"PerPrefix over MaxConns", func(l *dnsserver.TCPLimits) { l.MaxConns, l.PerPrefix = 8, 9 }, "PerPrefix = 9: must be 1 to MaxConns (8)"},
-		{"IPv4Prefix 0", func(l *dnsserver.TCPLimits) { l.IPv4Prefix = 0 }, "IPv4Prefix = 0: must be 1 to 32"},
-		{"IPv4Prefix 33", func(l *dnsserver.TCPLimits) { l.IPv4Prefix = 33 }, "IPv4Prefix = 33: must be 1 to 32"},
-		{"IPv6Prefix 129", func(l *dnsserver.TCPLimits) { l.IPv6Prefix = 129 }, "IPv6Prefix = 129: must be 1 to 128"},
-		{"Idle negative", func(l *dnsserver.TCPLimits) { l.Idle = -time.Second }, "Idle = -1s: must be 0 (the snapshot's idle timeout) or 100ms to 1h49m13.5s"},
-		{"Idle too short", func(l *dnsserver.TCPLimits) { l.Idle = time.Millisecond }, "Idle = 1ms"},
-		{"Idle too long", func(l *dnsserver.TCPLimits) { l.Idle = 2 * time.Hour }, "Idle = 2h0m0s"},
-		{"FirstQuery 0", func(l *dnsserver.TCPLimits) { l.FirstQuery = 0 }, "FirstQuery = 0s: must be 100ms to 1h49m13.5s"},
+		{"MaxConns 0", func(l *tcplimit.Limits) { l.MaxConns = 0 }, "MaxConns = 0: must be 1 to 1048576"},
+		{"MaxConns huge", func(l *tcplimit.Limits) { l.MaxConns = 1<<20 + 1 }, "MaxConns = 1048577"},
+		{"PerPrefix 0", func(l *tcplimit.Limits) { l.PerPrefix = 0 }, "PerPrefix = 0: must be 1 to MaxConns (1024)"},
+		{"PerPrefix over MaxConns", func(l *tcplimit.Limits) { l.MaxConns, l.PerPrefix = 8, 9 }, "PerPrefix = 9: must be 1 to MaxConns (8)"},
+		{"IPv4Prefix 0", func(l *tcplimit.Limits) { l.IPv4Prefix = 0 }, "IPv4Prefix = 0: must be 1 to 32"},
+		{"IPv4Prefix 33", func(l *tcplimit.Limits) { l.IPv4Prefix = 33 }, "IPv4Prefix = 33: must be 1 to 32"},
+		{"IPv6Prefix 129", func(l *tcplimit.Limits) { l.IPv6Prefix = 129 }, "IPv6Prefix = 129: must be 1 to 128"},
+		{"Idle negative", func(l *tcplimit.Limits) { l.Idle = -time.Second }, "Idle = -1s: must be 0 (the snapshot's idle timeout) or 100ms to 1h49m13.5s"},
+		{"Idle too short", func(l *tcplimit.Limits) { l.Idle = time.Millisecond }, "Idle = 1ms"},
+		{"Idle too long", func(l *tcplimit.Limits) { l.Idle = 2 * time.Hour }, "Idle = 2h0m0s"},
+		{"FirstQuery 0", func(l *tcplimit.Limits) { l.FirstQuery = 0 }, "FirstQuery = 0s: must be 100ms to 1h49m13.5s"},
 	} {
 		l := typicalLimits()
 		c.mod(&l)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/config"
@@ -12,6 +11,7 @@ import (
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/rrl"
+	"github.com/steer-dns/steer/internal/tcplimit"
 )
 
 // guardWiring turns the rrl, cookies and tcp keys into the DNS server's
@@ -31,7 +31,7 @@ type guardWiring struct {
 type guardPlan struct {
 	guard   *dnsserver.Guard
 	rrlCfg  rrl.Config
-	tcp     dnsserver.TCPLimits
+	tcp     tcplimit.Limits
 	changes []string
 }
 
@@ -85,14 +85,7 @@ func (g *guardWiring) prepare(cfg *config.Config) (*guardPlan, error) {
 	} else if g.limiter != nil {
 		p.changes = append(p.changes, "rrl: off")
 	}
-	p.tcp = dnsserver.TCPLimits{
-		MaxConns:   cfg.TCP.MaxConnections,
-		PerPrefix:  cfg.TCP.PerPrefix,
-		IPv4Prefix: dnsserver.DefaultTCPIPv4Prefix,
-		IPv6Prefix: dnsserver.DefaultTCPIPv6Prefix,
-		Idle:       0, // the snapshot's tcp.idle_timeout, which edns-tcp-keepalive advertises
-		FirstQuery: time.Duration(cfg.TCP.FirstQueryTimeout),
-	}
+	p.tcp = cfg.TCP.Limits // decoded and checked with the configuration; Idle 0 is the snapshot's tcp.idle_timeout
 	if err := p.tcp.Validate(); err != nil {
 		probs.Add(cfg.File, cfg.Line("tcp"), "tcp: %v", err)
 	}

@@ -301,7 +301,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		Zones:             set,
 		Identity:          cfg.Identity,
 		Listen:            cfg.Listen,
-		TCPMaxConnections: cfg.TCP.MaxConnections,
+		TCPMaxConnections: cfg.TCP.MaxConns,
 		TCPIdleTimeout:    time.Duration(cfg.TCP.IdleTimeout),
 		Loaded:            time.Now(),
 		Degraded:          degraded,
