@@ -16,7 +16,7 @@ import (
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/node"
-	"github.com/steer-dns/steer/internal/zone"
+	"github.com/steer-dns/steer/internal/qtype"
 )
 
 // explainCmd asks the running node (its admin API) why a query gets its
@@ -25,7 +25,7 @@ import (
 func explainCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("explain", stderr)
 	o := explainFlags(fs)
-	apiURL, tokenFile, offline, qtype, ecsFlag, from, asJSON := o.apiURL, o.tokenFile, o.offline, o.qtype, o.ecs, o.from, o.json
+	apiURL, tokenFile, offline, typeFlag, ecsFlag, from, asJSON := o.apiURL, o.tokenFile, o.offline, o.qtype, o.ecs, o.from, o.json
 	// Accept the name anywhere among the flags: Go's flag package stops at
 	// the first non-flag argument, so parse again after it.
 	var name string
@@ -47,9 +47,9 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "steer explain: a NAME to explain is required")
 		return 2
 	}
-	t, err := zone.ParseQType(*qtype)
+	t, err := qtype.Parse(*typeFlag)
 	if err != nil {
-		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *qtype)
+		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *typeFlag)
 		return 2
 	}
 	req := explain.Request{Name: name, Qtype: t}

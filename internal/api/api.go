@@ -25,8 +25,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/health"
+	"github.com/steer-dns/steer/internal/qtype"
 	"github.com/steer-dns/steer/internal/version"
-	"github.com/steer-dns/steer/internal/zone"
 )
 
 // ErrNotFound is returned (possibly wrapped) by a Backend for an unknown
@@ -252,7 +252,7 @@ func parseExplain(r *http.Request) (explain.Request, error) {
 		return req, fmt.Errorf("bad name %q", req.Name)
 	}
 	if t := strings.TrimSpace(q.Get("type")); t != "" {
-		qt, err := zone.ParseQType(t)
+		qt, err := qtype.Parse(t)
 		if err != nil {
 			return req, err
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
-	"github.com/steer-dns/steer/internal/zone"
+	"github.com/steer-dns/steer/internal/qtype"
 )
 
 // Anycast configures the embedded BGP speaker that announces the node's
@@ -256,7 +256,7 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 	if sc.Type == "" {
 		sc.Type = DefaultSelfCheckType
 	}
-	if t, err := zone.ParseQType(sc.Type); err != nil {
+	if t, err := qtype.Parse(sc.Type); err != nil {
 		add("self_check.type", "unknown query type %q", sc.Type)
 	} else {
 		sc.QType = t

@@ -4,7 +4,7 @@
 //
 // Values are decoded once, at load, into the types their consumers use:
 // addresses and prefixes into netip values, query types through
-// zone.ParseQType, durations into Duration (a time.Duration), and the sections owned by
+// qtype.Parse, durations into Duration (a time.Duration), and the sections owned by
 // a behaviour's package into that package's option struct, which carries
 // the keys as yaml tags (rrl.Config, quorum.Config, health.Check,
 // tcplimit.Limits). Each default is stated once, by the package owning the
@@ -40,7 +40,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
-	"github.com/steer-dns/steer/internal/zone"
+	"github.com/steer-dns/steer/internal/qtype"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -433,7 +433,7 @@ func (c *Config) checkHealthChecks(probs *diag.Problems) {
 		hc.Check.Interval, hc.Check.Timeout = time.Duration(hc.Interval), time.Duration(hc.Timeout)
 		hc.Check.QType = 0
 		if hc.QType != "" {
-			t, err := zone.ParseQType(hc.QType)
+			t, err := qtype.Parse(hc.QType)
 			if err != nil {
 				probs.Add(c.File, c.Line("health_checks."+name+".qtype"), "health check %s: unknown qtype %q", name, hc.QType)
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
-	"github.com/steer-dns/steer/internal/zone"
+	"github.com/steer-dns/steer/internal/qtype"
 )
 
 // question is one query asked of every server.
@@ -210,7 +210,7 @@ func pdnsQuestions(t *testing.T, dir string) []question {
 // parseType reads a type mnemonic or TYPEnnn (RFC 3597); WALLET (262) is
 // newer than miekg/dns.
 func parseType(s string) (uint16, bool) {
-	if t, err := zone.ParseQType(s); err == nil {
+	if t, err := qtype.Parse(s); err == nil {
 		return t, true
 	}
 	if strings.EqualFold(s, "WALLET") {

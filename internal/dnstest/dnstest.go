@@ -3,8 +3,10 @@
 // tests query servers with (miekg/dns, raw packets and kdig, whose output
 // it parses back into a dns.Msg) and the Larkbook fixture the demo serves.
 //
-// It imports nothing of steer, so the internal tests of any package may
-// use it; package servertest starts a whole in-process steer on top of it.
+// Of steer it imports only the leaf qtype (the one query-type parser,
+// which imports nothing of steer), so the internal tests of any other
+// package may use it; package servertest starts a whole in-process steer
+// on top of it.
 package dnstest
 
 import (

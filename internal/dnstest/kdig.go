@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/qtype"
 )
 
 // ParseKdig turns kdig's default text output back into a dns.Msg: the
@@ -102,9 +103,9 @@ func ParseKdig(t testing.TB, out string) *dns.Msg {
 			if len(f) != 3 {
 				t.Fatalf("kdig: question line %q", line)
 			}
-			cl, ok1 := mnemonic(f[1], "CLASS", dns.StringToClass)
-			ty, ok2 := mnemonic(f[2], "TYPE", dns.StringToType)
-			if !ok1 || !ok2 {
+			cl, ok := class(f[1])
+			ty, err := qtype.Parse(f[2])
+			if !ok || err != nil {
 				t.Fatalf("kdig: question line %q", line)
 			}
 			m.Question = append(m.Question, dns.Question{Name: f[0], Qclass: cl, Qtype: ty})
@@ -138,13 +139,12 @@ func ParseKdig(t testing.TB, out string) *dns.Msg {
 	return m
 }
 
-// mnemonic reads a class or type mnemonic, or its RFC 3597 generic form
-// (prefix followed by the number).
-func mnemonic(s, prefix string, known map[string]uint16) (uint16, bool) {
-	if v, ok := known[s]; ok {
+// class reads a class mnemonic or its RFC 3597 generic form (CLASSnnn).
+func class(s string) (uint16, bool) {
+	if v, ok := dns.StringToClass[s]; ok {
 		return v, true
 	}
-	if n, ok := strings.CutPrefix(s, prefix); ok {
+	if n, ok := strings.CutPrefix(s, "CLASS"); ok {
 		v, err := strconv.ParseUint(n, 10, 16)
 		return uint16(v), err == nil
 	}
