@@ -81,18 +81,22 @@ type Node struct {
 	log    *slog.Logger
 	source string // the config file, or "embedded demo"
 
-	srv  *dnsserver.Server
-	met  *metrics.Metrics
-	reg  *prometheus.Registry // every subsystem's metrics, served at /metrics
-	hc   *healthWiring
-	lat  *latencyWiring
-	ql   *queryLog
-	api  *apiWiring
-	ac   *anycastWiring
-	feed *health.Feed
-	grd  *guardWiring
-	fl   *fleetnode.Member // nil: not in a fleet
-	xfr  *xfrWiring
+	srv *dnsserver.Server
+	// serving is srv, published once New has made it: the transfer
+	// service is made first and reads the served snapshot from its own
+	// goroutines (servedSnapshot), which must not read srv unsynchronised.
+	serving atomic.Pointer[dnsserver.Server]
+	met     *metrics.Metrics
+	reg     *prometheus.Registry // every subsystem's metrics, served at /metrics
+	hc      *healthWiring
+	lat     *latencyWiring
+	ql      *queryLog
+	api     *apiWiring
+	ac      *anycastWiring
+	feed    *health.Feed
+	grd     *guardWiring
+	fl      *fleetnode.Member // nil: not in a fleet
+	xfr     *xfrWiring
 
 	// first is the plan New prepared and Start serves.
 	first *plan
@@ -184,7 +188,7 @@ func New(o Options) (_ *Node, err error) {
 		n.fl.Applied(bundle, nil)
 	}
 	n.log.Info("loaded", "data", snap.Summary(), "took", time.Since(start).Round(time.Millisecond))
-	n.srv = dnsserver.New(snap, n.log)
+	n.setServer(dnsserver.New(snap, n.log))
 	current := n.srv.Handler().Snapshot
 	n.geoWatch = newWatcher(func() []string { return current().GeoFiles })
 	n.srv.Handler().SetMetrics(n.met)

@@ -162,12 +162,22 @@ func (w *xfrWiring) status(snap *snapshot.Snapshot, z *zonedata.Zone) *api.ZoneT
 }
 
 // servedSnapshot returns the snapshot served now; nil before the server
-// exists (during New).
+// exists (during New). The transfer service calls it from its own
+// goroutines (a secondary zone transferred while New still builds), so it
+// reads the server New published (setServer), never n.srv.
 func (n *Node) servedSnapshot() *snapshot.Snapshot {
-	if n.srv == nil {
+	srv := n.serving.Load()
+	if srv == nil {
 		return nil
 	}
-	return n.srv.Handler().Snapshot()
+	return srv.Handler().Snapshot()
+}
+
+// setServer installs the DNS server New made, publishing it to
+// servedSnapshot.
+func (n *Node) setServer(srv *dnsserver.Server) {
+	n.srv = srv
+	n.serving.Store(srv)
 }
 
 var _ dnsserver.Transfers = (*xfr.Service)(nil)

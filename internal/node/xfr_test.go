@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/peertest"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // Three keys, one per secondary (per-secondary keys), in tsig-keygen's
@@ -461,5 +463,52 @@ acl:
 	}
 	if again.txt("gen."+secOrigin) != "two" || again.a("shop."+secOrigin) != "198.51.100.2" {
 		t.Errorf("restarted: gen %s shop %s", again.txt("gen."+secOrigin), again.a("shop."+secOrigin))
+	}
+}
+
+// TestXfrServedSnapshotWhileServerInstalled: the transfer service is made
+// before the DNS server (builds need its copies) and may read the served
+// snapshot from its own goroutines while New installs the server (a
+// secondary zone whose primary answered at once). That read must be
+// synchronised with the install: under -race, a goroutine reading the
+// snapshot before and while setServer runs is reported otherwise. The
+// interleaving is forced here rather than left to a primary's timing: the
+// race detector sees New's own instance only when the transfer lands in a
+// few instructions' window, and any I/O between (the disk copy, the zone
+// files New reads) orders the two accesses.
+func TestXfrServedSnapshotWhileServerInstalled(t *testing.T) {
+	built, err := New(Options{}) // the embedded demo; New opens no listener
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		built.Shutdown(context.Background())
+		built.xfr.Close()
+	})
+	want := built.srv.Handler().Snapshot()
+
+	n := &Node{}
+	firstRead := make(chan struct{})
+	got := make(chan *snapshot.Snapshot)
+	go func() { // as the transfer service's goroutine, started before the server exists
+		for i := 0; ; i++ {
+			s := n.servedSnapshot()
+			if i == 0 {
+				if s != nil {
+					t.Error("a served snapshot before the server exists")
+				}
+				close(firstRead)
+			}
+			if s != nil {
+				got <- s
+				return
+			}
+			runtime.Gosched()
+		}
+	}()
+	<-firstRead
+	n.setServer(built.srv)
+	if s := <-got; s != want {
+		t.Errorf("served snapshot %p, want the server's %p", s, want)
 	}
 }
