@@ -30,7 +30,15 @@ type quorumHealth struct {
 	grace    time.Duration
 	tracker  *quorum.Tracker
 
-	mu      sync.Mutex
+	// decideMu orders decideTargets' updates of the tracker with
+	// forgetting the targets a reload removed (configured), so a decision
+	// under way cannot bring back a target just forgotten. Taken before mu.
+	decideMu sync.Mutex
+
+	mu sync.Mutex
+	// targets are the configured targets (the keys mine was last given);
+	// nil until then: every target observed is decided.
+	targets map[string]bool
 	obs     map[string]map[string]quorum.Observation // target → node → observation
 	own     map[string]quorum.Verdict
 	ownObs  map[string]quorum.Observation // this node's latest, counted before the store has it
@@ -197,6 +205,11 @@ func (fh *quorumHealth) observed(k health.Key, to health.Status) {
 	now := time.Now()
 	o := observation{Up: to != health.Down, CheckedAt: now, Interval: interval, Region: fh.m.local.Fleet.Region}
 	fh.mu.Lock()
+	if fh.targets != nil && !fh.targets[name] {
+		// A check that was running when a reload removed its target.
+		fh.mu.Unlock()
+		return
+	}
 	v := quorum.Up
 	if to == health.Down {
 		v = quorum.Down
@@ -309,6 +322,7 @@ func (fh *quorumHealth) start(ctx context.Context) {
 // one of five seeing it up is 20 % > 18 %). Every key while the node has no
 // fresh view (its own checks then decide) or knows no other member.
 func (fh *quorumHealth) mine(keys []health.Key) []health.Key {
+	fh.configured(keys)
 	fh.mu.Lock()
 	defer fh.mu.Unlock()
 	self := fh.m.local.Fleet.Node
@@ -351,6 +365,41 @@ func (fh *quorumHealth) mine(keys []health.Key) []health.Key {
 	}
 	fh.probing = b.String()
 	return out
+}
+
+// configured takes the targets the served configuration checks (every
+// key, before mine chooses among them) and drops what the node holds of
+// any other: a target (or check) a reload removed leaves the quorum
+// tracker, with its hold-down and verdict, and this node's own view of it,
+// so the state does not grow with every target ever configured and a key
+// that returns starts afresh. Observations other nodes still publish for
+// it stay in the view (it mirrors the store) but are not decided.
+func (fh *quorumHealth) configured(keys []health.Key) {
+	targets := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		targets[targetName(k)] = true
+	}
+	fh.decideMu.Lock()
+	defer fh.decideMu.Unlock()
+	fh.mu.Lock()
+	fh.targets = targets
+	for name := range fh.own {
+		if !targets[name] {
+			delete(fh.own, name)
+			delete(fh.ownObs, name)
+		}
+	}
+	for name := range fh.pending {
+		if !targets[name] {
+			delete(fh.pending, name)
+		}
+	}
+	fh.mu.Unlock()
+	for _, name := range fh.tracker.Keys() {
+		if !targets[name] {
+			fh.tracker.Forget(name)
+		}
+	}
 }
 
 // followMembers keeps the live members (their status keys) for mine.
@@ -445,6 +494,18 @@ func (fh *quorumHealth) decide() { fh.decideTargets(nil) }
 // flipped, has the answers recomputed. A watch event re-decides only the
 // targets it touched, so its cost grows with the change, not the fleet.
 func (fh *quorumHealth) decideTargets(only map[string]bool) {
+	fh.decideMu.Lock()
+	changed := fh.updateTargets(only)
+	fh.decideMu.Unlock()
+	if changed {
+		fh.manager.Changed()
+	}
+	fh.saveView(time.Now())
+}
+
+// updateTargets is decideTargets' update of the tracker (decideMu held):
+// true when a verdict flipped.
+func (fh *quorumHealth) updateTargets(only map[string]bool) bool {
 	now := time.Now()
 	fh.mu.Lock()
 	// Cut from the store, the node sees no fresh observation from anyone:
@@ -465,7 +526,7 @@ func (fh *quorumHealth) decideTargets(only map[string]bool) {
 	seen := map[string]bool{}
 	self := fh.m.local.Fleet.Node
 	for name, m := range fh.obs {
-		if only != nil && !only[name] {
+		if (only != nil && !only[name]) || (fh.targets != nil && !fh.targets[name]) {
 			continue
 		}
 		x := in{name: name, own: fh.own[name]}
@@ -481,7 +542,7 @@ func (fh *quorumHealth) decideTargets(only map[string]bool) {
 		seen[name] = true
 	}
 	for name, v := range fh.own {
-		if only != nil && !only[name] {
+		if (only != nil && !only[name]) || (fh.targets != nil && !fh.targets[name]) {
 			continue
 		}
 		if !seen[name] {
@@ -513,10 +574,7 @@ func (fh *quorumHealth) decideTargets(only map[string]bool) {
 			}
 		}
 	}
-	if changed {
-		fh.manager.Changed()
-	}
-	fh.saveView(time.Now())
+	return changed
 }
 
 // publish writes pending observations under the node's lease.

@@ -2,9 +2,12 @@ package fleetnode
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/fleet"
@@ -67,7 +70,11 @@ func TestProbeSpreading(t *testing.T) {
 	probes := map[string]int{} // target → how many nodes probe it
 	for i := range 10 {
 		m := &Member{local: &config.Config{Fleet: &config.Fleet{Node: fmt.Sprintf("n%d", i), Region: members[fmt.Sprintf("n%d", i)]}}}
-		fh := &quorumHealth{m: m, cfg: quorum.Defaults(), own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
+		tr, err := quorum.NewTracker(quorum.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh := &quorumHealth{m: m, cfg: quorum.Defaults(), tracker: tr, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
 			members: members, fresh: true}
 		mine := fh.mine(keys)
 		if len(mine) < 60 || len(mine) > 140 {
@@ -85,5 +92,86 @@ func TestProbeSpreading(t *testing.T) {
 		if n := probes[targetName(k)]; n != 5 {
 			t.Errorf("%s is probed by %d nodes, want 5", targetName(k), n)
 		}
+	}
+}
+
+// TestReloadForgetsRemovedTargets: a reload that removes a target (an
+// address) or a check drops their quorum state and this node's view of
+// them, though other nodes' observations of them are still in the store;
+// a target kept keeps its state, and a removed one that comes back starts
+// afresh (its first verdict adopted at once).
+func TestReloadForgetsRemovedTargets(t *testing.T) {
+	tr, err := quorum.NewTracker(quorum.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Member{log: slog.New(slog.DiscardHandler), local: &config.Config{Fleet: &config.Fleet{Node: "n0", Region: "eu"}}}
+	fh := &quorumHealth{m: m, manager: health.NewManager(nil), interval: func(string) time.Duration { return time.Minute },
+		cfg: quorum.Defaults(), tracker: tr, obs: map[string]map[string]quorum.Observation{},
+		own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{}, members: map[string]string{},
+		pending: map[string]observation{}, kick: make(chan struct{}, 1)}
+	addr := func(b byte) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, b}) }
+	kept := health.Key{Addr: addr(1), Check: "web"}
+	goneTarget := health.Key{Addr: addr(2), Check: "web"}
+	goneCheck := health.Key{Addr: addr(1), Check: "tcp"}
+	all := []health.Key{kept, goneTarget, goneCheck}
+	names := func(keys ...health.Key) []string {
+		var out []string
+		for _, k := range keys {
+			out = append(out, targetName(k))
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	fh.mine(all)
+	now := time.Now()
+	for _, k := range all {
+		fh.observed(k, health.Up)
+		others := map[string]quorum.Observation{}
+		for _, node := range []string{"n1", "n2", "n3"} {
+			others[node] = quorum.Observation{Node: node, Region: "eu", Up: true, CheckedAt: now, Interval: time.Minute}
+		}
+		fh.obs[targetName(k)] = others // as the store has them
+	}
+	fh.decide()
+	if got := tr.Keys(); !slices.Equal(got, names(all...)) {
+		t.Fatalf("tracked %v, want %v", got, names(all...))
+	}
+	if r, ok := tr.Result(targetName(kept)); !ok || r.Verdict != quorum.Up || !r.Changed {
+		t.Fatalf("%s: %v %s", targetName(kept), ok, r)
+	}
+
+	fh.mine([]health.Key{kept}) // the reload
+	if got := tr.Keys(); !slices.Equal(got, names(kept)) {
+		t.Errorf("after the reload tracked %v, want %v", got, names(kept))
+	}
+	fh.observed(goneTarget, health.Down) // a check that was running during the reload
+	fh.mu.Lock()
+	for _, k := range []health.Key{goneTarget, goneCheck} {
+		_, own := fh.own[targetName(k)]
+		_, ownObs := fh.ownObs[targetName(k)]
+		_, pending := fh.pending[targetName(k)]
+		if own || ownObs || pending {
+			t.Errorf("%s removed, still held: own %t, own observation %t, to publish %t", targetName(k), own, ownObs, pending)
+		}
+	}
+	fh.mu.Unlock()
+
+	fh.decide() // the other nodes' observations of the removed targets are still in the view
+	if got := tr.Keys(); !slices.Equal(got, names(kept)) {
+		t.Errorf("deciding again tracked %v, want %v", got, names(kept))
+	}
+	if r, _ := tr.Result(targetName(kept)); r.Verdict != quorum.Up || r.Changed {
+		t.Errorf("the kept target lost its state: %s (changed %t)", r, r.Changed)
+	}
+
+	fh.mine([]health.Key{kept, goneTarget}) // a reload brings it back
+	fh.decide()
+	if got := tr.Keys(); !slices.Equal(got, names(kept, goneTarget)) {
+		t.Errorf("after it came back tracked %v, want %v", got, names(kept, goneTarget))
+	}
+	if r, ok := tr.Result(targetName(goneTarget)); !ok || r.Verdict != quorum.Up || !r.Changed {
+		t.Errorf("the target back does not start afresh: %v %s (changed %t)", ok, r, r.Changed)
 	}
 }

@@ -539,11 +539,11 @@ func TestTracker(t *testing.T) {
 	if _, ok := tr.Region("c", "eu"); ok {
 		t.Error("Region of an unknown key")
 	}
-	if got := tr.keys(); !slices.Equal(got, []string{"a", "b"}) {
+	if got := tr.Keys(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("keys %v", got)
 	}
 	// Forgotten, a target starts afresh: its first verdict is adopted at once.
-	tr.forget("a")
+	tr.Forget("a")
 	if r := tr.Update("a", up, Unknown, t0.Add(time.Second)); r.Verdict != Up || !r.Changed {
 		t.Errorf("a again: %s", r)
 	}
@@ -567,7 +567,7 @@ func TestTrackerConcurrent(t *testing.T) {
 	for range 4 {
 		<-done
 	}
-	if n := len(tr.keys()); n != 7 {
+	if n := len(tr.Keys()); n != 7 {
 		t.Errorf("%d keys", n)
 	}
 }

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -60,4 +61,25 @@ func (t *Tracker) Region(key, region string) (Result, bool) {
 		return Result{}, false
 	}
 	return tg.Region(region), true
+}
+
+// Forget drops the state of the target with this key (it left the
+// configuration); seen again, it starts afresh and its first verdict is
+// adopted at once.
+func (t *Tracker) Forget(key string) {
+	t.mu.Lock()
+	delete(t.targets, key)
+	t.mu.Unlock()
+}
+
+// Keys returns the keys of every target held, sorted.
+func (t *Tracker) Keys() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.targets))
+	for k := range t.targets {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
