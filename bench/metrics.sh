@@ -21,6 +21,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+. "$REPO/bench/lib/scale-records.sh"
 NAMES=10000
 POLICIES=5
 SCRAPES=10
@@ -58,29 +59,12 @@ if [ -z "$STEER" ]; then
 	STEER=$WORK/steer
 fi
 
-COUNTRIES=(US DE FR BR JP CN GB IT ES CA MX AU)
 {
 	echo "listen: [\"127.0.0.1:$PORT\"]"
 	echo "api: { listen: \"127.0.0.1:$API\" }"
 	echo "zones: [{ origin: example.com, file: example.com.zone }]"
 	[ -n "$PER_RECORD" ] && echo "metrics: { per_record: [\"$PER_RECORD\"] }"
-	echo "policies:"
-	for ((k = 0; k < POLICIES; k++)); do
-		cat <<EOF
-  p$k:
-    rules:
-      - match: { country: [IN, ${COUNTRIES[$((k % ${#COUNTRIES[@]}))]}] }
-        pool: mumbai
-      - match: { continent: EU }
-        pool: frankfurt
-      - default: { pool: virginia }
-EOF
-	done
-	echo "records:"
-	for ((i = 0; i < NAMES; i++)); do
-		printf '  - { name: s%d.example.com, ttl: 60, policy: p%d, pools: { mumbai: { address: 203.0.113.%d }, frankfurt: { address: 198.51.100.%d }, virginia: { address: 192.0.2.%d } } }\n' \
-			"$i" $((i % POLICIES)) $((i % 250 + 1)) $((i % 250 + 1)) $((i % 250 + 1))
-	done
+	scale_policies_and_records "$NAMES" "$POLICIES"
 } >"$WORK/steer.yaml"
 cat >"$WORK/example.com.zone" <<'EOF'
 $ORIGIN example.com.

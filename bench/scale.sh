@@ -24,6 +24,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+. "$REPO/bench/lib/scale-records.sh"
 SIZES="1 100 1000 10000"
 POLICIES=5
 INSTALL=1
@@ -74,7 +75,6 @@ if [ -n "$DB" ]; then
 else
 	"$WORK/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" -out "$WORK/geo.mmdb" 2>/dev/null
 fi
-COUNTRIES=(US DE FR BR JP CN GB IT ES CA MX AU)
 CONTINENTS=(NA EU EU SA AS AS EU EU EU NA NA OC) # of each country, for gdnsd's nested map
 
 zone_base() {
@@ -97,23 +97,7 @@ gen() {
 		echo "api: { listen: \"127.0.0.1:$STEER_API\" }"
 		echo "geo: { databases: [$WORK/geo.mmdb] }"
 		echo "zones: [{ origin: example.com, file: example.com.zone }]"
-		echo "policies:"
-		for ((k = 0; k < POLICIES; k++)); do
-			cat <<EOF
-  p$k:
-    rules:
-      - match: { country: [IN, ${COUNTRIES[$k]}] }
-        pool: mumbai
-      - match: { continent: EU }
-        pool: frankfurt
-      - default: { pool: virginia }
-EOF
-		done
-		echo "records:"
-		for ((i = 0; i < n; i++)); do
-			printf '  - { name: s%d.example.com, ttl: 60, policy: p%d, pools: { mumbai: { address: 203.0.113.%d }, frankfurt: { address: 198.51.100.%d }, virginia: { address: 192.0.2.%d } } }\n' \
-				"$i" $((i % POLICIES)) $((i % 250 + 1)) $((i % 250 + 1)) $((i % 250 + 1))
-		done
+		scale_policies_and_records "$n" "$POLICIES"
 	} >"$d/steer/steer.yaml"
 	{
 		zone_base
@@ -133,7 +117,7 @@ plugins => { geoip => {
   maps => {
 EOF
 		for ((k = 0; k < POLICIES; k++)); do
-			local cc=${COUNTRIES[$k]} ct=${CONTINENTS[$k]} as eu other=""
+			local cc=${SCALE_COUNTRIES[$k]} ct=${CONTINENTS[$k]} as eu other=""
 			as="AS => { default => [ virginia ], IN => [ mumbai ] }"
 			eu="EU => [ frankfurt ]"
 			case "$ct" in
