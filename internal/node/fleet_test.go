@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -421,7 +423,27 @@ func TestFleetHealthViewSurvivesRestart(t *testing.T) {
 		newFakeObserver(t, s, "127.0.0.1/t", fmt.Sprintf("down-%d", i), false)
 	}
 	dnstest.WaitFor(t, 3*time.Second, "down by quorum", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
-	time.Sleep(2500 * time.Millisecond) // the view is written at most every 2 s
+	// The view is written at most every 2 s: wait until the one on disk
+	// holds every observer's verdict.
+	viewFile := filepath.Join(n.dir, "steer-fleet-health.json")
+	dnstest.WaitFor(t, 5*time.Second, "the health view on disk", func() bool {
+		data, err := os.ReadFile(viewFile)
+		if err != nil {
+			return false
+		}
+		var v struct {
+			Obs map[string]map[string]json.RawMessage `json:"observations"`
+		}
+		if json.Unmarshal(data, &v) != nil {
+			return false
+		}
+		for i := range 5 {
+			if _, ok := v.Obs["127.0.0.1/t"][fmt.Sprintf("down-%d", i)]; !ok {
+				return false
+			}
+		}
+		return true
+	})
 	n.Shutdown(context.Background())
 	c.Member(0).Stop()
 	again := startNodeIn(t, n.dir, Options{})
