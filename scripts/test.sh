@@ -108,8 +108,18 @@ run_tests() { # appends to $log; the first failure's exit status is kept
 stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others)"
 run_tests -race "${raced[@]}"
 ((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
-stage test "(${#plain[@]} packages, each benchmark once)"
+stage test "(${#plain[@]} packages, each benchmark once, and the raced packages' !race tests)"
 run_tests -bench . -benchtime 1x "${plain[@]}"
+# A raced package's compute-bound tests sit in files built only without the
+# race detector (//go:build !race); they run here, plain.
+go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}" | while read -r pkg dir; do
+	tests=$(grep -lsx '//go:build !race' "$dir"/*_test.go | xargs -r sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' | paste -sd'|')
+	[ -z "$tests" ] || echo "$pkg ^($tests)\$"
+done >"$log.norace"
+while read -r pkg pattern; do
+	run_tests -run "$pattern" "$pkg"
+done <"$log.norace"
+rm -f "$log.norace"
 # Show package results and failures, not every passing test's chatter.
 grep -E '^(ok|FAIL|panic:|--- FAIL|\s+--- FAIL|\s+\S+_test\.go:[0-9]+:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)

@@ -1,3 +1,9 @@
+// Compute-bound (it compiles policies over whole configurations), so it is
+// not built with the race detector: scripts/test.sh runs the tests of a
+// raced package's !race files in its plain stage.
+
+//go:build !race
+
 package node
 
 import (

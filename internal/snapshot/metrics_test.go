@@ -1,3 +1,9 @@
+// Compute-bound (it builds 10,000 steered names over 5 policies), so it is
+// not built with the race detector: scripts/test.sh runs the tests of a
+// raced package's !race files in its plain stage.
+
+//go:build !race
+
 package snapshot_test
 
 import (
