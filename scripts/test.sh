@@ -105,21 +105,29 @@ status=0
 run_tests() { # appends to $log; the first failure's exit status is kept
 	go test -count=1 -timeout 15m -v "$@" >>"$log" 2>&1 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 }
-stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others)"
-run_tests -race "${raced[@]}"
-((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
-stage test "(${#plain[@]} packages, each benchmark once, and the raced packages' !race tests)"
-run_tests -bench . -benchtime 1x "${plain[@]}"
 # A raced package's compute-bound tests sit in files built only without the
-# race detector (//go:build !race); they run here, plain.
-go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}" | while read -r pkg dir; do
-	tests=$(grep -lsx '//go:build !race' "$dir"/*_test.go | xargs -r sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' | paste -sd'|')
-	[ -z "$tests" ] || echo "$pkg ^($tests)\$"
-done >"$log.norace"
-while read -r pkg pattern; do
-	run_tests -run "$pattern" "$pkg"
-done <"$log.norace"
-rm -f "$log.norace"
+# race detector (//go:build !race). They run plain, beside the race stage,
+# whose tests mostly wait.
+norace=()
+while read -r pkg dir; do
+	tests=$( (grep -lsx '//go:build !race' "$dir"/*_test.go || true) | xargs -r sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' | paste -sd'|')
+	[ -z "$tests" ] || norace+=("$pkg" "^($tests)\$")
+done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}")
+norace_log=$(mktemp)
+(
+	for ((i = 0; i < ${#norace[@]}; i += 2)); do
+		go test -count=1 -timeout 15m -v -run "${norace[i+1]}" "${norace[i]}" || exit
+	done
+) >"$norace_log" 2>&1 &
+norace_pid=$!
+stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others; beside them, the !race tests of $((${#norace[@]} / 2)) of them)"
+run_tests -race "${raced[@]}"
+wait "$norace_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+cat "$norace_log" >>"$log"
+rm -f "$norace_log"
+((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
+stage test "(${#plain[@]} packages, each benchmark once)"
+run_tests -bench . -benchtime 1x "${plain[@]}"
 # Show package results and failures, not every passing test's chatter.
 grep -E '^(ok|FAIL|panic:|--- FAIL|\s+--- FAIL|\s+\S+_test\.go:[0-9]+:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
