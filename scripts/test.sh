@@ -106,8 +106,9 @@ run_tests() { # appends to $log; the first failure's exit status is kept
 	go test -count=1 -timeout 15m -v "$@" >>"$log" 2>&1 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 }
 # A raced package's compute-bound tests sit in files built only without the
-# race detector (//go:build !race). They run plain, beside the race stage,
-# whose tests mostly wait.
+# race detector (//go:build !race). They run plain beside the race stage,
+# whose tests mostly wait, at the lowest priority like the fuzzing: they
+# assert no timing, and the fleet tests beside them do.
 norace=()
 while read -r pkg dir; do
 	tests=$( (grep -lsx '//go:build !race' "$dir"/*_test.go || true) | xargs -r sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' | paste -sd'|')
@@ -116,7 +117,7 @@ done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}")
 norace_log=$(mktemp)
 (
 	for ((i = 0; i < ${#norace[@]}; i += 2)); do
-		go test -count=1 -timeout 15m -v -run "${norace[i+1]}" "${norace[i]}" || exit
+		nice -n 19 go test -count=1 -timeout 15m -v -run "${norace[i+1]}" "${norace[i]}" || exit
 	done
 ) >"$norace_log" 2>&1 &
 norace_pid=$!
