@@ -427,26 +427,7 @@ func (fh *quorumHealth) followMembers(ctx context.Context) {
 			fh.reapply()
 		}
 	}
-	view := map[string][]byte{}
-	m.follow(ctx, p, fleet.Handler{
-		Snapshot: func(kvs []fleet.KV, rev int64) {
-			view = map[string][]byte{}
-			for _, kv := range kvs {
-				view[kv.Key] = kv.Value
-			}
-			set(view)
-		},
-		Events: func(evs []fleet.Event, rev int64) {
-			for _, e := range evs {
-				if e.Kind == fleet.EventDelete {
-					delete(view, e.KV.Key)
-				} else {
-					view[e.KV.Key] = e.KV.Value
-				}
-			}
-			set(view)
-		},
-	})
+	m.followView(ctx, p, set)
 }
 
 func splitObsKey(p, key string) (target, node string, ok bool) {

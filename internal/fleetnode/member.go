@@ -94,6 +94,32 @@ func (m *Member) resyncNow(force bool) {
 
 // follow runs fleet.Follow on prefix until ctx ends, starting it again
 // whenever resyncNow is called.
+// followView keeps a mirror of the keys below prefix (key → value) and
+// calls changed with it after every snapshot and every batch of events,
+// until ctx ends. The map is reused: changed must not keep it.
+func (m *Member) followView(ctx context.Context, prefix string, changed func(view map[string][]byte)) {
+	view := map[string][]byte{}
+	m.follow(ctx, prefix, fleet.Handler{
+		Snapshot: func(kvs []fleet.KV, rev int64) {
+			clear(view)
+			for _, kv := range kvs {
+				view[kv.Key] = kv.Value
+			}
+			changed(view)
+		},
+		Events: func(evs []fleet.Event, rev int64) {
+			for _, e := range evs {
+				if e.Kind == fleet.EventDelete {
+					delete(view, e.KV.Key)
+				} else {
+					view[e.KV.Key] = e.KV.Value
+				}
+			}
+			changed(view)
+		},
+	})
+}
+
 func (m *Member) follow(ctx context.Context, prefix string, h fleet.Handler) {
 	for ctx.Err() == nil {
 		m.mu.Lock()

@@ -63,9 +63,8 @@ func (m *Member) setOverride(key string, o health.Override, expires time.Time) e
 // fleet's until ctx ends.
 func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 	p := overridesPrefix(m.prefix)
-	view := map[string][]byte{}
 	applied := map[string]bool{}
-	apply := func() {
+	apply := func(view map[string][]byte) {
 		seen := map[string]bool{}
 		for key, v := range view {
 			var so storedOverride
@@ -89,25 +88,7 @@ func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 		}
 		applied = seen
 	}
-	m.follow(ctx, p, fleet.Handler{
-		Snapshot: func(kvs []fleet.KV, rev int64) {
-			view = map[string][]byte{}
-			for _, kv := range kvs {
-				view[kv.Key] = kv.Value
-			}
-			apply()
-		},
-		Events: func(evs []fleet.Event, rev int64) {
-			for _, e := range evs {
-				if e.Kind == fleet.EventDelete {
-					delete(view, e.KV.Key)
-				} else {
-					view[e.KV.Key] = e.KV.Value
-				}
-			}
-			apply()
-		},
-	})
+	m.followView(ctx, p, apply)
 }
 
 // applyOverride sets one override named by its key below P/overrides/.
