@@ -22,6 +22,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 . "$REPO/bench/lib/scale-records.sh"
+. "$REPO/bench/lib/rss.sh"
 NAMES=10000
 POLICIES=5
 SCRAPES=10
@@ -74,7 +75,6 @@ $TTL 3600
 ns1     IN A    192.0.2.53
 EOF
 
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
 log "starting steer with $NAMES names over $POLICIES policies"
@@ -92,14 +92,7 @@ before=$(rss_kib "$PID")
 
 # Sample RSS every 5 ms while scraping; keep the peak.
 echo 0 >"$WORK/peak"
-(
-	p=0
-	while [ ! -e "$WORK/stop" ]; do
-		r=$(rss_kib "$PID" 2>/dev/null || echo 0)
-		if [ "${r:-0}" -gt "$p" ]; then p=$r; echo "$p" >"$WORK/peak"; fi
-		sleep 0.005
-	done
-) &
+rss_peak "$PID" "$WORK/peak" "$WORK/stop" 0.005 &
 sampler=$!
 : >"$WORK/times"
 for ((s = 0; s < SCRAPES; s++)); do

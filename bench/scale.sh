@@ -25,6 +25,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 . "$REPO/bench/lib/scale-records.sh"
+. "$REPO/bench/lib/rss.sh"
 SIZES="1 100 1000 10000"
 POLICIES=5
 INSTALL=1
@@ -144,7 +145,6 @@ answered() {
 	[ "$(dig @127.0.0.1 -p "$1" "$2" A +norec +subnet=49.36.0.0/24 +short +time=1 +tries=1 2>/dev/null)" = "$3" ]
 }
 
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
 now() { date +%s.%N; }
 
@@ -172,14 +172,7 @@ reload_measure() {
 	local pid=$1 steady=$2 f="$WORK/peak" sampler ms peak
 	echo 0 >"$f"
 	rm -f "$WORK/stop"
-	(
-		p=0
-		while [ ! -e "$WORK/stop" ]; do
-			r=$(rss_kib "$pid" 2>/dev/null || echo 0)
-			if [ "${r:-0}" -gt "$p" ]; then p=$r; echo "$p" >"$f"; fi
-			sleep 0.01
-		done
-	) &
+	rss_peak "$pid" "$f" "$WORK/stop" 0.01 &
 	sampler=$!
 	sleep 0.05
 	ms=$(reload_ms)
