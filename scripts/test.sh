@@ -74,9 +74,9 @@ mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}")
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
 done)
-# Fuzzing and the raced packages' benchmarks run beside the tests, at the
-# lowest CPU priority: the tests mostly wait (on etcd, peers, timers), so
-# these fill the idle core without taking time from a test that measures.
+# Fuzzing and the raced packages' benchmarks run beside the plain stage, at
+# the lowest CPU priority: its tests mostly wait (on subprocesses, peers,
+# timers), so these fill the idle core.
 # Fuzz budgets are execution counts, not durations: with a duration, Go
 # 1.26's fuzz coordinator can report "context deadline exceeded" as a
 # failure when the time runs out while a starved worker is mid-call
@@ -95,25 +95,26 @@ background() {
 export -f background
 export HANDLE_EXECS PARSE_EXECS
 bg_log=$(mktemp)
-bg_start=$(now_ms)
-# Not in a session of its own: with the kernel's autogroups, a new session
-# would get an equal share of the CPU whatever its nice value.
-nice -n 19 bash -c 'background "$@"' background "${raced[@]}" >"$bg_log" 2>&1 &
-bg_pid=$!
 log=$(mktemp)
 status=0
 run_tests() { # appends to $log; the first failure's exit status is kept
 	go test -count=1 -timeout 15m -v "$@" >>"$log" 2>&1 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 }
 # A raced package's compute-bound tests sit in files built only without the
-# race detector (//go:build !race). They run plain beside the race stage,
-# whose tests mostly wait, at the lowest priority like the fuzzing: they
-# assert no timing, and the fleet tests beside them do.
+# race detector (//go:build !race). They run plain, beside the plain stage
+# at the lowest priority, like the fuzzing: they assert no timing.
 norace=()
 while read -r pkg dir; do
 	tests=$( (grep -lsx '//go:build !race' "$dir"/*_test.go || true) | xargs -r sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' | paste -sd'|')
 	[ -z "$tests" ] || norace+=("$pkg" "^($tests)\$")
 done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}")
+stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others)"
+run_tests -race "${raced[@]}"
+((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
+# The race stage runs alone: its fleet tests bound how fast a push reaches
+# five nodes, and even niced work beside them (fuzzing's workers, policy
+# compiles) pushed that past its bound. What follows is niced beside the
+# plain stage.
 norace_log=$(mktemp)
 (
 	for ((i = 0; i < ${#norace[@]}; i += 2)); do
@@ -121,14 +122,16 @@ norace_log=$(mktemp)
 	done
 ) >"$norace_log" 2>&1 &
 norace_pid=$!
-stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others; beside them, the !race tests of $((${#norace[@]} / 2)) of them)"
-run_tests -race "${raced[@]}"
+# Not in a session of its own: with the kernel's autogroups, a new session
+# would get an equal share of the CPU whatever its nice value.
+bg_start=$(now_ms)
+nice -n 19 bash -c 'background "$@"' background "${raced[@]}" >"$bg_log" 2>&1 &
+bg_pid=$!
+stage test "(${#plain[@]} packages, each benchmark once; beside them, niced, the !race tests of $((${#norace[@]} / 2)) raced packages, fuzzing and the raced packages' benchmarks)"
+run_tests -bench . -benchtime 1x "${plain[@]}"
 wait "$norace_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 cat "$norace_log" >>"$log"
 rm -f "$norace_log"
-((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
-stage test "(${#plain[@]} packages, each benchmark once)"
-run_tests -bench . -benchtime 1x "${plain[@]}"
 # Show package results and failures, not every passing test's chatter.
 grep -E '^(ok|FAIL|panic:|--- FAIL|\s+--- FAIL|\s+\S+_test\.go:[0-9]+:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
@@ -141,7 +144,7 @@ if [ "$status" -ne 0 ]; then
 	exit "$status"
 fi
 
-stage "fuzz, benchmarks" "(started beside the tests; waiting for what is left)"
+stage "fuzz, benchmarks" "(started beside the plain stage; waiting for what is left)"
 bg_status=0
 wait "$bg_pid" || bg_status=$?
 bg_pid=""
