@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/qtype"
 	"github.com/steer-dns/steer/internal/version"
+	"golang.org/x/net/netutil"
 )
 
 // ErrNotFound is returned (possibly wrapped) by a Backend for an unknown
@@ -59,10 +61,51 @@ const (
 )
 
 type server struct {
-	b    Backend
-	log  *slog.Logger
-	auth atomic.Pointer[authState]
-	mux  *http.ServeMux
+	b     Backend
+	log   *slog.Logger
+	auth  atomic.Pointer[authState]
+	mux   *http.ServeMux
+	fails authFailures
+}
+
+// authFailureWindow is how often failed authentication attempts are
+// logged at most: the first of a window is logged at once, the rest are
+// counted and summed up in the next line, so guessing tokens cannot flood
+// the log.
+const authFailureWindow = 10 * time.Second
+
+// authFailures logs failed authentication attempts at a bounded rate.
+type authFailures struct {
+	mu         sync.Mutex
+	now        func() time.Time // time.Now; tests move it
+	loggedAt   time.Time        // the last line was written
+	suppressed int              // attempts since, not logged
+	total      uint64
+}
+
+// failed records one failed attempt and logs it unless a line was written
+// less than authFailureWindow ago.
+func (s *server) failed(r *http.Request, why string) {
+	f := &s.fails
+	f.mu.Lock()
+	now := time.Now()
+	if f.now != nil {
+		now = f.now()
+	}
+	f.total++
+	if !f.loggedAt.IsZero() && now.Sub(f.loggedAt) < authFailureWindow {
+		f.suppressed++
+		f.mu.Unlock()
+		return
+	}
+	suppressed := f.suppressed
+	f.loggedAt, f.suppressed = now, 0
+	f.mu.Unlock()
+	args := []any{"why", why, "remote", r.RemoteAddr, "path", r.URL.Path}
+	if suppressed > 0 {
+		args = append(args, "not_logged_since_last", suppressed)
+	}
+	s.log.Warn("admin API: authentication failed", args...)
 }
 
 // authState is what a request is checked against; SetAuth swaps it.
@@ -186,13 +229,14 @@ func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="steer"`)
 		writeError(w, http.StatusUnauthorized, "missing bearer token")
+		s.failed(r, "missing bearer token")
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
 	if subtle.ConstantTimeCompare(got[:], a.token[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="steer", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, "invalid bearer token")
-		s.log.Warn("admin API: invalid token", "remote", r.RemoteAddr, "path", r.URL.Path)
+		s.failed(r, "invalid bearer token")
 		return false
 	}
 	return true
@@ -431,11 +475,13 @@ func writeText(w http.ResponseWriter, code int, msg string) {
 }
 
 // Serve listens on the TCP address listen (port 0 picks one) and serves h
-// in the background with conservative timeouts. It returns the bound
+// in the background with conservative timeouts, holding at most
+// maxConns connections at once when it is positive (more wait in the
+// listen backlog until one closes). It returns the bound
 // address and stop, which shuts the server down gracefully (closing it
 // outright when stop's context ends first) and waits for it to finish.
 // ctx bounds only the listen itself.
-func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger) (addr string, stop func(context.Context) error, err error) {
+func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger, maxConns int) (addr string, stop func(context.Context) error, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -443,6 +489,9 @@ func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger)
 	ln, err := lc.Listen(ctx, "tcp", listen)
 	if err != nil {
 		return "", nil, fmt.Errorf("admin API: %w", err)
+	}
+	if maxConns > 0 {
+		ln = netutil.LimitListener(ln, maxConns)
 	}
 	srv := &http.Server{
 		Handler:           h,

@@ -455,7 +455,7 @@ func TestNotFound(t *testing.T) {
 func TestServe(t *testing.T) {
 	f := &fake{ready: true}
 	h := NewHandler(f, Options{Token: "tok"})
-	addr, stop, err := Serve(context.Background(), "127.0.0.1:0", h, nil)
+	addr, stop, err := Serve(context.Background(), "127.0.0.1:0", h, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeBadListen(t *testing.T) {
-	if _, _, err := Serve(context.Background(), "127.0.0.1:notaport", http.NotFoundHandler(), nil); err == nil {
+	if _, _, err := Serve(context.Background(), "127.0.0.1:notaport", http.NotFoundHandler(), nil, 0); err == nil {
 		t.Fatal("want an error")
 	}
 }

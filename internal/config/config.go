@@ -379,6 +379,9 @@ func (c *Config) check(probs *diag.Problems) {
 	} else if c.API.TokenFile != "" {
 		probs.Add(f, c.Line("api.token_file"), "api.token_file without api.listen")
 	}
+	if c.API.MaxConnections < 0 {
+		probs.Add(f, c.Line("api.max_connections"), "api.max_connections: %d is negative (0 or unset: %d)", c.API.MaxConnections, DefaultAPIMaxConnections)
+	}
 	if c.QueryLog.Path != "" && c.QueryLog.Sample == 0 {
 		c.QueryLog.Sample = 1
 	}

@@ -303,10 +303,18 @@ type API struct {
 	TokenFile string `yaml:"token_file"`
 	// TokenEnv names an environment variable holding the token instead.
 	TokenEnv string `yaml:"token_env"`
+	// MaxConnections caps the connections the API holds open at once
+	// (default DefaultAPIMaxConnections); more wait in the listen backlog.
+	MaxConnections int `yaml:"max_connections"`
 	// Token is the token of TokenFile or TokenEnv, read once at load;
 	// empty when neither is set.
 	Token Secret `yaml:"-"`
 }
+
+// DefaultAPIMaxConnections is api.max_connections when unset: enough for
+// operators, dashboards and a Prometheus, few enough that idle or slow
+// clients cannot hold the node's descriptors.
+const DefaultAPIMaxConnections = 64
 
 // HealthOptions are server-wide health-check settings.
 type HealthOptions struct {

@@ -75,7 +75,16 @@ func (a *apiWiring) prepare(cfg *config.Config) (*apiChange, error) {
 		return ch, nil
 	}
 	ch.h = a.newHandler()
-	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, a.log)
+	// The new address serves with the new token from its first request:
+	// the reload that moves the API may yet take a while to commit, and
+	// an unauthenticated window on a new address is an open door.
+	token := cfg.API.Token.Value()
+	ch.h.SetAuth(token, refuseReason(cfg.API, token))
+	conns := cfg.API.MaxConnections
+	if conns == 0 {
+		conns = config.DefaultAPIMaxConnections
+	}
+	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, a.log, conns)
 	if err != nil {
 		return nil, problem(cfg, "api.listen", "api.listen: %v", err)
 	}

@@ -244,3 +244,46 @@ records:
 		}
 	}
 }
+
+// The listener a reload binds at a new api.listen asks for the new token
+// from its first request, before the reload commits: a reload that is
+// slow to finish never opens an unauthenticated window.
+func TestMovedAPIAuthenticatedBeforeCommit(t *testing.T) {
+	n := startNode(t, map[string]string{
+		"steer.yaml": oneZone, "token": "old", "example.com.zone": zone("example.com", 1, "x"),
+	}, Options{})
+	port := dnstest.FreePort(t)
+	writeFile(t, n.dir, "token", "new\n")
+	writeFile(t, n.dir, "steer.yaml", strings.Replace(oneZone, `api: { listen: "127.0.0.1:0"`, fmt.Sprintf(`api: { listen: "127.0.0.1:%d"`, port), 1))
+	cfg, err := loadConfig(filepath.Join(n.dir, "steer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := n.api.prepare(cfg) // what a reload does first; commit comes last
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.abort()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if ch.bound != addr {
+		t.Fatalf("prepared listener at %q, want %s", ch.bound, addr)
+	}
+	for _, c := range []struct {
+		token string
+		want  int
+	}{{"", 401}, {"old", 401}, {"new", 200}} {
+		for _, req := range []struct{ method, path, body string }{
+			{"GET", "/v1/status", ""},
+			{"PUT", "/v1/targets/192.0.2.1/state", `{"state":"down"}`},
+		} {
+			code, body := callAPI(t, addr, req.method, req.path, c.token, req.body)
+			if c.want == 401 && code != 401 || c.want == 200 && code == 401 {
+				t.Errorf("%s %s with token %q on the prepared address: %d %s, want %d", req.method, req.path, c.token, code, body, c.want)
+			}
+		}
+	}
+	// The old address is untouched until commit.
+	if code, _ := n.call("GET", "/v1/status", "old", ""); code != 200 {
+		t.Fatalf("old address with the old token before commit: %d", code)
+	}
+}
