@@ -12,6 +12,18 @@ import (
 // masks is not nil), shuffled, at most d.Limit of them; for a CNAME record,
 // one target.
 func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []uint64) []dns.RR {
+	return r.appendAnswer(dst, d, qtype, masks, true)
+}
+
+// AppendStable is AppendAnswer giving the same records in the same order
+// every time: the chosen pools' addresses in the record's order (pools as
+// configured, each pool's addresses as listed), not shuffled, the first
+// d.Limit of them. A transfer's exported fallback is answered so.
+func (r *Record) AppendStable(dst []dns.RR, d *Decision, qtype uint16, masks []uint64) []dns.RR {
+	return r.appendAnswer(dst, d, qtype, masks, false)
+}
+
+func (r *Record) appendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []uint64, shuffle bool) []dns.RR {
 	if d.Pools == 0 {
 		return dst
 	}
@@ -38,7 +50,7 @@ func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []u
 		}
 	}
 	added := dst[start:]
-	if len(added) > 1 {
+	if shuffle && len(added) > 1 {
 		rand.Shuffle(len(added), func(i, j int) { added[i], added[j] = added[j], added[i] })
 	}
 	limit := d.Limit

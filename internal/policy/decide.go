@@ -38,6 +38,11 @@ type Query struct {
 	// Scopes are the record's scopes widened by the current health
 	// (Live.Usable, widen.go); nil means the partition's own.
 	Scopes *Scopes
+	// Stable asks for the same decision every time for the same input:
+	// a non-sticky split takes its heaviest usable member (ties by
+	// name) instead of drawing one. A transfer's exported fallback is
+	// decided so, so that its serial moves only when health does.
+	Stable bool
 }
 
 // Decision is the outcome of a query.
@@ -256,6 +261,9 @@ func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, 
 		if a.Sticky {
 			p, bits := r.sticky(a, avail, q)
 			return 1 << p, 0, bits
+		}
+		if q.Stable {
+			return 1 << r.heaviestMember(a, avail), 0, 0
 		}
 		var total uint64
 		for i, p := range a.Pools {

@@ -255,9 +255,12 @@ func (r *Record) chooseNested(a *Action, o *outcome, avail uint64, q *Query) (ui
 		return p, limit, max(s, depth)
 	case ActSplit:
 		var m, bits int
-		if a.Sticky {
+		switch {
+		case a.Sticky:
 			m, bits = r.stickyMember(a, avail, q)
-		} else {
+		case q.Stable:
+			m = r.heaviestMember(a, avail)
+		default:
 			m = r.randomMember(a, avail)
 		}
 		if m < 0 {
@@ -267,6 +270,34 @@ func (r *Record) chooseNested(a *Action, o *outcome, avail uint64, q *Query) (ui
 		return p, limit, max(s, bits)
 	}
 	return 0, 0, 0
+}
+
+// heaviestMember is the split member a stable decision (Query.Stable)
+// takes: the usable one of highest weight, ties broken by the lowest
+// name; the first usable one when only zero weights are usable; -1 when
+// none is usable.
+func (r *Record) heaviestMember(a *Action, avail uint64) int {
+	best, first := -1, -1
+	var bestW uint32
+	for i, m := range a.Pools {
+		if !r.usableMember(m, avail) {
+			continue
+		}
+		if first < 0 {
+			first = m
+		}
+		w := a.Weights[i]
+		if w == 0 {
+			continue
+		}
+		if best < 0 || w > bestW || w == bestW && r.MemberName(m) < r.MemberName(best) {
+			best, bestW = m, w
+		}
+	}
+	if best < 0 {
+		return first
+	}
+	return best
 }
 
 // randomMember draws a usable member of a split by weight (the first

@@ -141,7 +141,11 @@ func (s *Snapshot) Export(origin string) []dns.RR {
 // Fallback returns the records a steered record is exported with: for an
 // address record its A and AAAA answers, for a CNAME record its CNAME, as
 // answered to a client no rule places (0.0.0.0 or ::, which no database
-// locates), with the record's TTL. When every pool is down and the
+// locates), with the record's TTL. It is decided stably (policy.Query's
+// Stable, AppendStable): a non-sticky split exports its heaviest usable
+// pool and a multivalue limit the first addresses in the record's order,
+// the same every time for the same health, so that a reload changing
+// nothing never moves the exported serial. When every pool is down and the
 // record's when_all_down gives nothing, every pool's addresses are
 // exported: a secondary serving a dead address is better than one saying
 // the name does not exist.
@@ -155,7 +159,7 @@ func (s *Snapshot) Fallback(r *policy.Record) []dns.RR {
 	}
 	var out []dns.RR
 	answer := func(qtype uint16, up uint64) []dns.RR {
-		q := policy.Query{Qtype: qtype, Up: up, Client: netip.IPv4Unspecified(), ClientBits: 32}
+		q := policy.Query{Qtype: qtype, Up: up, Client: netip.IPv4Unspecified(), ClientBits: 32, Stable: true}
 		if qtype == dns.TypeAAAA {
 			q.Client, q.ClientBits = netip.IPv6Unspecified(), 128
 		}
@@ -166,7 +170,7 @@ func (s *Snapshot) Fallback(r *policy.Record) []dns.RR {
 		if d.ServFail || d.NoData {
 			return nil
 		}
-		return r.AppendAnswer(nil, &d, qtype, s.Live.AddrMasks(r, &d))
+		return r.AppendStable(nil, &d, qtype, s.Live.AddrMasks(r, &d))
 	}
 	for _, t := range types {
 		out = append(out, answer(t, s.Live.Up(r, t))...)
