@@ -46,8 +46,9 @@ type Options struct {
 // it follows and applies through the one reload path, and it reports what
 // it serves under its own lease. The local file holds only the fleet
 // section and, optionally, listen and anycast, which override the
-// bundle's. The last bundle is kept on disk, so a node restarted while
-// the store is unreachable serves what it served before.
+// bundle's. The last bundle it applied (not merely the newest it saw)
+// is kept on disk, so a node restarted while the store is unreachable, or
+// after a push it could not apply, serves what it served before.
 type Member struct {
 	log     *slog.Logger
 	version string
@@ -61,6 +62,7 @@ type Member struct {
 	kvs      map[string]fleet.KV // the view of P/config/
 	latest   fleet.Bundle        // the newest complete bundle seen
 	served   fleet.Bundle        // the bundle the node serves
+	kept     fleet.Bundle        // the bundle last applied, as kept on disk
 	applyErr string              // why latest is not served
 	errRev   int64
 	viewAt   time.Time
@@ -140,8 +142,8 @@ func (m *Member) follow(ctx context.Context, prefix string, h fleet.Handler) {
 
 // Open opens the store named by the local file's fleet section (no
 // I/O yet, unless etcd authentication is set) and reads the bundle to
-// start from: the store's, or the cached one when the store cannot be
-// read within the dial timeout.
+// start from: the store's, or the one last applied (kept on disk) when
+// the store cannot be read within the dial timeout.
 func Open(o Options) (*Member, error) {
 	local := o.Local
 	f := local.Fleet
@@ -151,22 +153,25 @@ func Open(o Options) (*Member, error) {
 	}
 	m := &Member{log: o.Log, version: o.Version, reload: o.Reload, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
 		cache: cacheFile(local), since: time.Now(), resync: make(chan struct{})}
+	kept, kerr := m.loadCache()
+	if kerr == nil {
+		m.kept = kept
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
 	defer cancel()
 	b, err := fleet.ReadBundle(ctx, s, m.prefix)
 	switch {
 	case err == nil && b.Rev != 0:
 		m.latest, m.viewAt = b, time.Now()
-		m.saveCache(b)
 	case err == nil:
 		m.viewAt = time.Now()
 		m.log.Warn("fleet: nothing published yet: serving the local file alone until steer fleet push", "prefix", m.prefix)
 	default:
 		m.log.Error("fleet: the store cannot be read; starting from the last bundle kept on disk", "err", err, "cache", m.cache)
-		if cb, cerr := m.loadCache(); cerr == nil {
-			m.latest = cb
+		if kerr == nil {
+			m.latest = kept
 		} else {
-			m.log.Warn("fleet: no bundle kept on disk either: serving the local file alone", "err", cerr)
+			m.log.Warn("fleet: no bundle kept on disk either: serving the local file alone", "err", kerr)
 		}
 	}
 	return m, nil
@@ -188,6 +193,9 @@ type cachedBundle struct {
 	Files map[string][]byte `json:"files"`
 }
 
+// saveCache keeps b, a bundle the node applied, on disk: a restart
+// starts from it when the store cannot be read or its bundle cannot be
+// applied.
 func (m *Member) saveCache(b fleet.Bundle) {
 	data, err := json.Marshal(cachedBundle{Meta: b.Meta, Rev: b.Rev, Files: b.Files})
 	if err == nil {
@@ -223,6 +231,25 @@ func (m *Member) Config(prev *config.Config) (*config.Config, fleet.Bundle, erro
 	m.mu.Lock()
 	b := m.latest
 	m.mu.Unlock()
+	return m.configOf(b, prev)
+}
+
+// Kept is the configuration of the bundle last applied, as kept on disk,
+// for a node whose newest bundle (Config) fails at start: it serves what
+// it served before. ok is false when nothing was kept or the kept bundle
+// is the newest one (which just failed).
+func (m *Member) Kept(prev *config.Config) (cfg *config.Config, b fleet.Bundle, ok bool, err error) {
+	m.mu.Lock()
+	b, latest := m.kept, m.latest
+	m.mu.Unlock()
+	if b.Rev == 0 || (b.Rev == latest.Rev && b.Meta.Serial == latest.Meta.Serial) {
+		return nil, b, false, nil
+	}
+	cfg, b, err = m.configOf(b, prev)
+	return cfg, b, true, err
+}
+
+func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, fleet.Bundle, error) {
 	if b.Rev == 0 {
 		return m.local, b, nil
 	}
@@ -249,12 +276,27 @@ func (m *Member) Config(prev *config.Config) (*config.Config, fleet.Bundle, erro
 // Applied records the outcome of serving bundle b (err nil: it is served).
 func (m *Member) Applied(b fleet.Bundle, err error) {
 	m.mu.Lock()
+	save := false
 	if err == nil {
-		m.served, m.applyErr, m.errRev = b, "", 0
+		m.served = b
+		if b.Rev == m.latest.Rev || m.latest.Rev == 0 {
+			// The newest is served; an older one served instead (the
+			// newest failed at start) leaves the newest's error standing.
+			m.applyErr, m.errRev = "", 0
+		}
+		// Only a bundle that was applied is kept: a restart after a push
+		// that could not be applied serves what was served before.
+		save = b.Rev != m.kept.Rev || b.Meta.Serial != m.kept.Meta.Serial
+		if save {
+			m.kept = b
+		}
 	} else {
 		m.applyErr, m.errRev = err.Error(), b.Rev
 	}
 	m.mu.Unlock()
+	if save {
+		m.saveCache(b)
+	}
 	m.report()
 }
 
@@ -330,7 +372,6 @@ func (m *Member) changed() {
 	}
 	m.mu.Unlock()
 	if newer && b.Rev != 0 {
-		m.saveCache(b)
 		m.log.Info("fleet: a new bundle is published", "serial", b.Meta.Serial, "revision", b.Rev, "files", len(b.Files))
 		m.reload("fleet")
 	}

@@ -96,7 +96,9 @@ type Node struct {
 	feed    *health.Feed
 	grd     *guardWiring
 	fl      *fleetnode.Member // nil: not in a fleet
-	xfr     *xfrWiring
+	// fellBack: New found the newest bundle unservable (fleetFallback).
+	fellBack bool
+	xfr      *xfrWiring
 
 	// first is the plan New prepared and Start serves.
 	first *plan
@@ -150,11 +152,8 @@ func New(o Options) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
-		local := cfg
 		if cfg, bundle, err = n.fl.Config(nil); err != nil {
-			n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
-			n.fl.Applied(bundle, err)
-			cfg, bundle = local, fleet.Bundle{}
+			cfg, bundle = n.fleetFallback(bundle, err)
 		}
 	}
 	n.log.Info("configuration read; loading zones and geo databases, compiling policies", "zones", len(cfg.Zones),
@@ -167,19 +166,22 @@ func New(o Options) (_ *Node, err error) {
 			n.xfr.Close()
 		}
 	}()
-	keys, kerrs := snapshot.LoadKeys(cfg)
-	if err := kerrs.Err(); err != nil {
-		return nil, err
-	}
-	n.xfr.configure(cfg, keys)
-	snap, warns, err := n.build(cfg, nil)
-	logWarnings(n.log, warns)
-	if err != nil && n.fl != nil && bundle.Rev != 0 {
-		n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
-		n.fl.Applied(bundle, err)
-		cfg, bundle = n.fl.Local(), fleet.Bundle{}
-		snap, warns, err = n.build(cfg, nil)
-		logWarnings(n.log, warns)
+	// In a fleet, a bundle that fails here (its keys, its build) gives
+	// way to the bundle last applied, then to the local file alone.
+	var snap *snapshot.Snapshot
+	for {
+		keys, kerrs := snapshot.LoadKeys(cfg)
+		err = kerrs.Err()
+		if err == nil {
+			n.xfr.configure(cfg, keys)
+			var warns diag.Problems
+			snap, warns, err = n.build(cfg, nil)
+			logWarnings(n.log, warns)
+		}
+		if err == nil || n.fl == nil || bundle.Rev == 0 {
+			break
+		}
+		cfg, bundle = n.fleetFallback(bundle, err)
 	}
 	if err != nil {
 		return nil, err
@@ -220,6 +222,30 @@ func New(o Options) (_ *Node, err error) {
 	}
 	n.first.commit(n)
 	return n, nil
+}
+
+// fleetFallback is what a fleet node starts from when bundle failed with
+// err: the bundle it last applied (kept on disk), when that is another
+// one and its configuration reads; else the local file alone. The
+// failure is reported (Applied) only for the newest bundle, so fleet
+// status says which bundle is served and why the newest is not.
+func (n *Node) fleetFallback(bundle fleet.Bundle, err error) (*config.Config, fleet.Bundle) {
+	if !n.fellBack {
+		n.fl.Applied(bundle, err)
+		n.fellBack = true
+		if cfg, kept, ok, kerr := n.fl.Kept(nil); ok {
+			if kerr == nil {
+				n.log.Error("fleet: the newest bundle cannot be served; serving the bundle last applied", "err", err,
+					"serial", kept.Meta.Serial, "revision", kept.Rev)
+				return cfg, kept
+			}
+			err = fmt.Errorf("%w; and the bundle last applied: %v", err, kerr)
+		}
+	} else {
+		err = fmt.Errorf("the bundle last applied (serial %d): %w", bundle.Meta.Serial, err)
+	}
+	n.log.Error("fleet: the published configuration cannot be served; serving the local file alone", "err", err)
+	return n.fl.Local(), fleet.Bundle{}
 }
 
 // applyFeed points the health feed at cfg's feed file and says what
