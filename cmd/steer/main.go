@@ -99,15 +99,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "steer check: --config FILE is required (there is no %s)\n", defaultConfig())
 		return 2
 	}
-	summary, warns, err := node.Check(path)
-	for _, w := range warns {
+	r, err := node.CheckFile(path)
+	for _, w := range r.Warnings {
 		fmt.Fprintln(stderr, w)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%s)\n", path, summary)
+	fmt.Fprintf(stdout, "%s: ok (%s)\n", path, r.Summary)
+	fmt.Fprintf(stdout, "state: %s\n", r.StateDir)
 	return 0
 }
 

@@ -354,6 +354,30 @@ tcp: { max_connectons: 5 }
 	if code != 0 || !strings.Contains(out, "ok") {
 		t.Fatalf("check good: exit %d\n%s%s", code, out, errOut)
 	}
+	// check says where the state is kept (steer-state beside the file by
+	// default), creating nothing.
+	if want := "\nstate: " + filepath.Join(dir, "steer-state") + "\n"; !strings.Contains(out, want) {
+		t.Errorf("check good: no %q in:\n%s", want, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "steer-state")); err == nil {
+		t.Error("steer check created the state directory")
+	}
+	// A state directory that cannot be made (under a regular file: root
+	// can write anywhere else) is an error at state_dir's line; the
+	// deprecated health.state_file is a warning at its line.
+	dnstest.WriteFiles(t, dir, map[string]string{"plain": "a file\n", "state.yaml": `health: { state_file: h.json }
+state_dir: plain/sub
+zones:
+  - origin: example.com
+    file: ok.zone
+`})
+	code, _, errOut = run("check", "--config", filepath.Join(dir, "state.yaml"))
+	if want := filepath.Join(dir, "state.yaml") + ":2: state directory " + filepath.Join(dir, "plain", "sub") + " cannot be created"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("check with state_dir under a file: exit %d, want 1 and %q in:\n%s", code, want, errOut)
+	}
+	if want := filepath.Join(dir, "state.yaml") + ":1: warning: health.state_file is deprecated: set state_dir instead"; !strings.Contains(errOut, want) {
+		t.Errorf("no %q in:\n%s", want, errOut)
+	}
 	code, _, errOut = run("check", "--config", filepath.Join(dir, "bad.yaml"))
 	if code == 0 {
 		t.Fatalf("check bad: exit 0\n%s", errOut)

@@ -90,6 +90,10 @@ type Config struct {
 	// TSIG holds the keys zone transfers and NOTIFYs are signed with, by
 	// name (the key's own name in the file).
 	TSIG map[string]TSIGKey `yaml:"tsig"`
+	// StateDir is the directory holding everything the node keeps across
+	// restarts (state.go): "" is DefaultStateDir beside the file. Read it
+	// through StatePath.
+	StateDir string `yaml:"state_dir"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`

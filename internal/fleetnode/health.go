@@ -63,14 +63,12 @@ type savedView struct {
 	Obs    map[string]map[string]quorum.Observation `json:"observations"`
 }
 
-func (fh *quorumHealth) viewFile() string {
-	return strings.TrimSuffix(fh.m.cache, "-bundle.json") + "-health.json"
-}
+func (fh *quorumHealth) viewFile() string { return stateFile(fh.m.stateDir, HealthView) }
 
 // saveView writes the view at most every two seconds.
 func (fh *quorumHealth) saveView(now time.Time) {
 	fh.mu.Lock()
-	if now.Sub(fh.savedAt) < 2*time.Second || fh.viewAt.IsZero() {
+	if now.Sub(fh.savedAt) < 2*time.Second || fh.viewAt.IsZero() || fh.viewFile() == "" {
 		fh.mu.Unlock()
 		return
 	}
@@ -90,6 +88,9 @@ func (fh *quorumHealth) saveView(now time.Time) {
 
 // loadView starts from the view kept on disk, if any.
 func (fh *quorumHealth) loadView() {
+	if fh.viewFile() == "" {
+		return
+	}
 	data, err := os.ReadFile(fh.viewFile())
 	if err != nil {
 		return

@@ -39,6 +39,10 @@ type Options struct {
 	Version string
 	// Reload asks the node for a reload (a new bundle is published).
 	Reload func(why string)
+	// StateDir is the node's state directory (config.Config.StatePath
+	// of the local file); the member keeps its bundle cache and the
+	// fleet's health view under its "fleet" directory. "" keeps nothing.
+	StateDir string
 }
 
 // Member makes the node one of a fleet: its configuration and zones
@@ -50,13 +54,14 @@ type Options struct {
 // is kept on disk, so a node restarted while the store is unreachable, or
 // after a push it could not apply, serves what it served before.
 type Member struct {
-	log     *slog.Logger
-	version string
-	reload  func(why string)
-	local   *config.Config
-	store   fleet.Store
-	prefix  string
-	cache   string // where the last bundle is kept
+	log      *slog.Logger
+	version  string
+	reload   func(why string)
+	local    *config.Config
+	store    fleet.Store
+	prefix   string
+	stateDir string // the node's state directory ("": keep nothing)
+	cache    string // where the last bundle is kept ("": nowhere)
 
 	mu       sync.Mutex
 	kvs      map[string]fleet.KV // the view of P/config/
@@ -152,7 +157,12 @@ func Open(o Options) (*Member, error) {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
 	m := &Member{log: o.Log, version: o.Version, reload: o.Reload, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
-		cache: cacheFile(local), since: time.Now(), resync: make(chan struct{})}
+		stateDir: o.StateDir, cache: stateFile(o.StateDir, BundleCache), since: time.Now(), resync: make(chan struct{})}
+	if m.cache != "" {
+		if err := os.MkdirAll(filepath.Dir(m.cache), 0o750); err != nil {
+			return nil, fmt.Errorf("fleet: %w", err)
+		}
+	}
 	kept, kerr := m.loadCache()
 	if kerr == nil {
 		m.kept = kept
@@ -177,14 +187,22 @@ func Open(o Options) (*Member, error) {
 	return m, nil
 }
 
-// cacheFile is beside the local health state file when one is set,
-// else beside the local file.
-func cacheFile(local *config.Config) string {
-	dir := filepath.Dir(local.File)
-	if local.Health.StateFile != "" {
-		dir = filepath.Dir(local.Resolve(local.Health.StateFile))
+// The member's files in the state directory's fleet directory.
+const (
+	// BundleCache is the bundle kept for a restart without the store.
+	BundleCache = "bundle.json"
+	// HealthView is the fleet's health view kept for a restart without
+	// the store.
+	HealthView = "health-view.json"
+)
+
+// stateFile is name in the fleet directory of the state directory dir;
+// "" when dir is.
+func stateFile(dir, name string) string {
+	if dir == "" {
+		return ""
 	}
-	return filepath.Join(dir, "steer-fleet-bundle.json")
+	return filepath.Join(dir, config.StateFleet, name)
 }
 
 type cachedBundle struct {
@@ -197,6 +215,9 @@ type cachedBundle struct {
 // starts from it when the store cannot be read or its bundle cannot be
 // applied.
 func (m *Member) saveCache(b fleet.Bundle) {
+	if m.cache == "" {
+		return
+	}
 	data, err := json.Marshal(cachedBundle{Meta: b.Meta, Rev: b.Rev, Files: b.Files})
 	if err == nil {
 		tmp := m.cache + ".tmp"
@@ -210,6 +231,9 @@ func (m *Member) saveCache(b fleet.Bundle) {
 }
 
 func (m *Member) loadCache() (fleet.Bundle, error) {
+	if m.cache == "" {
+		return fleet.Bundle{}, errors.New("no state directory: nothing is kept on disk")
+	}
 	data, err := os.ReadFile(m.cache)
 	if err != nil {
 		return fleet.Bundle{}, err
@@ -261,6 +285,8 @@ func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, 
 		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
 	}
 	cfg.Fleet = m.local.Fleet
+	// The state directory is the node's, never the bundle's.
+	cfg.StateDir = m.stateDir
 	// The node's identity is the local file's (node:, or the fleet
 	// section's node and region), never the shared bundle's.
 	cfg.Node = m.local.Node

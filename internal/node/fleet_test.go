@@ -425,7 +425,7 @@ func TestFleetHealthViewSurvivesRestart(t *testing.T) {
 	dnstest.WaitFor(t, 3*time.Second, "down by quorum", func() bool { return n.a("shop.example.com") == "192.0.2.2" })
 	// The view is written at most every 2 s: wait until the one on disk
 	// holds every observer's verdict.
-	viewFile := filepath.Join(n.dir, "steer-fleet-health.json")
+	viewFile := filepath.Join(n.dir, "steer-state", "fleet", "health-view.json")
 	dnstest.WaitFor(t, 5*time.Second, "the health view on disk", func() bool {
 		data, err := os.ReadFile(viewFile)
 		if err != nil {

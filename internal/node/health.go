@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
@@ -86,13 +85,9 @@ type poolSeen struct {
 }
 
 // setStateFile makes the manager keep its state (target statuses, target
-// and pool overrides with their expiries) in cfg's state file, restoring
+// and pool overrides with their expiries) in f ("" keeps none), restoring
 // it the first time a file is named.
-func (h *healthWiring) setStateFile(cfg *config.Config) {
-	f := ""
-	if cfg.Health.StateFile != "" {
-		f = cfg.Resolve(cfg.Health.StateFile)
-	}
+func (h *healthWiring) setStateFile(f string) {
 	h.mu.Lock()
 	same := f == h.stateFile
 	h.stateFile = f

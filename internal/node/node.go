@@ -99,6 +99,13 @@ type Node struct {
 	// fellBack: New found the newest bundle unservable (fleetFallback).
 	fellBack bool
 	xfr      *xfrWiring
+	// stateDir is the state directory (config.Config.StatePath) of the
+	// file the node was started from, made at New; "" keeps nothing (the
+	// embedded demo). It holds, in the layout of config's State*
+	// constants, the health state, the last good zone copies, the
+	// secondary copies, the exported serials and a fleet member's bundle
+	// cache and health view. It stays the same until the next restart.
+	stateDir string
 
 	// first is the plan New prepared and Start serves.
 	first *plan
@@ -146,9 +153,20 @@ func New(o Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The state directory is the local file's, in a fleet too (never the
+	// pushed bundle's).
+	if n.stateDir = cfg.StatePath(); n.stateDir != "" {
+		if err := config.MakeStateDir(n.stateDir); err != nil {
+			return nil, cfg.StateProblem(err)
+		}
+		migrateLegacyState(n.log, cfg, n.stateDir)
+		n.log.Info("state directory", "dir", n.stateDir)
+	} else {
+		n.log.Info("no state directory: nothing is kept across restarts", "config", n.source)
+	}
 	var bundle fleet.Bundle
 	if cfg.Fleet != nil {
-		n.fl, err = fleetnode.Open(fleetnode.Options{Log: n.log, Local: cfg, Version: o.Version, Reload: n.RequestReload})
+		n.fl, err = fleetnode.Open(fleetnode.Options{Log: n.log, Local: cfg, Version: o.Version, Reload: n.RequestReload, StateDir: n.stateDir})
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +178,7 @@ func New(o Options) (_ *Node, err error) {
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
 	n.reg = prometheus.NewRegistry()
 	n.met = metrics.New(n.reg)
-	n.xfr = newXfr(n.log, n.reg, cfg, n.servedSnapshot, func(why string) { n.request(kindZones, why) })
+	n.xfr = newXfr(n.log, n.reg, n.stateDir, n.servedSnapshot, func(why string) { n.request(kindZones, why) })
 	defer func() {
 		if err != nil {
 			n.xfr.Close()
@@ -286,10 +304,10 @@ func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, e
 }
 
 // build compiles cfg into a snapshot. Zones that fail alone are served
-// from prev's copy, or the copy kept beside the state file, or SERVFAIL.
+// from prev's copy, or the copy kept in the state directory, or SERVFAIL.
 func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Snapshot, diag.Problems, error) {
 	start := time.Now()
-	opts := snapshot.Options{Previous: prev, CacheDir: zoneCacheDir(cfg)}
+	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones)}
 	if n.met != nil {
 		opts.Hooks = policy.Hooks{Observe: n.met.Steered, Decided: n.met.Decision}
 	}
@@ -308,13 +326,22 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Sna
 	return snap, warns, nil
 }
 
-// zoneCacheDir is where last good copies of zone files are kept: a
-// "zones" directory beside the health state file; none without one.
-func zoneCacheDir(cfg *config.Config) string {
-	if cfg.Health.StateFile == "" || cfg.FS != nil {
+// statePath is name in the state directory; "" when nothing is kept.
+func (n *Node) statePath(name string) string {
+	if n.stateDir == "" {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(cfg.Resolve(cfg.Health.StateFile)), "zones")
+	return filepath.Join(n.stateDir, name)
+}
+
+// healthStateFile is where the health manager keeps its state for cfg:
+// health.state_file (deprecated) when a local file sets it, else
+// health.json in the state directory.
+func (n *Node) healthStateFile(cfg *config.Config) string {
+	if cfg.Health.StateFile != "" && cfg.FS == nil {
+		return cfg.HealthStateFile()
+	}
+	return n.statePath(config.StateHealth)
 }
 
 // Start restores operator state, opens the listeners and starts every
@@ -337,7 +364,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// may still write to it.
 	n.onStop(func(context.Context) { n.ql.close() })
 	t := time.Now()
-	n.hc.setStateFile(cfg)
+	n.hc.setStateFile(n.healthStateFile(cfg))
 	n.onStop(func(context.Context) { n.hc.close() })
 	n.onStop(func(context.Context) { n.lat.stop() })
 	if err := ctx.Err(); err != nil {

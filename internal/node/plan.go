@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/steer-dns/steer/internal/config"
@@ -126,31 +127,62 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 // error here: zones that fail (a node starts with them degraded) and
 // latency files that are rejected (a node starts without them).
 func Check(path string) (summary string, warns []string, err error) {
+	r, err := CheckFile(path)
+	return r.Summary, r.Warnings, err
+}
+
+// CheckResult is what steer check reports of a configuration.
+type CheckResult struct {
+	// Summary is the snapshot's summary (zones, records...).
+	Summary string
+	// Warnings are file:line warnings, each prefixed "warning: ".
+	Warnings []string
+	// StateDir is the state directory a node started from the file
+	// would use (config.Config.StatePath).
+	StateDir string
+}
+
+// CheckFile is Check, also saying where the node's state would be kept.
+// The state directory is checked without being created: a path under a
+// file, or one this user cannot write, is an error.
+func CheckFile(path string) (r CheckResult, err error) {
 	cfg, err := config.Load(path)
 	if err != nil {
-		return "", nil, err
+		return r, err
+	}
+	r.StateDir = cfg.StatePath()
+	var stateErr error
+	if r.StateDir != "" {
+		if err := config.CheckStateDir(r.StateDir); err != nil {
+			stateErr = cfg.StateProblem(err)
+		}
 	}
 	snap, ws, buildErr := snapshot.Build(cfg)
+	if cfg.Health.StateFile != "" {
+		ws.Add(cfg.File, cfg.Line("health.state_file"), "health.state_file is deprecated: set state_dir instead (health state is then kept in %s); until it is removed the health state stays in %s",
+			filepath.Join(r.StateDir, config.StateHealth), cfg.HealthStateFile())
+	}
 	if refuseReason(cfg.API, "") != "" {
 		ws.Add(cfg.File, cfg.Line("api.listen"), "api.listen %s is not a loopback address and no token is set: changes through the API will be refused (set api.token_file)", cfg.API.Listen)
 	}
 	for _, w := range ws {
 		w.Msg = "warning: " + w.Msg
-		warns = append(warns, w.String())
+		r.Warnings = append(r.Warnings, w.String())
 	}
 	log := slog.New(slog.DiscardHandler)
 	p, err := prepare(cfg, snap, parts{ql: &queryLog{log: log}, grd: &guardWiring{random: cookie.Random()},
 		lat: newLatency(log, nil), dry: true})
 	p.abort()
-	warns = append(warns, p.latWarns...)
+	r.Warnings = append(r.Warnings, p.latWarns...)
 	var errs []string
-	for _, e := range []error{buildErr, err} {
+	for _, e := range []error{stateErr, buildErr, err} {
 		if e != nil {
 			errs = append(errs, e.Error())
 		}
 	}
 	if errs = append(errs, p.latErrs...); len(errs) > 0 {
-		return "", warns, errors.New(strings.Join(errs, "\n"))
+		return r, errors.New(strings.Join(errs, "\n"))
 	}
-	return snap.Summary(), warns, nil
+	r.Summary = snap.Summary()
+	return r, nil
 }

@@ -233,7 +233,7 @@ func (n *Node) reloadConfig(res *Result) {
 		return
 	}
 	t = time.Now()
-	n.hc.setStateFile(cfg)
+	n.hc.setStateFile(n.healthStateFile(cfg))
 	if err := n.swap(old, snap, true); err != nil {
 		p.abort()
 		n.reject(res, err)
@@ -342,6 +342,9 @@ func restartNeeded(old, cur *snapshot.Snapshot) []string {
 	var out []string
 	if !reflect.DeepEqual(old.Config.Anycast, cur.Config.Anycast) {
 		out = append(out, "anycast (the BGP speaker keeps its settings until the next restart)")
+	}
+	if o, c := old.Config.StatePath(), cur.Config.StatePath(); o != c {
+		out = append(out, fmt.Sprintf("state_dir %s -> %s (the node keeps its state in %s until the next restart)", o, c, o))
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"log/slog"
-	"path/filepath"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,11 +23,12 @@ import (
 // its copies and serials (copyOf, Serials).
 type xfrWiring struct{ *xfr.Service }
 
-func newXfr(log *slog.Logger, reg prometheus.Registerer, cfg *config.Config, current func() *snapshot.Snapshot, request func(why string)) *xfrWiring {
+// dir is the state directory ("": keep nothing).
+func newXfr(log *slog.Logger, reg prometheus.Registerer, dir string, current func() *snapshot.Snapshot, request func(why string)) *xfrWiring {
 	return &xfrWiring{xfr.New(xfr.Options{
 		Log:        log,
 		Registerer: reg,
-		Dir:        stateDir(cfg),
+		Dir:        dir,
 		Zones:      func() []xfr.Zone { return xfrZones(current()) },
 		Rebuild:    request,
 		Steered: func(origin string) map[string]uint16 {
@@ -38,14 +38,6 @@ func newXfr(log *slog.Logger, reg prometheus.Registerer, cfg *config.Config, cur
 			return nil // New: the first build checks the steered names
 		},
 	})}
-}
-
-// stateDir is where the node keeps state beside the health state file.
-func stateDir(cfg *config.Config) string {
-	if cfg.Health.StateFile == "" || cfg.FS != nil {
-		return ""
-	}
-	return filepath.Dir(cfg.Resolve(cfg.Health.StateFile))
 }
 
 // configure gives the service the secondary zones of cfg.

@@ -87,8 +87,13 @@ type Options struct {
 	MinRefresh, Timeout time.Duration
 }
 
-// SerialsFile is the state file of exported serials in Options.Dir.
-const SerialsFile = "steer-xfr-serials.json"
+// SerialsFile is the state file of exported serials in Options.Dir (the
+// node's state directory, config.StateSerials).
+const SerialsFile = "xfr-serials.json"
+
+// SecondaryDir is the directory of secondary copies in Options.Dir
+// (config.StateSecondary).
+const SecondaryDir = "secondary"
 
 // New returns a Service with no zones: SetIn gives it its secondary
 // zones, Refresh its exports. The exported serials are read from
@@ -129,7 +134,7 @@ func New(o Options) *Service {
 		for origin, sv := range s.saved {
 			s.serials[origin] = sv.Serial
 		}
-		secDir = filepath.Join(o.Dir, "secondary")
+		secDir = filepath.Join(o.Dir, SecondaryDir)
 	}
 	s.sec = secondary.New(secondary.Options{
 		Dir:    secDir,
@@ -156,7 +161,7 @@ func (s *Service) SetIn(zones []secondary.Zone) {
 	}
 	s.in.Store(&m)
 	if len(zones) > 0 && s.o.Dir == "" {
-		s.log.Warn("secondary zones without health.state_file keep no copy on disk: a restart serves SERVFAIL until a primary answers")
+		s.log.Warn("secondary zones without a state directory keep no copy on disk: a restart serves SERVFAIL until a primary answers")
 	}
 	s.sec.Set(zones)
 }
