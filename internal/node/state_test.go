@@ -1,10 +1,16 @@
 package node
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/fleet"
 )
 
 // TestStateDirUnwritable: a state directory that cannot be made fails New
@@ -57,5 +63,147 @@ records:
 	again := startNodeIn(t, n.dir, Options{})
 	if got := again.a("shop.example.com"); got != "192.0.2.2" {
 		t.Errorf("after a restart: %s, want b (a drained, kept in health.json)", got)
+	}
+}
+
+// TestSecondaryCopyWithoutStateFile: a secondary zone keeps its copy in
+// the state directory with no health.state_file (as Knot, NSD and BIND
+// keep theirs): restarted with its primary (another steer node, in
+// process) gone, it answers from the copy at once, and the log has no
+// warning that nothing is kept.
+func TestSecondaryCopyWithoutStateFile(t *testing.T) {
+	const origin = "copy.example."
+	primary := startNode(t, map[string]string{
+		"steer.yaml": `tsig:
+  knot-key: { secret_file: knot.key }
+zones:
+  - origin: copy.example
+    file: copy.zone
+    secondaries:
+      - { address: 127.0.0.1, tsig: knot-key, notify: none }
+`,
+		"knot.key":  keyFile("knot-key"),
+		"copy.zone": fmt.Sprintf("$ORIGIN %s\n$TTL 300\n@ SOA ns1 hostmaster 7 3600 600 86400 60\n@ NS ns1\nns1 A 192.0.2.53\ngen TXT \"kept\"\n", origin),
+	}, Options{})
+	sec := startNode(t, map[string]string{
+		"steer.yaml": fmt.Sprintf(`tsig:
+  knot-key: { secret_file: knot.key }
+zones:
+  - origin: copy.example
+    primaries: [%s]
+    tsig: knot-key
+`, primary.dns),
+		"knot.key": keyFile("knot-key"),
+	}, Options{})
+	soa := func(n *testNode) uint32 {
+		r := n.query(origin, dns.TypeSOA)
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			return 0
+		}
+		return r.Answer[0].(*dns.SOA).Serial
+	}
+	dnstest.WaitFor(t, 5*time.Second, "the secondary to serve serial 7", func() bool { return soa(sec) == 7 })
+	copies, err := os.ReadDir(filepath.Join(sec.dir, "steer-state", "secondary"))
+	if err != nil || len(copies) == 0 {
+		t.Fatalf("no copy in steer-state/secondary: %v %v", copies, err)
+	}
+	primary.Shutdown(t.Context())
+	sec.Shutdown(t.Context())
+	again := startNodeIn(t, sec.dir, Options{})
+	if s := soa(again); s != 7 {
+		t.Fatalf("restarted with the primary gone: serial %d, want the kept copy's 7", s)
+	}
+	if got := again.txt("gen." + origin); got != "kept" {
+		t.Errorf("gen: %q", got)
+	}
+	if strings.Contains(again.logs.String()+sec.logs.String(), "keep no copy") {
+		t.Error("a node with a state directory warns that secondary zones keep no copy")
+	}
+}
+
+// TestFleetStateDir: a fleet node keeps its state in the state directory
+// of its local file (here an explicit relative state_dir), never the
+// pushed bundle's: the exported serials (which a fleet node kept nowhere
+// before) and the bundle cache; restarted with the store gone, it serves
+// the kept bundle with the kept serial.
+func TestFleetStateDir(t *testing.T) {
+	c, s := fleetStore(t)
+	// The key is a node-local file, by its absolute path; the bundle's
+	// paths resolve without the leading slash today, so the test runs in /.
+	t.Chdir("/")
+	keyDir := t.TempDir()
+	writeFile(t, keyDir, "knot.key", keyFile("knot-key"))
+	b := fleet.Bundle{Files: map[string][]byte{
+		fleet.ConfigName: []byte(fmt.Sprintf(`state_dir: /nonexistent/pushed-state
+tsig:
+  knot-key: { secret_file: %s }
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+    secondaries:
+      - { address: 127.0.0.1, tsig: knot-key, notify: none }
+`, filepath.Join(keyDir, "knot.key"))),
+		fleet.BundleName("zones/example.com.zone"): []byte(zone("example.com", 41, "pushed")),
+	}}
+	if _, _, err := fleet.Publish(t.Context(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "ams-1") + "state_dir: st\n"}, Options{})
+	if got := n.txt("gen.example.com"); got != "pushed" {
+		t.Fatalf("the node serves %q", got)
+	}
+	state := filepath.Join(n.dir, "st")
+	dnstest.WaitFor(t, 5*time.Second, "st/xfr-serials.json with example.com", func() bool {
+		b, err := os.ReadFile(filepath.Join(state, "xfr-serials.json"))
+		return err == nil && strings.Contains(string(b), "example.com.")
+	})
+	if _, err := os.Stat(filepath.Join(state, "fleet", "bundle.json")); err != nil {
+		t.Errorf("no bundle cache in the state directory: %v", err)
+	}
+	if _, err := os.Stat("/nonexistent/pushed-state"); err == nil {
+		t.Error("the pushed bundle's state_dir was used")
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "steer-state")); err == nil {
+		t.Error("a default state directory was made beside an explicit one")
+	}
+	n.Shutdown(t.Context())
+	c.Member(0).Stop()
+	again := startNodeIn(t, n.dir, Options{})
+	if got := again.txt("gen.example.com"); got != "pushed" {
+		t.Errorf("restarted with the store gone: %q, want the kept bundle's", got)
+	}
+	r := again.query("example.com.", dns.TypeSOA)
+	if len(r.Answer) != 1 || r.Answer[0].(*dns.SOA).Serial != 41 {
+		t.Errorf("restarted: SOA %v, want serial 41", r.Answer)
+	}
+}
+
+// TestLegacyStateMigrated: what an earlier version kept beside
+// health.state_file (zone copies, secondary copies, exported serials) is
+// copied into the state directory at start, once, and the health state
+// stays in the file health.state_file names.
+func TestLegacyStateMigrated(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "steer.yaml", "listen: [\"127.0.0.1:0\"]\nhealth: { state_file: old/health.json }\n")
+	writeFile(t, dir, "old/zones/example.com.zone", "kept zone copy\n")
+	writeFile(t, dir, "old/secondary/sec.example.zone", "kept secondary copy\n")
+	writeFile(t, dir, "old/steer-xfr-serials.json", `{"example.com.": {"serial": 9}}`+"\n")
+	n := startNodeIn(t, dir, Options{})
+	for old, now := range map[string]string{
+		"old/zones/example.com.zone":     "steer-state/zones/example.com.zone",
+		"old/secondary/sec.example.zone": "steer-state/secondary/sec.example.zone",
+		"old/steer-xfr-serials.json":     "steer-state/xfr-serials.json",
+	} {
+		want, _ := os.ReadFile(filepath.Join(dir, old))
+		if got, err := os.ReadFile(filepath.Join(dir, now)); err != nil || string(got) != string(want) {
+			t.Errorf("%s: %q %v, want the copy of %s", now, got, err, old)
+		}
+	}
+	n.Shutdown(t.Context())
+	if _, err := os.Stat(filepath.Join(dir, "old", "health.json")); err != nil {
+		t.Errorf("the health state is not kept where health.state_file names it: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "steer-state", "health.json")); err == nil {
+		t.Error("health.json written in the state directory although health.state_file is set")
 	}
 }
