@@ -21,6 +21,19 @@ import (
 // status (see internal/quorum: up while more than healthy_above of them
 // see it up; absent observers never vote). When the node has had no view
 // of the store for view_grace, its own checks decide again.
+//
+// What is written: an observation when its status changes (and when the
+// node's lease was replaced, or it starts or stops observing the target),
+// never a result that changes nothing, so a fleet with stable health adds
+// no revision to etcd for its observations. What keeps them live is the
+// node's refresh: its status key, re-written under the same lease every
+// lease_ttl/3 (keepStatus). A node deciding counts an observation while it
+// is in the store (the observer's lease holds it) and it, or its
+// observer's refresh, arrived through this node's watch within
+// Stale × refresh on this node's own clock (quorum.Observation.HeardAt):
+// no time another node read from its clock is ever compared with this
+// one's. An observer whose checker stopped reporting withdraws its
+// observation itself (its own clock, Stale × the check's interval).
 type quorumHealth struct {
 	m        *Member
 	manager  *health.Manager
@@ -29,6 +42,10 @@ type quorumHealth struct {
 	cfg      quorum.Config
 	grace    time.Duration
 	tracker  *quorum.Tracker
+	// refresh is this node's refresh period, lease_ttl/3: how often its
+	// status is re-written, and what an observation that does not say
+	// its observer's is judged by.
+	refresh time.Duration
 
 	// decideMu orders decideTargets' updates of the tracker with
 	// forgetting the targets a reload removed (configured), so a decision
@@ -39,20 +56,40 @@ type quorumHealth struct {
 	// targets are the configured targets (the keys mine was last given);
 	// nil until then: every target observed is decided.
 	targets map[string]bool
-	obs     map[string]map[string]quorum.Observation // target → node → observation
-	own     map[string]quorum.Verdict
-	ownObs  map[string]quorum.Observation // this node's latest, counted before the store has it
-	viewAt  time.Time                     // the last complete view of P/obs/
-	fresh   bool                          // the view was fresh at the last tick
-	members map[string]string             // live nodes (their status keys) → region
-	probing string                        // the last choice of keys, for change detection
-	pending map[string]observation        // to publish, by target
-	kick    chan struct{}
-	savedAt time.Time // the view was last written to viewFile
-	// newest and longest are the view's clock: the newest CheckedAt and
-	// the longest interval of any observation seen (decide).
-	newest  time.Time
-	longest time.Duration
+	// obs mirrors P/obs/: target → node → observation, HeardAt when its
+	// put arrived here.
+	obs map[string]map[string]quorum.Observation
+	// heard is when each live node's refresh (a write of its status key)
+	// last arrived here.
+	heard map[string]time.Time
+	own   map[string]ownResult // this node's latest check result, by target
+	// chosen are the targets this node observes for the fleet (mine);
+	// nil until mine chose with a fresh view: nothing is published then.
+	chosen map[string]bool
+	// published is what the store holds of this node's observations,
+	// under the lease pubLease.
+	published map[string]observation
+	pubLease  int64
+	viewAt    time.Time         // the last complete view of P/obs/
+	fresh     bool              // the view was fresh at the last tick
+	members   map[string]string // live nodes (their status keys) → region
+	probing   string            // the last choice of keys, for change detection
+	short     string            // regions last warned short of observers
+	kick      chan struct{}
+	savedAt   time.Time // the view was last written to viewFile
+}
+
+// ownResult is this node's latest check result of one target.
+type ownResult struct {
+	verdict  quorum.Verdict
+	at       time.Time     // when it came (this node's clock)
+	interval time.Duration // the check's interval
+}
+
+// observation counts in this node's own quorum, live while its checker
+// keeps reporting.
+func (r ownResult) observation(node, region string, refresh time.Duration) quorum.Observation {
+	return quorum.Observation{Node: node, Region: region, Up: r.verdict != quorum.Down, HeardAt: r.at, Refresh: max(r.interval, refresh)}
 }
 
 // savedView is the fleet's health view as kept on disk, so a node
@@ -86,7 +123,8 @@ func (fh *quorumHealth) saveView(now time.Time) {
 	}
 }
 
-// loadView starts from the view kept on disk, if any.
+// loadView starts from the view kept on disk, if any. Its HeardAt times
+// are this node's own, from before the restart.
 func (fh *quorumHealth) loadView() {
 	if fh.viewFile() == "" {
 		return
@@ -100,24 +138,25 @@ func (fh *quorumHealth) loadView() {
 		return
 	}
 	fh.obs, fh.viewAt = v.Obs, v.ViewAt
-	for _, m := range fh.obs {
-		for _, o := range m {
-			if o.CheckedAt.After(fh.newest) {
-				fh.newest = o.CheckedAt
-			}
-			fh.longest = max(fh.longest, o.Interval)
-		}
-	}
 	fh.fresh = time.Since(v.ViewAt) <= fh.grace
 	fh.m.log.Info("fleet: starting from the health view kept on disk", "view_at", v.ViewAt, "targets", len(v.Obs))
 }
 
-// observation is what a node publishes for one target.
+// observation is what a node publishes for one target. Only Up (and its
+// region) is news; CheckedAt, read from the observer's clock, is shown but
+// never compared with another node's clock.
 type observation struct {
 	Up        bool          `json:"up"`
 	CheckedAt time.Time     `json:"checked_at"`
 	Interval  time.Duration `json:"interval"`
-	Region    string        `json:"region,omitempty"`
+	// Refresh is how often the observer refreshes (lease_ttl/3).
+	Refresh time.Duration `json:"refresh,omitempty"`
+	Region  string        `json:"region,omitempty"`
+}
+
+// same reports whether o and p say the same (so p need not be written).
+func (o observation) same(p observation) bool {
+	return o.Up == p.Up && o.Interval == p.Interval && o.Refresh == p.Refresh && o.Region == p.Region
 }
 
 func obsPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/obs/" }
@@ -163,24 +202,19 @@ func newQuorumHealth(m *Member, h Health) (*quorumHealth, error) {
 		return nil, err
 	}
 	fh := &quorumHealth{m: m, manager: h.Manager, interval: h.Interval, reapply: h.Reapply, cfg: q, grace: time.Duration(f.ViewGrace), tracker: tr,
-		obs: map[string]map[string]quorum.Observation{}, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
-		members: map[string]string{},
-		pending: map[string]observation{}, kick: make(chan struct{}, 1)}
+		refresh: refreshPeriod(m.local),
+		obs:     map[string]map[string]quorum.Observation{}, heard: map[string]time.Time{}, own: map[string]ownResult{},
+		members: map[string]string{}, published: map[string]observation{}, kick: make(chan struct{}, 1)}
 	fh.loadView()
 	h.Manager.SetVerdict(fh.verdict)
+	h.Manager.SetSeed(fh.seed)
 	fh.decide() // verdicts from the kept view before the first query
 	return fh, nil
 }
 
-// verdict is the status Usable goes by: the fleet's, while the view is
-// fresh and the quorum has decided, else the node's own.
-func (fh *quorumHealth) verdict(k health.Key, own health.Status) health.Status {
-	fh.mu.Lock()
-	fresh := time.Since(fh.viewAt) <= fh.grace
-	fh.mu.Unlock()
-	if !fresh {
-		return own
-	}
+// fleetVerdict is the fleet's published verdict of k (its region's in
+// regional mode), and whether the tracker has one.
+func (fh *quorumHealth) fleetVerdict(k health.Key) (health.Status, bool) {
 	r, ok := fh.tracker.Result(targetName(k))
 	if fh.cfg.Regional {
 		// This node answers the clients of its region: the verdict of
@@ -188,47 +222,90 @@ func (fh *quorumHealth) verdict(k health.Key, own health.Status) health.Status {
 		r, ok = fh.tracker.Region(targetName(k), fh.m.local.Fleet.Region)
 	}
 	if !ok {
-		return own
+		return health.Unknown, false
 	}
 	switch r.Verdict {
 	case quorum.Up:
-		return health.Up
+		return health.Up, true
 	case quorum.Down:
-		return health.Down
+		return health.Down, true
 	}
-	return own
+	return health.Unknown, false
 }
 
-// observed takes one of the node's own check results.
+// verdict is the status Usable goes by: the fleet's, while the view is
+// fresh and the quorum has decided, else the node's own. Back on its own
+// checks (past view_grace), a target this node has no result of yet is
+// as the fleet last saw it, never up by default; one whose checker
+// started then started from that verdict too (seed), and leaves it only
+// after rise passes or fall failures.
+func (fh *quorumHealth) verdict(k health.Key, own health.Status) health.Status {
+	fh.mu.Lock()
+	fresh := time.Since(fh.viewAt) <= fh.grace
+	fh.mu.Unlock()
+	v, ok := fh.fleetVerdict(k)
+	if !fresh {
+		if own == health.Unknown && ok {
+			return v
+		}
+		return own
+	}
+	if !ok {
+		return own
+	}
+	return v
+}
+
+// seed is the status a checker started now starts from: the fleet's last
+// verdict while the node decides by its own checks (Unknown otherwise).
+func (fh *quorumHealth) seed(k health.Key) health.Status {
+	fh.mu.Lock()
+	fresh := fh.fresh
+	fh.mu.Unlock()
+	if fresh {
+		return health.Unknown
+	}
+	v, _ := fh.fleetVerdict(k)
+	return v
+}
+
+// observed takes one of the node's own check results. It is published
+// only when it says something new (publish).
 func (fh *quorumHealth) observed(k health.Key, to health.Status) {
-	interval := fh.interval(k.Check)
 	name := targetName(k)
-	now := time.Now()
-	o := observation{Up: to != health.Down, CheckedAt: now, Interval: interval, Region: fh.m.local.Fleet.Region}
+	r := ownResult{verdict: quorum.Up, at: time.Now(), interval: fh.interval(k.Check)}
+	if to == health.Down {
+		r.verdict = quorum.Down
+	}
 	fh.mu.Lock()
 	if fh.targets != nil && !fh.targets[name] {
 		// A check that was running when a reload removed its target.
 		fh.mu.Unlock()
 		return
 	}
-	v := quorum.Up
-	if to == health.Down {
-		v = quorum.Down
+	fh.own[name] = r
+	news := false
+	if fh.chosen[name] {
+		p, ok := fh.published[name]
+		news = !ok || p.Up != (r.verdict != quorum.Down) || p.Interval != r.interval
 	}
-	fh.own[name] = v
-	fh.ownObs[name] = quorum.Observation{Node: fh.m.local.Fleet.Node, Region: o.Region, Up: o.Up, CheckedAt: now, Interval: interval}
-	// Published at every check: observers older than three intervals are
-	// not counted, and the newest observation is the view's clock (decide).
-	fh.pending[name] = o
 	fh.mu.Unlock()
+	if news {
+		fh.poke()
+	}
+}
+
+// poke has the publisher compare what the store holds with what it should.
+func (fh *quorumHealth) poke() {
 	select {
 	case fh.kick <- struct{}{}:
 	default:
 	}
 }
 
-// start follows every node's observations, publishes this node's, and
-// re-decides the verdicts as time passes (hold-down, staleness).
+// start follows every node's observations and refreshes, publishes this
+// node's, and re-decides the verdicts as time passes (hold-down,
+// staleness).
 func (fh *quorumHealth) start(ctx context.Context) {
 	m := fh.m
 	m.wg.Add(4)
@@ -241,17 +318,18 @@ func (fh *quorumHealth) start(ctx context.Context) {
 		p := obsPrefix(m.prefix)
 		m.follow(ctx, p, fleet.Handler{
 			Snapshot: func(kvs []fleet.KV, rev int64) {
+				now := time.Now()
 				fh.mu.Lock()
 				fh.obs = map[string]map[string]quorum.Observation{}
-				fh.newest, fh.longest = time.Time{}, 0
 				for _, kv := range kvs {
-					fh.putLocked(p, kv)
+					fh.putLocked(p, kv, now)
 				}
-				fh.viewAt = time.Now()
+				fh.viewAt = now
 				fh.mu.Unlock()
 				fh.decide()
 			},
 			Events: func(evs []fleet.Event, rev int64) {
+				now := time.Now()
 				touched := map[string]bool{}
 				fh.mu.Lock()
 				for _, e := range evs {
@@ -261,10 +339,10 @@ func (fh *quorumHealth) start(ctx context.Context) {
 					if e.Kind == fleet.EventDelete {
 						fh.deleteLocked(p, e.KV.Key)
 					} else {
-						fh.putLocked(p, e.KV)
+						fh.putLocked(p, e.KV, now)
 					}
 				}
-				fh.viewAt = time.Now()
+				fh.viewAt = now
 				fh.mu.Unlock()
 				fh.decideTargets(touched)
 			},
@@ -305,7 +383,8 @@ func (fh *quorumHealth) start(ctx context.Context) {
 					if fresh {
 						fh.m.log.Info("fleet: the store is back: health by the fleet's quorum again")
 					} else {
-						fh.m.log.Warn("fleet: no view of the store for view_grace: health by this node's own checks", "view_grace", fh.grace)
+						fh.m.log.Warn("fleet: no view of the store for view_grace: health by this node's own checks, "+
+							"each target as the fleet last saw it until they confirm or refute it", "view_grace", fh.grace)
 					}
 					fh.manager.Changed()
 					fh.reapply() // probe every target while deciding alone
@@ -318,17 +397,30 @@ func (fh *quorumHealth) start(ctx context.Context) {
 
 // mine chooses the keys this node probes: for each target, the k nodes
 // quorum.Observers picks among the live members (rendezvous hashing, so a
-// node joining or leaving moves about 1/N of the targets; k = 5 by default,
-// so that two observers can be lost and min_observers 3 still decide, and
-// one of five seeing it up is 20 % > 18 %). Every key while the node has no
+// node joining or leaving moves about 1/N of the targets). k is
+// quorum.PickK's: health_quorum.observers when set; in regional mode
+// enough for min_observers in every region (with one spare); else 5, so
+// that two observers can be lost and min_observers 3 still decide, and one
+// of five seeing it up is 20 % > 18 %. Every key while the node has no
 // fresh view (its own checks then decide) or knows no other member.
 func (fh *quorumHealth) mine(keys []health.Key) []health.Key {
 	fh.configured(keys)
 	fh.mu.Lock()
-	defer fh.mu.Unlock()
 	self := fh.m.local.Fleet.Node
-	if !fh.fresh || len(fh.members) <= 1 {
+	if !fh.fresh {
+		// Deciding alone: probe everything, publish what was chosen last.
 		fh.probing = "all"
+		fh.mu.Unlock()
+		return keys
+	}
+	if len(fh.members) <= 1 {
+		fh.probing = "all"
+		fh.chosen = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			fh.chosen[targetName(k)] = true
+		}
+		fh.mu.Unlock()
+		fh.poke()
 		return keys
 	}
 	nodes := []quorum.Node{{Name: self, Region: fh.m.local.Fleet.Region}}
@@ -337,44 +429,81 @@ func (fh *quorumHealth) mine(keys []health.Key) []health.Key {
 			nodes = append(nodes, quorum.Node{Name: name, Region: region})
 		}
 	}
-	k := fh.m.local.Fleet.HealthQuorum.Observers
-	if k <= 0 {
-		k = quorum.DefaultK(len(nodes), fh.cfg.MinObservers)
+	k := quorum.PickK(nodes, fh.m.local.Fleet.HealthQuorum.Observers, fh.cfg.MinObservers, fh.cfg.Regional)
+	var warn []string
+	if fh.cfg.Regional {
+		short := quorum.ShortRegions(nodes, k, fh.cfg.MinObservers)
+		if s := strings.Join(short, ","); s != fh.short {
+			fh.short, warn = s, short
+			if len(short) == 0 {
+				warn = []string{}
+			}
+		}
 	}
 	var out []health.Key
 	var b strings.Builder
+	chosen := map[string]bool{}
 	for _, key := range keys {
 		name := targetName(key)
 		for _, o := range quorum.Observers(name, nodes, k) {
 			if o == self {
 				out = append(out, key)
+				chosen[name] = true
 				b.WriteString(name + ";")
 				break
 			}
 		}
 	}
-	chosen := map[string]bool{}
-	for _, key := range out {
-		chosen[targetName(key)] = true
-	}
 	for name := range fh.own {
 		if !chosen[name] {
-			// No longer probed here: this node's view of it is unknown.
+			// No longer probed here: this node's view of it is unknown
+			// (and its observation leaves the store: publish).
 			delete(fh.own, name)
-			delete(fh.ownObs, name)
 		}
 	}
+	fh.chosen = chosen
 	fh.probing = b.String()
+	fh.mu.Unlock()
+	fh.poke()
+	if warn != nil {
+		fh.warnShort(warn, nodes, k)
+	}
 	return out
+}
+
+// warnShort says which regions cannot get min_observers observers of
+// every target (their verdicts then fall back to the fleet's), or that
+// none is short any more.
+func (fh *quorumHealth) warnShort(short []string, nodes []quorum.Node, k int) {
+	if len(short) == 0 {
+		fh.m.log.Info("fleet: every region has min_observers observers of every target", "observers", k, "nodes", len(nodes))
+		return
+	}
+	sizes := map[string]int{}
+	for _, n := range nodes {
+		sizes[n.Region]++
+	}
+	var parts []string
+	for _, r := range short {
+		name := r
+		if name == "" {
+			name = `"" (no region)`
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d nodes)", name, sizes[r]))
+	}
+	fh.m.log.Warn("fleet: health_quorum.regional: these regions cannot have min_observers observers of every target, "+
+		"so their verdicts fall back to the whole fleet's: add nodes there, or raise health_quorum.observers",
+		"regions", strings.Join(parts, ", "), "min_observers", fh.cfg.MinObservers, "observers", k, "nodes", len(nodes))
 }
 
 // configured takes the targets the served configuration checks (every
 // key, before mine chooses among them) and drops what the node holds of
 // any other: a target (or check) a reload removed leaves the quorum
-// tracker, with its hold-down and verdict, and this node's own view of it,
-// so the state does not grow with every target ever configured and a key
-// that returns starts afresh. Observations other nodes still publish for
-// it stay in the view (it mirrors the store) but are not decided.
+// tracker, with its hold-down and verdict, and this node's own view of it
+// (and its observation leaves the store), so the state does not grow with
+// every target ever configured and a key that returns starts afresh.
+// Observations other nodes still publish for it stay in the view (it
+// mirrors the store) but are not decided.
 func (fh *quorumHealth) configured(keys []health.Key) {
 	targets := make(map[string]bool, len(keys))
 	for _, k := range keys {
@@ -387,12 +516,11 @@ func (fh *quorumHealth) configured(keys []health.Key) {
 	for name := range fh.own {
 		if !targets[name] {
 			delete(fh.own, name)
-			delete(fh.ownObs, name)
 		}
 	}
-	for name := range fh.pending {
+	for name := range fh.chosen {
 		if !targets[name] {
-			delete(fh.pending, name)
+			delete(fh.chosen, name)
 		}
 	}
 	fh.mu.Unlock()
@@ -403,32 +531,82 @@ func (fh *quorumHealth) configured(keys []health.Key) {
 	}
 }
 
-// followMembers keeps the live members (their status keys) for mine.
+// followMembers keeps the live members (their status keys) for mine, and
+// when each one's refresh last arrived (every write of its status).
 func (fh *quorumHealth) followMembers(ctx context.Context) {
 	m := fh.m
 	p := strings.TrimSuffix(m.prefix, "/") + "/nodes/"
-	set := func(kvs map[string][]byte) {
-		live := map[string]string{}
-		for key, v := range kvs {
-			var st fleet.Status
-			if json.Unmarshal(v, &st) == nil {
-				live[strings.TrimPrefix(key, p)] = st.Region
-			}
+	view := map[string]string{} // node → region
+	region := func(v []byte) string {
+		var st fleet.Status
+		json.Unmarshal(v, &st)
+		return st.Region
+	}
+	set := func(now time.Time, heard []string, gone []string) {
+		live := make(map[string]string, len(view))
+		for n, r := range view {
+			live[n] = r
 		}
 		fh.mu.Lock()
 		changed := len(live) != len(fh.members)
 		for n, r := range live {
-			if fh.members[n] != r {
+			if old, ok := fh.members[n]; !ok || old != r {
 				changed = true
 			}
 		}
 		fh.members = live
+		for _, n := range heard {
+			fh.heard[n] = now
+		}
+		for _, n := range gone {
+			delete(fh.heard, n)
+		}
+		fh.viewAt = now
 		fh.mu.Unlock()
 		if changed {
 			fh.reapply()
 		}
 	}
-	m.followView(ctx, p, set)
+	m.follow(ctx, p, fleet.Handler{
+		Snapshot: func(kvs []fleet.KV, rev int64) {
+			clear(view)
+			var heard []string
+			for _, kv := range kvs {
+				n := strings.TrimPrefix(kv.Key, p)
+				view[n] = region(kv.Value)
+				heard = append(heard, n)
+			}
+			fh.mu.Lock()
+			var gone []string
+			for n := range fh.heard {
+				if _, ok := view[n]; !ok {
+					gone = append(gone, n)
+				}
+			}
+			fh.mu.Unlock()
+			set(time.Now(), heard, gone)
+		},
+		Events: func(evs []fleet.Event, rev int64) {
+			var heard, gone []string
+			for _, e := range evs {
+				n := strings.TrimPrefix(e.KV.Key, p)
+				if e.Kind == fleet.EventDelete {
+					delete(view, n)
+					gone = append(gone, n)
+				} else {
+					view[n] = region(e.KV.Value)
+					heard = append(heard, n)
+				}
+			}
+			set(time.Now(), heard, gone)
+			fh.decide() // the refreshes keep observations live
+		},
+		Progress: func(int64) {
+			fh.mu.Lock()
+			fh.viewAt = time.Now()
+			fh.mu.Unlock()
+		},
+	})
 }
 
 func splitObsKey(p, key string) (target, node string, ok bool) {
@@ -440,7 +618,8 @@ func splitObsKey(p, key string) (target, node string, ok bool) {
 	return rest[:i], rest[i+1:], true
 }
 
-func (fh *quorumHealth) putLocked(p string, kv fleet.KV) {
+// putLocked takes an observation that arrived at now.
+func (fh *quorumHealth) putLocked(p string, kv fleet.KV, now time.Time) {
 	target, node, ok := splitObsKey(p, kv.Key)
 	if !ok {
 		return
@@ -454,16 +633,19 @@ func (fh *quorumHealth) putLocked(p string, kv fleet.KV) {
 		m = map[string]quorum.Observation{}
 		fh.obs[target] = m
 	}
-	m[node] = quorum.Observation{Node: node, Region: o.Region, Up: o.Up, CheckedAt: o.CheckedAt, Interval: o.Interval}
-	if o.CheckedAt.After(fh.newest) {
-		fh.newest = o.CheckedAt
+	refresh := o.Refresh
+	if refresh <= 0 {
+		refresh = fh.refresh // an observer that does not say: this node's own
 	}
-	fh.longest = max(fh.longest, o.Interval)
+	m[node] = quorum.Observation{Node: node, Region: o.Region, Up: o.Up, HeardAt: now, Refresh: refresh}
 }
 
 func (fh *quorumHealth) deleteLocked(p, key string) {
 	if target, node, ok := splitObsKey(p, key); ok {
 		delete(fh.obs[target], node)
+		if len(fh.obs[target]) == 0 {
+			delete(fh.obs, target)
+		}
 	}
 }
 
@@ -485,20 +667,35 @@ func (fh *quorumHealth) decideTargets(only map[string]bool) {
 	fh.saveView(time.Now())
 }
 
+// frozen is the quorum's clock: now, or, when the view has not been
+// current for longer than half a lease (the node is cut from the store and
+// hears no refresh from anyone), the time the view was last current plus
+// that: the view is frozen there (observers do not go stale, hold-downs
+// do not run out) until view_grace, when the node's own checks take over
+// (verdict). Both are this node's own clock: no observer's clock can
+// move it. Called with mu held.
+func (fh *quorumHealth) frozen(now time.Time) time.Time {
+	if fh.viewAt.IsZero() {
+		return now
+	}
+	if lim := fh.viewAt.Add(fh.freezeAfter()); now.After(lim) {
+		return lim
+	}
+	return now
+}
+
+// freezeAfter is how long after the view was last current the quorum's
+// clock stops: half a lease, longer than this node's own refresh period
+// (which keeps the view current while the store answers) and shorter
+// than an observation's life (Stale refreshes), so a cut-off node freezes
+// before any observation it heard goes stale.
+func (fh *quorumHealth) freezeAfter() time.Duration { return 3 * fh.refresh / 2 }
+
 // updateTargets is decideTargets' update of the tracker (decideMu held):
 // true when a verdict flipped.
 func (fh *quorumHealth) updateTargets(only map[string]bool) bool {
-	now := time.Now()
 	fh.mu.Lock()
-	// Cut from the store, the node sees no fresh observation from anyone:
-	// its view is frozen at the newest observation it has (observers do
-	// not go stale, hold-downs do not run out) until view_grace, when its
-	// own checks take over (verdict). Observations are re-published at
-	// every check, so while the store answers the newest one is at most an
-	// interval old and the view's time is now.
-	if !fh.newest.IsZero() && now.After(fh.newest.Add(fh.longest)) {
-		now = fh.newest.Add(fh.longest)
-	}
+	now := fh.frozen(time.Now())
 	type in struct {
 		name string
 		obs  []quorum.Observation
@@ -507,37 +704,37 @@ func (fh *quorumHealth) updateTargets(only map[string]bool) bool {
 	var ins []in
 	seen := map[string]bool{}
 	self := fh.m.local.Fleet.Node
+	region := fh.m.local.Fleet.Region
 	for name, m := range fh.obs {
 		if (only != nil && !only[name]) || (fh.targets != nil && !fh.targets[name]) {
 			continue
 		}
-		x := in{name: name, own: fh.own[name]}
+		r, mine := fh.own[name]
+		x := in{name: name, own: r.verdict}
 		for node, o := range m {
-			if node != self {
-				x.obs = append(x.obs, o)
+			if node == self {
+				continue
 			}
+			if h := fh.heard[node]; h.After(o.HeardAt) {
+				o.HeardAt = h // its observer refreshed since
+			}
+			x.obs = append(x.obs, o)
 		}
-		if o, ok := fh.ownObs[name]; ok {
-			x.obs = append(x.obs, o) // its own, as it is now, not as the store last had it
+		if mine {
+			// Its own, as it is now, not as the store last had it.
+			x.obs = append(x.obs, r.observation(self, region, fh.refresh))
 		}
 		ins = append(ins, x)
 		seen[name] = true
 	}
-	for name, v := range fh.own {
-		if (only != nil && !only[name]) || (fh.targets != nil && !fh.targets[name]) {
+	for name, r := range fh.own {
+		if (only != nil && !only[name]) || (fh.targets != nil && !fh.targets[name]) || seen[name] {
 			continue
 		}
-		if !seen[name] {
-			x := in{name: name, own: v}
-			if o, ok := fh.ownObs[name]; ok {
-				x.obs = append(x.obs, o)
-			}
-			ins = append(ins, x)
-		}
+		ins = append(ins, in{name: name, own: r.verdict, obs: []quorum.Observation{r.observation(self, region, fh.refresh)}})
 	}
 	fh.mu.Unlock()
 	changed := false
-	region := fh.m.local.Fleet.Region
 	for _, x := range ins {
 		var before quorum.Result
 		var had bool
@@ -559,48 +756,102 @@ func (fh *quorumHealth) updateTargets(only map[string]bool) bool {
 	return changed
 }
 
-// publish writes pending observations under the node's lease.
+// publish keeps the store's copy of this node's observations equal to
+// what it should be, under the node's current lease: on every poke (a
+// result that changed, a new choice of targets, a new lease) and on a
+// ticker (a checker that stopped reporting withdraws its observation; a
+// failed write is tried again).
 func (fh *quorumHealth) publish(ctx context.Context) {
+	t := time.NewTicker(min(fh.refresh, time.Second))
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-fh.kick:
+		case <-t.C:
 		}
-		fh.m.mu.Lock()
-		l := fh.m.lease
-		fh.m.mu.Unlock()
-		fh.mu.Lock()
-		batch := fh.pending
-		fh.pending = map[string]observation{}
-		fh.mu.Unlock()
-		if l == nil {
-			continue // the first lease is not granted yet; the next result publishes
+		fh.reconcile(ctx)
+	}
+}
+
+// reconcile writes the observations that changed and deletes those this
+// node no longer makes, in as few transactions as the limits allow (one,
+// usually: one revision).
+func (fh *quorumHealth) reconcile(ctx context.Context) {
+	fh.m.mu.Lock()
+	l := fh.m.lease
+	fh.m.mu.Unlock()
+	if l == nil {
+		return // the first lease is not granted yet; keepStatus pokes when it is
+	}
+	now := time.Now()
+	self, region := fh.m.local.Fleet.Node, fh.m.local.Fleet.Region
+	key := func(name string) string { return obsPrefix(fh.m.prefix) + name + "/" + self }
+	fh.mu.Lock()
+	if fh.pubLease != l.ID() {
+		// A new lease: what the old one held is gone (or goes with it).
+		fh.published, fh.pubLease = map[string]observation{}, l.ID()
+	}
+	want := map[string]observation{}
+	for name, r := range fh.own {
+		if !fh.chosen[name] {
+			continue
 		}
-		// One transaction for as many observations as it may hold, all
-		// under the node's lease.
-		names := make([]string, 0, len(batch))
-		for name := range batch {
-			names = append(names, name)
+		if now.Sub(r.at) > time.Duration(fh.cfg.Stale)*r.interval+fh.refresh {
+			continue // its checker stopped reporting: withdrawn
 		}
-		for len(names) > 0 {
-			chunk := names[:min(len(names), fleet.MaxTxnOps)]
-			names = names[len(chunk):]
-			puts := make([]fleet.KV, 0, len(chunk))
-			for _, name := range chunk {
-				data, _ := json.Marshal(batch[name])
-				puts = append(puts, fleet.KV{Key: obsPrefix(fh.m.prefix) + name + "/" + fh.m.local.Fleet.Node, Value: data, Lease: l.ID()})
+		want[name] = observation{Up: r.verdict != quorum.Down, Interval: r.interval, Refresh: fh.refresh, Region: region}
+	}
+	type op struct {
+		name string
+		o    observation
+		del  bool
+	}
+	var ops []op
+	for name, o := range want {
+		if p, ok := fh.published[name]; !ok || !p.same(o) {
+			ops = append(ops, op{name: name, o: o})
+		}
+	}
+	for name := range fh.published {
+		if _, ok := want[name]; !ok {
+			ops = append(ops, op{name: name, del: true})
+		}
+	}
+	fh.mu.Unlock()
+	checkedAt := fh.m.now()
+	for len(ops) > 0 {
+		chunk := ops[:min(len(ops), fleet.MaxTxnOps)]
+		ops = ops[len(chunk):]
+		var puts []fleet.KV
+		var dels []string
+		for _, x := range chunk {
+			if x.del {
+				dels = append(dels, key(x.name))
+				continue
 			}
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, _, err := fh.m.store.Txn(pctx, nil, puts, nil)
-			cancel()
-			fh.mu.Lock()
-			for _, name := range chunk {
-				if _, newer := fh.pending[name]; err != nil && !newer {
-					fh.pending[name] = batch[name] // try again with the next kick
+			o := x.o
+			o.CheckedAt = checkedAt
+			data, _ := json.Marshal(o)
+			puts = append(puts, fleet.KV{Key: key(x.name), Value: data, Lease: l.ID()})
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _, err := fh.m.store.Txn(pctx, nil, puts, dels)
+		cancel()
+		if err != nil {
+			return // the next tick or poke tries again
+		}
+		fh.mu.Lock()
+		if fh.pubLease == l.ID() {
+			for _, x := range chunk {
+				if x.del {
+					delete(fh.published, x.name)
+				} else {
+					fh.published[x.name] = x.o
 				}
 			}
-			fh.mu.Unlock()
 		}
+		fh.mu.Unlock()
 	}
 }

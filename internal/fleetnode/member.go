@@ -43,6 +43,10 @@ type Options struct {
 	// of the local file); the member keeps its bundle cache and the
 	// fleet's health view under its "fleet" directory. "" keeps nothing.
 	StateDir string
+	// Now, if set, is the node's wall clock where it is published for
+	// other nodes to read (an observation's checked_at); tests skew it.
+	// Nothing another node decides depends on it.
+	Now func() time.Time
 }
 
 // Member makes the node one of a fleet: its configuration and zones
@@ -57,6 +61,7 @@ type Member struct {
 	log      *slog.Logger
 	version  string
 	reload   func(why string)
+	now      func() time.Time // Options.Now, or time.Now
 	local    *config.Config
 	store    fleet.Store
 	prefix   string
@@ -156,7 +161,11 @@ func Open(o Options) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	m := &Member{log: o.Log, version: o.Version, reload: o.Reload, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	m := &Member{log: o.Log, version: o.Version, reload: o.Reload, now: now, local: local, store: s, prefix: f.Etcd.Prefix, kvs: map[string]fleet.KV{},
 		stateDir: o.StateDir, cache: stateFile(o.StateDir, BundleCache), since: time.Now(), resync: make(chan struct{})}
 	if m.cache != "" {
 		if err := os.MkdirAll(filepath.Dir(m.cache), 0o750); err != nil {
@@ -403,6 +412,14 @@ func (m *Member) changed() {
 	}
 }
 
+// refreshPeriod is how often a node re-writes its status: lease_ttl/3.
+// That write is the node's refresh: it keeps every observation the node
+// published under the same lease live for the other nodes (quorum's
+// Stale × refresh after they heard it), without re-writing them.
+func refreshPeriod(local *config.Config) time.Duration {
+	return time.Duration(local.Fleet.LeaseTTL) / 3
+}
+
 // keepStatus holds a lease and the node's status under it, granting a new
 // lease whenever the old one is lost (the store was unreachable too long).
 func (m *Member) keepStatus(ctx context.Context) {
@@ -428,9 +445,14 @@ func (m *Member) keepStatus(ctx context.Context) {
 		m.lease = l
 		m.mu.Unlock()
 		m.report()
-		// Re-written every half TTL, so status shows a live view age; after
-		// a failed write, every 250 ms, so a healed link shows at once.
-		tick := time.NewTicker(ttl / 2)
+		if m.health != nil {
+			m.health.poke() // the observations go under the new lease
+		}
+		// Re-written every refresh period (lease_ttl/3), so status shows
+		// a live view age and the node's observations stay live; after a
+		// failed write, every 250 ms, so a healed link shows at once.
+		every := refreshPeriod(m.local)
+		tick := time.NewTicker(every)
 	held:
 		for {
 			select {
@@ -442,7 +464,7 @@ func (m *Member) keepStatus(ctx context.Context) {
 				return
 			case <-tick.C:
 				if m.report() {
-					tick.Reset(ttl / 2)
+					tick.Reset(every)
 				} else {
 					tick.Reset(250 * time.Millisecond)
 				}

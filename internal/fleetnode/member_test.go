@@ -74,8 +74,8 @@ func TestProbeSpreading(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fh := &quorumHealth{m: m, cfg: quorum.Defaults(), tracker: tr, own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{},
-			members: members, fresh: true}
+		fh := &quorumHealth{m: m, cfg: quorum.Defaults(), tracker: tr, own: map[string]ownResult{},
+			members: members, fresh: true, kick: make(chan struct{}, 1)}
 		mine := fh.mine(keys)
 		if len(mine) < 60 || len(mine) > 140 {
 			t.Errorf("n%d probes %d of 200 targets, want about 100", i, len(mine))
@@ -107,9 +107,9 @@ func TestReloadForgetsRemovedTargets(t *testing.T) {
 	}
 	m := &Member{log: slog.New(slog.DiscardHandler), local: &config.Config{Fleet: &config.Fleet{Node: "n0", Region: "eu"}}}
 	fh := &quorumHealth{m: m, manager: health.NewManager(nil), interval: func(string) time.Duration { return time.Minute },
-		cfg: quorum.Defaults(), tracker: tr, obs: map[string]map[string]quorum.Observation{},
-		own: map[string]quorum.Verdict{}, ownObs: map[string]quorum.Observation{}, members: map[string]string{},
-		pending: map[string]observation{}, kick: make(chan struct{}, 1)}
+		cfg: quorum.Defaults(), tracker: tr, obs: map[string]map[string]quorum.Observation{}, heard: map[string]time.Time{},
+		own: map[string]ownResult{}, members: map[string]string{}, published: map[string]observation{}, kick: make(chan struct{}, 1),
+		refresh: time.Second}
 	addr := func(b byte) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, b}) }
 	kept := health.Key{Addr: addr(1), Check: "web"}
 	goneTarget := health.Key{Addr: addr(2), Check: "web"}
@@ -130,7 +130,7 @@ func TestReloadForgetsRemovedTargets(t *testing.T) {
 		fh.observed(k, health.Up)
 		others := map[string]quorum.Observation{}
 		for _, node := range []string{"n1", "n2", "n3"} {
-			others[node] = quorum.Observation{Node: node, Region: "eu", Up: true, CheckedAt: now, Interval: time.Minute}
+			others[node] = quorum.Observation{Node: node, Region: "eu", Up: true, HeardAt: now, Refresh: time.Minute}
 		}
 		fh.obs[targetName(k)] = others // as the store has them
 	}
@@ -150,10 +150,9 @@ func TestReloadForgetsRemovedTargets(t *testing.T) {
 	fh.mu.Lock()
 	for _, k := range []health.Key{goneTarget, goneCheck} {
 		_, own := fh.own[targetName(k)]
-		_, ownObs := fh.ownObs[targetName(k)]
-		_, pending := fh.pending[targetName(k)]
-		if own || ownObs || pending {
-			t.Errorf("%s removed, still held: own %t, own observation %t, to publish %t", targetName(k), own, ownObs, pending)
+		chosen := fh.chosen[targetName(k)]
+		if own || chosen {
+			t.Errorf("%s removed, still held: own %t, to publish %t", targetName(k), own, chosen)
 		}
 	}
 	fh.mu.Unlock()

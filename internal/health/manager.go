@@ -198,6 +198,7 @@ type Manager struct {
 	restored  map[Key]State           // from LoadState, for keys without a result yet
 	onChange  []func()
 	verdict   func(k Key, own Status) Status // SetVerdict; nil: own status
+	seed      func(k Key) Status             // SetSeed; nil: new checkers start Unknown
 	dial      DialFunc                       // SetDialer; nil: a net.Dialer
 	onResult  func(k Key, took time.Duration, pass bool, from, to Status)
 	met       *metricSet // metrics.go
@@ -307,6 +308,8 @@ func (m *Manager) Apply(checks map[string]Check, keys []Key) {
 		nc := m.newChecker(k, c)
 		if rs, ok := m.restored[k]; ok {
 			m.restore(nc, rs)
+		} else if m.seed != nil {
+			m.seedChecker(nc, m.seed(k))
 		}
 		m.checkers[k] = nc
 		start = append(start, nc)
@@ -345,6 +348,30 @@ func (m *Manager) restore(c *checker, rs State) {
 	c.state.Status = rs.Status
 	c.state.Since = rs.Since
 	c.state.Reason = "restored: " + strings.TrimPrefix(rs.Reason, "restored: ")
+}
+
+// SetSeed makes f choose the status a new checker starts from (one with
+// no restored state): a fleet node that falls back to its own checks
+// starts those of the targets it never probed from the fleet's last
+// verdict. A checker seeded Up or Down is not provisional: it leaves that
+// status only after rise passes or fall failures, as if it had held it
+// (Unknown starts as usual). f is called with the Manager's lock held: it
+// must not call the Manager. nil stops seeding.
+func (m *Manager) SetSeed(f func(k Key) Status) {
+	m.mu.Lock()
+	m.seed = f
+	m.mu.Unlock()
+}
+
+// seedChecker starts c from status s. Called with m.mu held.
+func (m *Manager) seedChecker(c *checker, s Status) {
+	if s == Unknown {
+		return
+	}
+	c.m.status = s
+	c.state.Status = s
+	c.state.Since = time.Now()
+	c.state.Reason = "seeded from the fleet's verdict: " + s.String() + " until this node's own checks confirm or refute it"
 }
 
 func (m *Manager) isClosed() bool {

@@ -41,6 +41,51 @@ func DefaultRegionalK(n, regions, minObservers int) int {
 	return min(n, max(1, regions)*(minObservers+1))
 }
 
+// PickK is the k a fleet gives Observers for nodes: configured when it is
+// set (> 0); else, in regional mode, DefaultRegionalK over the regions the
+// nodes are in, so that every region with at least minObservers nodes gets
+// minObservers observers of every target (and one spare); else DefaultK.
+func PickK(nodes []Node, configured, minObservers int, regional bool) int {
+	if configured > 0 {
+		return configured
+	}
+	if regional {
+		return DefaultRegionalK(len(nodes), len(regionSizes(nodes)), minObservers)
+	}
+	return DefaultK(len(nodes), minObservers)
+}
+
+// ShortRegions names, sorted, the regions of nodes in which Observers
+// with k cannot give every target minObservers observers, so that their
+// regional verdicts fall back to the global one: a region with fewer than
+// minObservers nodes, and, when k is below what the first minObservers
+// rounds of Observers' dealing take (each region's min(size,
+// minObservers)), every region (some would get fewer, depending on the
+// target).
+func ShortRegions(nodes []Node, k, minObservers int) []string {
+	sizes := regionSizes(nodes)
+	need := 0
+	for _, n := range sizes {
+		need += min(n, minObservers)
+	}
+	var out []string
+	for r, n := range sizes {
+		if n < minObservers || k < need {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func regionSizes(nodes []Node) map[string]int {
+	sizes := map[string]int{}
+	for _, n := range nodes {
+		sizes[n.Region]++
+	}
+	return sizes
+}
+
 // Observers returns the names of the k nodes that should probe target,
 // chosen by rendezvous (highest random weight) hashing and spread across
 // regions, in the order chosen. k ≤ 0 means DefaultK(len(nodes),

@@ -8,11 +8,16 @@
 //
 // For one target, at time now:
 //
-//   - An observation is live when CheckedAt ≥ now − Stale×Interval (its own
-//     check interval). Older ones are stale: their node is alive but its
-//     checker has stopped reporting, so they neither vote up nor down.
-//     Observations whose node died are absent (the lease took them), so
-//     absence never votes down: it only shrinks the denominator.
+//   - An observation is live when HeardAt ≥ now − Stale×Refresh. HeardAt
+//     is when the node deciding last had word of it (the observation, or
+//     its observer's refresh, arrived through its watch), on the deciding
+//     node's own clock, and Refresh how often the observer refreshes it:
+//     no time read from another node's clock is compared with this one's,
+//     so an observer whose clock runs ahead cannot make its observations
+//     outlive it. Older ones are stale: their node has stopped refreshing,
+//     so they neither vote up nor down. Observations whose node died are
+//     absent (the lease took them), so absence never votes down: it only
+//     shrinks the denominator.
 //   - With at least MinObservers live observations, the verdict is the
 //     quorum's: up iff more than HealthyAbove (default 18 %) of the live
 //     observers see the target up. This is fail-open, like Route 53's
@@ -92,11 +97,16 @@ func (v Verdict) String() string {
 // Observation is one node's latest check result of one target, as that node
 // publishes it under its lease.
 type Observation struct {
-	Node      string        // the observing node's name, unique in the fleet
-	Region    string        // the observing node's region (regional verdicts)
-	Up        bool          // its checker's status: true for up, false for down
-	CheckedAt time.Time     // when that status was last confirmed by a check
-	Interval  time.Duration // the observer's check interval; ≤ 0 is never live
+	Node   string // the observing node's name, unique in the fleet
+	Region string // the observing node's region (regional verdicts)
+	Up     bool   // its checker's status: true for up, false for down
+	// HeardAt is when the deciding node last heard of this observation or
+	// of its observer's refresh, on the deciding node's own clock (never
+	// a time the observer read from its clock).
+	HeardAt time.Time
+	// Refresh is how often the observer refreshes its observations; ≤ 0
+	// is never live.
+	Refresh time.Duration
 }
 
 // Defaults, as Defaults returns them.
@@ -133,8 +143,8 @@ type Config struct {
 	HoldDown time.Duration `yaml:"-"`
 	// Regional enables per-region verdicts (see the package comment).
 	Regional bool `yaml:"regional"`
-	// Stale is how many of its own check intervals an observation stays
-	// live after its CheckedAt. At least 1; default 3.
+	// Stale is how many of its observer's refresh periods an observation
+	// stays live after its HeardAt. At least 1; default 3.
 	Stale int `yaml:"-"`
 }
 

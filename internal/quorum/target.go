@@ -193,7 +193,7 @@ type Target struct {
 	last    Result
 }
 
-// maxWindow caps Stale×Interval so that absurd intervals cannot overflow.
+// maxWindow caps Stale×Refresh so that absurd periods cannot overflow.
 const maxWindow = 100 * 365 * 24 * time.Hour
 
 // Update computes the verdict from obs, the observations of this target
@@ -212,15 +212,15 @@ func (t *Target) Update(obs []Observation, own Verdict, now time.Time) Result {
 	var next time.Time
 	for i := range obs {
 		o := &obs[i]
-		if o.Interval <= 0 {
+		if o.Refresh <= 0 {
 			stale++
 			continue
 		}
 		window := maxWindow
-		if o.Interval < maxWindow/time.Duration(t.cfg.Stale) {
-			window = time.Duration(t.cfg.Stale) * o.Interval
+		if o.Refresh < maxWindow/time.Duration(t.cfg.Stale) {
+			window = time.Duration(t.cfg.Stale) * o.Refresh
 		}
-		expires := o.CheckedAt.Add(window) // live while now ≤ expires
+		expires := o.HeardAt.Add(window) // live while now ≤ expires
 		if expires.Before(now) {
 			stale++
 			continue

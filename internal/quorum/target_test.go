@@ -32,13 +32,13 @@ func newFleet(n int, region func(i int) string, at time.Time) fleet {
 		if region != nil {
 			r = region(i)
 		}
-		f[i] = Observation{Node: fmt.Sprintf("n%d", i), Region: r, Up: true, CheckedAt: at, Interval: iv}
+		f[i] = Observation{Node: fmt.Sprintf("n%d", i), Region: r, Up: true, HeardAt: at, Refresh: iv}
 	}
 	return f
 }
 
 func (f fleet) set(i int, up bool, at time.Time) {
-	f[i].Up, f[i].CheckedAt = up, at
+	f[i].Up, f[i].HeardAt = up, at
 }
 
 func (f fleet) without(names ...string) fleet {
@@ -303,7 +303,7 @@ func TestStaleObservationsAreNotLive(t *testing.T) {
 	// An observation with no interval is never live; one from the future
 	// (clock skew) is.
 	f.set(0, true, now.Add(time.Hour))
-	f[1].Interval = 0
+	f[1].Refresh = 0
 	r = tg.Update(f, Unknown, now.Add(2))
 	if r.Live != 4 || r.LiveUp != 1 || r.Stale != 1 || r.Verdict != Up {
 		t.Fatalf("future and zero interval: %s", r)
@@ -414,7 +414,7 @@ func TestRegional(t *testing.T) {
 	tg := newTarget(t, cfg)
 	// 9 observers: eu n0 n3 n6, us n1 n4 n7, ap n2 n5 n8.
 	f := newFleet(9, regionOf("eu", "us", "ap"), t0)
-	f = append(f, Observation{Node: "lone", Region: "sa", Up: true, CheckedAt: t0, Interval: iv})
+	f = append(f, Observation{Node: "lone", Region: "sa", Up: true, HeardAt: t0, Refresh: iv})
 	tg.Update(f, Up, t0)
 	// eu loses the site: its three observers see it down; the rest see it up.
 	now := t0.Add(time.Second)
@@ -492,7 +492,7 @@ func TestRegionAppearingLaterIsHeldDown(t *testing.T) {
 	tg.Update(f, Up, t0)
 	now := t0.Add(time.Second)
 	for i := range 3 {
-		f = append(f, Observation{Node: fmt.Sprintf("us%d", i), Region: "us", Up: false, CheckedAt: now, Interval: iv})
+		f = append(f, Observation{Node: fmt.Sprintf("us%d", i), Region: "us", Up: false, HeardAt: now, Refresh: iv})
 	}
 	tg.Update(f, Up, now)
 	us := tg.Region("us")
