@@ -224,3 +224,50 @@ func BenchmarkObservers40(b *testing.B) {
 		Observers("192.0.2.10/https-healthz", ns, 5)
 	}
 }
+
+// TestPickKRegional: in regional mode PickK gives every region with at
+// least min_observers nodes that many observers of every target (10 nodes
+// in 3 regions), where DefaultK gave a region at most 2; ShortRegions
+// names a region with too few nodes, and every region when an explicit k
+// is too small.
+func TestPickKRegional(t *testing.T) {
+	var nodes []Node
+	for i, r := range []string{"eu", "eu", "eu", "eu", "us", "us", "us", "ap", "ap", "ap"} {
+		nodes = append(nodes, Node{Name: fmt.Sprintf("n%d", i), Region: r})
+	}
+	region := map[string]string{}
+	for _, n := range nodes {
+		region[n.Name] = n.Region
+	}
+	k := PickK(nodes, 0, DefaultMinObservers, true)
+	fewest := map[string]int{"eu": 99, "us": 99, "ap": 99}
+	for i := range 500 {
+		per := map[string]int{}
+		for _, o := range Observers(fmt.Sprintf("192.0.2.%d/h", i), nodes, k) {
+			per[region[o]]++
+		}
+		for r := range fewest {
+			fewest[r] = min(fewest[r], per[r])
+		}
+	}
+	for r, n := range fewest {
+		if n < DefaultMinObservers {
+			t.Errorf("k %d: region %s has as few as %d observers of a target, want %d", k, r, n, DefaultMinObservers)
+		}
+	}
+	if s := ShortRegions(nodes, k, DefaultMinObservers); len(s) != 0 {
+		t.Errorf("short regions %v with k %d", s, k)
+	}
+	if k := PickK(nodes, 0, DefaultMinObservers, false); k != 5 {
+		t.Errorf("not regional: k %d, want 5", k)
+	}
+	if k := PickK(nodes, 7, DefaultMinObservers, true); k != 7 {
+		t.Errorf("configured 7: k %d", k)
+	}
+	if s := ShortRegions(nodes, 8, DefaultMinObservers); !slices.Equal(s, []string{"ap", "eu", "us"}) {
+		t.Errorf("k 8 < 9: short regions %v, want all three", s)
+	}
+	if s := ShortRegions(nodes[:9], 9, DefaultMinObservers); !slices.Equal(s, []string{"ap"}) {
+		t.Errorf("2 nodes in ap: short regions %v, want [ap]", s)
+	}
+}
