@@ -668,12 +668,12 @@ func (fh *quorumHealth) decideTargets(only map[string]bool) {
 }
 
 // frozen is the quorum's clock: now, or, when the view has not been
-// current for longer than half a lease (the node is cut from the store and
-// hears no refresh from anyone), the time the view was last current plus
-// that: the view is frozen there (observers do not go stale, hold-downs
-// do not run out) until view_grace, when the node's own checks take over
-// (verdict). Both are this node's own clock: no observer's clock can
-// move it. Called with mu held.
+// current for longer than two refresh periods (the node is cut from the
+// store and hears no refresh from anyone), the time the view was last
+// current plus that: the view is frozen there (observers do not go stale,
+// hold-downs do not run out) until view_grace, when the node's own checks
+// take over (verdict). Both are this node's own clock: no observer's
+// clock can move it. Called with mu held.
 func (fh *quorumHealth) frozen(now time.Time) time.Time {
 	if fh.viewAt.IsZero() {
 		return now
@@ -685,11 +685,12 @@ func (fh *quorumHealth) frozen(now time.Time) time.Time {
 }
 
 // freezeAfter is how long after the view was last current the quorum's
-// clock stops: half a lease, longer than this node's own refresh period
-// (which keeps the view current while the store answers) and shorter
-// than an observation's life (Stale refreshes), so a cut-off node freezes
+// clock stops: two refresh periods, longer than the node's own refresh
+// (its status write, which keeps the view current while the store
+// answers, as every other node's refresh arriving does) and shorter than
+// an observation's life (Stale = 3 refreshes), so a cut-off node freezes
 // before any observation it heard goes stale.
-func (fh *quorumHealth) freezeAfter() time.Duration { return 3 * fh.refresh / 2 }
+func (fh *quorumHealth) freezeAfter() time.Duration { return 2 * fh.refresh }
 
 // updateTargets is decideTargets' update of the tracker (decideMu held):
 // true when a verdict flipped.
