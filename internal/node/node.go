@@ -193,7 +193,7 @@ func New(o Options) (_ *Node, err error) {
 		if err == nil {
 			n.xfr.configure(cfg, keys)
 			var warns diag.Problems
-			snap, warns, err = n.build(cfg, nil)
+			snap, warns, err = n.build(cfg, nil, false)
 			logWarnings(n.log, warns)
 		}
 		if err == nil || n.fl == nil || bundle.Rev == 0 {
@@ -305,9 +305,11 @@ func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, e
 
 // build compiles cfg into a snapshot. Zones that fail alone are served
 // from prev's copy, or the copy kept in the state directory, or SERVFAIL.
-func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot) (*snapshot.Snapshot, diag.Problems, error) {
+// keepServed takes the zones prev serves from their files as they are
+// (snapshot.Options.KeepServed).
+func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed bool) (*snapshot.Snapshot, diag.Problems, error) {
 	start := time.Now()
-	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones)}
+	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed}
 	if n.met != nil {
 		opts.Hooks = policy.Hooks{Observe: n.met.Steered, Decided: n.met.Decision}
 	}

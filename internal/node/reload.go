@@ -217,7 +217,7 @@ func (n *Node) reloadConfig(res *Result) {
 	if same {
 		n.log.Debug("reload: the configuration file is unchanged; its parse is kept")
 	}
-	snap, warns, err := n.build(cfg, old)
+	snap, warns, err := n.build(cfg, old, false)
 	logWarnings(n.log, warns)
 	for _, w := range warns {
 		res.Warnings = append(res.Warnings, w.String())
@@ -259,7 +259,7 @@ func (n *Node) swapped(res *Result, old, snap *snapshot.Snapshot) {
 // zone and policy that did not change is kept as it is.
 func (n *Node) rebuildZones(res *Result) {
 	old := n.srv.Handler().Snapshot()
-	snap, warns, err := n.build(old.Config, old)
+	snap, warns, err := n.build(old.Config, old, true) // the served zones as they are: their files are read at a reload
 	// The configuration's own warnings were given when it was loaded;
 	// those of a zone's data (a transferred copy) are new.
 	var fresh diag.Problems

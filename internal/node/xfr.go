@@ -93,7 +93,10 @@ func xfrZones(snap *snapshot.Snapshot) []xfr.Zone {
 		}
 		z := snap.Zones.Zone(out[i].Origin)
 		xz := &out[i]
-		xz.Journal, xz.Version, xz.Records = zc.Journal(), z, z.AppendRecords
+		// Version is the zone's base: a zone given another serial to
+		// export (WithSerial) holds the same records, whose digest and
+		// delta are not taken again.
+		xz.Journal, xz.Version, xz.Records, xz.Each = zc.Journal(), z.Base(), z.AppendRecords, z.EachRecord
 		for _, r := range snap.Steered(z) {
 			xz.Fallbacks = append(xz.Fallbacks, snap.Fallback(r)...)
 		}

@@ -32,6 +32,12 @@ type Options struct {
 	// changing (a steered name's fallback). A serial not newer than the
 	// file's (RFC 1982) is ignored: the file's wins.
 	Serials map[string]uint32
+	// KeepServed takes each zone Previous serves from its file as it is,
+	// without reading the file again (a zone degraded there is read):
+	// a rebuild for a secondary zone's new copy or a zone's new exported
+	// serial, which costs what changed, not a read of every zone. A
+	// pending edit of a zone file stays unserved until a reload.
+	KeepServed bool
 	// Hooks are called for each steered answer (metrics); they are given
 	// to the live state of a table built anew. A kept table keeps its
 	// live state, hooks and all.
@@ -152,6 +158,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		recs := steered[origin]
 		var data []byte
 		var rerr error
+		var keep *zone.Zone // Previous's, kept unread (KeepServed)
 		if zc.Secondary() {
 			secondaries[origin] = true
 			tr := Transferred{Unusable: "not transferred yet"}
@@ -171,11 +178,14 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				continue
 			}
 			file, data = tr.Name, tr.Data
+		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && pz != nil && pz.Failed == "" && pz.File == file && !degradedIn(opts.Previous, origin) {
+			keep = pz
 		} else {
 			data, rerr = zone.ReadFile(cfg.FS, file)
 		}
 		serial := opts.Serials[origin]
-		if pz := previousZone(opts.Previous, origin); rerr == nil && pz.Unchanged(file, data) && sameSteered(prevSteered[pz], recs) &&
+		unchanged := func(pz *zone.Zone) bool { return pz != nil && (pz == keep || rerr == nil && pz.Unchanged(file, data)) }
+		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) &&
 			(serial == 0 || serial == pz.Serial() || !newer(serial, pz.FileSerial())) {
 			// The same bytes and the same steered names: the zone being
 			// served is kept as it is (marked and precompiled already).
@@ -183,6 +193,19 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			marks[pz] = recs
 			reused++
 			continue
+		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) {
+			// Only the serial to export moved (a steered name's
+			// fallback): the served zone with a new apex, not a parse.
+			nz, zerrs := pz.WithSerial(serial)
+			if len(zerrs) == 0 {
+				zones = append(zones, nz)
+				marks[nz] = recs
+				reused++
+				continue
+			}
+		}
+		if keep != nil {
+			data, rerr = zone.ReadFile(cfg.FS, file) // its steered names changed: parse it after all
 		}
 		var z *zone.Zone
 		var zerrs, zwarns diag.Problems
@@ -547,4 +570,15 @@ func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
 	}
 	n.Live = policy.NewLive(table, policy.LiveOptions{Hooks: hooks, Previous: s.Live})
 	return &n, warns, nil
+}
+
+// degradedIn reports whether prev serves the zone origin degraded (not
+// from its file as configured).
+func degradedIn(prev *Snapshot, origin string) bool {
+	for _, d := range prev.Degraded {
+		if d.Origin == origin {
+			return true
+		}
+	}
+	return false
 }

@@ -47,6 +47,10 @@ type Zone struct {
 	Version any
 	// Records appends the zone's records to dst, its SOA first.
 	Records func(dst []dns.RR) []dns.RR
+	// Each, when set, yields the records Records appends, in its
+	// order, without copying them: a transfer out streams them (nil:
+	// from Records).
+	Each func(yield func(dns.RR) bool)
 	// Fallbacks are the records the zone's steered names are exported
 	// with (a secondary cannot steer).
 	Fallbacks []dns.RR
@@ -63,12 +67,50 @@ type Secondary struct {
 	Notify string
 }
 
-// export is one zone as transferred out now.
+// export is one zone as transferred out now: its records streamed from
+// the zone served (each), its steered names' fallbacks after them, and
+// its SOA again. It holds no copy of the zone.
 type export struct {
-	serial  uint32
-	rrs     []dns.RR // SOA, records, SOA
-	journal *Journal
-	acl     []aclEntry
+	serial    uint32
+	soa       *dns.SOA
+	each      func(yield func(dns.RR) bool) // SOA first, then the records
+	fallbacks []dns.RR
+	journal   *Journal
+	acl       []aclEntry
+}
+
+// records yields what a transfer of e sends: the SOA, the records, the
+// fallbacks and the SOA again.
+func (e *export) records(yield func(dns.RR) bool) {
+	ok := true
+	e.each(func(rr dns.RR) bool {
+		ok = yield(rr)
+		return ok
+	})
+	if !ok {
+		return
+	}
+	for _, rr := range e.fallbacks {
+		if !yield(rr) {
+			return
+		}
+	}
+	yield(e.soa)
+}
+
+// eachOf is Zone.Each, or a stream of Zone.Records when it is not set.
+func eachOf(z *Zone) func(yield func(dns.RR) bool) {
+	if z.Each != nil {
+		return z.Each
+	}
+	records := z.Records
+	return func(yield func(dns.RR) bool) {
+		for _, rr := range records(nil) {
+			if !yield(rr) {
+				return
+			}
+		}
+	}
 }
 
 type aclEntry struct {
@@ -76,13 +118,18 @@ type aclEntry struct {
 	key    string // canonical key name the request must be signed with
 }
 
-// exportState is what Refresh last published of a zone.
+// exportState is what Refresh last published of a zone: no copy of its
+// records, but the version they are (Zone.Version and its Records, for
+// the journal's delta when the zone itself changes) and its fallbacks
+// (for the delta when only they move).
 type exportState struct {
-	serial  uint32
-	soa     *dns.SOA
-	rrs     []dns.RR
-	sum     [32]byte
-	journal *Journal
+	serial    uint32
+	soa       *dns.SOA
+	version   any
+	records   func(dst []dns.RR) []dns.RR
+	fallbacks []dns.RR
+	sum       [32]byte
+	journal   *Journal
 }
 
 // savedSerial is a zone's last exported serial and digest, in the state
@@ -201,16 +248,6 @@ func (s *Service) Refresh() {
 		} else {
 			s.serials[origin] = target
 		}
-		var rrs []dns.RR
-		if st != nil && st.serial == target && st.sum == sum {
-			// Nothing it exports changed (a health change elsewhere, a
-			// reload of another zone): the export is kept, not rebuilt,
-			// so this costs the fallbacks' digest, not the zone's size.
-			rrs = st.rrs
-		} else {
-			rrs = z.Records(nil)
-			rrs = append(append(rrs, z.Fallbacks...), z.SOA)
-		}
 		notify := false
 		switch {
 		case st == nil:
@@ -222,18 +259,17 @@ func (s *Service) Refresh() {
 			notify = true // as BIND and Knot do at start-up
 		case st.serial != target:
 			if st.journal != nil {
-				del, add := Diff(st.rrs[:len(st.rrs)-1], rrs[:len(rrs)-1])
-				st.journal.Add(Delta{From: st.soa, To: z.SOA, Del: del, Add: add})
+				st.journal.Add(journalDelta(st, z))
 			}
 			notify = true
 			s.log.Info("zone transfers: new serial", "zone", origin, "from", st.serial, "to", target)
 		}
-		st.serial, st.soa, st.rrs, st.sum = target, z.SOA, rrs, sum
+		st.serial, st.soa, st.version, st.records, st.fallbacks, st.sum = target, z.SOA, z.Version, z.Records, z.Fallbacks, sum
 		if sv := (savedSerial{Serial: target, Sum: hexSum}); s.saved[origin] != sv {
 			s.saved[origin] = sv
 			changed = true
 		}
-		e := &export{serial: target, rrs: rrs, journal: st.journal}
+		e := &export{serial: target, soa: z.SOA, each: eachOf(z), fallbacks: z.Fallbacks, journal: st.journal}
 		var targets []Target
 		for _, sec := range z.Secondaries {
 			e.acl = append(e.acl, aclEntry{prefix: sec.Prefix, key: sec.Key.Name})
@@ -268,6 +304,20 @@ func (s *Service) Refresh() {
 	if rebuild && s.o.Rebuild != nil {
 		s.o.Rebuild("zone serial")
 	}
+}
+
+// journalDelta is the journal's entry for the change from st to z. When the
+// zone's records are the same version (its serial or a fallback moved),
+// only the fallbacks are compared: the cost is the steered names', not
+// the zone's. Otherwise the whole exports are.
+func journalDelta(st *exportState, z *Zone) Delta {
+	d := Delta{From: st.soa, To: z.SOA}
+	if st.version != nil && st.version == z.Version {
+		d.Del, d.Add = Diff(st.fallbacks, z.Fallbacks)
+		return d
+	}
+	d.Del, d.Add = Diff(append(st.records(nil), st.fallbacks...), append(z.Records(nil), z.Fallbacks...))
+	return d
 }
 
 // sum digests what z exports: its records (the SOA without its serial)
@@ -363,33 +413,46 @@ func (s *Service) Transfer(w dns.ResponseWriter, req *dns.Msg, from netip.Addr) 
 		s.met.transfer(origin, "out", kind, "refused")
 		return refuse(w, req)
 	}
-	rrs := e.rrs
 	form := "axfr"
+	records := 0
+	count := func(yield func(dns.RR) bool) {
+		e.records(func(rr dns.RR) bool {
+			records++
+			return yield(rr)
+		})
+	}
 	var err error
 	if kind == "ixfr" {
+		var rrs []dns.RR
+		ok := false
 		if len(req.Ns) == 1 {
-			if soa, ok := req.Ns[0].(*dns.SOA); ok {
-				rrs = IXFR(e.rrs[:len(e.rrs)-1], soa.Serial, e.journal)
-				switch {
-				case len(rrs) == 1:
-					form = "up to date"
-				case len(rrs) > 1 && rrs[1].Header().Rrtype == dns.TypeSOA:
-					form = "incremental"
-				default:
-					form = "axfr-style"
-				}
+			if soa, isSOA := req.Ns[0].(*dns.SOA); isSOA {
+				rrs, ok = Incremental(e.soa, soa.Serial, e.journal)
 			}
 		}
-		err = ServeIXFR(w, req, rrs)
+		switch {
+		case ok && len(rrs) == 1:
+			form = "up to date"
+		case ok:
+			form = "incremental"
+		default:
+			form = "axfr-style"
+		}
+		if ok {
+			records = len(rrs)
+			err = ServeIXFR(w, req, rrs)
+		} else {
+			err = ServeIXFRStream(w, req, count)
+		}
 	} else {
-		err = Serve(w, req, e.rrs)
+		err = ServeStream(w, req, count)
 	}
 	if err != nil {
 		log.Warn("zone transfer failed", "serial", e.serial, "err", err)
 		s.met.transfer(origin, "out", kind, "error")
 		return err
 	}
-	log.Info("zone transferred out", "serial", e.serial, "form", form, "records", len(rrs), "key", keyName,
+	log.Info("zone transferred out", "serial", e.serial, "form", form, "records", records, "key", keyName,
 		"took", time.Since(start).Round(time.Microsecond))
 	s.met.transfer(origin, "out", kind, "ok")
 	return nil

@@ -171,20 +171,8 @@ func (j *Journal) Since(serial uint32) ([]Delta, bool) {
 // j may be nil.
 func IXFR(zone []dns.RR, have uint32, j *Journal) []dns.RR {
 	cur := zone[0].(*dns.SOA)
-	if have == cur.Serial || SerialNewer(have, cur.Serial) {
-		return []dns.RR{cur}
-	}
-	if j != nil {
-		if ds, ok := j.Since(have); ok && len(ds) > 0 && ds[len(ds)-1].To.Serial == cur.Serial {
-			out := []dns.RR{cur}
-			for _, d := range ds {
-				out = append(out, d.From)
-				out = append(out, d.Del...)
-				out = append(out, d.To)
-				out = append(out, d.Add...)
-			}
-			return append(out, cur)
-		}
+	if rrs, ok := Incremental(cur, have, j); ok {
+		return rrs
 	}
 	out := make([]dns.RR, 0, len(zone)+1)
 	out = append(out, cur)
@@ -205,20 +193,10 @@ func IXFR(zone []dns.RR, have uint32, j *Journal) []dns.RR {
 // in 512 bytes (or the request's EDNS size); otherwise the reply is just
 // the current SOA (RFC 1995 §2), so that the client retries over TCP.
 func ServeIXFR(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
-	if len(req.Question) != 1 || req.Question[0].Qtype != dns.TypeIXFR {
-		return errors.New("xfr: not an IXFR request")
-	}
-	if len(req.Ns) == 0 || req.Ns[0].Header().Rrtype != dns.TypeSOA {
-		m := new(dns.Msg)
-		m.SetRcode(req, dns.RcodeFormatError)
-		signLike(m, req, w)
-		w.WriteMsg(m)
-		return errors.New("xfr: IXFR request without the client's SOA")
+	if done, err := checkIXFR(w, req); done {
+		return err
 	}
 	t := req.IsTsig()
-	if t != nil && w.TsigStatus() != nil {
-		return refuseTsig(w, req)
-	}
 	if len(rrs) == 0 || rrs[0].Header().Rrtype != dns.TypeSOA {
 		m := new(dns.Msg)
 		m.SetRcode(req, dns.RcodeServerFailure)
@@ -247,6 +225,61 @@ func ServeIXFR(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
 		return w.WriteMsg(m)
 	}
 	return writeAll(w, req, rrs)
+}
+
+// checkIXFR answers what ServeIXFR refuses (done: the request is
+// answered, err says why): not an IXFR request, no client SOA (FORMERR),
+// a TSIG that did not verify (NOTAUTH).
+func checkIXFR(w dns.ResponseWriter, req *dns.Msg) (done bool, err error) {
+	if len(req.Question) != 1 || req.Question[0].Qtype != dns.TypeIXFR {
+		return true, errors.New("xfr: not an IXFR request")
+	}
+	if len(req.Ns) == 0 || req.Ns[0].Header().Rrtype != dns.TypeSOA {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeFormatError)
+		signLike(m, req, w)
+		w.WriteMsg(m)
+		return true, errors.New("xfr: IXFR request without the client's SOA")
+	}
+	if t := req.IsTsig(); t != nil && w.TsigStatus() != nil {
+		return true, refuseTsig(w, req)
+	}
+	return false, nil
+}
+
+// Incremental returns the answer to an IXFR request from a client at
+// serial have when it is not a whole zone (RFC 1995 §4): the current SOA
+// alone when have is current or newer, or the incremental form when j
+// holds the deltas from have to cur; ok is false when only the
+// AXFR-style form answers (IXFR's last case), which the caller streams.
+func Incremental(cur *dns.SOA, have uint32, j *Journal) (rrs []dns.RR, ok bool) {
+	if have == cur.Serial || SerialNewer(have, cur.Serial) {
+		return []dns.RR{cur}, true
+	}
+	if j != nil {
+		if ds, ok := j.Since(have); ok && len(ds) > 0 && ds[len(ds)-1].To.Serial == cur.Serial {
+			out := []dns.RR{cur}
+			for _, d := range ds {
+				out = append(out, d.From)
+				out = append(out, d.Del...)
+				out = append(out, d.To)
+				out = append(out, d.Add...)
+			}
+			return append(out, cur), true
+		}
+	}
+	return nil, false
+}
+
+// ServeIXFRStream answers, over TCP, an IXFR request in the AXFR-style
+// form (what Incremental does not answer) with the records each yields,
+// streamed as writeStream does; the request is checked as ServeIXFR
+// checks it.
+func ServeIXFRStream(w dns.ResponseWriter, req *dns.Msg, each func(yield func(dns.RR) bool)) error {
+	if done, err := checkIXFR(w, req); done {
+		return err
+	}
+	return writeStream(w, req, each)
 }
 
 // signLike sets a TSIG RR on m when req was signed and verified.

@@ -260,7 +260,7 @@ func (s *Service) Answer(req *dns.Msg, from netip.Addr, key string) *dns.Msg {
 			reply.Rcode = dns.RcodeRefused
 			return reply
 		}
-		reply.Answer = []dns.RR{e.rrs[0]}
+		reply.Answer = []dns.RR{e.soa}
 		s.met.transfer(origin, "out", "ixfr", "ok")
 	default:
 		return nil

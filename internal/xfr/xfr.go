@@ -60,11 +60,35 @@ var ErrTooBig = errors.New("xfr: record too big for one message")
 // RR when req is signed. limit ≤ 0 means DefaultLimit. The messages are
 // not signed yet; Serve signs them as it writes.
 func Messages(req *dns.Msg, rrs []dns.RR, limit int) ([]*dns.Msg, error) {
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
 	if len(rrs) == 0 || rrs[0].Header().Rrtype != dns.TypeSOA || rrs[len(rrs)-1].Header().Rrtype != dns.TypeSOA {
 		return nil, errors.New("xfr: records must start and end with the zone's SOA (or be the SOA alone)")
+	}
+	var out []*dns.Msg
+	sp := newSplitter(req, limit, func(m *dns.Msg) error { out = append(out, m); return nil })
+	for _, rr := range rrs {
+		if err := sp.add(rr); err != nil {
+			return nil, err
+		}
+	}
+	sp.flush()
+	return out, nil
+}
+
+// splitter fills response messages for req with records, as Messages
+// splits them, handing each message to emit once it is full (and the
+// last at flush): a transfer streams its records rather than holding
+// them all.
+type splitter struct {
+	req             *dns.Msg
+	limit, overhead int
+	m               *dns.Msg
+	size            int
+	emit            func(*dns.Msg) error
+}
+
+func newSplitter(req *dns.Msg, limit int, emit func(*dns.Msg) error) *splitter {
+	if limit <= 0 {
+		limit = DefaultLimit
 	}
 	overhead := 12 // header
 	for _, q := range req.Question {
@@ -73,23 +97,38 @@ func Messages(req *dns.Msg, rrs []dns.RR, limit int) ([]*dns.Msg, error) {
 	if t := req.IsTsig(); t != nil {
 		overhead += tsigRoom(t)
 	}
-	var out []*dns.Msg
-	var m *dns.Msg
-	size := 0
-	for _, rr := range rrs {
-		n := dns.Len(rr) // uncompressed: never less than what it packs to
-		if overhead+n > limit {
-			return nil, fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrTooBig, rr.Header().Name, dns.TypeToString[rr.Header().Rrtype], n, limit)
-		}
-		if m == nil || size+n > limit {
-			m = reply(req)
-			out = append(out, m)
-			size = overhead
-		}
-		m.Answer = append(m.Answer, rr)
-		size += n
+	return &splitter{req: req, limit: limit, overhead: overhead, emit: emit}
+}
+
+// add puts rr in the message being filled, emitting that one first when
+// rr does not fit.
+func (sp *splitter) add(rr dns.RR) error {
+	n := dns.Len(rr) // uncompressed: never less than what it packs to
+	if sp.overhead+n > sp.limit {
+		return fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrTooBig, rr.Header().Name, dns.TypeToString[rr.Header().Rrtype], n, sp.limit)
 	}
-	return out, nil
+	if sp.m != nil && sp.size+n > sp.limit {
+		if err := sp.flush(); err != nil {
+			return err
+		}
+	}
+	if sp.m == nil {
+		sp.m = reply(sp.req)
+		sp.size = sp.overhead
+	}
+	sp.m.Answer = append(sp.m.Answer, rr)
+	sp.size += n
+	return nil
+}
+
+// flush emits the message being filled, if any.
+func (sp *splitter) flush() error {
+	m := sp.m
+	sp.m = nil
+	if m == nil {
+		return nil
+	}
+	return sp.emit(m)
 }
 
 // tsigRoom is an upper bound on the packed size of the TSIG RR a response
@@ -138,6 +177,25 @@ func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
 	return writeAll(w, req, rrs)
 }
 
+// ServeStream is Serve with the records streamed from each (the zone's
+// SOA first, the SOA again last), each message written as soon as it is
+// full.
+func ServeStream(w dns.ResponseWriter, req *dns.Msg, each func(yield func(dns.RR) bool)) error {
+	if len(req.Question) != 1 || req.Question[0].Qtype != dns.TypeAXFR {
+		return errors.New("xfr: not an AXFR request")
+	}
+	if _, ok := w.RemoteAddr().(*net.TCPAddr); !ok {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeRefused)
+		w.WriteMsg(m)
+		return errors.New("xfr: AXFR over UDP refused")
+	}
+	if t := req.IsTsig(); t != nil && w.TsigStatus() != nil {
+		return refuseTsig(w, req)
+	}
+	return writeStream(w, req, each)
+}
+
 // refuseTsig answers a signed request whose TSIG did not verify: NOTAUTH
 // with the TSIG error and no MAC (RFC 8945 §5.2, §5.3.2).
 func refuseTsig(w dns.ResponseWriter, req *dns.Msg) error {
@@ -161,14 +219,63 @@ func writeAll(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
 		return err
 	}
 	for i, m := range msgs {
-		if t != nil {
-			m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, 0)
-			// SetTsig leaves TimeSigned 0; miekg fills in the time as it signs.
-		}
-		if err := w.WriteMsg(m); err != nil {
+		if err := writeSigned(w, req, m); err != nil {
 			return fmt.Errorf("xfr: message %d of %d: %w", i+1, len(msgs), err)
 		}
-		w.TsigTimersOnly(true)
 	}
 	return nil
+}
+
+// writeSigned writes m on w, signed when req is: the first message over
+// the request MAC, each later one over the timers only (TsigTimersOnly).
+func writeSigned(w dns.ResponseWriter, req, m *dns.Msg) error {
+	if t := req.IsTsig(); t != nil {
+		m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, 0)
+		// SetTsig leaves TimeSigned 0; miekg fills in the time as it signs.
+	}
+	if err := w.WriteMsg(m); err != nil {
+		return err
+	}
+	w.TsigTimersOnly(true)
+	return nil
+}
+
+// writeStream writes the records each yields (the zone's SOA first, the
+// SOA again last) on w as writeAll writes a slice, each message as soon
+// as it is full: the transfer holds one message, not the zone. A record
+// too big for a message ends it with an error (the connection is
+// closed: the messages before it are sent already).
+func writeStream(w dns.ResponseWriter, req *dns.Msg, each func(yield func(dns.RR) bool)) error {
+	sent := 0
+	sp := newSplitter(req, DefaultLimit, func(m *dns.Msg) error {
+		sent++
+		if err := writeSigned(w, req, m); err != nil {
+			return fmt.Errorf("xfr: message %d: %w", sent, err)
+		}
+		return nil
+	})
+	var err error
+	first := true
+	each(func(rr dns.RR) bool {
+		if first && rr.Header().Rrtype != dns.TypeSOA {
+			err = errors.New("xfr: records must start with the zone's SOA")
+			return false
+		}
+		first = false
+		err = sp.add(rr)
+		return err == nil
+	})
+	if err == nil && first {
+		err = errors.New("xfr: no records to transfer")
+	}
+	if err != nil {
+		if sent == 0 {
+			m := new(dns.Msg)
+			m.SetRcode(req, dns.RcodeServerFailure)
+			signLike(m, req, w)
+			w.WriteMsg(m)
+		}
+		return err
+	}
+	return sp.flush()
 }

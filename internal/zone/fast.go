@@ -115,6 +115,12 @@ func (s *Set) Precompile() {
 		}
 		z.precompiled = true
 		z.negWire = negativeSOA(z)
+		if z.apexOnly {
+			z.apexOnly = false
+			p := packer{s: s, z: z}
+			p.node(z.apex)
+			continue
+		}
 		wild := map[string]bool{}
 		for name := range z.nodes {
 			if strings.HasPrefix(name, "*.") {

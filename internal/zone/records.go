@@ -2,6 +2,7 @@ package zone
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/miekg/dns"
@@ -14,10 +15,22 @@ import (
 // zone's data); steered names hold no records of their own. The closing
 // SOA of a transfer is the caller's. A failed zone appends nothing.
 func (z *Zone) AppendRecords(dst []dns.RR) []dns.RR {
-	if z.Failed != "" || z.SOA == nil {
-		return dst
+	for rr := range z.EachRecord {
+		dst = append(dst, rr)
 	}
-	dst = append(dst, z.SOA)
+	return dst
+}
+
+// EachRecord yields the records AppendRecords appends, in its order,
+// without copying them out: a transfer streams them from the zone (it
+// costs a sorted list of the names, not of the records).
+func (z *Zone) EachRecord(yield func(dns.RR) bool) {
+	if z.Failed != "" || z.SOA == nil {
+		return
+	}
+	if !yield(z.SOA) {
+		return
+	}
 	names := make([]string, 0, len(z.nodes))
 	for name, n := range z.nodes {
 		if len(n.rrsets) > 0 {
@@ -30,10 +43,13 @@ func (z *Zone) AppendRecords(dst []dns.RR) []dns.RR {
 			if s.rtype == dns.TypeSOA && name == z.Origin {
 				continue
 			}
-			dst = append(dst, s.rrs...)
+			for _, rr := range s.rrs {
+				if !yield(rr) {
+					return
+				}
+			}
 		}
 	}
-	return dst
 }
 
 // FileSerial is the serial of the SOA as read, before WithSerial
@@ -48,25 +64,51 @@ func (z *Zone) FileSerial() uint32 {
 // WithSerial returns a new, unpublished zone holding z's records with
 // the SOA serial set to serial: the serial steer exports when what it
 // transfers out changed without the file's serial changing (a steered
-// name's fallback answer). It parses the records again, so it costs a
-// load of the zone; it is only called when that serial changes.
+// name's fallback answer). z is left as it is. The new zone shares every
+// node with z but the apex, which it copies with the new SOA; for a
+// published (precompiled) z it shares z's index too, and Set.Precompile
+// packs only its apex, so a new serial costs the apex, not the zone.
+// It keeps z's source (the file's text, with the file's serial) and so
+// is known as unchanged from the same file (Unchanged).
 func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
-	if z.Failed != "" || z.SOA == nil {
+	if z.Failed != "" || z.SOA == nil || z.apex == nil {
 		return nil, diag.Problems{{File: z.File, Msg: fmt.Sprintf("zone %s has no SOA to change", z.Origin)}}
 	}
 	soa := dns.Copy(z.SOA).(*dns.SOA)
 	soa.Serial = serial
-	text := []byte(soa.String() + "\n")
-	rrs := z.AppendRecords(nil)
-	for _, rr := range rrs[1:] {
-		text = append(text, rr.String()...)
-		text = append(text, '\n')
+	apex := *z.apex
+	apex.templates = nil
+	apex.rrsets = append([]rrset(nil), z.apex.rrsets...)
+	for i := range apex.rrsets {
+		if apex.rrsets[i].rtype == dns.TypeSOA {
+			apex.rrsets[i].rrs = []dns.RR{soa}
+		}
 	}
-	nz, errs, _ := Parse(nil, z.Origin, z.File, text)
-	if len(errs) > 0 {
-		return nil, errs
+	nz := *z
+	nz.SOA, nz.apex, nz.fileSerial, nz.base = soa, &apex, z.FileSerial(), z.Base()
+	if z.NegSOA != nil {
+		neg := dns.Copy(z.NegSOA).(*dns.SOA)
+		neg.Serial = serial
+		nz.NegSOA = neg
 	}
-	nz.fileSerial = z.FileSerial()
-	nz.fromFile = false
-	return nz, nil
+	if z.precompiled {
+		// The index stays z's, whose entry for the apex is z's apex:
+		// every lookup starts at Zone.apex, and other names reach the
+		// apex only for its addresses, which are the same.
+		nz.precompiled, nz.apexOnly = false, true
+	} else {
+		nz.nodes = maps.Clone(z.nodes)
+		nz.nodes[z.Origin] = &apex
+	}
+	return &nz, nil
+}
+
+// Base returns the zone whose records z holds: z itself, or for a zone
+// WithSerial made, the zone it was made from (its base). Zones with the
+// same base differ in their SOA serial only.
+func (z *Zone) Base() *Zone {
+	if z.base != nil {
+		return z.base
+	}
+	return z
 }

@@ -69,3 +69,59 @@ func TestWithSerial(t *testing.T) {
 		t.Errorf("file serial after two changes: %d", n2.FileSerial())
 	}
 }
+
+// TestWithSerialPublished: a new serial for a published zone shares its
+// nodes (only the apex is new) and answers the serial on every path:
+// the SOA, a negative answer, the fast path's templates; the published
+// zone keeps its own.
+func TestWithSerialPublished(t *testing.T) {
+	z, _ := mustParse(t, "rec.example.", recordsZone)
+	old := zone.NewSet([]*zone.Zone{z})
+	old.Precompile()
+	nz, errs := z.WithSerial(9)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	set := zone.NewSet([]*zone.Zone{nz})
+	set.Precompile()
+	if nz.Base() != z || z.Base() != z || !nz.Unchanged(z.File, []byte(recordsZone)) {
+		t.Errorf("base %p (want %p), unchanged from the file %v", nz.Base(), z, nz.Unchanged(z.File, []byte(recordsZone)))
+	}
+	for _, c := range []struct {
+		set  *zone.Set
+		want uint32
+	}{{old, 7}, {set, 9}} {
+		a := c.set.Lookup("rec.example.", dns.TypeSOA)
+		if len(a.Answer) != 1 || a.Answer[0].(*dns.SOA).Serial != c.want {
+			t.Errorf("SOA answer %v, want serial %d", a.Answer, c.want)
+		}
+		if a := c.set.Lookup("nx.rec.example.", dns.TypeA); len(a.Ns) != 1 || a.Ns[0].(*dns.SOA).Serial != c.want {
+			t.Errorf("negative answer's SOA %v, want serial %d", a.Ns, c.want)
+		}
+		kind, fz, n := c.set.Classify("rec.example.")
+		if kind != zone.FastNode {
+			t.Fatalf("apex: fast kind %v", kind)
+		}
+		m := new(dns.Msg)
+		w := n.Template(dns.TypeSOA)
+		if w == nil {
+			t.Fatal("no SOA template at the apex")
+		}
+		q := new(dns.Msg)
+		q.SetQuestion("rec.example.", dns.TypeSOA)
+		qw, _ := q.Pack()
+		full := append(append(append([]byte{}, w[:12]...), qw[12:]...), w[12:]...)
+		if err := m.Unpack(full); err != nil || len(m.Answer) != 1 || m.Answer[0].(*dns.SOA).Serial != c.want {
+			t.Errorf("SOA template: %v %v, want serial %d", m.Answer, err, c.want)
+		}
+		if tail := fz.Negative().Tail; uint32(tail[0])<<24|uint32(tail[1])<<16|uint32(tail[2])<<8|uint32(tail[3]) != c.want {
+			t.Errorf("fast negative SOA serial %v, want %d", tail[:4], c.want)
+		}
+		if a := c.set.Lookup("ns1.rec.example.", dns.TypeA); len(a.Answer) != 1 {
+			t.Errorf("ns1: %v", a.Answer)
+		}
+	}
+	if got, want := len(nz.AppendRecords(nil)), len(z.AppendRecords(nil)); got != want || nz.AppendRecords(nil)[0].(*dns.SOA).Serial != 9 {
+		t.Errorf("records %d, want %d, SOA first with serial 9", got, want)
+	}
+}

@@ -67,6 +67,12 @@ type Zone struct {
 	negWire NegativeSOA
 	// fileSerial is the SOA serial as read when WithSerial changed it.
 	fileSerial uint32
+	// base is the zone WithSerial made this one from (see Base).
+	base *Zone
+	// apexOnly is set on a zone WithSerial made from a published one:
+	// Precompile packs its apex only (every other node is the base's,
+	// packed already).
+	apexOnly bool
 }
 
 // node holds the RRsets owned by one name. A node with no RRsets is an
