@@ -94,6 +94,9 @@ type Config struct {
 	// restarts (state.go): "" is DefaultStateDir beside the file. Read it
 	// through StatePath.
 	StateDir string `yaml:"state_dir"`
+	// Transfers holds the server-wide settings of zone transfers
+	// (transfer.go).
+	Transfers Transfers `yaml:"transfers"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -367,6 +370,7 @@ func (c *Config) check(probs *diag.Problems) {
 		probs.Add(f, c.Line("version_bind"), "version_bind: longer than 255 bytes")
 	}
 	c.checkTCP(probs)
+	c.checkTransfers(probs)
 	c.checkAbuse(probs)
 	c.checkFleet(probs)
 	c.checkNode(probs)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/steer-dns/steer/internal/diag"
 )
@@ -38,12 +39,98 @@ type Secondary struct {
 	Notify string `yaml:"notify"`
 }
 
+// Transfers is the transfers section: how zones are transferred in
+// (every secondary zone) and where NOTIFYs leave from.
+type Transfers struct {
+	// TransfersIn is how many transfers in run at once (BIND's
+	// transfers-in); the others wait their turn. Default 10.
+	TransfersIn int `yaml:"transfers_in"`
+	// IdleTimeoutIn is how long a transfer in waits for each message
+	// (and for the connection). Default 30s.
+	IdleTimeoutIn Duration `yaml:"idle_timeout_in"`
+	// MaxTransferTimeIn bounds one transfer in whole (BIND's
+	// max-transfer-time-in). Default 120m.
+	MaxTransferTimeIn Duration `yaml:"max_transfer_time_in"`
+	// TransferSource is the local IP address SOA queries and transfers
+	// in are made from; NotifySource that of the NOTIFYs sent. Default:
+	// the system's choice. An anycast node sets its unicast address, so
+	// that primaries and secondaries see (and their ACLs match) the node
+	// itself rather than the shared service address.
+	TransferSource string `yaml:"transfer_source"`
+	NotifySource   string `yaml:"notify_source"`
+}
+
 // Defaults and limits of the transfer keys.
 const (
-	DefaultIXFRJournal = 20
-	MaxIXFRJournal     = 10000
-	DefaultTSIGAlgo    = "hmac-sha256"
+	DefaultIXFRJournal       = 20
+	MaxIXFRJournal           = 10000
+	DefaultTSIGAlgo          = "hmac-sha256"
+	DefaultTransfersIn       = 10
+	MaxTransfersIn           = 1000
+	DefaultIdleTimeoutIn     = Duration(30 * time.Second)
+	DefaultMaxTransferTimeIn = Duration(120 * time.Minute)
 )
+
+// SourceAddrs returns transfer_source and notify_source as addresses (the
+// zero Addr when unset; checkTransfers rejected any other value).
+func (t *Transfers) SourceAddrs() (transfer, notify netip.Addr) {
+	transfer, _ = netip.ParseAddr(t.TransferSource)
+	notify, _ = netip.ParseAddr(t.NotifySource)
+	return transfer.Unmap(), notify.Unmap()
+}
+
+func (t *Transfers) applyDefaults() {
+	if t.TransfersIn == 0 {
+		t.TransfersIn = DefaultTransfersIn
+	}
+	if t.IdleTimeoutIn == 0 {
+		t.IdleTimeoutIn = DefaultIdleTimeoutIn
+	}
+	if t.MaxTransferTimeIn == 0 {
+		t.MaxTransferTimeIn = DefaultMaxTransferTimeIn
+	}
+}
+
+// checkTransfers reports each bad key of the transfers section at its
+// line.
+func (c *Config) checkTransfers(probs *diag.Problems) {
+	t := &c.Transfers
+	bad := func(key, format string, args ...any) {
+		line := c.Line("transfers." + key)
+		if line == 0 {
+			line = c.Line("transfers")
+		}
+		probs.Add(c.File, line, "transfers.%s: %s", key, fmt.Sprintf(format, args...))
+	}
+	if t.TransfersIn < 1 || t.TransfersIn > MaxTransfersIn {
+		bad("transfers_in", "%d is not between 1 and %d", t.TransfersIn, MaxTransfersIn)
+	}
+	if t.IdleTimeoutIn < 0 {
+		bad("idle_timeout_in", "must be positive")
+	}
+	if t.MaxTransferTimeIn < 0 {
+		bad("max_transfer_time_in", "must be positive")
+	}
+	if t.IdleTimeoutIn > t.MaxTransferTimeIn && t.MaxTransferTimeIn > 0 {
+		bad("idle_timeout_in", "%s is longer than max_transfer_time_in (%s)",
+			time.Duration(t.IdleTimeoutIn), time.Duration(t.MaxTransferTimeIn))
+	}
+	for _, kv := range [][2]string{{"transfer_source", t.TransferSource}, {"notify_source", t.NotifySource}} {
+		key, v := kv[0], kv[1]
+		if v == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		switch {
+		case err != nil:
+			bad(key, "%q is not an IP address (the local address to send from, without a port)", v)
+		case a.Unmap().IsUnspecified() || a.IsMulticast():
+			bad(key, "%s cannot be a source address: name one of this host's unicast addresses", v)
+		case a.Zone() != "":
+			bad(key, "%s: a zone index is not supported", v)
+		}
+	}
+}
 
 // Secondary reports whether the zone is transferred in from primaries.
 func (z *Zone) Secondary() bool { return len(z.Primaries) > 0 }
@@ -99,6 +186,7 @@ func PrimaryAddr(s string) (string, error) {
 }
 
 func (c *Config) applyTransferDefaults() {
+	c.Transfers.applyDefaults()
 	for name, k := range c.TSIG {
 		if k.Algorithm == "" {
 			k.Algorithm = DefaultTSIGAlgo

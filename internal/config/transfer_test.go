@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/steer-dns/steer/internal/config"
 )
@@ -129,4 +130,38 @@ policies:
       g: { failovr: [x] }
 `)
 	checkProblems(t, ps, []prob{{6, "failovr"}})
+}
+
+func TestTransfersSection(t *testing.T) {
+	c := mustParse(t, `transfers:
+  transfers_in: 3
+  idle_timeout_in: 45s
+  transfer_source: 192.0.2.10
+  notify_source: "2001:db8::10"
+`)
+	tr := c.Transfers
+	ts, ns := tr.SourceAddrs()
+	if tr.TransfersIn != 3 || tr.IdleTimeoutIn != config.Duration(45*time.Second) ||
+		tr.MaxTransferTimeIn != config.DefaultMaxTransferTimeIn || ts.String() != "192.0.2.10" || ns.String() != "2001:db8::10" {
+		t.Errorf("transfers %+v", tr)
+	}
+	d := mustParse(t, "listen: [\"127.0.0.1:53\"]\n").Transfers
+	if ts, ns := d.SourceAddrs(); d.TransfersIn != 10 || d.IdleTimeoutIn != config.Duration(30*time.Second) ||
+		d.MaxTransferTimeIn != config.Duration(120*time.Minute) || ts.IsValid() || ns.IsValid() {
+		t.Errorf("defaults %+v", d)
+	}
+
+	_, ps := parse(t, `transfers:
+  transfers_in: -1
+  idle_timeout_in: 3h
+  max_transfer_time_in: 2h
+  transfer_source: 192.0.2.10:53
+  notify_source: 0.0.0.0
+`)
+	checkProblems(t, ps, []prob{
+		{2, "transfers.transfers_in: -1 is not between 1 and 1000"},
+		{3, "transfers.idle_timeout_in: 3h0m0s is longer than max_transfer_time_in (2h0m0s)"},
+		{5, `transfers.transfer_source: "192.0.2.10:53" is not an IP address`},
+		{6, "transfers.notify_source: 0.0.0.0 cannot be a source address"},
+	})
 }

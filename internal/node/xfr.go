@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,8 +41,13 @@ func newXfr(log *slog.Logger, reg prometheus.Registerer, dir string, current fun
 	})}
 }
 
-// configure gives the service the secondary zones of cfg.
+// configure gives the service the transfers settings and the secondary
+// zones of cfg.
 func (w *xfrWiring) configure(cfg *config.Config, keys map[string]tsig.Key) {
+	t := &cfg.Transfers
+	ts, ns := t.SourceAddrs()
+	w.SetTransfers(secondary.Limits{IdleTimeout: time.Duration(t.IdleTimeoutIn),
+		MaxTransferTime: time.Duration(t.MaxTransferTimeIn), TransfersIn: t.TransfersIn, Source: ts}, ns)
 	var zones []secondary.Zone
 	for _, zc := range cfg.Zones {
 		if !zc.Secondary() {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sort"
@@ -50,16 +51,50 @@ type Options struct {
 	Changed func(origin string)
 	// Event is called for every transfer attempt and NOTIFY, for
 	// metrics: kind is "axfr", "ixfr", "soa" or "notify"; result is "ok",
-	// "uptodate", "refused", "tsig", "timeout", "error", "rejected" or
+	// "uptodate", "older" (the primary's serial is older than ours: no
+	// refresh), "refused", "tsig", "timeout", "error", "rejected" or
 	// "broken". May be nil.
 	Event func(origin, kind, result string)
 	Log   *slog.Logger
 	// MinRefresh floors the SOA refresh and retry intervals. Default 1s.
 	MinRefresh time.Duration
-	// Timeout for one SOA query or one transfer. Default 10s.
+	// Timeout for one SOA query. Default 10s.
 	Timeout time.Duration
+	// Limits bound the transfers; SetLimits changes them later.
+	Limits
 	// Now, for tests; nil time.Now.
 	Now func() time.Time
+}
+
+// Limits bound the transfers in. Zero fields take the defaults.
+type Limits struct {
+	// IdleTimeout is how long a transfer waits for the connection and
+	// then for each of its messages: a primary that streams slowly but
+	// steadily is waited for. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxTransferTime bounds one transfer whole (BIND's
+	// max-transfer-time-in). Default DefaultMaxTransferTime.
+	MaxTransferTime time.Duration
+	// TransfersIn is how many transfers (and the checks of their copies)
+	// run at once over all zones (BIND's transfers-in); the others wait
+	// their turn. Default DefaultTransfersIn.
+	TransfersIn int
+	// Source is the local address SOA queries and transfers are made
+	// from (transfer_source); the zero Addr lets the system choose.
+	Source netip.Addr
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxTransferTime <= 0 {
+		l.MaxTransferTime = DefaultMaxTransferTime
+	}
+	if l.TransfersIn <= 0 {
+		l.TransfersIn = DefaultTransfersIn
+	}
+	return l
 }
 
 // Copy is the copy of a zone there is to serve.
@@ -87,6 +122,22 @@ type Status struct {
 // maxBackoff bounds the retry interval of a zone with no copy at all.
 const maxBackoff = 60 * time.Second
 
+// Defaults of Options.
+const (
+	DefaultIdleTimeout     = 30 * time.Second
+	DefaultMaxTransferTime = 120 * time.Minute
+	DefaultTransfersIn     = 10
+)
+
+// Zones added together by one Set make their first SOA query at a random
+// moment within startSpreadPerZone times their number (at most
+// maxStartSpread), so that a server starting with many secondary zones
+// does not query their primaries all at once.
+const (
+	startSpreadPerZone = 10 * time.Millisecond
+	maxStartSpread     = 10 * time.Second
+)
+
 // Manager keeps the secondary zones.
 type Manager struct {
 	o      Options
@@ -95,9 +146,12 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	zones  map[string]*zoneState
-	closed bool
+	mu      sync.Mutex
+	zones   map[string]*zoneState
+	closed  bool
+	lim     Limits        // with defaults
+	running int           // transfers holding a slot (at most lim.TransfersIn)
+	freed   chan struct{} // closed (and replaced) when a slot frees
 }
 
 type zoneState struct {
@@ -114,6 +168,7 @@ type zoneState struct {
 	lastTransfer string
 	primary      string
 	loadedDisk   bool
+	firstDelay   time.Duration // before the first SOA query (start spread)
 }
 
 // New returns a Manager with no zones; Set gives it some.
@@ -132,7 +187,24 @@ func New(o Options) *Manager {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{o: o, log: log, ctx: ctx, cancel: cancel, zones: map[string]*zoneState{}}
+	return &Manager{o: o, log: log, ctx: ctx, cancel: cancel, zones: map[string]*zoneState{},
+		lim: o.Limits.withDefaults(), freed: make(chan struct{})}
+}
+
+// SetLimits changes the limits of transfers that start from now on (a
+// smaller TransfersIn lets the transfers running finish).
+func (m *Manager) SetLimits(l Limits) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lim = l.withDefaults()
+	close(m.freed) // waiters look again: there may be more slots
+	m.freed = make(chan struct{})
+}
+
+func (m *Manager) limits() Limits {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lim
 }
 
 func (m *Manager) event(origin, kind, result string) {
@@ -195,6 +267,10 @@ func (m *Manager) Set(zones []Zone) {
 			delete(m.zones, origin)
 		}
 	}
+	spread := time.Duration(0)
+	if len(fresh) > 1 {
+		spread = min(time.Duration(len(fresh))*startSpreadPerZone, maxStartSpread)
+	}
 	for origin, z := range want {
 		if zs, ok := m.zones[origin]; ok {
 			if !sameConfig(zs.cfg, z) {
@@ -207,6 +283,9 @@ func (m *Manager) Set(zones []Zone) {
 			continue
 		}
 		zs := &zoneState{origin: origin, cfg: z, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		if spread > 0 {
+			zs.firstDelay = rand.N(spread)
+		}
 		if dc := loaded[origin]; dc != nil {
 			zs.copy, zs.rrs, zs.loadedDisk = dc.copy, dc.rrs, true
 		}
@@ -340,13 +419,13 @@ func (m *Manager) run(zs *zoneState) {
 		}
 	}()
 	m.mu.Lock()
-	fromDisk := zs.loadedDisk
+	fromDisk, first := zs.loadedDisk, zs.firstDelay
 	m.mu.Unlock()
 	if fromDisk {
 		m.changed(zs.origin)
 	}
 	backoff := m.o.MinRefresh
-	timer := time.NewTimer(0) // an SOA check at once
+	timer := time.NewTimer(first) // an SOA check at once, or within the start spread
 	defer timer.Stop()
 	kicked := false
 	for {
@@ -475,24 +554,39 @@ func (m *Manager) refresh(ctx context.Context, zs *zoneState) (ok, changed bool)
 			errs = append(errs, fmt.Sprintf("%s: SOA: %v", primary, err))
 			continue
 		}
-		if have && !serialNewer(serial, curSerial) {
+		if have && serial == curSerial {
 			m.event(zs.origin, "soa", "uptodate")
-			if serialNewer(curSerial, serial) {
-				m.log.Warn("primary has an older serial than ours; keeping ours", "zone", zs.origin, "primary", primary,
-					"ours", curSerial, "primary_serial", serial)
-			} else {
-				m.log.Debug("zone up to date", "zone", zs.origin, "primary", primary, "serial", serial)
-			}
+			m.log.Debug("zone up to date", "zone", zs.origin, "primary", primary, "serial", serial)
 			return true, m.confirm(zs, primary)
 		}
+		if have && !serialNewer(serial, curSerial) {
+			// Older (or 2^31 away): this primary does not have our copy,
+			// so it confirms nothing and the expiry stays where it was.
+			m.event(zs.origin, "soa", "older")
+			m.log.Warn("primary has an older serial than ours; keeping ours, not counted as a refresh",
+				"zone", zs.origin, "primary", primary, "ours", curSerial, "primary_serial", serial)
+			errs = append(errs, fmt.Sprintf("%s: serial %d is older than ours (%d): not a refresh", primary, serial, curSerial))
+			continue
+		}
 		m.event(zs.origin, "soa", "ok")
+		if !m.acquire(ctx, zs.origin) {
+			return false, false
+		}
 		start := time.Now()
 		rrs, kind, err := m.transfer(ctx, zs.origin, cfg, primary, cur)
+		if err == nil && rrs != nil && have && !serialNewer(rrs[0].(*dns.SOA).Serial, curSerial) {
+			err = fmt.Errorf("transferred serial %d is not newer than ours (%d)", rrs[0].(*dns.SOA).Serial, curSerial)
+			m.event(zs.origin, kind, "older")
+			m.log.Warn("transfer brought a serial not newer than ours; keeping ours", "zone", zs.origin,
+				"primary", primary, "error", err.Error())
+		}
 		if err == nil {
 			if rrs == nil { // IXFR said up to date after all
+				m.release()
 				return true, m.confirm(zs, primary)
 			}
 			changed, err = m.install(zs, primary, kind, rrs, curSerial, have, time.Since(start))
+			m.release()
 			if err == nil {
 				return true, changed
 			}
@@ -500,6 +594,7 @@ func (m *Manager) refresh(ctx context.Context, zs *zoneState) (ok, changed bool)
 			// Rejected by Accept: another primary would send the same.
 			break
 		}
+		m.release()
 		errs = append(errs, fmt.Sprintf("%s: %v", primary, err))
 	}
 	if len(cfg.Primaries) == 0 {
@@ -512,6 +607,39 @@ func (m *Manager) refresh(ctx context.Context, zs *zoneState) (ok, changed bool)
 	zs.lastError = strings.Join(errs, "; ")
 	m.mu.Unlock()
 	return false, false
+}
+
+// acquire waits for one of the TransfersIn slots; false if ctx ended
+// first.
+func (m *Manager) acquire(ctx context.Context, origin string) bool {
+	logged := false
+	for {
+		m.mu.Lock()
+		if m.running < m.lim.TransfersIn {
+			m.running++
+			m.mu.Unlock()
+			return true
+		}
+		freed, n := m.freed, m.lim.TransfersIn
+		m.mu.Unlock()
+		if !logged {
+			m.log.Debug("transfer waits for a slot (transfers_in)", "zone", origin, "transfers_in", n)
+			logged = true
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (m *Manager) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.running--
+	close(m.freed)
+	m.freed = make(chan struct{})
 }
 
 // confirm records that primary confirmed the current copy: Refreshed is

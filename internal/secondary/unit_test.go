@@ -167,6 +167,9 @@ func TestApplyIXFRFullAndUpToDate(t *testing.T) {
 	if _, _, up, err := applyIXFR("u.example.", base(t), rrs(t, soaLine(5))); err == nil || up {
 		t.Fatalf("single newer SOA: uptodate=%v err=%v", up, err)
 	}
+	if _, _, up, err := applyIXFR("u.example.", base(t), rrs(t, soaLine(0))); err == nil || up {
+		t.Fatalf("single older SOA: uptodate=%v err=%v", up, err)
+	}
 }
 
 func TestApplyIXFRInconsistent(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -105,10 +106,17 @@ func secrets(key *tsig.Key) map[string]string {
 	return tsig.Secrets([]tsig.Key{*key})
 }
 
-// dial connects to primary over network, the connection closed when ctx
-// ends.
-func dial(ctx context.Context, network, primary string) (net.Conn, func() bool, error) {
+// dial connects to primary over network from source (any address when
+// invalid), the connection closed when ctx ends.
+func dial(ctx context.Context, network, primary string, source netip.Addr) (net.Conn, func() bool, error) {
 	var d net.Dialer
+	if source.IsValid() {
+		if network == "udp" {
+			d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(source, 0))
+		} else {
+			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(source, 0))
+		}
+	}
 	c, err := d.DialContext(ctx, network, primary)
 	if err != nil {
 		return nil, nil, err
@@ -149,7 +157,7 @@ func (m *Manager) exchange(ctx context.Context, cfg Zone, primary, network strin
 	if cfg.Key != nil {
 		q.SetTsig(cfg.Key.Name, cfg.Key.Algorithm, 300, time.Now().Unix())
 	}
-	c, stop, err := dial(ctx, network, primary)
+	c, stop, err := dial(ctx, network, primary, m.limits().Source)
 	if err != nil {
 		return nil, wrap(err, ctx.Err(), primary, false)
 	}
@@ -232,10 +240,16 @@ func (m *Manager) transfer(ctx context.Context, origin string, cfg Zone, primary
 
 // xfrIn runs one AXFR or IXFR (with ours in the authority section) over
 // TCP and returns every record of the answer sections. Any error — a
-// closed connection, a TSIG failure on any message — fails it whole.
+// closed connection, a TSIG failure on any message, no message for
+// IdleTimeout, the whole taking longer than MaxTransferTime — fails it
+// whole.
 func (m *Manager) xfrIn(ctx context.Context, cfg Zone, primary string, qtype uint16, ours *dns.SOA) ([]dns.RR, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.o.Timeout)
+	lim := m.limits()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, lim.MaxTransferTime)
 	defer cancel()
+	dctx, dcancel := context.WithTimeout(ctx, lim.IdleTimeout)
+	defer dcancel()
 	q := new(dns.Msg)
 	q.SetQuestion(cfg.Origin, qtype)
 	q.RecursionDesired = false
@@ -245,17 +259,30 @@ func (m *Manager) xfrIn(ctx context.Context, cfg Zone, primary string, qtype uin
 	if cfg.Key != nil {
 		q.SetTsig(cfg.Key.Name, cfg.Key.Algorithm, 300, time.Now().Unix())
 	}
-	c, stop, err := dial(ctx, "tcp", primary)
-	if err != nil {
-		return nil, wrap(err, ctx.Err(), primary, false)
+	var d net.Dialer
+	if lim.Source.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(lim.Source, 0))
 	}
-	defer stop()
+	c, err := d.DialContext(dctx, "tcp", primary)
+	if err != nil {
+		return nil, wrap(err, dctx.Err(), primary, false)
+	}
+	// The overall limit closes the connection; each read has the idle
+	// timeout as its deadline (Transfer.ReadTimeout).
+	defer context.AfterFunc(ctx, func() { c.Close() })()
 	defer c.Close()
-	tr := &dns.Transfer{Conn: &dns.Conn{Conn: c}, ReadTimeout: m.o.Timeout, WriteTimeout: m.o.Timeout,
+	tr := &dns.Transfer{Conn: &dns.Conn{Conn: c}, ReadTimeout: lim.IdleTimeout, WriteTimeout: lim.IdleTimeout,
 		TsigSecret: secrets(cfg.Key)}
 	ch, err := tr.In(q, primary)
 	if err != nil {
 		return nil, wrap(err, ctx.Err(), primary, false)
+	}
+	timeoutErr := func(n int) *xferError {
+		if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return newErr("timeout", "transfer from %s took longer than the limit of %s (max_transfer_time_in) after %d messages",
+				primary, lim.MaxTransferTime, n)
+		}
+		return newErr("timeout", "no message from %s for %s (idle timeout) after %d messages", primary, lim.IdleTimeout, n)
 	}
 	var rrs []dns.RR
 	var ferr error
@@ -266,6 +293,9 @@ func (m *Manager) xfrIn(ctx context.Context, cfg Zone, primary string, qtype uin
 		}
 		if env.Error != nil {
 			ferr = wrap(env.Error, ctx.Err(), primary, n > 0)
+			if parent.Err() == nil && (ctx.Err() != nil || isTimeout(env.Error)) {
+				ferr = timeoutErr(n)
+			}
 			continue
 		}
 		n++
@@ -370,10 +400,13 @@ func applyIXFR(origin string, cur, resp []dns.RR) (rrs []dns.RR, full, uptodate 
 	}
 	curSOA := cur[0].(*dns.SOA)
 	if len(resp) == 1 {
-		if !serialNewer(first.Serial, curSOA.Serial) {
+		switch {
+		case first.Serial == curSOA.Serial:
 			return nil, false, true, nil
+		case serialNewer(first.Serial, curSOA.Serial):
+			return nil, false, false, fmt.Errorf("only the SOA (serial %d), newer than ours (%d)", first.Serial, curSOA.Serial)
 		}
-		return nil, false, false, fmt.Errorf("only the SOA (serial %d), newer than ours (%d)", first.Serial, curSOA.Serial)
+		return nil, false, false, fmt.Errorf("only the SOA (serial %d), older than ours (%d)", first.Serial, curSOA.Serial)
 	}
 	if _, ok := resp[1].(*dns.SOA); !ok {
 		rrs, err := fullZone(origin, resp)

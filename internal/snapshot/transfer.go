@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -88,6 +89,38 @@ func loadTSIG(cfg *config.Config, errs, warns *diag.Problems) map[string]tsig.Ke
 		keys[name] = *found
 	}
 	return keys
+}
+
+// warnSources warns about a transfer_source or notify_source that is not
+// an address of this host: sending from it then fails (the kernel refuses
+// to bind it) unless the address is added later.
+func warnSources(cfg *config.Config, warns *diag.Problems) {
+	t := &cfg.Transfers
+	if t.TransferSource == "" && t.NotifySource == "" {
+		return
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return
+	}
+	have := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			have[p.Addr().Unmap()] = true
+		}
+	}
+	ts, ns := t.SourceAddrs()
+	for _, s := range []struct {
+		key string
+		a   netip.Addr
+	}{{"transfer_source", ts}, {"notify_source", ns}} {
+		// 127/8 is the loopback interface's whole, though only 127.0.0.1 is listed.
+		if !s.a.IsValid() || have[s.a] || (s.a.Is4() && s.a.IsLoopback()) {
+			continue
+		}
+		line := cfg.Line("transfers." + s.key)
+		warns.Add(cfg.File, line, "transfers.%s: %s is not an address of this host: sending from it will fail until it is", s.key, s.a)
+	}
 }
 
 func keyList(keys []tsig.Key) string {

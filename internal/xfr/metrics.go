@@ -34,7 +34,7 @@ func newCollectors(s *Service) *collectors {
 		s: s,
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "steer_zone_transfers_total",
-			Help: "Zone transfers by zone, direction (in: from a primary, out: to a secondary), type (axfr, ixfr, soa: a refresh check) and result (ok, uptodate, refused, tsig, timeout, error, rejected, broken).",
+			Help: "Zone transfers by zone, direction (in: from a primary, out: to a secondary), type (axfr, ixfr, soa: a refresh check) and result (ok, uptodate, older, refused, tsig, timeout, error, rejected, broken).",
 		}, []string{"zone", "direction", "type", "result"}),
 		notifies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "steer_notify_total",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,9 @@ type Target struct {
 	Addr string
 	// Key signs the NOTIFY; nil sends it unsigned.
 	Key *tsig.Key
+	// Source is the local address it is sent from (notify_source); the
+	// zero Addr lets the system choose.
+	Source netip.Addr
 }
 
 // RcodeError is a NOTIFY answered with an rcode other than NOERROR.
@@ -64,7 +68,11 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 	if t.Key != nil {
 		secret = t.Key.Secret
 	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "udp", t.Addr)
+	d := &net.Dialer{}
+	if t.Source.IsValid() {
+		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(t.Source, 0))
+	}
+	c, err := d.DialContext(ctx, "udp", t.Addr)
 	if err != nil {
 		return fmt.Errorf("xfr: notify %s to %s: %w", zone, t.Addr, err)
 	}
@@ -187,6 +195,9 @@ type Notifier struct {
 	Result func(zone string, t Target, serial uint32, err error)
 	// Tries is passed to Notify; 0 means 5.
 	Tries int
+	// Source, when valid, is the Source of every target sent to
+	// (SetSource changes it later).
+	Source netip.Addr
 
 	mu     sync.Mutex
 	jobs   map[notifyKey]*notifyJob
@@ -262,12 +273,22 @@ func (n *Notifier) run(k notifyKey, j *notifyJob) {
 			n.mu.Unlock()
 			return
 		}
+		if n.Source.IsValid() {
+			t.Source = n.Source
+		}
 		n.mu.Unlock()
 		err := Notify(n.ctx, k.zone, soa, t, tries)
 		if n.Result != nil {
 			n.Result(k.zone, t, soa.Serial, err)
 		}
 	}
+}
+
+// SetSource sets Source for the NOTIFYs sent from now on.
+func (n *Notifier) SetSource(a netip.Addr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.Source = a
 }
 
 // Close stops sending (a NOTIFY in flight ends with the context's error)

@@ -85,6 +85,11 @@ type Options struct {
 	// MinRefresh and Timeout are the secondary.Manager's; 0: 2 s (Knot's
 	// refresh-min-interval) and 10 s.
 	MinRefresh, Timeout time.Duration
+	// Limits bound the transfers in (secondary.Limits; SetTransfers
+	// changes them), NotifySource is the local address of the NOTIFYs
+	// sent (notify_source; the zero Addr: any).
+	Limits       secondary.Limits
+	NotifySource netip.Addr
 }
 
 // SerialsFile is the state file of exported serials in Options.Dir (the
@@ -115,7 +120,7 @@ func New(o Options) *Service {
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.met)
 	}
-	s.notifier = &Notifier{Result: s.notified}
+	s.notifier = &Notifier{Result: s.notified, Source: o.NotifySource}
 	empty := map[string]*export{}
 	s.exports.Store(&empty)
 	noZones := []Zone{}
@@ -148,8 +153,16 @@ func New(o Options) *Service {
 		Log:        s.log,
 		MinRefresh: o.MinRefresh,
 		Timeout:    o.Timeout,
+		Limits:     o.Limits,
 	})
 	return s
+}
+
+// SetTransfers changes the limits of transfers in and the address
+// NOTIFYs are sent from (a reload).
+func (s *Service) SetTransfers(l secondary.Limits, notifySource netip.Addr) {
+	s.sec.SetLimits(l)
+	s.notifier.SetSource(notifySource)
 }
 
 // SetIn sets the secondary zones (their disk copies are read here, so a
