@@ -49,7 +49,9 @@ type Config struct {
 	// Listen holds host:port addresses; each gets a UDP and a TCP listener.
 	Listen []string `yaml:"listen"`
 	// Identity is answered to CHAOS TXT id.server. and hostname.bind. and
-	// returned in NSID. Empty means those queries are refused.
+	// returned in NSID (ServerIdentity). Empty, or "hide", means those
+	// queries are refused; in a fleet, empty means the node's name, so
+	// each node of an anycast set tells which one answered.
 	Identity string `yaml:"identity"`
 	// VersionBind is answered to CHAOS TXT version.bind.; "hide" refuses it.
 	VersionBind string `yaml:"version_bind"`
@@ -159,7 +161,19 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 const (
 	// VersionHidden as version_bind refuses version.bind queries.
 	VersionHidden = "hide"
+	// IdentityHidden as identity refuses id.server., hostname.bind. and
+	// NSID (in a fleet, where an empty identity is the node's name).
+	IdentityHidden = "hide"
 )
+
+// ServerIdentity is the identity answered to id.server., hostname.bind.
+// and NSID; "" refuses them.
+func (c *Config) ServerIdentity() string {
+	if c.Identity == IdentityHidden {
+		return ""
+	}
+	return c.Identity
+}
 
 // DefaultListen is used when the file has no listen key.
 var DefaultListen = []string{"127.0.0.1:5353", "[::1]:5353"}
@@ -336,6 +350,9 @@ func (c *Config) applyDefaults() {
 	c.applyAbuseDefaults()
 	c.applyFleetDefaults()
 	c.applyNodeDefaults()
+	if c.Fleet != nil && c.Identity == "" && c.Node != nil {
+		c.Identity = c.Node.Name
+	}
 	c.applyTransferDefaults()
 }
 

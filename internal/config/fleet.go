@@ -5,6 +5,8 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,8 +17,9 @@ import (
 // Fleet makes the node one of many run as one, on etcd: the configuration
 // and zones come from the store, health is decided by a quorum of the
 // nodes' observations, and operator overrides are fleet-wide. A node's
-// own file then needs only this section (plus, optionally, listen and
-// anycast).
+// own file holds this section and, optionally, the keys that are the
+// node's own (NodeFileKeys), which override the pushed configuration's;
+// any other section belongs in the pushed configuration and is an error.
 type Fleet struct {
 	// Node is this node's name, unique in the fleet: letters, digits,
 	// '-', '_' and '.'; default the host name.
@@ -122,11 +125,38 @@ func (c *Config) applyFleetDefaults() {
 	q.Config.HoldDown, q.Stale = time.Duration(q.HoldDown), d.Stale
 }
 
+// NodeFileKeys are the top-level keys a fleet node's own file may hold:
+// the fleet section and what is the node's own, which overrides the
+// pushed configuration's (listen, api, anycast, node, identity,
+// state_dir).
+var NodeFileKeys = []string{"fleet", "node", "identity", "listen", "api", "anycast", "state_dir"}
+
+// checkNodeFile reports, in a fleet node's own file, every section that
+// belongs in the pushed configuration.
+func (c *Config) checkNodeFile(probs *diag.Problems) {
+	type key struct {
+		name string
+		line int
+	}
+	var keys []key
+	for k, ln := range c.lines {
+		if !strings.ContainsAny(k, ".[") && !slices.Contains(NodeFileKeys, k) {
+			keys = append(keys, key{k, ln})
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].line < keys[j].line })
+	for _, k := range keys {
+		probs.Add(c.File, k.line, "%s: this is a fleet node's file (it has a fleet section): %s belongs in the configuration pushed with steer fleet push; a node's file holds only %s",
+			k.name, k.name, strings.Join(NodeFileKeys, ", "))
+	}
+}
+
 func (c *Config) checkFleet(probs *diag.Problems) {
 	f := c.Fleet
 	if f == nil {
 		return
 	}
+	c.checkNodeFile(probs)
 	bad := func(key, format string, args ...any) {
 		probs.Add(c.File, c.Line(key), "%s: %s", key, fmt.Sprintf(format, args...))
 	}

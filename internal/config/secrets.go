@@ -65,7 +65,7 @@ func (c *Config) readSecrets(probs *diag.Problems) {
 	}
 	switch a := &c.API; {
 	case a.TokenFile != "":
-		s, err := ReadSecret(c.FS, c.Resolve(a.TokenFile))
+		s, err := ReadSecret(c.LocalFS(a.TokenFile), c.LocalPath(a.TokenFile))
 		if err != nil {
 			bad("api.token_file", "admin API token: %v", err)
 		}
@@ -86,7 +86,7 @@ func (c *Config) readSecrets(probs *diag.Problems) {
 			if c.Line(key) == 0 {
 				key = fmt.Sprintf("anycast.peers[%d]", i)
 			}
-			s, err := ReadSecret(c.FS, c.Resolve(p.PasswordFile))
+			s, err := ReadSecret(c.LocalFS(p.PasswordFile), c.LocalPath(p.PasswordFile))
 			switch {
 			case err != nil:
 				bad(key, "%v", err)
@@ -97,7 +97,7 @@ func (c *Config) readSecrets(probs *diag.Problems) {
 		}
 	}
 	if f := c.Fleet; f != nil && f.Etcd.PasswordFile != "" {
-		s, err := ReadSecret(c.FS, c.Resolve(f.Etcd.PasswordFile))
+		s, err := ReadSecret(c.LocalFS(f.Etcd.PasswordFile), c.LocalPath(f.Etcd.PasswordFile))
 		if err != nil {
 			bad("fleet.etcd.password_file", "%v", err)
 		}

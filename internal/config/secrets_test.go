@@ -35,14 +35,14 @@ func (c *countFS) take() map[string]int {
 	return o
 }
 
-const secretsConfig = `zones:
-  - origin: example.com
-    file: example.com.zone
-api: { listen: "127.0.0.1:8053", token_file: api.token }
+// secretsConfig is a fleet node's file, which names every kind of secret
+// file (and so may hold no zones).
+const secretsConfig = `api: { listen: "127.0.0.1:8053", token_file: api.token }
 anycast:
   router_id: 198.51.100.1
   local_as: 64512
   prefixes: [192.0.2.0/24]
+  self_check: { name: example.com }
   peers:
     - { address: 127.0.53.1, remote_as: 64510, password_file: bgp.pw }
     - { address: 127.0.53.3, remote_as: 64511, password_file: bgp2.pw }
