@@ -258,8 +258,9 @@ func (m *Member) loadCache() (fleet.Bundle, error) {
 func (m *Member) Local() *config.Config { return m.local }
 
 // Config is the configuration to serve: the newest bundle's, with the
-// local file's fleet section and node identity and, where the local file
-// sets them, listen and anycast; the local file alone before anything was published.
+// local file's fleet section and node (name, region, location) and,
+// where the local file sets them, its listen, api, anycast and identity
+// (Overlay); the local file alone before anything was published.
 func (m *Member) Config(prev *config.Config) (*config.Config, fleet.Bundle, error) {
 	m.mu.Lock()
 	b := m.latest
@@ -286,26 +287,44 @@ func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, 
 	if b.Rev == 0 {
 		return m.local, b, nil
 	}
-	// Files the bundle does not carry (geo databases, latency and feed
-	// files) are read from the node's disk by their absolute paths.
-	fsys := b.FS(os.DirFS("/"))
-	cfg, _, err := config.LoadAgain(fsys, fleet.ConfigName, prev)
+	// Only the bundle's own files are read through its FS: those it
+	// carries (zones, what they include, the cookie secret, TSIG keys).
+	// Node-local files (geo databases, latency and feed files, the query
+	// log, the API token) are named by absolute paths and opened on the
+	// node's disk (config.LocalPath); nothing else of the node's disk is
+	// reachable through a pushed name.
+	cfg, _, err := config.LoadAgain(b.FS(nil), fleet.ConfigName, prev)
 	if err != nil {
 		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
 	}
-	cfg.Fleet = m.local.Fleet
+	cfg = Overlay(cfg, m.local)
 	// The state directory is the node's, never the bundle's.
 	cfg.StateDir = m.stateDir
-	// The node's identity is the local file's (node:, or the fleet
-	// section's node and region), never the shared bundle's.
-	cfg.Node = m.local.Node
-	if m.local.Line("listen") > 0 {
-		cfg.Listen = append([]string(nil), m.local.Listen...)
-	}
-	if m.local.Anycast != nil {
-		cfg.Anycast = m.local.Anycast
-	}
 	return cfg, b, nil
+}
+
+// Overlay gives the pushed configuration cfg (which it changes) what is
+// the node's own, from its local file: the fleet section and node always;
+// listen, api, anycast and identity where the local file sets them, each
+// replacing the pushed section whole. An identity set in neither is the
+// node's name. (A prev passed to LoadAgain is such an overlaid cfg: the
+// fields set here are set again on every call.)
+func Overlay(cfg, local *config.Config) *config.Config {
+	cfg.Fleet = local.Fleet
+	cfg.Node = local.Node
+	if local.Line("listen") > 0 {
+		cfg.Listen = append([]string(nil), local.Listen...)
+	}
+	if local.Line("api") > 0 {
+		cfg.API = local.API
+	}
+	if local.Anycast != nil {
+		cfg.Anycast = local.Anycast
+	}
+	if local.Line("identity") > 0 || cfg.Identity == "" {
+		cfg.Identity = local.Identity
+	}
+	return cfg
 }
 
 // Applied records the outcome of serving bundle b (err nil: it is served).

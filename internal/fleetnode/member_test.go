@@ -174,3 +174,54 @@ func TestReloadForgetsRemovedTargets(t *testing.T) {
 		t.Errorf("the target back does not start afresh: %v %s (changed %t)", ok, r, r.Changed)
 	}
 }
+
+// TestOverlayLocalKeys: the node's own file's listen, api and identity
+// replace the pushed configuration's; a pushed configuration without an
+// api leaves the node's own api on; an identity set nowhere is the node's
+// name, and the pushed one is served where the node's file sets none.
+func TestOverlayLocalKeys(t *testing.T) {
+	base := fleetLocal([]string{"http://127.0.0.1:1"}, "fra-1")
+	for _, c := range []struct {
+		local, pushed string
+		api, identity string
+		listen        string
+	}{
+		{base + "api: { listen: \"127.0.0.1:9001\" }\nlisten: [\"127.0.0.1:5301\"]\n", "zones: []\n", "127.0.0.1:9001", "fra-1", "127.0.0.1:5301"},
+		{base + "api: { listen: \"127.0.0.1:9001\" }\nidentity: pop-a\n", "api: { listen: \"127.0.0.1:9999\" }\nidentity: pushed\nlisten: [\"127.0.0.1:5399\"]\n", "127.0.0.1:9001", "pop-a", "127.0.0.1:5399"},
+		{base, "api: { listen: \"127.0.0.1:9999\" }\nidentity: pushed\n", "127.0.0.1:9999", "pushed", ""},
+		{base, "identity: hide\n", "", "hide", ""},
+	} {
+		local, err := config.Parse(nil, "local.yaml", []byte(c.local))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &Member{local: local, latest: fleet.Bundle{Rev: 3, Files: map[string][]byte{"steer.yaml": []byte(c.pushed)}}}
+		cfg, _, err := m.Config(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.API.Listen != c.api || cfg.Identity != c.identity || (c.listen != "" && (len(cfg.Listen) != 1 || cfg.Listen[0] != c.listen)) {
+			t.Errorf("local %q pushed %q: api %q identity %q listen %v; want %q %q %q", c.local, c.pushed, cfg.API.Listen, cfg.Identity, cfg.Listen, c.api, c.identity, c.listen)
+		}
+	}
+}
+
+// TestBundleReadsOnlyItsFiles: a pushed configuration reads the files it
+// carries from the bundle and nothing else of the node's disk through a
+// relative or absolute name (a zone named /etc/passwd is not found).
+func TestBundleReadsOnlyItsFiles(t *testing.T) {
+	local, err := config.Parse(nil, "local.yaml", []byte(fleetLocal([]string{"http://127.0.0.1:1"}, "fra-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Member{local: local, latest: fleet.Bundle{Rev: 3, Files: map[string][]byte{
+		"steer.yaml": []byte("cookies: { secret_file: /etc/passwd }\n"),
+	}}}
+	cfg, _, err := m.Config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.ReadFile(cfg.FS, cfg.Resolve(cfg.Cookies.SecretFile)); err == nil {
+		t.Error("a pushed configuration read /etc/passwd from the node's disk")
+	}
+}

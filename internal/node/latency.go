@@ -26,11 +26,15 @@ type latencyWiring struct {
 	met     *latency.Metrics
 	current func() *policy.Live // the live state of the table being served (nil: none)
 
-	mu      sync.Mutex // serialises updates and evaluations
-	opts    latency.Options
-	store   *latency.Store
-	hyst    *latency.Hysteresis
-	fsys    *config.Config // where files are read from (FS, Resolve)
+	mu    sync.Mutex // serialises updates and evaluations
+	opts  latency.Options
+	store *latency.Store
+	hyst  *latency.Hysteresis
+	// fsys says where each file is read from: an absolute path is on the
+	// node's disk (also in a fleet, whose configuration comes from a
+	// bundle) and is watched; a relative one of a configuration read from
+	// an FS (the embedded demo) is read once, from there.
+	fsys    *config.Config
 	files   []string
 	stamps  map[string]fileStamp
 	last    time.Time
@@ -68,7 +72,7 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 	defer func() { l.pending = nil }()
 	l.files = l.files[:0]
 	for _, f := range cfg.Latency.Files {
-		l.files = append(l.files, cfg.Resolve(f))
+		l.files = append(l.files, cfg.LocalPath(f))
 	}
 	for p := range l.stamps {
 		if !slices.Contains(l.files, p) {
@@ -94,7 +98,7 @@ func (l *latencyWiring) readChanged() (applied bool, errs, warns []string) {
 	}
 	for _, p := range l.files {
 		var st fileStamp
-		if l.fsys.FS == nil {
+		if l.fsys.LocalFS(p) == nil {
 			var err error
 			if st, err = stampOf(p); err != nil {
 				if _, seen := l.stamps[p]; !seen {
@@ -110,7 +114,7 @@ func (l *latencyWiring) readChanged() (applied bool, errs, warns []string) {
 		// The stamp is taken before the read: a change racing the read is
 		// seen again at the next poll.
 		l.stamps[p] = st
-		data, err := config.ReadFile(l.fsys.FS, p)
+		data, err := config.ReadFile(l.fsys.LocalFS(p), p)
 		if err != nil {
 			notRead(p, err)
 			l.count("file", false)
@@ -220,10 +224,13 @@ func (l *latencyWiring) poll() {
 func (l *latencyWiring) changed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fsys == nil || l.fsys.FS != nil {
+	if l.fsys == nil {
 		return false
 	}
 	for _, p := range l.files {
+		if l.fsys.LocalFS(p) != nil {
+			continue // read once from the configuration's FS
+		}
 		st, _ := stampOf(p)
 		if old, ok := l.stamps[p]; !ok || old != st {
 			return true

@@ -271,7 +271,7 @@ func (n *Node) fleetFallback(bundle fleet.Bundle, err error) (*config.Config, fl
 func applyFeed(f *health.Feed, cfg *config.Config) []string {
 	p := ""
 	if cfg.Health.FeedFile != "" {
-		p = cfg.Resolve(cfg.Health.FeedFile)
+		p = cfg.LocalPath(cfg.Health.FeedFile)
 	}
 	switch old := f.SetPath(p); {
 	case old == p:

@@ -38,7 +38,7 @@ func newQueryLog(log *slog.Logger, h *dnsserver.Handler, reg prometheus.Register
 func resolveLogPath(cfg *config.Config) string {
 	p := cfg.QueryLog.Path
 	if p != "" && p != "stdout" {
-		p = cfg.Resolve(p)
+		p = cfg.LocalPath(p)
 	}
 	return p
 }

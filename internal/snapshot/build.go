@@ -323,7 +323,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		MaxSourceV6:       cfg.ECS.MaxSourceV6,
 		Config:            cfg,
 		Zones:             set,
-		Identity:          cfg.Identity,
+		Identity:          cfg.ServerIdentity(),
 		Listen:            cfg.Listen,
 		TCPMaxConnections: cfg.TCP.MaxConns,
 		TCPIdleTimeout:    time.Duration(cfg.TCP.IdleTimeout),
@@ -509,7 +509,7 @@ func openGeo(cfg *config.Config, errs *diag.Problems, prev *geo.Set) (*geo.Set, 
 	for i, name := range cfg.Geo.Databases {
 		path := name
 		if name != geo.EmbeddedName {
-			path = cfg.Resolve(name)
+			path = cfg.LocalPath(name) // on the node's disk, also in a fleet
 		}
 		d, err := geo.Open(path)
 		if err != nil {

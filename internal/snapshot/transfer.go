@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sort"
 
 	"github.com/miekg/dns"
@@ -53,8 +52,10 @@ func loadTSIG(cfg *config.Config, errs, warns *diag.Problems) map[string]tsig.Ke
 		if kc.SecretFile == "" {
 			continue // config check reported it
 		}
+		// Key files travel with the configuration (a fleet bundle carries
+		// them), as zone files do.
 		file := cfg.Resolve(kc.SecretFile)
-		data, err := os.ReadFile(file)
+		data, err := config.ReadFile(cfg.FS, file)
 		if err != nil {
 			errs.Add(cfg.File, line, "tsig: %s: %v", name, err)
 			continue
