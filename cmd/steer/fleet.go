@@ -135,40 +135,22 @@ type pushResult struct {
 }
 
 // FleetPush checks the configuration at path as steer check does and, when
-// it passes, publishes it with every zone file it names, in one
-// transaction, on top of the bundle published now (a push that races
-// another fails, and writes nothing), and the cookie secret file when it
-// names one. Other files (geo databases, latency and feed files) are not
-// pushed: each node reads them from its own disk, by their absolute paths.
+// it passes, publishes it in one transaction, on top of the bundle
+// published now (a push that races another fails, and writes nothing),
+// with the files that travel with it (node.PushBundle): every zone file
+// and what it includes, the cookie secret (every node of the anycast set
+// then mints and accepts the same cookies, and a push rotates it) and the
+// TSIG key files. Node-local files (geo databases, latency and feed
+// files, the query log, the API token) are not pushed: each node opens
+// them on its own disk by their absolute paths, which push insists on.
 func fleetPush(path string, o fleetOptions) (*pushResult, error) {
 	summary, warns, err := node.Check(path)
 	if err != nil {
 		return nil, fmt.Errorf("the configuration does not pass steer check; nothing was pushed:\n%w", err)
 	}
-	cfg, err := config.Load(path)
+	b, err := node.PushBundle(path)
 	if err != nil {
 		return nil, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	b := fleet.Bundle{Files: map[string][]byte{fleet.ConfigName: data}}
-	for _, z := range cfg.Zones {
-		zd, err := os.ReadFile(cfg.Resolve(z.File))
-		if err != nil {
-			return nil, fmt.Errorf("zone %s: %v", z.Origin, err)
-		}
-		b.Files[fleet.BundleName(z.File)] = zd
-	}
-	// The cookie secret goes with the bundle: every node of the anycast
-	// set then mints and accepts the same cookies, and a push rotates it.
-	if sf := cfg.Cookies.SecretFile; sf != "" {
-		sd, err := os.ReadFile(cfg.Resolve(sf))
-		if err != nil {
-			return nil, fmt.Errorf("cookies.secret_file: %v", err)
-		}
-		b.Files[fleet.BundleName(sf)] = sd
 	}
 	host, _ := os.Hostname()
 	b.Meta.PushedBy, b.Meta.PushedAt = host, time.Now().UTC()

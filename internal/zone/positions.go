@@ -327,3 +327,46 @@ func generateCount(r string) int {
 	}
 	return (stop-start)/step + 1
 }
+
+// An Include is a file a master file reads with $INCLUDE.
+type Include struct {
+	// From and Line are where the $INCLUDE is.
+	From string
+	Line int
+	// Name is the target as written; Path is it resolved as the parser
+	// resolves it (against From's directory, in fsys when non-nil).
+	Name, Path string
+	// Data is the file's content; Err why it could not be read.
+	Data []byte
+	Err  error
+}
+
+// Includes lists every file the master file at file (holding data)
+// reads with $INCLUDE, followed into the files included, as deep as the
+// parser follows them, each file once.
+func Includes(fsys fs.FS, file string, data []byte) []Include {
+	var out []Include
+	seen := map[string]bool{}
+	var walk func(file string, data []byte, depth int)
+	walk = func(file string, data []byte, depth int) {
+		scanEntries(data, func(e entry) bool {
+			if directive(e.tok1) != "$INCLUDE" || e.tok2 == nil || depth >= 7 {
+				return true
+			}
+			name := unquote(string(e.tok2))
+			inc := Include{From: file, Line: e.line, Name: name, Path: includePath(fsys, file, name)}
+			if seen[inc.Path] {
+				return true
+			}
+			seen[inc.Path] = true
+			inc.Data, inc.Err = readFile(fsys, inc.Path)
+			out = append(out, inc)
+			if inc.Err == nil {
+				walk(inc.Path, inc.Data, depth+1)
+			}
+			return true
+		})
+	}
+	walk(file, data, 0)
+	return out
+}
