@@ -148,10 +148,11 @@ func fleetPush(path string, o fleetOptions) (*pushResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the configuration does not pass steer check; nothing was pushed:\n%w", err)
 	}
-	b, err := node.PushBundle(path)
+	b, pwarns, err := node.PushBundle(path)
 	if err != nil {
 		return nil, err
 	}
+	warns = append(warns, pwarns...)
 	host, _ := os.Hostname()
 	b.Meta.PushedBy, b.Meta.PushedAt = host, time.Now().UTC()
 	s, prefix, err := openFleetStore(o)

@@ -19,8 +19,9 @@ import (
 // same bytes; they are read through FS at Resolve(p).
 //
 // Node-local files, which each node has on its own disk: geo databases,
-// latency and feed files, the query log, the health state file, the admin
-// API token and the anycast and etcd password files. LocalPath names them
+// latency and feed files, the query log, the admin API token and the
+// anycast and etcd password files. (Where a node keeps its state is its
+// own file's state_dir, never a pushed configuration's.) LocalPath names them
 // and LocalFS says where they are read from: an absolute path is always
 // the node's own file, opened as such whatever the process's working
 // directory; a relative one is relative to the configuration (in FS when
@@ -76,7 +77,6 @@ func (c *Config) LocalPaths() []PathRef {
 		add(fmt.Sprintf("latency.files[%d]", i), f)
 	}
 	add("health.feed_file", c.Health.FeedFile)
-	add("health.state_file", c.Health.StateFile)
 	if c.QueryLog.Path != "stdout" {
 		add("query_log.path", c.QueryLog.Path)
 	}
@@ -137,9 +137,15 @@ func InDir(dir, p string) bool {
 // nothing) and a file that travels in the bundle but lies outside the
 // configuration's directory (the bundle holds the directory's files, by
 // their names relative to it). The files zone files $INCLUDE are checked
-// by the caller, which reads the zones.
-func (c *Config) PushProblems() diag.Problems {
-	var probs diag.Problems
+// by the caller, which reads the zones. The warnings name keys the nodes
+// ignore in a pushed configuration: where a node keeps its state is its
+// own file's business (state_dir).
+func (c *Config) PushProblems() (probs, warns diag.Problems) {
+	for _, k := range []string{"state_dir", "health.state_file"} {
+		if ln := c.Line(k); ln > 0 {
+			warns.Add(c.File, ln, "warning: %s is ignored by the nodes of a fleet: each keeps its state in the state_dir of its own file", k)
+		}
+	}
 	for _, r := range c.LocalPaths() {
 		if !filepath.IsAbs(r.Path) {
 			probs.Add(c.File, r.Line, "%s: %q is relative: in a pushed configuration a node-local file is named by its absolute path on each node", r.Key, r.Path)
@@ -154,5 +160,5 @@ func (c *Config) PushProblems() diag.Problems {
 			probs.Add(c.File, r.Line, "%s: %q is outside the configuration's directory %s: files pushed with it must be in that directory or below", r.Key, r.Path, dir)
 		}
 	}
-	return probs
+	return probs, warns
 }

@@ -97,7 +97,11 @@ zones:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.PushProblems().Error()
+	probs, warns := c.PushProblems()
+	got := probs.Error()
+	if len(warns) != 0 {
+		t.Errorf("warnings: %v", warns)
+	}
 	for _, want := range []string{
 		cfgPath + `:1: geo.databases[1]: "GeoLite2-City.mmdb" is relative: in a pushed configuration a node-local file is named by its absolute path on each node`,
 		cfgPath + `:2: latency.files[1]: "lat2.csv" is relative`,

@@ -17,29 +17,33 @@ import (
 // travel with it into a bundle for steer fleet push: every zone file and
 // what it $INCLUDEs, the cookie secret and the TSIG key files, each stored
 // under the name a node resolves it to in the bundle (fleet.BundleName).
-// The problems that make a configuration unfit to push are errors, with
+// Keys the nodes ignore in a pushed configuration (state_dir) are
+// warnings. The problems that make a configuration unfit to push are errors, with
 // file:line: a node-local file (geo database, latency or feed file, query
 // log, state file, API token, BGP password) named by a relative path, and
 // a file that travels with the configuration but lies outside its
 // directory. The caller checks the configuration (steer check) first.
-func PushBundle(p string) (fleet.Bundle, error) {
+func PushBundle(p string) (_ fleet.Bundle, warns []string, _ error) {
 	cfg, err := config.Load(p)
 	if err != nil {
-		return fleet.Bundle{}, err
+		return fleet.Bundle{}, nil, err
 	}
 	if cfg.Fleet != nil {
-		return fleet.Bundle{}, diag.Problems{{File: p, Line: cfg.Line("fleet"),
+		return fleet.Bundle{}, nil, diag.Problems{{File: p, Line: cfg.Line("fleet"),
 			Msg: "this is a fleet node's file (it has a fleet section); push the fleet's configuration, which has none"}}
 	}
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return fleet.Bundle{}, err
+		return fleet.Bundle{}, nil, err
 	}
 	b := fleet.Bundle{Files: map[string][]byte{fleet.ConfigName: data}}
-	probs := cfg.PushProblems()
+	probs, ws := cfg.PushProblems()
+	for _, w := range ws {
+		warns = append(warns, w.String())
+	}
 	dir, err := filepath.Abs(filepath.Dir(p))
 	if err != nil {
-		return fleet.Bundle{}, err
+		return fleet.Bundle{}, nil, err
 	}
 	for _, r := range cfg.BundledPaths() {
 		if !config.InDir(dir, r.Path) {
@@ -77,7 +81,7 @@ func PushBundle(p string) (fleet.Bundle, error) {
 		}
 	}
 	if err := probs.Err(); err != nil {
-		return fleet.Bundle{}, fmt.Errorf("nothing was pushed:\n%w", err)
+		return fleet.Bundle{}, warns, fmt.Errorf("nothing was pushed:\n%w", err)
 	}
-	return b, nil
+	return b, warns, nil
 }

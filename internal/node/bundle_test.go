@@ -26,16 +26,20 @@ func TestPushBundle(t *testing.T) {
 	writeFile(t, dir, "zones/inc/deeper.zone", "deep TXT \"nested\"\n")
 	writeFile(t, dir, "shared/mail.zone", "mail A 192.0.2.25\n")
 	writeFile(t, dir, "keys/xfr.key", keyFile("nsd-key"))
-	writeFile(t, dir, "steer.yaml", `tsig:
+	writeFile(t, dir, "steer.yaml", `state_dir: /var/lib/steer
+tsig:
   nsd-key: { secret_file: keys/xfr.key }
 zones:
   - origin: example.com
     file: zones/example.com.zone
     secondaries: [ { address: 127.0.0.1, tsig: nsd-key, notify: none } ]
 `)
-	b, err := PushBundle(filepath.Join(dir, "steer.yaml"))
+	b, warns, err := PushBundle(filepath.Join(dir, "steer.yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "steer.yaml:1: warning: state_dir is ignored by the nodes of a fleet") {
+		t.Errorf("warnings: %q", warns)
 	}
 	var names []string
 	for n := range b.Files {
@@ -87,7 +91,7 @@ zones:
   - origin: example.com
     file: zones/example.com.zone
 `)
-	_, err = PushBundle(filepath.Join(dir, "steer.yaml"))
+	_, _, err = PushBundle(filepath.Join(dir, "steer.yaml"))
 	for _, w := range []string{
 		filepath.Join(dir, "steer.yaml") + `:1: geo.databases[0]: "city.mmdb" is relative`,
 		filepath.Join(dir, "steer.yaml") + ":3: tsig.nsd-key.secret_file:",
@@ -101,7 +105,7 @@ zones:
 	}
 	// A node's own file is not a fleet configuration.
 	writeFile(t, dir, "node.yaml", fleetLocal([]string{"http://127.0.0.1:1"}, "n1"))
-	if _, err := PushBundle(filepath.Join(dir, "node.yaml")); err == nil || !strings.Contains(err.Error(), "node.yaml:1: this is a fleet node's file") {
+	if _, _, err := PushBundle(filepath.Join(dir, "node.yaml")); err == nil || !strings.Contains(err.Error(), "node.yaml:1: this is a fleet node's file") {
 		t.Errorf("pushing a node's file: %v", err)
 	}
 }
