@@ -375,7 +375,17 @@ zones:
 	if want := filepath.Join(dir, "state.yaml") + ":2: state directory " + filepath.Join(dir, "plain", "sub") + " cannot be created"; code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("check with state_dir under a file: exit %d, want 1 and %q in:\n%s", code, want, errOut)
 	}
-	if want := filepath.Join(dir, "state.yaml") + ":1: warning: health.state_file is deprecated: set state_dir instead"; !strings.Contains(errOut, want) {
+	if want := filepath.Join(dir, "state.yaml") + ":1: warning: health.state_file is deprecated: the health state is kept in " + filepath.Join(dir, "h.json"); !strings.Contains(errOut, want) {
+		t.Errorf("no %q in:\n%s", want, errOut)
+	}
+	// A file of an earlier version that sets only health.state_file keeps
+	// its state in that file's directory, and is told to set state_dir.
+	dnstest.WriteFiles(t, dir, map[string]string{"old.yaml": "health: { state_file: var/h.json }\nzones:\n  - origin: example.com\n    file: ok.zone\n"})
+	code, out, errOut = run("check", "--config", filepath.Join(dir, "old.yaml"))
+	if want := "\nstate: " + filepath.Join(dir, "var") + "\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("check of a file with only health.state_file: exit %d, want 0 and %q in:\n%s%s", code, want, out, errOut)
+	}
+	if want := filepath.Join(dir, "old.yaml") + ":1: warning: health.state_file is deprecated: set state_dir instead"; !strings.Contains(errOut, want) {
 		t.Errorf("no %q in:\n%s", want, errOut)
 	}
 	code, _, errOut = run("check", "--config", filepath.Join(dir, "bad.yaml"))

@@ -33,10 +33,14 @@ const (
 
 // StatePath is the state directory, absolute: state_dir resolved against
 // the configuration file's directory, or DefaultStateDir beside the file
-// when the key is left out. It is "" for a configuration read from an
-// fs.FS (the embedded demo, a fleet bundle) that names no absolute
-// state_dir: such a node persists nothing. (A fleet member's
-// configuration gets the state directory of the node's local file.)
+// when the key is left out. A file of an earlier version that sets only
+// the deprecated health.state_file keeps its state where that version
+// did: in the state file's directory (so an upgrade whose configuration
+// was kept finds its copies, and is not sent to write beside a read-only
+// /etc). It is "" for a configuration read from an fs.FS (the embedded
+// demo, a fleet bundle) that names no absolute state_dir: such a node
+// persists nothing. (A fleet member's configuration gets the state
+// directory of the node's local file.)
 func (c *Config) StatePath() string {
 	d := c.StateDir
 	if c.FS != nil {
@@ -44,6 +48,9 @@ func (c *Config) StatePath() string {
 			return ""
 		}
 		return filepath.Clean(d)
+	}
+	if d == "" && c.Health.StateFile != "" {
+		return filepath.Dir(c.HealthStateFile())
 	}
 	if d == "" {
 		d = DefaultStateDir

@@ -49,6 +49,19 @@ func TestStatePath(t *testing.T) {
 	if got, want := cfg.HealthStateFile(), filepath.Join(dir, "h.json"); got != want {
 		t.Errorf("health.state_file: %q, want %q", got, want)
 	}
+	// ... and, without state_dir, its directory is the state directory
+	// (where an earlier version kept its copies).
+	cfg.Health.StateFile = "var/h.json"
+	if got, want := cfg.StatePath(), filepath.Join(dir, "var"); got != want {
+		t.Errorf("health.state_file without state_dir: StatePath %q, want %q", got, want)
+	}
+	cfg.StateDir = "st"
+	if got, want := cfg.StatePath(), filepath.Join(dir, "st"); got != want {
+		t.Errorf("health.state_file with state_dir: StatePath %q, want %q", got, want)
+	}
+	if got, want := cfg.HealthStateFile(), filepath.Join(dir, "var", "h.json"); got != want {
+		t.Errorf("health.state_file with state_dir: HealthStateFile %q, want %q", got, want)
+	}
 	demo, err := LoadDemo()
 	if err != nil {
 		t.Fatal(err)

@@ -158,9 +158,14 @@ func CheckFile(path string) (r CheckResult, err error) {
 		}
 	}
 	snap, ws, buildErr := snapshot.Build(cfg)
-	if cfg.Health.StateFile != "" {
-		ws.Add(cfg.File, cfg.Line("health.state_file"), "health.state_file is deprecated: set state_dir instead (health state is then kept in %s); until it is removed the health state stays in %s",
-			filepath.Join(r.StateDir, config.StateHealth), cfg.HealthStateFile())
+	switch {
+	case cfg.Health.StateFile == "":
+	case cfg.StateDir == "":
+		ws.Add(cfg.File, cfg.Line("health.state_file"), "health.state_file is deprecated: set state_dir instead, move the file to health.json in it and remove this key (until then the state directory is the state file's, %s)",
+			r.StateDir)
+	default:
+		ws.Add(cfg.File, cfg.Line("health.state_file"), "health.state_file is deprecated: the health state is kept in %s instead of %s until this key is removed (move the file there first)",
+			cfg.HealthStateFile(), filepath.Join(r.StateDir, config.StateHealth))
 	}
 	if refuseReason(cfg.API, "") != "" {
 		ws.Add(cfg.File, cfg.Line("api.listen"), "api.listen %s is not a loopback address and no token is set: changes through the API will be refused (set api.token_file)", cfg.API.Listen)

@@ -178,32 +178,48 @@ zones:
 	}
 }
 
-// TestLegacyStateMigrated: what an earlier version kept beside
-// health.state_file (zone copies, secondary copies, exported serials) is
-// copied into the state directory at start, once, and the health state
-// stays in the file health.state_file names.
+// TestLegacyStateMigrated: a file of an earlier version that sets only
+// health.state_file keeps its state in that file's directory, where the
+// zone and secondary copies already are (the exported serials are copied
+// to their new name); with a state_dir as well, what was kept beside the
+// state file is copied into it at start, replacing nothing, and the health
+// state stays in the file health.state_file names.
 func TestLegacyStateMigrated(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "steer.yaml", "listen: [\"127.0.0.1:0\"]\nhealth: { state_file: old/health.json }\n")
-	writeFile(t, dir, "old/zones/example.com.zone", "kept zone copy\n")
-	writeFile(t, dir, "old/secondary/sec.example.zone", "kept secondary copy\n")
-	writeFile(t, dir, "old/steer-xfr-serials.json", `{"example.com.": {"serial": 9}}`+"\n")
-	n := startNodeIn(t, dir, Options{})
-	for old, now := range map[string]string{
-		"old/zones/example.com.zone":     "steer-state/zones/example.com.zone",
-		"old/secondary/sec.example.zone": "steer-state/secondary/sec.example.zone",
-		"old/steer-xfr-serials.json":     "steer-state/xfr-serials.json",
-	} {
-		want, _ := os.ReadFile(filepath.Join(dir, old))
-		if got, err := os.ReadFile(filepath.Join(dir, now)); err != nil || string(got) != string(want) {
-			t.Errorf("%s: %q %v, want the copy of %s", now, got, err, old)
+	for _, stateDir := range []string{"", "new"} {
+		dir := t.TempDir()
+		text := "listen: [\"127.0.0.1:0\"]\nhealth: { state_file: old/health.json }\n"
+		into := "old"
+		if stateDir != "" {
+			text += "state_dir: " + stateDir + "\n"
+			into = stateDir
 		}
-	}
-	n.Shutdown(t.Context())
-	if _, err := os.Stat(filepath.Join(dir, "old", "health.json")); err != nil {
-		t.Errorf("the health state is not kept where health.state_file names it: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "steer-state", "health.json")); err == nil {
-		t.Error("health.json written in the state directory although health.state_file is set")
+		writeFile(t, dir, "steer.yaml", text)
+		writeFile(t, dir, "old/zones/example.com.zone", "kept zone copy\n")
+		writeFile(t, dir, "old/secondary/sec.example.zone", "kept secondary copy\n")
+		writeFile(t, dir, "old/steer-xfr-serials.json", `{"example.com.": {"serial": 9}}`+"\n")
+		writeFile(t, dir, "new/zones/example.com.zone", "newer copy\n")
+		n := startNodeIn(t, dir, Options{})
+		want := map[string]string{
+			"secondary/sec.example.zone": "kept secondary copy\n",
+			"xfr-serials.json":           `{"example.com.": {"serial": 9}}` + "\n",
+			"zones/example.com.zone":     "kept zone copy\n",
+		}
+		if stateDir != "" {
+			want["zones/example.com.zone"] = "newer copy\n" // never replaced
+		}
+		for name, w := range want {
+			if got, err := os.ReadFile(filepath.Join(dir, into, name)); err != nil || string(got) != w {
+				t.Errorf("state_dir %q: %s/%s: %q %v, want %q", stateDir, into, name, got, err, w)
+			}
+		}
+		n.Shutdown(t.Context())
+		if _, err := os.Stat(filepath.Join(dir, "old", "health.json")); err != nil {
+			t.Errorf("state_dir %q: the health state is not kept where health.state_file names it: %v", stateDir, err)
+		}
+		for _, d := range []string{"steer-state", "new/health.json"} {
+			if _, err := os.Stat(filepath.Join(dir, d)); err == nil {
+				t.Errorf("state_dir %q: %s written", stateDir, d)
+			}
+		}
 	}
 }
