@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type fleetOpts struct {
 	config, etcd, prefix, nodeFile *string
 	timeout                        *time.Duration
 	json                           *bool
+	canary                         *string
 }
 
 func fleetFlags(fs *flag.FlagSet) fleetOpts {
@@ -32,13 +34,14 @@ func fleetFlags(fs *flag.FlagSet) fleetOpts {
 		nodeFile: fs.String("fleet", "", "a node configuration whose fleet section names the store (endpoints, prefix, TLS, credentials)"),
 		timeout:  fs.Duration("timeout", 5*time.Second, "how long each request to etcd may take"),
 		json:     fs.Bool("json", false, "status: print JSON"),
+		canary:   fs.String("canary", "", "push: apply the configuration to these nodes only (comma-separated names), until steer fleet promote or rollback"),
 	}
 }
 
-// fleetCmd runs steer fleet push|status.
+// fleetCmd runs steer fleet push|status|promote|rollback.
 func fleetCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "push" && args[0] != "status") {
-		fmt.Fprintln(stderr, "usage: steer fleet push|status [--config FILE] [--etcd URL,...] [--prefix P] [--fleet NODE.yaml] [--json]")
+	if len(args) == 0 || !slices.Contains(subWords["fleet"], args[0]) {
+		fmt.Fprintln(stderr, "usage: steer fleet push|status|promote|rollback [--config FILE] [--canary NODE,...] [--etcd URL,...] [--prefix P] [--fleet NODE.yaml] [--json]")
 		return 2
 	}
 	sub := args[0]
@@ -50,6 +53,17 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 	fo := fleetOptions{Prefix: *o.prefix, NodeFile: *o.nodeFile, Timeout: *o.timeout}
 	if *o.etcd != "" {
 		fo.Endpoints = strings.Split(*o.etcd, ",")
+	}
+	if *o.canary != "" {
+		if sub != "push" {
+			fmt.Fprintf(stderr, "steer fleet %s: --canary goes with push\n", sub)
+			return 2
+		}
+		for _, n := range strings.Split(*o.canary, ",") {
+			if n = strings.TrimSpace(n); n != "" && !slices.Contains(fo.Canary, n) {
+				fo.Canary = append(fo.Canary, n)
+			}
+		}
 	}
 	switch sub {
 	case "push":
@@ -65,7 +79,19 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 		for _, w := range res.Warnings {
 			fmt.Fprintln(stderr, w)
 		}
-		fmt.Fprintf(stdout, "pushed %s: serial %d at revision %d, %d files (%s)\n", path, res.Serial, res.Rev, len(res.Files), res.Summary)
+		fmt.Fprintf(stdout, "pushed %s: serial %d at revision %d, digest %s, %d files (%s)\n", path, res.Serial, res.Rev, fleet.ShortDigest(res.Digest), len(res.Files), res.Summary)
+		if len(fo.Canary) > 0 {
+			fmt.Fprintf(stdout, "canary on %s; the other nodes keep serial %d: steer fleet promote to apply it everywhere, steer fleet rollback to withdraw it\n",
+				strings.Join(fo.Canary, ", "), res.Current)
+		}
+		return 0
+	case "promote", "rollback":
+		msg, err := fleetRollout(sub, fo)
+		if err != nil {
+			fmt.Fprintf(stderr, "steer fleet %s: %v\n", sub, err)
+			return 1
+		}
+		fmt.Fprintln(stdout, msg)
 		return 0
 	default:
 		st, err := fleetStatus(fo)
@@ -76,7 +102,14 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 		if *o.json {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			enc.Encode(map[string]any{"published": st.Published.Meta, "revision": st.Published.Rev, "nodes": st.Nodes})
+			out := map[string]any{"published": st.Published.Meta, "revision": st.Published.Rev, "nodes": st.Nodes}
+			if st.Canary.Rev != 0 {
+				out["canary"] = st.Canary.Meta
+			}
+			if st.Previous.Rev != 0 {
+				out["previous"] = st.Previous.Meta
+			}
+			enc.Encode(out)
 			return 0
 		}
 		fmt.Fprint(stdout, st.Text(time.Now()))
@@ -93,6 +126,8 @@ type fleetOptions struct {
 	// NodeFile is a node configuration whose fleet section names the store.
 	NodeFile string
 	Timeout  time.Duration
+	// Canary names the nodes a push is applied to first.
+	Canary []string
 }
 
 // openFleetStore opens the store o names.
@@ -129,9 +164,12 @@ func openFleetStore(o fleetOptions) (fleet.Store, string, error) {
 // pushResult is what steer fleet push did.
 type pushResult struct {
 	Serial, Rev int64
-	Files       []string
-	Summary     string
-	Warnings    []string
+	Digest      string
+	// Current is the serial the other nodes keep (a canary push).
+	Current  int64
+	Files    []string
+	Summary  string
+	Warnings []string
 }
 
 // FleetPush checks the configuration at path as steer check does and, when
@@ -165,24 +203,88 @@ func fleetPush(path string, o fleetOptions) (*pushResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the published configuration: %w", err)
 	}
-	rev, serial, err := fleet.Publish(ctx, s, prefix, b, cur.Rev)
+	var rev, serial int64
+	if len(o.Canary) > 0 {
+		if err := knownNodes(ctx, s, prefix, o.Canary); err != nil {
+			return nil, err
+		}
+		rev, serial, err = fleet.PublishCanary(ctx, s, prefix, b, o.Canary, cur.Rev)
+	} else {
+		rev, serial, err = fleet.Publish(ctx, s, prefix, b, cur.Rev)
+	}
 	if err != nil {
 		return nil, err
 	}
-	res := &pushResult{Serial: serial, Rev: rev, Summary: summary, Warnings: warns}
+	res := &pushResult{Serial: serial, Rev: rev, Summary: summary, Warnings: warns, Digest: fleet.Digest(b.Files), Current: cur.Meta.Serial}
 	for name := range b.Files {
 		res.Files = append(res.Files, name)
 	}
 	return res, nil
 }
 
-// fleetState is what steer fleet status shows.
-type fleetState struct {
-	Published fleet.Bundle
-	Nodes     []fleet.Status
+// knownNodes refuses canary names that are no live node of the fleet,
+// listing those that are.
+func knownNodes(ctx context.Context, s fleet.Store, prefix string, names []string) error {
+	sts, err := fleet.ReadStatuses(ctx, s, prefix)
+	if err != nil {
+		return fmt.Errorf("reading the nodes' statuses: %w", err)
+	}
+	var known, unknown []string
+	for _, st := range sts {
+		known = append(known, st.Node)
+	}
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	list := "none is running"
+	if len(known) > 0 {
+		list = "running: " + strings.Join(known, ", ")
+	}
+	return fmt.Errorf("--canary: no node of the fleet is named %s (%s); nothing was pushed", strings.Join(unknown, ", "), list)
 }
 
-// FleetStatus reads the published bundle's meta and every live node's
+// fleetRollout runs steer fleet promote or rollback and says what it did.
+func fleetRollout(sub string, o fleetOptions) (string, error) {
+	s, prefix, err := openFleetStore(o)
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if sub == "promote" {
+		b, err := fleet.Promote(ctx, s, prefix)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("promoted serial %d (%s) at revision %d: every node applies it; the bundle it replaced is kept for steer fleet rollback",
+			b.Meta.Serial, fleet.ShortDigest(b.Meta.Digest), b.Rev), nil
+	}
+	now, undone, err := fleet.Rollback(ctx, s, prefix)
+	if err != nil {
+		return "", err
+	}
+	if undone.Meta.Canary != nil {
+		return fmt.Sprintf("withdrew the canary serial %d (%s) from %s: every node serves serial %d (%s)",
+			undone.Meta.Serial, fleet.ShortDigest(undone.Meta.Digest), strings.Join(undone.Meta.Canary, ", "), now.Meta.Serial, fleet.ShortDigest(now.Meta.Digest)), nil
+	}
+	return fmt.Sprintf("rolled back from serial %d (%s) to serial %d (%s) at revision %d; no previous bundle is kept now",
+		undone.Meta.Serial, fleet.ShortDigest(undone.Meta.Digest), now.Meta.Serial, fleet.ShortDigest(now.Meta.Digest), now.Rev), nil
+}
+
+// fleetState is what steer fleet status shows.
+type fleetState struct {
+	// Published is the current bundle; Canary and Previous the others
+	// kept (Rev 0: none).
+	Published, Canary, Previous fleet.Bundle
+	Nodes                       []fleet.Status
+}
+
+// FleetStatus reads the published bundles' metas and every live node's
 // status.
 func fleetStatus(o fleetOptions) (*fleetState, error) {
 	s, prefix, err := openFleetStore(o)
@@ -191,7 +293,7 @@ func fleetStatus(o fleetOptions) (*fleetState, error) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	b, err := fleet.ReadBundle(ctx, s, prefix)
+	pub, err := fleet.ReadPublished(ctx, s, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +301,7 @@ func fleetStatus(o fleetOptions) (*fleetState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fleetState{Published: b, Nodes: nodes}, nil
+	return &fleetState{Published: pub.Current, Canary: pub.Canary, Previous: pub.Previous, Nodes: nodes}, nil
 }
 
 // Text is the status as a table.
@@ -209,25 +311,55 @@ func (st *fleetState) Text(now time.Time) string {
 		b.WriteString("published: nothing yet\n")
 	} else {
 		m := st.Published.Meta
-		fmt.Fprintf(&b, "published: serial %d (revision %d), %d files, pushed %s by %s\n",
-			m.Serial, st.Published.Rev, len(m.Files), m.PushedAt.Format(time.RFC3339), m.PushedBy)
+		fmt.Fprintf(&b, "published: serial %d (%s, revision %d), %d files, pushed %s by %s\n",
+			m.Serial, digestOf(st.Published), st.Published.Rev, len(m.Files), m.PushedAt.Format(time.RFC3339), m.PushedBy)
 	}
-	fmt.Fprintf(&b, "%-16s %-8s %-8s %-10s %-10s %s\n", "NODE", "REGION", "SERIAL", "VIEW AGE", "VERSION", "ERROR")
+	if c := st.Canary; c.Rev != 0 {
+		fmt.Fprintf(&b, "canary:    serial %d (%s, revision %d) on %s: steer fleet promote or rollback\n",
+			c.Meta.Serial, digestOf(c), c.Rev, strings.Join(c.Meta.Canary, ", "))
+	}
+	if p := st.Previous; p.Rev != 0 {
+		fmt.Fprintf(&b, "previous:  serial %d (%s), kept for steer fleet rollback\n", p.Meta.Serial, digestOf(p))
+	}
+	fmt.Fprintf(&b, "%-16s %-8s %-12s %-14s %-10s %-10s %s\n", "NODE", "REGION", "SERIAL", "DIGEST", "VIEW AGE", "VERSION", "ERROR")
 	for _, n := range st.Nodes {
 		age := "-"
 		if !n.ViewAt.IsZero() {
 			age = now.Sub(n.ViewAt).Round(time.Second).String()
 		}
+		want := st.Published
+		if st.Canary.Rev != 0 && slices.Contains(st.Canary.Meta.Canary, n.Node) {
+			want = st.Canary
+		}
 		serial := fmt.Sprint(n.Serial)
-		if n.Serial != st.Published.Meta.Serial {
+		switch {
+		case n.Canary:
+			serial += " (canary)"
+		case n.Serial != want.Meta.Serial:
 			serial += " (old)"
 		}
-		fmt.Fprintf(&b, "%-16s %-8s %-8s %-10s %-10s %s\n", n.Node, dash(n.Region), serial, age, dash(n.Version), n.Error)
+		msg := n.Error
+		if msg != "" {
+			msg = fmt.Sprintf("newest serial %d (%s) rejected: %s", n.ErrorSerial, dash(fleet.ShortDigest(n.ErrorDigest)), n.Error)
+		}
+		if n.Pending > 0 {
+			msg = strings.TrimPrefix(msg+fmt.Sprintf("; pending: fleet (%d overrides set while the store was unreachable)", n.Pending), "; ")
+		}
+		fmt.Fprintf(&b, "%-16s %-8s %-12s %-14s %-10s %-10s %s\n", n.Node, dash(n.Region), serial, dash(fleet.ShortDigest(n.Digest)), age, dash(n.Version), msg)
 	}
 	if len(st.Nodes) == 0 {
 		b.WriteString("(no node is running)\n")
 	}
 	return b.String()
+}
+
+// digestOf is b's short digest, from its meta or its files.
+func digestOf(b fleet.Bundle) string {
+	d := b.Meta.Digest
+	if d == "" {
+		d = b.Digest()
+	}
+	return fleet.ShortDigest(d)
 }
 
 func dash(s string) string {

@@ -72,6 +72,45 @@ func TestFleetCLI(t *testing.T) {
 	if rc := run([]string{"fleet", "bogus"}, &out, &errb); rc != 2 {
 		t.Errorf("an unknown fleet subcommand: rc %d", rc)
 	}
+	// A canary: refused for a node the fleet does not have, applied to
+	// the named node, promoted, rolled back.
+	write("zones/example.com.zone", zoneText(2, "canary"))
+	out.Reset()
+	errb.Reset()
+	if rc := run([]string{"fleet", "push", "--config", good, "--etcd", ep, "--canary", "ams-1,nope"}, &out, &errb); rc != 1 ||
+		!strings.Contains(errb.String(), "no node of the fleet is named nope (running: ams-1)") {
+		t.Errorf("canary on an unknown node: rc %d, %s", rc, errb.String())
+	}
+	if rc := run([]string{"fleet", "push", "--config", good, "--etcd", ep, "--canary", "ams-1"}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "canary on ams-1; the other nodes keep serial 1") {
+		t.Fatalf("canary push: rc %d, %s%s", rc, out.String(), errb.String())
+	}
+	txt := func() string {
+		r, err := query(addr, "gen.example.com.", dns.TypeTXT)
+		if err != nil || len(r.Answer) != 1 {
+			return fmt.Sprint(r, err)
+		}
+		return r.Answer[0].(*dns.TXT).Txt[0]
+	}
+	dnstest.WaitFor(t, 5*time.Second, "the canary served", func() bool { return txt() == "canary" })
+	dnstest.WaitFor(t, 5*time.Second, "fleet status to show the canary", func() bool {
+		out.Reset()
+		run([]string{"fleet", "status", "--etcd", ep}, &out, &errb)
+		return strings.Contains(out.String(), "canary:    serial 2") && strings.Contains(out.String(), "2 (canary)")
+	}, out.String)
+	t.Logf("status during the canary:\n%s", out.String())
+	out.Reset()
+	if rc := run([]string{"fleet", "promote", "--etcd", ep}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "promoted serial 2") {
+		t.Fatalf("promote: rc %d, %s%s", rc, out.String(), errb.String())
+	}
+	out.Reset()
+	if rc := run([]string{"fleet", "rollback", "--etcd", ep}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "rolled back from serial 2") {
+		t.Fatalf("rollback: rc %d, %s%s", rc, out.String(), errb.String())
+	}
+	dnstest.WaitFor(t, 5*time.Second, "the rolled back bundle served", func() bool { return txt() == "pushed" })
+	errb.Reset()
+	if rc := run([]string{"fleet", "rollback", "--etcd", ep}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "no previous bundle is kept") {
+		t.Errorf("a second rollback: rc %d, %s", rc, errb.String())
+	}
 	// The store down: push fails loudly.
 	c.Member(0).Stop()
 	errb.Reset()

@@ -3,13 +3,19 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,13 +23,31 @@ import (
 // The keys of the fleet under its prefix P (the layout steer's nodes and
 // steer fleet agree on):
 //
-//	P/config/meta          the published bundle's Meta (JSON); its mod
+//	P/config/meta          the current bundle's Meta (JSON); its mod
 //	                       revision is the bundle's revision
-//	P/config/file/NAME     the bundle's files, by name
+//	P/config/canary        the canary bundle's Meta, with the nodes that
+//	                       serve it (Meta.Canary), while a canary runs
+//	P/config/previous      the bundle the current one replaced, kept for
+//	                       steer fleet rollback
+//	P/config/blob/SHA256   file contents, by their SHA-256 (hex): the
+//	                       metas map each file name to one (Meta.Blobs), so
+//	                       the three bundles share what they have in common
+//	                       and a push writes only the files that changed
+//	P/config/serial        the highest serial given so far (decimal), so
+//	                       a serial is never given twice
 //	P/nodes/NODE           each node's Status (JSON), under its lease
+//
+// Blobs no meta names are deleted in the transaction that drops the last
+// reference, so the store holds at most three bundles. A meta without
+// Blobs (written by an older steer) names its files under P/config/file/;
+// the next publication moves them to blobs.
 const (
 	configPrefix = "/config/"
 	metaKey      = "/config/meta"
+	canaryKey    = "/config/canary"
+	previousKey  = "/config/previous"
+	blobPrefix   = "/config/blob/"
+	serialKey    = "/config/serial"
 	filePrefix   = "/config/file/"
 	nodesPrefix  = "/nodes/"
 )
@@ -33,12 +57,25 @@ const (
 // (BundleName).
 const ConfigName = "steer.yaml"
 
+// MaxFiles is the most files one bundle may have: a publication writes
+// them and the meta in one transaction.
+const MaxFiles = MaxTxnOps - 1
+
 // Meta describes a published bundle.
 type Meta struct {
-	// Serial counts publications: each push is one more than the last.
+	// Serial counts publications: each push is one more than any bundle
+	// kept in the store. A promoted canary and a rolled back bundle keep
+	// theirs.
 	Serial int64 `json:"serial"`
 	// Files lists the bundle's file names, the configuration first.
 	Files []string `json:"files"`
+	// Blobs maps each file name to the SHA-256 (hex) of its contents,
+	// the key it is stored under.
+	Blobs map[string]string `json:"blobs,omitempty"`
+	// Digest identifies the bundle's contents (Digest).
+	Digest string `json:"digest,omitempty"`
+	// Canary names the nodes that serve a canary bundle.
+	Canary []string `json:"canary,omitempty"`
 	// PushedAt and PushedBy say when and from where it was pushed.
 	PushedAt time.Time `json:"pushed_at"`
 	PushedBy string    `json:"pushed_by,omitempty"`
@@ -47,10 +84,49 @@ type Meta struct {
 // Bundle is a configuration and the files it names, as one unit.
 type Bundle struct {
 	Meta Meta
-	// Rev is the store revision that published it (0: not published).
+	// Rev is the store revision that published it (0: not published):
+	// the mod revision of the key its meta is under.
 	Rev int64
 	// Files holds every file, the configuration under ConfigName.
 	Files map[string][]byte
+}
+
+// Digest is the SHA-256 (hex) of a bundle's contents: every file name and
+// its bytes, in name order. Two bundles with the same files have the same
+// digest, whatever their serial.
+func Digest(files map[string][]byte) string {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	var n [8]byte
+	for _, name := range names {
+		binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+		h.Write(n[:])
+		h.Write([]byte(name))
+		binary.BigEndian.PutUint64(n[:], uint64(len(files[name])))
+		h.Write(n[:])
+		h.Write(files[name])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ShortDigest is the first 12 hex digits of a digest, as status shows it.
+func ShortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+// Digest is the digest of b's files (Digest).
+func (b Bundle) Digest() string {
+	if b.Rev == 0 && len(b.Files) == 0 {
+		return ""
+	}
+	return Digest(b.Files)
 }
 
 // BundleName is the name a file the configuration names as p is stored
@@ -63,96 +139,328 @@ func BundleName(p string) string {
 	return path.Clean(p)
 }
 
-// ErrConflict says a publication lost a race: the bundle changed since
-// the revision the publisher read.
-var ErrConflict = errors.New("the published configuration changed meanwhile")
+// Errors of publication and rollout.
+var (
+	// ErrConflict says a publication lost a race: the bundles changed
+	// since the revision the publisher read.
+	ErrConflict = errors.New("the published configuration changed meanwhile")
+	// ErrCanary says a canary is running: promote it or roll it back
+	// before a plain push.
+	ErrCanary = errors.New("a canary bundle is being tried")
+	// ErrNothing says there is nothing to promote or roll back to.
+	ErrNothing = errors.New("nothing to do")
+)
 
-// Publish writes b as the fleet's configuration in one transaction, if the
-// published bundle is still the one at revision expect (0: none has been
-// published): the meta and every file are put, and files of the previous
-// bundle that b does not have are deleted. It returns the new revision and
-// serial; a lost race is ErrConflict, and nothing is written.
-func Publish(ctx context.Context, s Store, prefix string, b Bundle, expect int64) (rev, serial int64, err error) {
-	prefix = strings.TrimSuffix(prefix, "/")
-	if _, ok := b.Files[ConfigName]; !ok {
-		return 0, 0, fmt.Errorf("publish: the bundle has no %s", ConfigName)
-	}
-	cur, err := ReadBundle(ctx, s, prefix)
-	if err != nil {
-		return 0, 0, err
-	}
-	if cur.Rev != expect {
-		return 0, 0, fmt.Errorf("publish: %w (published at revision %d, expected %d)", ErrConflict, cur.Rev, expect)
-	}
-	meta := b.Meta
-	meta.Serial = cur.Meta.Serial + 1
-	meta.Files = sortedNames(b.Files)
-	raw, err := json.Marshal(meta)
-	if err != nil {
-		return 0, 0, err
-	}
-	puts := []KV{{Key: prefix + metaKey, Value: raw}}
-	for _, name := range meta.Files {
-		puts = append(puts, KV{Key: prefix + filePrefix + name, Value: b.Files[name]})
-	}
-	var deletes []string
-	for name := range cur.Files {
-		if _, ok := b.Files[name]; !ok {
-			deletes = append(deletes, prefix+filePrefix+name)
-		}
-	}
-	cmp := Absent(prefix + metaKey)
-	if expect != 0 {
-		cmp = ModRevIs(prefix+metaKey, expect)
-	}
-	ok, rev, err := s.Txn(ctx, []Cmp{cmp}, puts, deletes)
-	if err != nil {
-		return 0, 0, fmt.Errorf("publish %d files: %w", len(puts)-1, err)
-	}
-	if !ok {
-		return 0, 0, fmt.Errorf("publish: %w", ErrConflict)
-	}
-	return rev, meta.Serial, nil
+// Published is what the store holds of the fleet's configuration: the
+// current bundle every node serves, the canary the named nodes serve
+// instead (Rev 0: none) and the previous bundle (Rev 0: none) that a
+// rollback restores.
+type Published struct {
+	Current, Canary, Previous Bundle
+	// blobs and legacy are the content keys present, for a publication.
+	blobs  map[string]bool
+	legacy []string
+	serial int64 // P/config/serial
 }
 
-// ReadBundle reads the published bundle (linearizably); a fleet with none
-// yet gives a Bundle with Rev 0.
-func ReadBundle(ctx context.Context, s Store, prefix string) (Bundle, error) {
+// For is the bundle node serves: the canary when it names node, else the
+// current one.
+func (p Published) For(node string) Bundle {
+	if p.Canary.Rev != 0 && slices.Contains(p.Canary.Meta.Canary, node) {
+		return p.Canary
+	}
+	return p.Current
+}
+
+// ReadPublished reads the current, canary and previous bundles
+// (linearizably).
+func ReadPublished(ctx context.Context, s Store, prefix string) (Published, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	kvs, _, err := s.Get(ctx, prefix+configPrefix)
 	if err != nil {
-		return Bundle{}, err
+		return Published{}, err
 	}
-	return BundleOf(prefix, kvs)
+	return PublishedOf(prefix, kvs)
 }
 
-// BundleOf assembles the bundle from the keys under P/config/ (as a Get
-// or a Follow snapshot gives them). A meta that lists a file the keys do
-// not have is an error: the bundle is incomplete.
+// ReadBundle reads the current bundle (linearizably); a fleet with none
+// yet gives a Bundle with Rev 0.
+func ReadBundle(ctx context.Context, s Store, prefix string) (Bundle, error) {
+	p, err := ReadPublished(ctx, s, prefix)
+	return p.Current, err
+}
+
+// BundleOf assembles the current bundle from the keys under P/config/ (as
+// a Get or a Follow snapshot gives them). A meta that names a file the
+// keys do not have is an error: the bundle is incomplete.
 func BundleOf(prefix string, kvs []KV) (Bundle, error) {
+	p, err := PublishedOf(prefix, kvs)
+	return p.Current, err
+}
+
+// PublishedOf assembles every bundle from the keys under P/config/.
+func PublishedOf(prefix string, kvs []KV) (Published, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
-	b := Bundle{Files: map[string][]byte{}}
-	var haveMeta bool
+	p := Published{blobs: map[string]bool{}}
+	metas := map[string]KV{}
+	blobs := map[string][]byte{}
+	legacy := map[string][]byte{}
 	for _, kv := range kvs {
-		switch {
-		case kv.Key == prefix+metaKey:
-			if err := json.Unmarshal(kv.Value, &b.Meta); err != nil {
-				return Bundle{}, fmt.Errorf("%s: %v", kv.Key, err)
+		switch k := strings.TrimPrefix(kv.Key, prefix); {
+		case k == metaKey || k == canaryKey || k == previousKey:
+			metas[k] = kv
+		case k == serialKey:
+			p.serial, _ = strconv.ParseInt(string(kv.Value), 10, 64)
+		case strings.HasPrefix(k, blobPrefix):
+			blobs[strings.TrimPrefix(k, blobPrefix)] = kv.Value
+			p.blobs[strings.TrimPrefix(k, blobPrefix)] = true
+		case strings.HasPrefix(k, filePrefix):
+			legacy[strings.TrimPrefix(k, filePrefix)] = kv.Value
+			p.legacy = append(p.legacy, kv.Key)
+		}
+	}
+	for k, dst := range map[string]*Bundle{metaKey: &p.Current, canaryKey: &p.Canary, previousKey: &p.Previous} {
+		kv, ok := metas[k]
+		if !ok {
+			*dst = Bundle{Files: map[string][]byte{}}
+			continue
+		}
+		b := Bundle{Rev: kv.Rev, Files: map[string][]byte{}}
+		if err := json.Unmarshal(kv.Value, &b.Meta); err != nil {
+			return Published{}, fmt.Errorf("%s: %v", kv.Key, err)
+		}
+		for _, name := range b.Meta.Files {
+			var data []byte
+			var ok bool
+			if b.Meta.Blobs != nil {
+				data, ok = blobs[b.Meta.Blobs[name]]
+			} else {
+				data, ok = legacy[name]
 			}
-			b.Rev, haveMeta = kv.Rev, true
-		case strings.HasPrefix(kv.Key, prefix+filePrefix):
-			b.Files[strings.TrimPrefix(kv.Key, prefix+filePrefix)] = kv.Value
+			if !ok {
+				return Published{}, fmt.Errorf("bundle serial %d at revision %d (%s): file %s is missing", b.Meta.Serial, b.Rev, kv.Key, name)
+			}
+			b.Files[name] = data
+		}
+		*dst = b
+	}
+	return p, nil
+}
+
+// Publish writes b as the fleet's current bundle in one transaction, if
+// the current bundle is still the one at revision expect (0: none has
+// been published) and no canary is running (ErrCanary): the bundle it
+// replaces becomes the previous one. It returns the new revision and
+// serial; a lost race is ErrConflict, and nothing is written.
+func Publish(ctx context.Context, s Store, prefix string, b Bundle, expect int64) (rev, serial int64, err error) {
+	if err := checkBundle(b); err != nil {
+		return 0, 0, err
+	}
+	cur, err := ReadPublished(ctx, s, prefix)
+	if err != nil {
+		return 0, 0, err
+	}
+	if cur.Current.Rev != expect {
+		return 0, 0, fmt.Errorf("publish: %w (published at revision %d, expected %d)", ErrConflict, cur.Current.Rev, expect)
+	}
+	if cur.Canary.Rev != 0 {
+		return 0, 0, fmt.Errorf("publish: %w (serial %d on %s): promote or roll it back first", ErrCanary, cur.Canary.Meta.Serial, strings.Join(cur.Canary.Meta.Canary, ","))
+	}
+	b.Meta.Serial = cur.maxSerial() + 1
+	b.Meta.Canary = nil
+	next := cur.next()
+	next.Current = &b
+	if cur.Current.Rev != 0 {
+		next.Previous = &cur.Current
+	}
+	rev, err = commit(ctx, s, prefix, &cur, next)
+	return rev, b.Meta.Serial, err
+}
+
+// PublishCanary writes b as the canary bundle, served by nodes only, on
+// top of the current bundle at revision expect; a canary already running
+// is replaced. The current and previous bundles stay as they are.
+func PublishCanary(ctx context.Context, s Store, prefix string, b Bundle, nodes []string, expect int64) (rev, serial int64, err error) {
+	if err := checkBundle(b); err != nil {
+		return 0, 0, err
+	}
+	if len(nodes) == 0 {
+		return 0, 0, errors.New("publish canary: no nodes named")
+	}
+	cur, err := ReadPublished(ctx, s, prefix)
+	if err != nil {
+		return 0, 0, err
+	}
+	if cur.Current.Rev == 0 {
+		return 0, 0, errors.New("publish canary: nothing is published yet, so there is nothing to compare it with: push without --canary first")
+	}
+	if cur.Current.Rev != expect {
+		return 0, 0, fmt.Errorf("publish canary: %w (published at revision %d, expected %d)", ErrConflict, cur.Current.Rev, expect)
+	}
+	b.Meta.Serial = cur.maxSerial() + 1
+	b.Meta.Canary = slices.Clone(nodes)
+	next := cur.next()
+	next.Canary = &b
+	rev, err = commit(ctx, s, prefix, &cur, next)
+	return rev, b.Meta.Serial, err
+}
+
+// Promote makes the canary bundle the current one, on every node; the
+// bundle it replaces becomes the previous one. It returns the bundle now
+// current.
+func Promote(ctx context.Context, s Store, prefix string) (Bundle, error) {
+	cur, err := ReadPublished(ctx, s, prefix)
+	if err != nil {
+		return Bundle{}, err
+	}
+	if cur.Canary.Rev == 0 {
+		return Bundle{}, fmt.Errorf("promote: %w: no canary is running", ErrNothing)
+	}
+	b := cur.Canary
+	b.Meta.Canary = nil
+	next := cur.next()
+	next.Current, next.Canary, next.Previous = &b, nil, &cur.Current
+	b.Rev, err = commit(ctx, s, prefix, &cur, next)
+	return b, err
+}
+
+// Rollback undoes the last step: a running canary is withdrawn (its nodes
+// go back to the current bundle); otherwise the previous bundle becomes
+// the current one again, and no previous one is kept. It returns the
+// bundle every node is to serve and what it undid.
+func Rollback(ctx context.Context, s Store, prefix string) (now, undone Bundle, err error) {
+	cur, err := ReadPublished(ctx, s, prefix)
+	if err != nil {
+		return Bundle{}, Bundle{}, err
+	}
+	next := cur.next()
+	switch {
+	case cur.Canary.Rev != 0:
+		next.Canary = nil
+		_, err = commit(ctx, s, prefix, &cur, next)
+		return cur.Current, cur.Canary, err
+	case cur.Previous.Rev != 0:
+		b := cur.Previous
+		next.Current, next.Previous = &b, nil
+		b.Rev, err = commit(ctx, s, prefix, &cur, next)
+		return b, cur.Current, err
+	}
+	return Bundle{}, Bundle{}, fmt.Errorf("rollback: %w: no canary is running and no previous bundle is kept", ErrNothing)
+}
+
+func serialOf(b *Bundle) int64 {
+	if b == nil {
+		return 0
+	}
+	return b.Meta.Serial
+}
+
+func checkBundle(b Bundle) error {
+	if _, ok := b.Files[ConfigName]; !ok {
+		return fmt.Errorf("publish: the bundle has no %s", ConfigName)
+	}
+	if len(b.Files) > MaxFiles {
+		return fmt.Errorf("publish: %d files, at most %d in one bundle: %w", len(b.Files), MaxFiles, ErrTooManyOps)
+	}
+	return nil
+}
+
+func (p Published) maxSerial() int64 {
+	return max(p.serial, p.Current.Meta.Serial, p.Canary.Meta.Serial, p.Previous.Meta.Serial)
+}
+
+// rollout is what a publication leaves under each meta key: nil for
+// none; the same *Bundle as read for one left as it is.
+type rollout struct{ Current, Canary, Previous *Bundle }
+
+// next is p unchanged.
+func (p *Published) next() rollout {
+	var r rollout
+	if p.Current.Rev != 0 {
+		r.Current = &p.Current
+	}
+	if p.Canary.Rev != 0 {
+		r.Canary = &p.Canary
+	}
+	if p.Previous.Rev != 0 {
+		r.Previous = &p.Previous
+	}
+	return r
+}
+
+// commit writes next over cur in one transaction that holds only if none
+// of the three meta keys changed since cur was read: metas that change
+// are put, those that go are deleted, blobs the new metas name and the
+// store lacks are put, and blobs (and files of the old layout) nothing
+// names any more are deleted. It returns the revision after it.
+func commit(ctx context.Context, s Store, prefix string, cur *Published, next rollout) (int64, error) {
+	prefix = strings.TrimSuffix(prefix, "/")
+	type slot struct {
+		key      string
+		old      *Bundle
+		new      *Bundle
+		oldExist bool
+	}
+	slots := []slot{
+		{prefix + metaKey, &cur.Current, next.Current, cur.Current.Rev != 0},
+		{prefix + canaryKey, &cur.Canary, next.Canary, cur.Canary.Rev != 0},
+		{prefix + previousKey, &cur.Previous, next.Previous, cur.Previous.Rev != 0},
+	}
+	var cmps []Cmp
+	var puts []KV
+	var deletes []string
+	need := map[string][]byte{}
+	for _, sl := range slots {
+		cmps = append(cmps, ModRevIs(sl.key, sl.old.Rev))
+		if sl.new == nil {
+			if sl.oldExist {
+				deletes = append(deletes, sl.key)
+			}
+			continue
+		}
+		meta := sl.new.Meta
+		meta.Files = sortedNames(sl.new.Files)
+		meta.Blobs = make(map[string]string, len(meta.Files))
+		for _, name := range meta.Files {
+			sum := sha256.Sum256(sl.new.Files[name])
+			h := hex.EncodeToString(sum[:])
+			meta.Blobs[name] = h
+			need[h] = sl.new.Files[name]
+		}
+		meta.Digest = Digest(sl.new.Files)
+		// A bundle left in its slot is not written again, unless it is
+		// in the old layout.
+		if sl.new == sl.old && sl.old.Meta.Blobs != nil {
+			continue
+		}
+		raw, err := json.Marshal(meta)
+		if err != nil {
+			return 0, err
+		}
+		puts = append(puts, KV{Key: sl.key, Value: raw})
+	}
+	for _, h := range slices.Sorted(maps.Keys(need)) {
+		if !cur.blobs[h] {
+			puts = append(puts, KV{Key: prefix + blobPrefix + h, Value: need[h]})
 		}
 	}
-	if !haveMeta {
-		return Bundle{Files: map[string][]byte{}}, nil
-	}
-	for _, name := range b.Meta.Files {
-		if _, ok := b.Files[name]; !ok {
-			return Bundle{}, fmt.Errorf("bundle serial %d at revision %d: file %s is missing", b.Meta.Serial, b.Rev, name)
+	for _, h := range slices.Sorted(maps.Keys(cur.blobs)) {
+		if _, ok := need[h]; !ok {
+			deletes = append(deletes, prefix+blobPrefix+h)
 		}
 	}
-	return b, nil
+	deletes = append(deletes, cur.legacy...)
+	if top := max(cur.maxSerial(), serialOf(next.Current), serialOf(next.Canary)); top > cur.serial {
+		puts = append(puts, KV{Key: prefix + serialKey, Value: []byte(strconv.FormatInt(top, 10))})
+	}
+	ok, rev, err := s.Txn(ctx, cmps, puts, deletes)
+	if err != nil {
+		return 0, fmt.Errorf("publish (%d puts, %d deletes): %w", len(puts), len(deletes), err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("publish: %w", ErrConflict)
+	}
+	return rev, nil
 }
 
 func sortedNames(m map[string][]byte) []string {
@@ -216,13 +524,21 @@ func (i memInfo) Sys() any           { return nil }
 type Status struct {
 	Node   string `json:"node"`
 	Region string `json:"region,omitempty"`
-	// Serial and Rev are the bundle it serves (0: none from the fleet).
-	Serial int64 `json:"serial"`
-	Rev    int64 `json:"rev"`
-	// Error says why the newest bundle is not served, "" when it is.
-	Error string `json:"error,omitempty"`
-	// ErrorRev is the revision Error is about.
-	ErrorRev int64 `json:"error_rev,omitempty"`
+	// Serial, Rev and Digest are the bundle it serves (0: none from the
+	// fleet); Canary is set when that is the canary bundle.
+	Serial int64  `json:"serial"`
+	Rev    int64  `json:"rev"`
+	Digest string `json:"digest,omitempty"`
+	Canary bool   `json:"canary,omitempty"`
+	// Error says why the newest bundle for the node is not served, ""
+	// when it is; ErrorRev, ErrorSerial and ErrorDigest name that bundle.
+	Error       string `json:"error,omitempty"`
+	ErrorRev    int64  `json:"error_rev,omitempty"`
+	ErrorSerial int64  `json:"error_serial,omitempty"`
+	ErrorDigest string `json:"error_digest,omitempty"`
+	// Pending counts operator overrides set on this node that the store
+	// has not taken yet ("pending: fleet").
+	Pending int `json:"pending,omitempty"`
 	// ViewAt is when the node last had a complete view of the store.
 	ViewAt  time.Time `json:"view_at"`
 	Version string    `json:"version,omitempty"`

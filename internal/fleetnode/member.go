@@ -74,7 +74,7 @@ type Member struct {
 	served   fleet.Bundle        // the bundle the node serves
 	kept     fleet.Bundle        // the bundle last applied, as kept on disk
 	applyErr string              // why latest is not served
-	errRev   int64
+	errOf    fleet.Bundle        // the bundle applyErr is about
 	viewAt   time.Time
 	since    time.Time
 	lease    fleet.Lease
@@ -178,7 +178,8 @@ func Open(o Options) (*Member, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
 	defer cancel()
-	b, err := fleet.ReadBundle(ctx, s, m.prefix)
+	pub, err := fleet.ReadPublished(ctx, s, m.prefix)
+	b := pub.For(f.Node)
 	switch {
 	case err == nil && b.Rev != 0:
 		m.latest, m.viewAt = b, time.Now()
@@ -251,7 +252,11 @@ func (m *Member) loadCache() (fleet.Bundle, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fleet.Bundle{}, fmt.Errorf("%s: %v", m.cache, err)
 	}
-	return fleet.Bundle{Meta: c.Meta, Rev: c.Rev, Files: c.Files}, nil
+	b := fleet.Bundle{Meta: c.Meta, Rev: c.Rev, Files: c.Files}
+	if d := b.Digest(); b.Meta.Digest != "" && d != b.Meta.Digest {
+		return fleet.Bundle{}, fmt.Errorf("%s: the files do not match the digest %s kept with them", m.cache, fleet.ShortDigest(b.Meta.Digest))
+	}
+	return b, nil
 }
 
 // Local is the node's own file.
@@ -276,7 +281,7 @@ func (m *Member) Kept(prev *config.Config) (cfg *config.Config, b fleet.Bundle, 
 	m.mu.Lock()
 	b, latest := m.kept, m.latest
 	m.mu.Unlock()
-	if b.Rev == 0 || (b.Rev == latest.Rev && b.Meta.Serial == latest.Meta.Serial) {
+	if b.Rev == 0 || sameBundle(b, latest) {
 		return nil, b, false, nil
 	}
 	cfg, b, err = m.configOf(b, prev)
@@ -333,19 +338,22 @@ func (m *Member) Applied(b fleet.Bundle, err error) {
 	save := false
 	if err == nil {
 		m.served = b
-		if b.Rev == m.latest.Rev || m.latest.Rev == 0 {
+		if sameBundle(b, m.latest) || m.latest.Rev == 0 {
 			// The newest is served; an older one served instead (the
 			// newest failed at start) leaves the newest's error standing.
-			m.applyErr, m.errRev = "", 0
+			m.applyErr, m.errOf = "", fleet.Bundle{}
 		}
 		// Only a bundle that was applied is kept: a restart after a push
 		// that could not be applied serves what was served before.
-		save = b.Rev != m.kept.Rev || b.Meta.Serial != m.kept.Meta.Serial
+		save = !sameBundle(b, m.kept)
 		if save {
 			m.kept = b
 		}
 	} else {
-		m.applyErr, m.errRev = err.Error(), b.Rev
+		if b.Meta.Digest == "" && b.Rev != 0 {
+			b.Meta.Digest = b.Digest()
+		}
+		m.applyErr, m.errOf = err.Error(), b
 	}
 	m.mu.Unlock()
 	if save {
@@ -414,19 +422,36 @@ func (m *Member) changed() {
 	}
 	m.viewAt = time.Now()
 	m.mu.Unlock()
-	b, err := fleet.BundleOf(m.prefix, kvs)
+	pub, err := fleet.PublishedOf(m.prefix, kvs)
 	if err != nil {
 		m.log.Error("fleet: the published bundle is incomplete; keeping the one served", "err", err)
 		return
 	}
+	b := pub.For(m.local.Fleet.Node)
 	m.mu.Lock()
-	newer := b.Rev != m.latest.Rev
+	newer := !sameBundle(b, m.latest)
+	// The same files as served (a promoted canary, a bundle pushed
+	// again): nothing to reload, only what the status names changes.
+	adopt := newer && b.Rev != 0 && m.served.Rev != 0 && b.Digest() == m.served.Digest()
 	if newer {
 		m.latest = b
 	}
+	if adopt {
+		m.served, m.applyErr, m.errOf = b, "", fleet.Bundle{}
+		if !sameBundle(b, m.kept) {
+			m.kept = b
+		} else {
+			adopt = false
+		}
+	}
 	m.mu.Unlock()
-	if newer && b.Rev != 0 {
-		m.log.Info("fleet: a new bundle is published", "serial", b.Meta.Serial, "revision", b.Rev, "files", len(b.Files))
+	switch {
+	case adopt:
+		m.saveCache(b)
+		m.log.Info("fleet: a bundle with the files served is published; nothing to reload", "serial", b.Meta.Serial, "revision", b.Rev)
+		m.report()
+	case newer && b.Rev != 0:
+		m.log.Info("fleet: a new bundle is published", "serial", b.Meta.Serial, "revision", b.Rev, "files", len(b.Files), "canary", b.Meta.Canary != nil)
 		m.reload("fleet")
 	}
 }
@@ -437,6 +462,12 @@ func (m *Member) changed() {
 // Stale × refresh after they heard it), without re-writing them.
 func refreshPeriod(local *config.Config) time.Duration {
 	return time.Duration(local.Fleet.LeaseTTL) / 3
+}
+
+// sameBundle says whether a and b are one publication: the same meta
+// key's revision, serial and place (canary or not).
+func sameBundle(a, b fleet.Bundle) bool {
+	return a.Rev == b.Rev && a.Meta.Serial == b.Meta.Serial && (a.Meta.Canary == nil) == (b.Meta.Canary == nil)
 }
 
 // keepStatus holds a lease and the node's status under it, granting a new
@@ -504,8 +535,8 @@ func (m *Member) report() bool {
 	l := m.lease
 	st := fleet.Status{
 		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
-		Serial: m.served.Meta.Serial, Rev: m.served.Rev,
-		Error: m.applyErr, ErrorRev: m.errRev,
+		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
+		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
 		ViewAt: m.viewAt, Version: m.version, Since: m.since,
 	}
 	m.mu.Unlock()
@@ -538,6 +569,17 @@ func (m *Member) report() bool {
 		m.resyncNow(true)
 	}
 	return true
+}
+
+// servedDigest is the served bundle's digest (m.mu held).
+func (m *Member) servedDigest() string {
+	if m.served.Rev == 0 {
+		return ""
+	}
+	if m.served.Meta.Digest == "" {
+		m.served.Meta.Digest = m.served.Digest()
+	}
+	return m.served.Meta.Digest
 }
 
 // Close waits for the follower and the status keeper (ctx has ended)

@@ -67,3 +67,54 @@ func TestFleetRestartAfterBadPush(t *testing.T) {
 		t.Fatalf("restarted after a bad push (store down): %q, want the bundle applied before", got)
 	}
 }
+
+// TestFleetCanary: a canary bundle is served by the node it names only;
+// promoted, every node serves it (the canary node without a reload);
+// rolled back, every node serves the previous bundle again. Each node's
+// status names the digest of what it serves.
+func TestFleetCanary(t *testing.T) {
+	c, s := fleetStore(t)
+	ctx := context.Background()
+	one, two := fleetBundle(1, "one"), fleetBundle(2, "two")
+	rev, _, err := fleet.Publish(ctx, s, "/steer/v1", one, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "a")}, Options{})
+	b := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "b")}, Options{})
+	if _, _, err := fleet.PublishCanary(ctx, s, "/steer/v1", two, []string{"a"}, rev); err != nil {
+		t.Fatal(err)
+	}
+	waitTXT(t, a, "two")
+	dnstest.WaitFor(t, 3*time.Second, "a reports the canary", func() bool {
+		st := statusOf(t, s, "a")
+		return st.Canary && st.Serial == 2 && st.Digest == fleet.Digest(two.Files)
+	})
+	if got := b.txt("gen.example.com"); got != "one" {
+		t.Errorf("b serves %q during a's canary", got)
+	}
+	if st := statusOf(t, s, "b"); st.Canary || st.Digest != fleet.Digest(one.Files) {
+		t.Errorf("b's status during the canary: %+v", st)
+	}
+	reloads := strings.Count(a.logs.String(), "msg=reloaded")
+	if _, err := fleet.Promote(ctx, s, "/steer/v1"); err != nil {
+		t.Fatal(err)
+	}
+	waitTXT(t, b, "two")
+	dnstest.WaitFor(t, 3*time.Second, "a reports the promoted bundle", func() bool {
+		st := statusOf(t, s, "a")
+		return !st.Canary && st.Serial == 2 && st.Digest == fleet.Digest(two.Files)
+	})
+	if n := strings.Count(a.logs.String(), "msg=reloaded"); n != reloads {
+		t.Errorf("the canary node reloaded %d times on the promotion of what it serves", n-reloads)
+	}
+	if _, _, err := fleet.Rollback(ctx, s, "/steer/v1"); err != nil {
+		t.Fatal(err)
+	}
+	waitTXT(t, a, "one")
+	waitTXT(t, b, "one")
+	dnstest.WaitFor(t, 3*time.Second, "b reports the rolled back bundle", func() bool {
+		st := statusOf(t, s, "b")
+		return st.Serial == 1 && st.Digest == fleet.Digest(one.Files)
+	})
+}
