@@ -128,21 +128,17 @@ zones:
 // the kept bundle with the kept serial.
 func TestFleetStateDir(t *testing.T) {
 	c, s := fleetStore(t)
-	// The key is a node-local file, by its absolute path; the bundle's
-	// paths resolve without the leading slash today, so the test runs in /.
-	t.Chdir("/")
-	keyDir := t.TempDir()
-	writeFile(t, keyDir, "knot.key", keyFile("knot-key"))
 	b := fleet.Bundle{Files: map[string][]byte{
-		fleet.ConfigName: []byte(fmt.Sprintf(`state_dir: /nonexistent/pushed-state
+		fleet.ConfigName: []byte((`state_dir: /nonexistent/pushed-state
 tsig:
-  knot-key: { secret_file: %s }
+  knot-key: { secret_file: knot.key }
 zones:
   - origin: example.com
     file: zones/example.com.zone
     secondaries:
       - { address: 127.0.0.1, tsig: knot-key, notify: none }
-`, filepath.Join(keyDir, "knot.key"))),
+`)),
+		fleet.BundleName("knot.key"):               []byte(keyFile("knot-key")),
 		fleet.BundleName("zones/example.com.zone"): []byte(zone("example.com", 41, "pushed")),
 	}}
 	if _, _, err := fleet.Publish(t.Context(), s, "/steer/v1", b, 0); err != nil {
