@@ -34,8 +34,10 @@ type rigOptions struct {
 	viewGrace string   // default 60s
 	observers int      // health_quorum.observers (0: default)
 	regional  bool
-	holdDown  string // default 300ms
-	rise      int    // default 1
+	holdDown  string        // default 300ms
+	rise      int           // default 1
+	fall      int           // default 3
+	timeout   time.Duration // per check; default 100ms, the interval
 	now       func() time.Time
 }
 
@@ -46,6 +48,7 @@ type rigNode struct {
 	keys         []health.Key
 	reach        atomic.Bool  // whether its probes reach the targets
 	results      atomic.Int64 // check results, every key
+	changes      atomic.Int64 // results that changed a key's status
 	logs         *syncBuffer
 	stop         func()
 }
@@ -94,7 +97,8 @@ func rigKeys(port int, checks ...string) (map[string]health.Check, []health.Key)
 	defs := map[string]health.Check{}
 	var keys []health.Key
 	for _, c := range checks {
-		defs[c] = health.Check{Type: "tcp", Port: port, Interval: 100 * time.Millisecond, Timeout: 80 * time.Millisecond, Rise: 1, Fall: 1}
+		// Patient enough that a loaded machine does not flap them.
+		defs[c] = health.Check{Type: "tcp", Port: port, Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond, Rise: 1, Fall: 3}
 		keys = append(keys, health.Key{Addr: netip.MustParseAddr("127.0.0.1"), Check: c})
 	}
 	return defs, keys
@@ -135,6 +139,12 @@ func startRigNode(t *testing.T, o rigOptions, name, region string, defs map[stri
 		if o.rise > 0 {
 			c.Rise = o.rise
 		}
+		if o.fall > 0 {
+			c.Fall = o.fall
+		}
+		if o.timeout > 0 {
+			c.Timeout = o.timeout
+		}
 		own[name] = c
 	}
 	defs = own
@@ -155,8 +165,11 @@ func startRigNode(t *testing.T, o rigOptions, name, region string, defs map[stri
 	if err := n.m.ShareHealth(Health{Manager: n.hm, Interval: func(string) time.Duration { return 100 * time.Millisecond }, Reapply: reapply}); err != nil {
 		t.Fatal(err)
 	}
-	n.hm.OnResult(func(k health.Key, _ time.Duration, _ bool, _, to health.Status) {
+	n.hm.OnResult(func(k health.Key, _ time.Duration, _ bool, from, to health.Status) {
 		n.results.Add(1)
+		if from != to {
+			n.changes.Add(1)
+		}
 		n.m.Observed(k, to)
 	})
 	ctx, cancel := context.WithCancel(context.Background())
