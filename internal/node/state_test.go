@@ -129,7 +129,7 @@ zones:
 func TestFleetStateDir(t *testing.T) {
 	c, s := fleetStore(t)
 	b := fleet.Bundle{Files: map[string][]byte{
-		fleet.ConfigName: []byte((`state_dir: /nonexistent/pushed-state
+		fleet.ConfigName: []byte(`state_dir: /nonexistent/pushed-state
 tsig:
   knot-key: { secret_file: knot.key }
 zones:
@@ -137,7 +137,7 @@ zones:
     file: zones/example.com.zone
     secondaries:
       - { address: 127.0.0.1, tsig: knot-key, notify: none }
-`)),
+`),
 		fleet.BundleName("knot.key"):               []byte(keyFile("knot-key")),
 		fleet.BundleName("zones/example.com.zone"): []byte(zone("example.com", 41, "pushed")),
 	}}
@@ -217,5 +217,20 @@ func TestLegacyStateMigrated(t *testing.T) {
 				t.Errorf("state_dir %q: %s written", stateDir, d)
 			}
 		}
+	}
+}
+
+// TestStateDirChangeNeedsRestart: a reload that moves state_dir applies
+// the rest and says the node keeps its state where it was until a restart.
+func TestStateDirChangeNeedsRestart(t *testing.T) {
+	n := startNode(t, map[string]string{"steer.yaml": "listen: [\"127.0.0.1:0\"]\n"}, Options{})
+	writeFile(t, n.dir, "steer.yaml", "listen: [\"127.0.0.1:0\"]\nstate_dir: elsewhere\n")
+	res, err := n.Reload(t.Context())
+	old, now := filepath.Join(n.dir, "steer-state"), filepath.Join(n.dir, "elsewhere")
+	if err != nil || !res.Applied || len(res.RestartNeeded) != 1 || !strings.Contains(res.RestartNeeded[0], "state_dir "+old+" -> "+now) {
+		t.Fatalf("reload: %v %+v", err, res)
+	}
+	if _, err := os.Stat(now); err == nil {
+		t.Error("the new state directory was used before a restart")
 	}
 }
