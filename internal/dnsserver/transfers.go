@@ -46,7 +46,7 @@ const transferTimeout = 5 * time.Minute
 // from on the TCP connection c through the transfer service, over a writer that verifies
 // req's TSIG and signs every message with its key (RFC 8945 §5.3.1).
 func (h *Handler) transfer(c net.Conn, req []byte, from netip.Addr) error {
-	w, m, err := tsig.NewConnWriter(c, req, secrets(h.snap.Load()))
+	w, m, err := tsig.NewConnWriter(c, req, keyring(h.snap.Load()))
 	if err != nil {
 		return err
 	}

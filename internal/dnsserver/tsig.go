@@ -22,29 +22,18 @@ import (
 // the guard: rate limiting, cookies and the size cap apply to them as to
 // every other query.
 
-// secrets returns the snapshot's keys as miekg/dns takes them: the
-// secret by canonical key name.
-func secrets(snap *snapshot.Snapshot) map[string]string {
+// keyring returns the snapshot's keys, each bound to its algorithm.
+func keyring(snap *snapshot.Snapshot) tsig.Keyring {
 	keys := make([]tsig.Key, 0, len(snap.TSIG))
 	for _, k := range snap.TSIG {
 		keys = append(keys, k)
 	}
-	return tsig.Secrets(keys)
-}
-
-// secretOf returns the secret of the key named name (any case).
-func secretOf(snap *snapshot.Snapshot, name string) (string, bool) {
-	name = dns.CanonicalName(name)
-	for _, k := range snap.TSIG {
-		if k.Name == name {
-			return k.Secret, true
-		}
-	}
-	return "", false
+	return tsig.NewKeyring(keys...)
 }
 
 // signed answers req, which q says ends with a TSIG record: NOTAUTH with
-// the TSIG error, unsigned, when it does not verify (RFC 8945 §5.2);
+// the TSIG error, unsigned, when it does not verify (RFC 8945 §5.2) —
+// BADKEY for a known key under another algorithm than its own;
 // otherwise the answer to req without it, signed with its key (§5.3).
 func (h *Handler) signed(q *query, req []byte, t Transport, from netip.Addr, buf []byte, trace Trace, st *stats) []byte {
 	m := new(dns.Msg)
@@ -52,12 +41,9 @@ func (h *Handler) signed(q *query, req []byte, t Transport, from netip.Addr, buf
 		return h.formErr(q, buf)
 	}
 	rr := m.IsTsig()
-	secret, ok := secretOf(h.snap.Load(), rr.Hdr.Name)
-	err := dns.ErrSecret
-	if ok {
-		// On a copy: TsigVerify lowers ARCOUNT in the buffer it checks.
-		err = dns.TsigVerify(slices.Clone(req), secret, "", false)
-	}
+	keys := keyring(h.snap.Load())
+	// On a copy: TsigVerify lowers ARCOUNT in the buffer it checks.
+	err := dns.TsigVerifyWithProvider(slices.Clone(req), keys, "", false)
 	if err != nil {
 		if h.xfr != nil {
 			h.xfr.Refused(m, from, err)
@@ -78,7 +64,7 @@ func (h *Handler) signed(q *query, req []byte, t Transport, from netip.Addr, buf
 	if out == nil {
 		return nil // rate limited away
 	}
-	return sign(out, rr, secret, h.replyLimit(q, t, from))
+	return sign(out, rr, keys, h.replyLimit(q, t, from))
 }
 
 // replyLimit is the most an answer to q may hold over t: over UDP the
@@ -175,7 +161,7 @@ func (h *Handler) guardReply(q *query, resp *dns.Msg, reqLen int, t Transport, f
 // cannot. An answer that fits limit only without its TSIG record is sent
 // as §5.3 says: the question, the OPT and the TSIG, with TC set, so the
 // client asks again over TCP.
-func sign(out []byte, t *dns.TSIG, secret string, limit int) []byte {
+func sign(out []byte, t *dns.TSIG, keys tsig.Keyring, limit int) []byte {
 	m := new(dns.Msg)
 	if m.Unpack(out) != nil {
 		return out
@@ -183,7 +169,7 @@ func sign(out []byte, t *dns.TSIG, secret string, limit int) []byte {
 	m.Compress = true
 	gen := func() []byte {
 		m.SetTsig(t.Hdr.Name, t.Algorithm, t.Fudge, time.Now().Unix())
-		signed, _, err := dns.TsigGenerate(m, secret, t.MAC, false) // takes the TSIG record off m again
+		signed, _, err := dns.TsigGenerateWithProvider(m, keys, t.MAC, false) // takes the TSIG record off m again
 		if err != nil {
 			return nil
 		}

@@ -32,6 +32,8 @@ type fake struct {
 	hold      chan struct{}
 	signSOA   bool // sign SOA answers to signed queries
 	signXfr   bool // sign transfer messages to signed requests
+	soaAlg    string // sign SOA answers under this algorithm rather than the request's
+	xfrAlg    string // sign transfers under this algorithm rather than the request's
 	timers    string
 	refuse    bool // answer everything REFUSED
 	ixfrN     int
@@ -117,9 +119,12 @@ func (f *fake) zone() []dns.RR {
 
 // pack packs r, signed if the request was and sign says so; prevMAC
 // chains the signatures of a transfer.
-func pack(r, q *dns.Msg, sign bool, prevMAC string, timersOnly bool) ([]byte, string) {
+func pack(r, q *dns.Msg, sign bool, prevMAC string, timersOnly bool, alg string) ([]byte, string) {
 	if ts := q.IsTsig(); ts != nil && sign {
-		r.SetTsig(ts.Hdr.Name, ts.Algorithm, 300, time.Now().Unix())
+		if alg == "" {
+			alg = ts.Algorithm
+		}
+		r.SetTsig(ts.Hdr.Name, alg, 300, time.Now().Unix())
 		if prevMAC == "" {
 			prevMAC = ts.MAC
 		}
@@ -148,12 +153,12 @@ func (f *fake) soa(q *dns.Msg) []byte {
 	r.SetReply(q)
 	if f.refuse {
 		r.Rcode = dns.RcodeRefused
-		b, _ := pack(r, q, f.signSOA, "", false)
+		b, _ := pack(r, q, f.signSOA, "", false, f.soaAlg)
 		return b
 	}
 	r.Authoritative = true
 	r.Answer = []dns.RR{f.soaRR(f.serial)}
-	b, _ := pack(r, q, f.signSOA, "", false)
+	b, _ := pack(r, q, f.signSOA, "", false, f.soaAlg)
 	return b
 }
 
@@ -190,9 +195,12 @@ func (f *fake) serveTCP(c net.Conn) {
 		if hold != nil {
 			<-hold // the answer is the zone as it was asked for
 		}
+		f.mu.Lock()
+		alg := f.xfrAlg
+		f.mu.Unlock()
 		mac := ""
 		for i, m := range msgs {
-			b, next := pack(m, q, sign, mac, i > 0)
+			b, next := pack(m, q, sign, mac, i > 0, alg)
 			mac = next
 			if writeMsg(c, b) != nil {
 				return
@@ -312,6 +320,32 @@ func TestFakeBrokenTransfers(t *testing.T) {
 	if copyHas(c, "cut."+origin+" 60 IN A 192.0.2.3") || rec.count("ixfr/ok") != 1 {
 		t.Fatalf("events %s, copy:\n%s", rec, c.Text)
 	}
+}
+
+// TestFakeAnswersUnderAnotherAlgorithm: the zone's key is hmac-sha256; a
+// primary signing its answers with the same secret under hmac-sha512
+// (SOA) or hmac-sha1 (transfer) is not using the key: a TSIG failure
+// naming the key and both algorithms, no copy.
+func TestFakeAnswersUnderAnotherAlgorithm(t *testing.T) {
+	f := startFake(t, 1)
+	f.set(func(f *fake) { f.signSOA, f.signXfr, f.soaAlg, f.xfrAlg = true, true, dns.HmacSHA512, dns.HmacSHA1 })
+	rec, log := &recorder{}, &dnstest.LockedBuffer{}
+	m := newManager(t, t.TempDir(), rec, log, nil)
+	m.Set([]Zone{{Origin: origin, Primaries: []string{f.addr}, Key: testKey(secret)}})
+	dnstest.WaitFor(t, 3*time.Second, "the SOA under hmac-sha512 refused", func() bool {
+		return rec.has("soa/tsig") && strings.Contains(log.String(), "TSIG key sec-key. is hmac-sha256, the message is signed with hmac-sha512")
+	}, log.String)
+	f.set(func(f *fake) { f.soaAlg = "" })
+	m.Refresh(origin)
+	dnstest.WaitFor(t, 3*time.Second, "the AXFR under hmac-sha1 refused", func() bool {
+		return rec.has("axfr/tsig") && strings.Contains(log.String(), "TSIG key sec-key. is hmac-sha256, the message is signed with hmac-sha1")
+	}, log.String)
+	if _, ok := m.Copy(origin); ok {
+		t.Fatal("copy from a transfer signed under another algorithm")
+	}
+	f.set(func(f *fake) { f.xfrAlg = "" })
+	m.Refresh(origin)
+	dnstest.WaitFor(t, 3*time.Second, "the copy under the key's own algorithm", haveSerial(m, 1))
 }
 
 // TestFakeAnswersWithoutTSIG: with a key, an unsigned SOA answer or an

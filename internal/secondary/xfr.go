@@ -99,11 +99,13 @@ func rcodeErr(rc int, primary string) *xferError {
 	return e
 }
 
-func secrets(key *tsig.Key) map[string]string {
+// keyring is the zone's key bound to its algorithm: an answer signed
+// under another algorithm does not verify. nil without a key.
+func keyring(key *tsig.Key) dns.TsigProvider {
 	if key == nil {
 		return nil
 	}
-	return tsig.Secrets([]tsig.Key{*key})
+	return tsig.NewKeyring(*key)
 }
 
 // dial connects to primary over network from source (any address when
@@ -163,7 +165,7 @@ func (m *Manager) exchange(ctx context.Context, cfg Zone, primary, network strin
 	}
 	defer stop()
 	defer c.Close()
-	cl := &dns.Client{Net: network, Timeout: m.o.Timeout, TsigSecret: secrets(cfg.Key)}
+	cl := &dns.Client{Net: network, Timeout: m.o.Timeout, TsigProvider: keyring(cfg.Key)}
 	r, _, err := cl.ExchangeWithConnContext(ctx, q, &dns.Conn{Conn: c})
 	if err != nil {
 		if ts := tsigOf(r); errors.Is(err, dns.ErrAuth) && ts != nil && ts.Error != 0 {
@@ -272,7 +274,7 @@ func (m *Manager) xfrIn(ctx context.Context, cfg Zone, primary string, qtype uin
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	defer c.Close()
 	tr := &dns.Transfer{Conn: &dns.Conn{Conn: c}, ReadTimeout: lim.IdleTimeout, WriteTimeout: lim.IdleTimeout,
-		TsigSecret: secrets(cfg.Key)}
+		TsigProvider: keyring(cfg.Key)}
 	ch, err := tr.In(q, primary)
 	if err != nil {
 		return nil, wrap(err, ctx.Err(), primary, false)

@@ -14,7 +14,7 @@ import (
 // previous message's MAC (timers only once TsigTimersOnly(true)).
 type connWriter struct {
 	c          net.Conn
-	secrets    map[string]string
+	keys       Keyring
 	status     error
 	mac        string // the MAC the next signed message is chained to
 	timersOnly bool
@@ -23,27 +23,24 @@ type connWriter struct {
 // NewConnWriter returns a dns.ResponseWriter that writes length-prefixed
 // messages on c (a TCP connection), for a request whose raw bytes are req.
 // It unpacks req; when req carries a TSIG RR it verifies it with the key of
-// that name in secrets (TsigStatus reports the result: nil when it
-// verified, dns.ErrSecret for an unknown key, the TsigVerify error
+// that name in keys, under that key's algorithm only (TsigStatus reports
+// the result: nil when it verified, dns.ErrSecret for an unknown key, an
+// *AlgorithmError for another algorithm, the verification error
 // otherwise), and signs every message written with a TSIG RR set
 // (m.IsTsig() != nil) as miekg's server does: the first over the request
 // MAC, later ones over the previous MAC with timers only once
 // TsigTimersOnly(true) was called. A message whose TSIG names a key not in
-// secrets is written only when its TSIG error is BADKEY or BADSIG (which
+// keys is written only when its TSIG error is BADKEY or BADSIG (which
 // are sent unsigned, RFC 8945 §5.3.2); otherwise WriteMsg fails with
 // dns.ErrSecret.
-func NewConnWriter(c net.Conn, req []byte, secrets map[string]string) (dns.ResponseWriter, *dns.Msg, error) {
+func NewConnWriter(c net.Conn, req []byte, keys Keyring) (dns.ResponseWriter, *dns.Msg, error) {
 	m := new(dns.Msg)
 	if err := m.Unpack(req); err != nil {
 		return nil, nil, err
 	}
-	w := &connWriter{c: c, secrets: secrets}
+	w := &connWriter{c: c, keys: keys}
 	if t := m.IsTsig(); t != nil {
-		if s, ok := secrets[dns.CanonicalName(t.Hdr.Name)]; ok {
-			w.status = dns.TsigVerify(req, s, "", false)
-		} else {
-			w.status = dns.ErrSecret
-		}
+		w.status = dns.TsigVerifyWithProvider(req, keys, "", false)
 		w.mac = t.MAC
 	}
 	return w, m, nil
@@ -62,12 +59,12 @@ func (w *connWriter) Hijack() {}
 
 func (w *connWriter) WriteMsg(m *dns.Msg) error {
 	if t := m.IsTsig(); t != nil {
-		s, ok := w.secrets[dns.CanonicalName(t.Hdr.Name)]
+		_, ok := w.keys[dns.CanonicalName(t.Hdr.Name)]
 		if !ok && t.Error != dns.RcodeBadKey && t.Error != dns.RcodeBadSig {
 			return dns.ErrSecret
 		}
-		// With BADKEY/BADSIG TsigGenerate does not sign, so s may be "".
-		b, mac, err := dns.TsigGenerate(m, s, w.mac, w.timersOnly)
+		// With BADKEY/BADSIG TsigGenerate does not sign: no key needed.
+		b, mac, err := dns.TsigGenerateWithProvider(m, w.keys, w.mac, w.timersOnly)
 		if err != nil {
 			return err
 		}

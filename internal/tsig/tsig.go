@@ -3,10 +3,14 @@
 // length), the NOTAUTH answer to a request whose TSIG did not verify
 // (ErrorReply), and a dns.ResponseWriter over a TCP connection that
 // verifies a request and signs each message of its answer in a chain
-// (NewConnWriter), for a server that reads requests itself. Signing and
-// verification themselves are miekg/dns's: hand Secrets(keys) to
-// dns.Client.TsigSecret or dns.Server.TsigSecret and pass Key.Name and
-// Key.Algorithm to dns.Msg.SetTsig.
+// (NewConnWriter), for a server that reads requests itself. Messages are
+// signed and verified through a Keyring, which binds each key to its
+// algorithm (a key defined as hmac-sha256 verifies nothing else): hand
+// NewKeyring(keys...) to dns.Client.TsigProvider, dns.Transfer.TsigProvider
+// or dns.Server.TsigProvider (never a TsigSecret map, which takes any
+// algorithm the message names), or to dns.TsigGenerateWithProvider and
+// dns.TsigVerifyWithProvider, and pass Key.Name and Key.Algorithm to
+// dns.Msg.SetTsig.
 package tsig
 
 import (
@@ -125,7 +129,8 @@ func (e *keyError) Error() string { return e.msg }
 func fieldErr(field, msg string) error { return &keyError{field, msg} }
 
 // Secrets returns the map[name]secret that miekg/dns's Client.TsigSecret
-// and Server.TsigSecret take.
+// and Server.TsigSecret take. They accept any algorithm over the secret:
+// steer itself uses a Keyring; this is for tests playing a peer.
 func Secrets(keys []Key) map[string]string {
 	m := make(map[string]string, len(keys))
 	for _, k := range keys {

@@ -74,7 +74,7 @@ func newRawPrimary(t *testing.T, zone []dns.RR, requireKey bool) *rawPrimary {
 					if _, err := io.ReadFull(c, b); err != nil {
 						return
 					}
-					w, req, err := tsig.NewConnWriter(c, b, secrets)
+					w, req, err := tsig.NewConnWriter(c, b, tsig.NewKeyring(*testKey))
 					if err != nil {
 						p.report(err)
 						return
@@ -191,14 +191,14 @@ func (p *rawPrimary) handle(w dns.ResponseWriter, r *dns.Msg) {
 }
 
 func TestConnWriterTsigStatus(t *testing.T) {
-	secrets := map[string]string{keyName: secret}
-	pack := func(name, sec string) []byte {
+	keys := tsig.NewKeyring(*testKey)
+	pack := func(name, sec, alg string) []byte {
 		m := axfrReq(false)
 		if name == "" {
 			b, _ := m.Pack()
 			return b
 		}
-		m.SetTsig(name, dns.HmacSHA256, 300, time.Now().Unix())
+		m.SetTsig(name, alg, 300, time.Now().Unix())
 		b, _, err := dns.TsigGenerate(m, sec, "", false)
 		if err != nil {
 			t.Fatal(err)
@@ -209,16 +209,20 @@ func TestConnWriterTsigStatus(t *testing.T) {
 	defer c1.Close()
 	defer c2.Close()
 	for _, tc := range []struct {
-		name, key, secret string
-		want              error
+		name, key, secret, alg string
+		want                   error
 	}{
-		{"unsigned", "", "", nil},
-		{"good", keyName, secret, nil},
-		{"upper-case key name", "XFR-Key.", secret, nil},
-		{"unknown key", "other-key.", secret, dns.ErrSecret},
-		{"wrong secret", keyName, "d3Jvbmcgc2VjcmV0IGZvciB0aGUgdGVzdCBrZXkh", dns.ErrSig},
+		{"unsigned", "", "", "", nil},
+		{"good", keyName, secret, dns.HmacSHA256, nil},
+		{"upper-case key name", "XFR-Key.", secret, dns.HmacSHA256, nil},
+		{"unknown key", "other-key.", secret, dns.HmacSHA256, dns.ErrSecret},
+		{"wrong secret", keyName, "d3Jvbmcgc2VjcmV0IGZvciB0aGUgdGVzdCBrZXkh", dns.HmacSHA256, dns.ErrSig},
+		// The key is hmac-sha256: the same secret under another
+		// algorithm is not the key (RFC 8945 §5.2.1).
+		{"same secret, hmac-sha512", keyName, secret, dns.HmacSHA512, dns.ErrKeyAlg},
+		{"same secret, hmac-sha1", keyName, secret, dns.HmacSHA1, dns.ErrKeyAlg},
 	} {
-		w, req, err := tsig.NewConnWriter(c1, pack(tc.key, tc.secret), secrets)
+		w, req, err := tsig.NewConnWriter(c1, pack(tc.key, tc.secret, tc.alg), keys)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -229,7 +233,7 @@ func TestConnWriterTsigStatus(t *testing.T) {
 			t.Fatalf("%s: TsigStatus %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if _, _, err := tsig.NewConnWriter(c1, []byte{1, 2, 3}, secrets); err == nil {
+	if _, _, err := tsig.NewConnWriter(c1, []byte{1, 2, 3}, keys); err == nil {
 		t.Fatal("garbage request unpacked")
 	}
 }
@@ -244,7 +248,7 @@ func TestConnWriterChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1, c2 := tcpPair(t)
-	w, r, err := tsig.NewConnWriter(c1, b, map[string]string{keyName: secret})
+	w, r, err := tsig.NewConnWriter(c1, b, tsig.NewKeyring(*testKey))
 	if err != nil || w.TsigStatus() != nil {
 		t.Fatal(err, w.TsigStatus())
 	}

@@ -325,7 +325,7 @@ func TestServeIXFRMiekgClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, r, err := tsig.NewConnWriter(c1, b, map[string]string{keyName: secret})
+	w, r, err := tsig.NewConnWriter(c1, b, tsig.NewKeyring(*testKey))
 	if err != nil {
 		t.Fatal(err)
 	}

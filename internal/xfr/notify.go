@@ -64,9 +64,9 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 	a := dns.Copy(soa).(*dns.SOA)
 	a.Hdr.Name = zone
 	m.Answer = []dns.RR{a}
-	var secret string
+	var keys tsig.Keyring
 	if t.Key != nil {
-		secret = t.Key.Secret
+		keys = tsig.NewKeyring(*t.Key)
 	}
 	d := &net.Dialer{}
 	if t.Source.IsValid() {
@@ -94,7 +94,7 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 			// off m); the ID stays, as it is the same NOTIFY.
 			m.Extra = nil
 			m.SetTsig(t.Key.Name, t.Key.Algorithm, 300, time.Now().Unix())
-			b, mac, err = dns.TsigGenerate(m, secret, "", false)
+			b, mac, err = dns.TsigGenerateWithProvider(m, keys, "", false)
 			macs = append(macs, mac)
 		} else {
 			b, err = m.Pack()
@@ -112,7 +112,7 @@ func Notify(ctx context.Context, zone string, soa *dns.SOA, t Target, tries int)
 		} else {
 			r, rb, err := readNotifyResponse(ctx, c, m.Id, zone, deadline)
 			if err == nil {
-				if err := checkNotifyResponse(r, rb, secret, macs, t.Key != nil); err != nil {
+				if err := checkNotifyResponse(r, rb, keys, macs, t.Key != nil); err != nil {
 					return fmt.Errorf("xfr: notify %s to %s: %w", zone, t.Addr, err)
 				}
 				return nil
@@ -157,7 +157,7 @@ func readNotifyResponse(ctx context.Context, c net.Conn, id uint16, zone string,
 	}
 }
 
-func checkNotifyResponse(r *dns.Msg, raw []byte, secret string, macs []string, signed bool) error {
+func checkNotifyResponse(r *dns.Msg, raw []byte, keys tsig.Keyring, macs []string, signed bool) error {
 	if r.Rcode != dns.RcodeSuccess {
 		e := &RcodeError{Rcode: r.Rcode}
 		if t := r.IsTsig(); t != nil {
@@ -172,7 +172,7 @@ func checkNotifyResponse(r *dns.Msg, raw []byte, secret string, macs []string, s
 		var err error
 		for i := len(macs) - 1; i >= 0; i-- {
 			// TsigVerify rewrites the buffer it is given.
-			if err = dns.TsigVerify(append([]byte(nil), raw...), secret, macs[i], false); err == nil {
+			if err = dns.TsigVerifyWithProvider(append([]byte(nil), raw...), keys, macs[i], false); err == nil {
 				break
 			}
 		}
