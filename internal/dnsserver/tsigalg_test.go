@@ -20,7 +20,7 @@ type refusals struct {
 }
 
 func (r *refusals) Transfer(dns.ResponseWriter, *dns.Msg, netip.Addr) error { return errors.New("no") }
-func (r *refusals) Answer(*dns.Msg, netip.Addr, string) *dns.Msg          { return nil }
+func (r *refusals) Answer(*dns.Msg, netip.Addr, string) *dns.Msg            { return nil }
 func (r *refusals) Refused(_ *dns.Msg, _ netip.Addr, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -30,8 +30,8 @@ type fake struct {
 	ixfrMode  string // "": answer IXFR with the full zone; "notimp"; "baddelete"
 	axfrBreak bool   // send the first AXFR message, then close
 	hold      chan struct{}
-	signSOA   bool // sign SOA answers to signed queries
-	signXfr   bool // sign transfer messages to signed requests
+	signSOA   bool   // sign SOA answers to signed queries
+	signXfr   bool   // sign transfer messages to signed requests
 	soaAlg    string // sign SOA answers under this algorithm rather than the request's
 	xfrAlg    string // sign transfers under this algorithm rather than the request's
 	timers    string
