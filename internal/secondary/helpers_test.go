@@ -133,6 +133,12 @@ func (k *knot) debug() string {
 
 func startKnot(t *testing.T, body string) *knot {
 	t.Helper()
+	return startKnotACL(t, body, "127.0.0.1")
+}
+
+// startKnotACL is startKnot with transfers allowed from aclAddr only.
+func startKnotACL(t *testing.T, body, aclAddr string) *knot {
+	t.Helper()
 	dnstest.NeedTool(t, "knotc")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sec.example.zone")
@@ -152,10 +158,10 @@ key:
     secret: %s
 acl:
   - id: xfr
-    address: 127.0.0.1
+    address: %s
     key: %s
     action: transfer
-`, debugLog, keyName, secret, keyName),
+`, debugLog, keyName, secret, aclAddr, keyName),
 		// Later items override peertest's "zonefile-load: whole" and
 		// "journal-content: none": a reload then computes the
 		// difference and keeps it in the journal for IXFR.

@@ -3,6 +3,7 @@ package secondary
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -317,4 +318,33 @@ func TestKnotAcceptRejects(t *testing.T) {
 	if !strings.Contains(seen[len(seen)-1], "bad."+origin) {
 		t.Fatal("Accept did not see the new copy")
 	}
+}
+
+// TestKnotTransferSource: Knot allows transfers from 127.0.0.2 only. A
+// Manager whose Source is 127.0.0.2 transfers the zone; one with the
+// same key and the default source (127.0.0.1 over loopback) is refused
+// (Knot answers its signed SOA query BADKEY: the key is not allowed from
+// there).
+func TestKnotTransferSource(t *testing.T) {
+	k := startKnotACL(t, zoneBody(4, slowTimers), "127.0.0.2")
+	z := []Zone{{Origin: origin, Primaries: []string{k.Addr.String()}, Key: testKey(secret)}}
+
+	rec, log := &recorder{}, &dnstest.LockedBuffer{}
+	m := New(Options{Event: rec.event, Log: slog.New(slog.NewTextHandler(log, nil)), MinRefresh: 200 * time.Millisecond,
+		Limits: Limits{Source: netip.MustParseAddr("127.0.0.2")}})
+	t.Cleanup(m.Close)
+	m.Set(z)
+	dnstest.WaitFor(t, 5*time.Second, "the transfer from 127.0.0.2", haveSerial(m, 4), func() string { return log.String() + k.debug() })
+
+	other, olog := &recorder{}, &dnstest.LockedBuffer{}
+	d := New(Options{Event: other.event, Log: slog.New(slog.NewTextHandler(olog, nil)), MinRefresh: 200 * time.Millisecond})
+	t.Cleanup(d.Close)
+	d.Set(z)
+	dnstest.WaitFor(t, 5*time.Second, "the transfer from 127.0.0.1 refused", func() bool {
+		return other.has("soa/tsig") || other.has("axfr/refused") || other.has("axfr/tsig")
+	}, olog.String)
+	if _, ok := d.Copy(origin); ok {
+		t.Fatal("a copy through Knot's ACL from the default source")
+	}
+	t.Logf("default source: %s", other)
 }
