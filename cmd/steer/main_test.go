@@ -90,8 +90,16 @@ func (p *process) log() string {
 
 func startSteer(t *testing.T, config string, extra ...string) *process {
 	t.Helper()
+	return startSteerIn(t, "", config, extra...)
+}
+
+// startSteerIn is startSteer with dir as the working directory ("": the
+// test's).
+func startSteerIn(t *testing.T, dir, config string, extra ...string) *process {
+	t.Helper()
 	p := &process{done: make(chan error, 1)}
 	p.cmd = exec.Command(steerBin, append([]string{"serve", "--config", config}, extra...)...)
+	p.cmd.Dir = dir
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
