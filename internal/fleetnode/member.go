@@ -53,8 +53,9 @@ type Options struct {
 // come from the bundle published in the store (steer fleet push), which
 // it follows and applies through the one reload path, and it reports what
 // it serves under its own lease. The local file holds only the fleet
-// section and, optionally, listen and anycast, which override the
-// bundle's. The last bundle it applied (not merely the newest it saw)
+// section and what is the node's own (config.NodeFileKeys: listen, api,
+// anycast, node, identity, state_dir), which override the bundle's
+// (Overlay). The last bundle it applied (not merely the newest it saw)
 // is kept on disk, so a node restarted while the store is unreachable, or
 // after a push it could not apply, serves what it served before.
 type Member struct {
