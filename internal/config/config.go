@@ -15,6 +15,9 @@
 // load into a Secret, which never prints its value (secrets.go); consumers
 // take it from the Config rather than reading the file again.
 //
+// StatePath (state.go) is the one directory a node keeps its state in, and
+// the State* constants its layout.
+//
 // Loading the zone files and other data a configuration names is the job of
 // package snapshot (snapshot.Build); this package only says what the
 // operator wrote.

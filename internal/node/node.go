@@ -11,7 +11,10 @@
 //
 // Each part is built from what it needs (a logger, a function returning
 // the served snapshot, the server it configures), not from the node; only
-// the admin API's adapter (backend.go) holds the node.
+// the admin API's adapter (backend.go) holds the node. Parts that keep
+// state across restarts are given a path in the one state directory
+// (config.Config.StatePath, made at New), never one derived from another
+// setting: health.json, zones/, secondary/, xfr-serials.json, fleet/.
 //
 // Lifecycle, as Caddy's App: steer check (Check), New and a reload share
 // one plan, which prepares every part from the configuration and collects
