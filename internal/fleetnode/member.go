@@ -22,6 +22,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -205,6 +207,10 @@ const (
 	// HealthView is the fleet's health view kept for a restart without
 	// the store.
 	HealthView = "health-view.json"
+	// LeaseFile holds the lease the node's status was last written
+	// under (hex): a restart after a crash takes its own status key over
+	// at once instead of taking it for another node's.
+	LeaseFile = "lease"
 )
 
 // stateFile is name in the fleet directory of the state directory dir;
@@ -475,20 +481,33 @@ func sameBundle(a, b fleet.Bundle) bool {
 // lease whenever the old one is lost (the store was unreachable too long).
 func (m *Member) keepStatus(ctx context.Context) {
 	ttl := time.Duration(m.local.Fleet.LeaseTTL)
+	m.mu.Lock()
+	claimed := m.lease
+	m.mu.Unlock()
 	for ctx.Err() == nil {
-		gctx, cancel := context.WithTimeout(ctx, time.Second)
-		l, err := m.store.Grant(gctx, ttl)
-		cancel()
+		l, err := claimed, error(nil)
+		claimed = nil
+		if l == nil {
+			l, err = m.grantAndClaim(ctx, ttl, false)
+		}
 		if err != nil {
-			m.log.Warn("fleet: no lease for the node's status", "err", err)
-			m.mu.Lock()
-			m.failing = true
-			m.mu.Unlock()
-			m.resyncNow(false)
+			retry := 250 * time.Millisecond
+			if errors.Is(err, ErrDuplicate) {
+				// The store answers; another node has taken the name
+				// while this one was cut off.
+				m.log.Error("fleet: the node's status cannot be written", "err", err)
+				retry = ttl
+			} else {
+				m.log.Warn("fleet: no lease for the node's status", "err", err)
+				m.mu.Lock()
+				m.failing = true
+				m.mu.Unlock()
+				m.resyncNow(false)
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(250 * time.Millisecond):
+			case <-time.After(retry):
 				continue
 			}
 		}
@@ -529,17 +548,138 @@ func (m *Member) keepStatus(ctx context.Context) {
 	}
 }
 
-// report writes the node's status under its lease (when it has one) and
-// says whether the store took it.
-func (m *Member) report() bool {
+// ErrDuplicate says another running node has this node's name.
+var ErrDuplicate = errors.New("the node name is in use")
+
+// Claim takes the node's status key in the store, under a new lease, and
+// fails with ErrDuplicate when another live node holds it (two nodes
+// with one fleet.node would share their status and observation keys).
+// A store that cannot be reached is no error:
+// the claim is made when it answers. Call it before Start.
+func (m *Member) Claim(ctx context.Context) error {
+	ttl := time.Duration(m.local.Fleet.LeaseTTL)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.local.Fleet.Etcd.DialTimeout)+ttl+time.Second)
+	defer cancel()
+	l, err := m.grantAndClaim(ctx, ttl, true)
+	if errors.Is(err, ErrDuplicate) {
+		return err
+	}
+	if err != nil {
+		m.log.Warn("fleet: the node's name cannot be claimed now; it will be when the store answers", "err", err)
+		return nil
+	}
 	m.mu.Lock()
-	l := m.lease
-	st := fleet.Status{
+	m.lease = l
+	m.mu.Unlock()
+	return nil
+}
+
+// grantAndClaim grants a lease and writes the node's status under it if
+// no other lease holds the key: a key held by the lease this node wrote
+// under before (LeaseFile) is taken over; one held by another lease is
+// waited for up to the lease TTL (a crashed node's lease expiring) when
+// wait is set, and is then ErrDuplicate.
+func (m *Member) grantAndClaim(ctx context.Context, ttl time.Duration, wait bool) (fleet.Lease, error) {
+	gctx, cancel := context.WithTimeout(ctx, time.Second)
+	l, err := m.store.Grant(gctx, ttl)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.claim(ctx, l, ttl, wait); err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		l.Close(cctx)
+		cancel()
+		return nil, err
+	}
+	if f := stateFile(m.stateDir, LeaseFile); f != "" {
+		if err := os.WriteFile(f, []byte(strconv.FormatInt(l.ID(), 16)+"\n"), 0o600); err != nil {
+			m.log.Warn("fleet: the node's lease could not be kept on disk", "file", f, "err", err)
+		}
+	}
+	return l, nil
+}
+
+func (m *Member) claim(ctx context.Context, l fleet.Lease, ttl time.Duration, wait bool) error {
+	node := m.local.Fleet.Node
+	key := fleet.StatusKey(m.prefix, node)
+	var mine int64
+	if f := stateFile(m.stateDir, LeaseFile); f != "" {
+		if data, err := os.ReadFile(f); err == nil {
+			mine, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 16, 64)
+		}
+	}
+	deadline := time.Now().Add(ttl + time.Second)
+	for {
+		data, _ := json.Marshal(m.status())
+		ok, _, err := m.store.Txn(ctx, []fleet.Cmp{fleet.Absent(key)}, []fleet.KV{{Key: key, Value: data, Lease: l.ID()}}, nil)
+		if err != nil || ok {
+			return err
+		}
+		kvs, _, err := m.store.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		var held *fleet.KV
+		for i := range kvs {
+			if kvs[i].Key == key {
+				held = &kvs[i]
+			}
+		}
+		switch {
+		case held == nil:
+			continue // it went meanwhile
+		case held.Lease == l.ID():
+			return nil
+		case mine != 0 && held.Lease == mine:
+			// This node's own status from before a crash or a lost lease.
+			m.log.Info("fleet: taking over this node's status from its previous lease", "lease", fmt.Sprintf("%x", mine))
+			if _, _, err := m.store.Txn(ctx, []fleet.Cmp{fleet.ModRevIs(key, held.Rev)}, nil, []string{key}); err != nil {
+				return err
+			}
+			continue
+		}
+		if wait && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+				continue
+			}
+		}
+		var other fleet.Status
+		json.Unmarshal(held.Value, &other)
+		who := fmt.Sprintf("lease %x", held.Lease)
+		if !other.Since.IsZero() {
+			who += fmt.Sprintf(", running since %s", other.Since.UTC().Format(time.RFC3339))
+		}
+		if other.Version != "" {
+			who += ", version " + other.Version
+		}
+		if other.Region != "" {
+			who += ", region " + other.Region
+		}
+		return fmt.Errorf("fleet: node %q: %w: another live node holds %s (%s); give each node its own fleet.node", node, ErrDuplicate, key, who)
+	}
+}
+
+// status is what the node says of itself now.
+func (m *Member) status() fleet.Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fleet.Status{
 		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
 		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
 		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
 		ViewAt: m.viewAt, Version: m.version, Since: m.since,
 	}
+}
+
+// report writes the node's status under its lease (when it has one) and
+// says whether the store took it.
+func (m *Member) report() bool {
+	st := m.status()
+	m.mu.Lock()
+	l := m.lease
 	m.mu.Unlock()
 	if l == nil {
 		return false

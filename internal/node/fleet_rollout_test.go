@@ -2,12 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/fleetnode"
 )
 
 // badBundle passes no node's configuration load (two zones with one
@@ -117,4 +121,61 @@ func TestFleetCanary(t *testing.T) {
 		st := statusOf(t, s, "b")
 		return st.Serial == 1 && st.Digest == fleet.Digest(one.Files)
 	})
+}
+
+// TestFleetDuplicateName: a node whose name a live node holds does not
+// start, and says which; the same node restarted after a crash (its
+// status still held by its old lease) takes its own key over at once.
+func TestFleetDuplicateName(t *testing.T) {
+	c, s := fleetStore(t)
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", fleetBundle(1, "one"), 0); err != nil {
+		t.Fatal(err)
+	}
+	first := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "fra-1")}, Options{Version: "v-first"})
+	dir := t.TempDir()
+	writeFile(t, dir, "steer.yaml", fleetLocal(c.Endpoints(), "fra-1"))
+	n, err := New(Options{ConfigPath: filepath.Join(dir, "steer.yaml"), Listen: []string{"127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = n.Start(context.Background())
+	if err == nil {
+		n.Shutdown(context.Background())
+		t.Fatal("a second node named fra-1 started")
+	}
+	if !errors.Is(err, fleetnode.ErrDuplicate) || !strings.Contains(err.Error(), `node "fra-1"`) || !strings.Contains(err.Error(), "version v-first") {
+		t.Errorf("the error: %v", err)
+	}
+	t.Logf("refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if got := first.txt("gen.example.com"); got != "one" {
+		t.Errorf("the first node serves %q", got)
+	}
+	if st := statusOf(t, s, "fra-1"); st.Version != "v-first" {
+		t.Errorf("the status key is now %+v", st)
+	}
+
+	// A crash: the status stays under the old lease until its TTL. The
+	// restarted node knows that lease (the state directory) and goes on.
+	ctx := context.Background()
+	kvs, _, err := s.Get(ctx, fleet.StatusKey("/steer/v1", "fra-1"))
+	if err != nil || len(kvs) != 1 {
+		t.Fatal(kvs, err)
+	}
+	l, err := s.Grant(ctx, time.Minute) // a lease that outlives the test: the "crashed" holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Shutdown(ctx)
+	if _, _, err := s.Txn(ctx, nil, []fleet.KV{{Key: kvs[0].Key, Value: kvs[0].Value, Lease: l.ID()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, first.dir, filepath.Join("steer-state", "fleet", fleetnode.LeaseFile), strconv.FormatInt(l.ID(), 16)+"\n")
+	start = time.Now()
+	again := startNodeIn(t, first.dir, Options{Version: "v-again"})
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the restart took %v", d)
+	}
+	dnstest.WaitFor(t, 3*time.Second, "the restarted node's status", func() bool { return statusOf(t, s, "fra-1").Version == "v-again" })
+	_ = again
 }

@@ -423,6 +423,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if err := n.fl.RegisterMetrics(n.reg); err != nil {
 			return err
 		}
+		if err := n.fl.Claim(ctx); err != nil {
+			n.fl.Close()
+			return err
+		}
 		n.fl.Start(n.ctx)
 		n.onStop(func(context.Context) { n.fl.Close() })
 	}
