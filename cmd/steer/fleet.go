@@ -345,6 +345,9 @@ func (st *fleetState) Text(now time.Time) string {
 		if n.Pending > 0 {
 			msg = strings.TrimPrefix(msg+fmt.Sprintf("; pending: fleet (%d overrides set while the store was unreachable)", n.Pending), "; ")
 		}
+		if n.Warning != "" {
+			msg = strings.TrimPrefix(msg+"; "+n.Warning, "; ")
+		}
 		fmt.Fprintf(&b, "%-16s %-8s %-12s %-14s %-10s %-10s %s\n", n.Node, dash(n.Region), serial, dash(fleet.ShortDigest(n.Digest)), age, dash(n.Version), msg)
 	}
 	if len(st.Nodes) == 0 {

@@ -553,7 +553,8 @@ func TestFleetKeys(t *testing.T) {
 	f := c.Fleet
 	if f == nil || f.Node != "fra-1" || f.Region != "eu" || f.Etcd.Prefix != "/steer/v1" || time.Duration(f.LeaseTTL) != 10*time.Second ||
 		time.Duration(f.ViewGrace) != time.Minute || f.HealthQuorum.HealthyAbove != 0.18 || f.HealthQuorum.MinObservers != 3 ||
-		time.Duration(f.HealthQuorum.HoldDown) != 10*time.Second || f.HealthQuorum.Config.HoldDown != 10*time.Second || f.HealthQuorum.Stale != 3 {
+		time.Duration(f.HealthQuorum.HoldDown) != 10*time.Second || f.HealthQuorum.Config.HoldDown != 10*time.Second || f.HealthQuorum.Stale != 3 ||
+		f.Etcd.QuotaBackendBytes != 2<<30 {
 		t.Errorf("fleet: %+v", f)
 	}
 	if c, _ := config.Parse(nil, "steer.yaml", []byte("identity: x\n")); c.Fleet != nil {
@@ -565,6 +566,7 @@ func TestFleetKeys(t *testing.T) {
     endpoints: [etcd-a:2379, "http://etcd-b:2379"]
     tls: { ca: ca.pem, cert: node.pem }
     username: root
+    quota_backend_bytes: 1000
   lease_ttl: 1500ms
   health_quorum: { healthy_above: 1.5, min_observers: 0, hold_down: -1s }
 `))
@@ -574,9 +576,10 @@ func TestFleetKeys(t *testing.T) {
 		`steer.yaml:4: fleet.etcd.endpoints[1]: "http://etcd-b:2379" is plain http but fleet.etcd.tls is set`,
 		"steer.yaml:5: fleet.etcd.tls: cert and key go together",
 		"steer.yaml:6: fleet.etcd.username: username and password_file go together",
-		"steer.yaml:7: fleet.lease_ttl: 1.5s",
-		"steer.yaml:8: fleet.health_quorum.healthy_above: 1.5",
-		"steer.yaml:8: fleet.health_quorum.hold_down: -1s",
+		"steer.yaml:7: fleet.etcd.quota_backend_bytes: 1000 is not between 1 MiB",
+		"steer.yaml:8: fleet.lease_ttl: 1.5s",
+		"steer.yaml:9: fleet.health_quorum.healthy_above: 1.5",
+		"steer.yaml:9: fleet.health_quorum.hold_down: -1s",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)

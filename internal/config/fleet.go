@@ -54,6 +54,10 @@ type Etcd struct {
 	Password Secret `yaml:"-"`
 	// DialTimeout bounds connecting to a member: 100ms..1m; default 5s.
 	DialTimeout Duration `yaml:"dial_timeout"`
+	// QuotaBackendBytes is the members' --quota-backend-bytes (etcd's
+	// API does not tell it): the node warns when the database passes
+	// half of it. 1 MiB..1 TiB; default etcd's, 2 GiB.
+	QuotaBackendBytes int64 `yaml:"quota_backend_bytes"`
 }
 
 // EtcdTLS holds PEM files: the CA that signed the members' certificates,
@@ -86,6 +90,8 @@ const (
 	DefaultLeaseTTL       = 10 * time.Second
 	DefaultViewGrace      = 60 * time.Second
 	DefaultEtcdDialTimout = 5 * time.Second
+	// DefaultEtcdQuota is etcd's default --quota-backend-bytes.
+	DefaultEtcdQuota = 2 << 30
 )
 
 func (c *Config) applyFleetDefaults() {
@@ -102,6 +108,9 @@ func (c *Config) applyFleetDefaults() {
 	f.Etcd.Prefix = "/" + strings.Trim(f.Etcd.Prefix, "/")
 	if f.Etcd.DialTimeout == 0 {
 		f.Etcd.DialTimeout = Duration(DefaultEtcdDialTimout)
+	}
+	if f.Etcd.QuotaBackendBytes == 0 {
+		f.Etcd.QuotaBackendBytes = DefaultEtcdQuota
 	}
 	if f.LeaseTTL == 0 {
 		f.LeaseTTL = Duration(DefaultLeaseTTL)
@@ -188,6 +197,9 @@ func (c *Config) checkFleet(probs *diag.Problems) {
 	}
 	if d := time.Duration(f.Etcd.DialTimeout); d < 100*time.Millisecond || d > time.Minute {
 		bad("fleet.etcd.dial_timeout", "%s is not between 100ms and 1m", d)
+	}
+	if q := f.Etcd.QuotaBackendBytes; q < 1<<20 || q > 1<<40 {
+		bad("fleet.etcd.quota_backend_bytes", "%d is not between 1 MiB (1048576) and 1 TiB: give the members' --quota-backend-bytes (default %d, etcd's)", q, DefaultEtcdQuota)
 	}
 	if d := time.Duration(f.LeaseTTL); d < 2*time.Second || d > 5*time.Minute || d%time.Second != 0 {
 		bad("fleet.lease_ttl", "%s is not a whole number of seconds between 2s and 5m (etcd's lease granularity)", d)

@@ -539,6 +539,9 @@ type Status struct {
 	// Pending counts operator overrides set on this node that the store
 	// has not taken yet ("pending: fleet").
 	Pending int `json:"pending,omitempty"`
+	// Warning is what the node finds wrong with the store itself (its
+	// database past half its quota), "" when nothing.
+	Warning string `json:"warning,omitempty"`
 	// ViewAt is when the node last had a complete view of the store.
 	ViewAt  time.Time `json:"view_at"`
 	Version string    `json:"version,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -287,6 +288,39 @@ func (s *etcdStore) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
+}
+
+// DBStatus asks each endpoint's member for its status (etcd's Status
+// call: database size, size in use, alarms).
+func (s *etcdStore) DBStatus(ctx context.Context) (DBStatus, error) {
+	if s.isClosed() {
+		return DBStatus{}, s.errorf("status: %w", ErrClosed)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var st DBStatus
+	var errs []error
+	answered := false
+	for _, ep := range s.eps {
+		resp, err := s.cli.Status(ctx, ep)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		answered = true
+		if resp.DbSize > st.Bytes {
+			st.Bytes, st.InUse, st.Member = resp.DbSize, resp.DbSizeInUse, ep
+		}
+		for _, e := range resp.Errors {
+			if !slices.Contains(st.Alarms, e) {
+				st.Alarms = append(st.Alarms, e)
+			}
+		}
+	}
+	if !answered {
+		return DBStatus{}, s.fail("status", errors.Join(errs...))
+	}
+	return st, nil
 }
 
 func (s *etcdStore) Get(ctx context.Context, prefix string) ([]KV, int64, error) {

@@ -170,6 +170,26 @@ type Store interface {
 	Close() error
 }
 
+// DBStatus is the size of the store's database as its members report it.
+type DBStatus struct {
+	// Bytes is the largest member database (etcd's DbSize: the file the
+	// backend quota, --quota-backend-bytes, is measured against) and
+	// InUse the part of it in use (the rest a defragmentation returns).
+	Bytes, InUse int64
+	// Member is the endpoint that reported Bytes.
+	Member string
+	// Alarms are the members' active alarms, as they name them (NOSPACE:
+	// the quota is reached and every write fails).
+	Alarms []string
+}
+
+// Sizer is a Store that can report the size of its database.
+type Sizer interface {
+	// DBStatus asks every member it can reach; it fails only when none
+	// answers.
+	DBStatus(ctx context.Context) (DBStatus, error)
+}
+
 // Lease is a granted lease, kept alive in the background. Keys put under
 // it are deleted by the store when it ends: on Close (revoked at once),
 // or when the keep-alive has not reached the store for the lease's TTL

@@ -89,6 +89,13 @@ type Member struct {
 	lastRe  time.Time
 	failing bool // the last status write failed
 
+	// db is the store's database size last read (watchStoreSize), and
+	// storeWarning what the node finds wrong with it ("" when nothing).
+	db           fleet.DBStatus
+	storeWarning string
+	// sizeEvery is how often the database size is read (tests shorten it).
+	sizeEvery time.Duration
+
 	// health shares health across the fleet (nil until ShareHealth).
 	health  *quorumHealth
 	manager *health.Manager
@@ -409,10 +416,14 @@ func (m *Member) Start(ctx context.Context) {
 		defer m.wg.Done()
 		m.keepStatus(ctx)
 	}()
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
 		m.followOverrides(ctx, m.manager)
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.watchStoreSize(ctx)
 	}()
 	if m.health != nil {
 		m.health.start(ctx)
@@ -670,9 +681,68 @@ func (m *Member) status() fleet.Status {
 		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
 		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
 		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
-		ViewAt: m.viewAt, Version: m.version, Since: m.since,
+		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning,
 	}
 }
+
+// storeSizeEvery is how often a node reads the store's database size.
+const storeSizeEvery = time.Minute
+
+// watchStoreSize reads the store's database size every storeSizeEvery
+// (the first time at once) and warns, in the log, the node's status and
+// its metrics, when it passes half of fleet.etcd.quota_backend_bytes (at
+// the quota etcd raises NOSPACE and refuses every write: pushes,
+// statuses, observations), or when a member has an alarm.
+func (m *Member) watchStoreSize(ctx context.Context) {
+	sz, ok := m.store.(fleet.Sizer)
+	if !ok {
+		return
+	}
+	every := m.sizeEvery
+	if every <= 0 {
+		every = storeSizeEvery
+	}
+	quota := m.local.Fleet.Etcd.QuotaBackendBytes
+	var warnedAt time.Time
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := sz.DBStatus(cctx)
+		cancel()
+		if err == nil {
+			warning := ""
+			if quota > 0 && st.Bytes > quota/2 {
+				warning = fmt.Sprintf("etcd database %s of %s quota (%d%%; %s in use): compact and defragment, or raise --quota-backend-bytes and fleet.etcd.quota_backend_bytes",
+					mib(st.Bytes), mib(quota), 100*st.Bytes/quota, mib(st.InUse))
+			}
+			if len(st.Alarms) > 0 {
+				warning = strings.TrimPrefix(warning+"; etcd alarms: "+strings.Join(st.Alarms, ", "), "; ")
+			}
+			m.mu.Lock()
+			m.db = st
+			was := m.storeWarning
+			m.storeWarning = warning
+			m.mu.Unlock()
+			switch {
+			case warning != "" && (was == "" || time.Since(warnedAt) >= time.Hour):
+				m.log.Warn("fleet: the store's database passes half its quota (or has an alarm)", "warning", warning,
+					"db_bytes", st.Bytes, "in_use_bytes", st.InUse, "quota_bytes", quota, "member", st.Member)
+				warnedAt = time.Now()
+				m.report()
+			case warning == "" && was != "":
+				m.log.Info("fleet: the store's database is back under half its quota", "db_bytes", st.Bytes, "quota_bytes", quota)
+				m.report()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// mib renders a byte count in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // report writes the node's status under its lease (when it has one) and
 // says whether the store took it.

@@ -13,6 +13,14 @@ var (
 		"Serial of the fleet configuration this node serves (0: none).", nil, nil)
 	descFailing = prometheus.NewDesc("steer_fleet_config_apply_failing",
 		"1 while the newest fleet configuration cannot be applied (the node serves the one before).", nil, nil)
+	descDB = prometheus.NewDesc("steer_fleet_store_db_bytes",
+		"Size of the store's (etcd's) largest member database, as last read (every minute).", nil, nil)
+	descDBInUse = prometheus.NewDesc("steer_fleet_store_db_in_use_bytes",
+		"Part of the store's database in use (the rest a defragmentation returns).", nil, nil)
+	descQuota = prometheus.NewDesc("steer_fleet_store_quota_bytes",
+		"The store's backend quota as configured (fleet.etcd.quota_backend_bytes): etcd refuses writes past it.", nil, nil)
+	descStoreWarn = prometheus.NewDesc("steer_fleet_store_warning",
+		"1 while the store's database passes half its quota or a member has an alarm.", nil, nil)
 	descOwn = prometheus.NewDesc("steer_fleet_health_own_view",
 		"1 while this node decides health by its own checks (no view of the store for view_grace), 0 by the fleet's quorum.", nil, nil)
 )
@@ -20,15 +28,17 @@ var (
 // RegisterMetrics registers the Member's metrics in reg, read at scrape
 // time: the view's age (steer_fleet_view_age_seconds), the served serial
 // (steer_fleet_config_serial), whether the newest bundle fails to apply
-// (steer_fleet_config_apply_failing) and whether health goes by the
-// node's own checks (steer_fleet_health_own_view). Call it once, after
-// ShareHealth.
+// (steer_fleet_config_apply_failing), whether health goes by the
+// node's own checks (steer_fleet_health_own_view), and the store's
+// database size against its quota (steer_fleet_store_db_bytes,
+// steer_fleet_store_db_in_use_bytes, steer_fleet_store_quota_bytes,
+// steer_fleet_store_warning). Call it once, after ShareHealth.
 func (m *Member) RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(collector{m}) }
 
 type collector struct{ m *Member }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descViewAge, descSerial, descFailing, descOwn} {
+	for _, d := range []*prometheus.Desc{descViewAge, descSerial, descFailing, descOwn, descDB, descDBInUse, descQuota, descStoreWarn} {
 		ch <- d
 	}
 }
@@ -37,6 +47,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
 	serial, failing, at := m.served.Meta.Serial, m.applyErr != "", m.viewAt
+	db, warn := m.db, m.storeWarning != ""
 	m.mu.Unlock()
 	own := false
 	if fh := m.health; fh != nil {
@@ -55,6 +66,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSerial, prometheus.GaugeValue, float64(serial))
 	ch <- prometheus.MustNewConstMetric(descFailing, prometheus.GaugeValue, b2f(failing))
 	ch <- prometheus.MustNewConstMetric(descOwn, prometheus.GaugeValue, b2f(own))
+	ch <- prometheus.MustNewConstMetric(descDB, prometheus.GaugeValue, float64(db.Bytes))
+	ch <- prometheus.MustNewConstMetric(descDBInUse, prometheus.GaugeValue, float64(db.InUse))
+	ch <- prometheus.MustNewConstMetric(descQuota, prometheus.GaugeValue, float64(m.local.Fleet.Etcd.QuotaBackendBytes))
+	ch <- prometheus.MustNewConstMetric(descStoreWarn, prometheus.GaugeValue, b2f(warn))
 }
 
 func b2f(b bool) float64 {

@@ -1,6 +1,7 @@
 package fleetnode
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -9,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/etcdtest"
+	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/quorum"
 )
@@ -220,4 +223,56 @@ func TestRegionalObservers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStoreSizeWarning: past half of fleet.etcd.quota_backend_bytes (here
+// 1 MiB), the node says so in its log, its status in the store and its
+// metrics, with the sizes etcd's Status call reports.
+func TestStoreSizeWarning(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s := openStore(t, c.Endpoints())
+	defs, keys := rigKeys(rigTarget(t), "t")
+	n := startRigNode(t, rigOptions{endpoints: c.Endpoints(), quota: 1 << 20, sizeEvery: 100 * time.Millisecond}, "a", "eu", defs, keys, true)
+	scrape := func() string {
+		reg := prometheus.NewRegistry()
+		if err := n.m.RegisterMetrics(reg); err != nil {
+			t.Fatal(err)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				fmt.Fprintf(&b, "%s %g\n", mf.GetName(), m.GetGauge().GetValue())
+			}
+		}
+		return b.String()
+	}
+	waitFor(t, 5*time.Second, "the database size read", func() bool {
+		return strings.Contains(scrape(), "steer_fleet_store_quota_bytes 1.048576e+06") && !strings.Contains(scrape(), "steer_fleet_store_db_bytes 0\n")
+	})
+	if strings.Contains(scrape(), "steer_fleet_store_warning 1") {
+		t.Fatalf("a warning before the database grew:\n%s", scrape())
+	}
+	// 600 KiB of values: past half the quota.
+	big := strings.Repeat("x", 100<<10)
+	for i := range 6 {
+		if _, _, err := s.Txn(context.Background(), nil, []fleet.KV{{Key: fmt.Sprintf("/filler/%d", i), Value: []byte(big)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "the warning in the node's status", func() bool {
+		sts, err := fleet.ReadStatuses(context.Background(), s, fleetPrefix)
+		return err == nil && len(sts) == 1 && strings.Contains(sts[0].Warning, "of 1.0 MiB quota")
+	})
+	if !strings.Contains(scrape(), "steer_fleet_store_warning 1") {
+		t.Errorf("the metrics do not say so:\n%s", scrape())
+	}
+	if !strings.Contains(n.logs.String(), "the store's database passes half its quota") {
+		t.Errorf("the log does not say so:\n%s", n.logs.String())
+	}
+	sts, _ := fleet.ReadStatuses(context.Background(), s, fleetPrefix)
+	t.Logf("status warning: %s", sts[0].Warning)
 }

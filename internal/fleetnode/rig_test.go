@@ -39,6 +39,8 @@ type rigOptions struct {
 	fall      int           // default 3
 	timeout   time.Duration // per check; default 100ms, the interval
 	now       func() time.Time
+	quota     int64         // fleet.etcd.quota_backend_bytes (0: default)
+	sizeEvery time.Duration // how often the store's size is read (0: a minute)
 }
 
 type rigNode struct {
@@ -122,11 +124,11 @@ func startRigNode(t *testing.T, o rigOptions, name, region string, defs map[stri
 	local := fmt.Sprintf(`fleet:
   node: %s
   region: %s
-  etcd: { endpoints: [%s], dial_timeout: 1s }
+  etcd: { endpoints: [%s], dial_timeout: 1s, quota_backend_bytes: %d }
   lease_ttl: %s
   view_grace: %s
   health_quorum: { min_observers: 3, hold_down: %s, observers: %d, regional: %t }
-`, name, region, strings.Join(eps, ", "), or(o.leaseTTL, "3s"), or(o.viewGrace, "60s"), or(o.holdDown, "300ms"), o.observers, o.regional)
+`, name, region, strings.Join(eps, ", "), o.quota, or(o.leaseTTL, "3s"), or(o.viewGrace, "60s"), or(o.holdDown, "300ms"), o.observers, o.regional)
 	dir := t.TempDir()
 	cfg, err := config.Parse(nil, filepath.Join(dir, "steer.yaml"), []byte(local))
 	if err != nil {
@@ -172,6 +174,7 @@ func startRigNode(t *testing.T, o rigOptions, name, region string, defs map[stri
 		}
 		n.m.Observed(k, to)
 	})
+	n.m.sizeEvery = o.sizeEvery
 	ctx, cancel := context.WithCancel(context.Background())
 	n.m.Start(ctx)
 	reapply()
