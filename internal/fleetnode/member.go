@@ -96,6 +96,8 @@ type Member struct {
 	// sizeEvery is how often the database size is read (tests shorten it).
 	sizeEvery time.Duration
 
+	// serials agrees exported serials (nil until AgreeSerials).
+	serials *Serials
 	// health shares health across the fleet (nil until ShareHealth).
 	health  *quorumHealth
 	manager *health.Manager
@@ -427,6 +429,13 @@ func (m *Member) Start(ctx context.Context) {
 	}()
 	if m.health != nil {
 		m.health.start(ctx)
+	}
+	if m.serials != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.serials.follow(ctx)
+		}()
 	}
 }
 

@@ -51,6 +51,7 @@ import (
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/xfr"
 )
 
 // Options configures New.
@@ -181,7 +182,13 @@ func New(o Options) (_ *Node, err error) {
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
 	n.reg = prometheus.NewRegistry()
 	n.met = metrics.New(n.reg)
-	n.xfr = newXfr(n.log, n.reg, n.stateDir, n.servedSnapshot, func(why string) { n.request(kindZones, why) })
+	var agreement xfr.Agreement
+	if n.fl != nil {
+		// In a fleet each new export's serial is agreed through the
+		// store, so that every node exports one content under one serial.
+		agreement = n.fl.AgreeSerials(func() { n.xfr.HealthChanged() })
+	}
+	n.xfr = newXfr(n.log, n.reg, n.stateDir, agreement, n.servedSnapshot, func(why string) { n.request(kindZones, why) })
 	defer func() {
 		if err != nil {
 			n.xfr.Close()

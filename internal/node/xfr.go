@@ -24,12 +24,14 @@ import (
 // its copies and serials (copyOf, Serials).
 type xfrWiring struct{ *xfr.Service }
 
-// dir is the state directory ("": keep nothing).
-func newXfr(log *slog.Logger, reg prometheus.Registerer, dir string, current func() *snapshot.Snapshot, request func(why string)) *xfrWiring {
+// dir is the state directory ("": keep nothing); ag agrees exported
+// serials with the fleet (nil: not in a fleet).
+func newXfr(log *slog.Logger, reg prometheus.Registerer, dir string, ag xfr.Agreement, current func() *snapshot.Snapshot, request func(why string)) *xfrWiring {
 	return &xfrWiring{xfr.New(xfr.Options{
 		Log:        log,
 		Registerer: reg,
 		Dir:        dir,
+		Agreement:  ag,
 		Zones:      func() []xfr.Zone { return xfrZones(current()) },
 		Rebuild:    request,
 		Steered: func(origin string) map[string]uint16 {

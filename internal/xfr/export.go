@@ -231,6 +231,9 @@ func (s *Service) Refresh() {
 			last = &sv
 		}
 		target := nextSerial(z.FileSerial, last, hexSum)
+		if s.o.Agreement != nil {
+			target = s.agree(origin, hexSum, target, last == nil || last.Sum != hexSum)
+		}
 		if target != z.Serial {
 			if s.serials[origin] != target {
 				s.serials[origin] = target
@@ -318,6 +321,46 @@ func journalDelta(st *exportState, z *Zone) Delta {
 	}
 	d.Del, d.Add = Diff(append(st.records(nil), st.fallbacks...), append(z.Records(nil), z.Fallbacks...))
 	return d
+}
+
+// agreeBackoff is how long after a failed agreement the node exports its
+// own serials without asking the fleet again (each try may wait for the
+// store's timeout, inside a reload).
+const agreeBackoff = 10 * time.Second
+
+// agree returns the serial the fleet gives the export of origin whose
+// digest is sum (Options.Agreement), this node's own choice being
+// target: when the content is new here (changed), one agreement with the
+// fleet (a compare-and-swap when the fleet has not agreed this content
+// yet); otherwise the fleet's serial for the same content when it is
+// newer (another node moved on and back). When the fleet cannot be
+// reached, the node's own choice is exported, and said.
+func (s *Service) agree(origin, sum string, target uint32, changed bool) uint32 {
+	ag := s.o.Agreement
+	if a, ok := s.agreed[origin]; ok && a.Sum == sum && !SerialNewer(target, a.Serial) {
+		target = a.Serial // agreed already (the Refresh after the rebuild)
+	} else if changed {
+		if time.Since(s.agreeFailed) < agreeBackoff {
+			return target // the fleet was unreachable a moment ago: not another wait
+		}
+		serial, err := ag.Agree(origin, sum, target)
+		if err != nil {
+			s.agreeFailed = time.Now()
+			s.log.Warn("zone transfers: cannot agree the new serial with the fleet; exporting this node's own", "zone", origin, "serial", target, "err", err)
+			return target
+		}
+		if serial != target {
+			s.log.Info("zone transfers: serial agreed with the fleet", "zone", origin, "own", target, "agreed", serial)
+		}
+		target = serial
+		s.agreed[origin] = savedSerial{Serial: serial, Sum: sum}
+	}
+	if serial, asum, ok := ag.Agreed(origin); ok && asum == sum && SerialNewer(serial, target) {
+		s.log.Info("zone transfers: the fleet gives this content a newer serial; taking it", "zone", origin, "own", target, "agreed", serial)
+		target = serial
+		s.agreed[origin] = savedSerial{Serial: serial, Sum: sum}
+	}
+	return target
 }
 
 // sum digests what z exports: its records (the SOA without its serial)

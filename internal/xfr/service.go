@@ -57,6 +57,27 @@ type Service struct {
 	sums    map[any][32]byte       // the digest of each Zone.Version's records
 	file    string                 // "" keeps none
 	healthT *time.Timer
+	agreed  map[string]savedSerial // the fleet's serials for this node's exports (agree)
+	// agreeFailed is when an agreement last failed (agreeBackoff).
+	agreeFailed time.Time
+}
+
+// Agreement agrees the serials of exported zones across a fleet, so that
+// every node exports the same content under the same serial (a node
+// alone decides its own: Options.Agreement nil). Contents are named by
+// their digest.
+type Agreement interface {
+	// Agree returns the serial the fleet gives content sum of zone
+	// origin, which this node would give proposed (never older than
+	// what it exported before, nor than the zone file's serial): the
+	// fleet's serial when it agreed this content last, else the next
+	// one after the fleet's last (or proposed, when newer), agreed with
+	// one compare-and-swap. It blocks for the round trip and fails when
+	// the fleet cannot be reached.
+	Agree(origin, sum string, proposed uint32) (uint32, error)
+	// Agreed returns the serial and content the fleet agreed last for
+	// origin, as followed (no round trip); ok false when none is known.
+	Agreed(origin string) (serial uint32, sum string, ok bool)
 }
 
 // Options configure a Service.
@@ -82,6 +103,10 @@ type Options struct {
 	// origin, with their type (A for an address record, or CNAME): a copy
 	// transferred in must take them. nil: none.
 	Steered func(origin string) map[string]uint16
+	// Agreement, in a fleet, agrees each new export's serial with the
+	// other nodes (nil: this node decides alone). Call HealthChanged when
+	// the fleet's agreed serials change.
+	Agreement Agreement
 	// MinRefresh and Timeout are the secondary.Manager's; 0: 2 s (Knot's
 	// refresh-min-interval) and 10 s.
 	MinRefresh, Timeout time.Duration
@@ -115,7 +140,7 @@ func New(o Options) *Service {
 		o.Timeout = 10 * time.Second
 	}
 	s := &Service{o: o, log: o.Log, state: map[string]*exportState{}, saved: map[string]savedSerial{},
-		serials: map[string]uint32{}, sums: map[any][32]byte{}}
+		serials: map[string]uint32{}, sums: map[any][32]byte{}, agreed: map[string]savedSerial{}}
 	s.met = newCollectors(s)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.met)

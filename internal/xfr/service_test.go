@@ -2,6 +2,7 @@ package xfr
 
 import (
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -140,5 +141,106 @@ func TestServiceSerials(t *testing.T) {
 		if v, ok := got[series]; !ok || v != want {
 			t.Errorf("%s: %v (present %v), want %v", series, v, ok, want)
 		}
+	}
+}
+
+// fakeAgreement is a fleet's agreement as the service sees it.
+type fakeAgreement struct {
+	mu      sync.Mutex
+	calls   int
+	sum     string // the content of the last Agree
+	give    uint32 // what Agree answers (0: fails)
+	agreedS uint32 // what Agreed answers
+	agreedD string
+}
+
+func (f *fakeAgreement) Agree(origin, sum string, proposed uint32) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.sum = sum
+	if f.give == 0 {
+		return 0, errors.New("store unreachable")
+	}
+	return f.give, nil
+}
+
+func (f *fakeAgreement) Agreed(origin string) (uint32, string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.agreedS, f.agreedD, f.agreedS != 0
+}
+
+// TestServiceAgreement: in a fleet, a new export takes the serial the
+// fleet agrees (once per change: the Refresh after the rebuild does not
+// ask again), a newer serial the fleet agreed for the same content is
+// taken, and with the store unreachable the node exports its own next
+// serial without waiting for the store again at once.
+func TestServiceAgreement(t *testing.T) {
+	const origin = "agree.example."
+	key := tsig.Key{Name: "svc-key.", Algorithm: dns.HmacSHA256, Secret: "c3ZjIHRlc3Qga2V5IG9mIHRoaXJ0eS10d28gYnl0ZXMh"}
+	v := &struct{}{}
+	var mu sync.Mutex
+	var zones []Zone
+	served := func(serial uint32, fb string) {
+		mu.Lock()
+		defer mu.Unlock()
+		soa := soaAt(t, serial)
+		soa.Hdr.Name = origin
+		zones = []Zone{{Origin: origin, Serial: serial, SOA: soa, FileSerial: 1, Journal: 5, Version: v,
+			Secondaries: []Secondary{{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Key: key}},
+			Records: func(dst []dns.RR) []dns.RR {
+				return append(dst, soa, mustRR(t, origin+" 300 IN NS ns1."+origin), mustRR(t, "ns1."+origin+" 300 IN A 192.0.2.53"))
+			},
+			Fallbacks: []dns.RR{mustRR(t, "shop."+origin+" 30 IN A "+fb)}}}
+	}
+	ag := &fakeAgreement{give: 5}
+	s := New(Options{Agreement: ag, Zones: func() []Zone {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]Zone(nil), zones...)
+	}})
+	defer s.Close()
+	exported := func() uint32 { return s.Status(origin).ExportedSerial }
+
+	served(1, "198.51.100.1")
+	s.Refresh()
+	if s.Serials()[origin] != 5 || ag.calls != 1 {
+		t.Fatalf("first export: serials %v, %d agreements", s.Serials(), ag.calls)
+	}
+	served(5, "198.51.100.1") // the rebuild
+	s.Refresh()
+	if exported() != 5 || ag.calls != 1 {
+		t.Fatalf("after the rebuild: exported %d, %d agreements (want 5, 1)", exported(), ag.calls)
+	}
+	// Another node moved the fleet on and back: the same content, serial 7.
+	ag.mu.Lock()
+	ag.agreedS, ag.agreedD = 7, ag.sum
+	ag.mu.Unlock()
+	s.Refresh()
+	if s.Serials()[origin] != 7 {
+		t.Fatalf("the fleet's newer serial for the same content: serials %v", s.Serials())
+	}
+	served(7, "198.51.100.1")
+	s.Refresh()
+	if exported() != 7 || ag.calls != 1 {
+		t.Fatalf("exported %d, %d agreements (want 7, 1)", exported(), ag.calls)
+	}
+	// The store is unreachable: the node's own next serial, and no new
+	// try for the next change at once.
+	ag.mu.Lock()
+	ag.give = 0
+	ag.mu.Unlock()
+	served(7, "198.51.100.2")
+	s.Refresh()
+	served(8, "198.51.100.2")
+	s.Refresh()
+	if exported() != 8 || ag.calls != 2 {
+		t.Fatalf("store down: exported %d, %d agreements (want 8, 2)", exported(), ag.calls)
+	}
+	served(8, "198.51.100.3")
+	s.Refresh()
+	if s.Serials()[origin] != 9 || ag.calls != 2 {
+		t.Fatalf("store down, next change: serials %v, %d agreements (want 9, 2)", s.Serials(), ag.calls)
 	}
 }

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/peertest"
+)
+
+// TestFleetSerialsAgree: two nodes of a fleet export the same zone, with
+// Knot transferring it from both. Node a has moved the zone to serial 3
+// (a pool drained and back) before node b joins with no history: b takes
+// the fleet's serial 3 for the same content instead of the file's 1, and
+// after a pool goes down both give the new content one serial, agreed
+// through the store (one key, written once per change), which Knot
+// serves with the new fallback.
+func TestFleetSerialsAgree(t *testing.T) {
+	c, s := fleetStore(t)
+	// The bundle's TSIG key file: read from the bundle, or (until keys
+	// travel in it) from the working directory.
+	keyDir := t.TempDir()
+	writeFile(t, keyDir, "knot.key", keyFile("knot-key"))
+	t.Chdir(keyDir)
+	cfg := `identity: pushed
+tsig:
+  knot-key: { secret_file: knot.key }
+zones:
+  - origin: xfr.example
+    file: xfr.zone
+    secondaries:
+      - { address: 127.0.0.1, tsig: knot-key, notify: none }
+records:
+  - name: shop.xfr.example
+    ttl: 30
+    pools:
+      de: { address: 198.51.100.1 }
+      other: { address: 198.51.100.2 }
+    rules:
+      - match: { country: DE }
+        pool: de
+      - default: { failover: [other, de] }
+`
+	zoneText := "$ORIGIN xfr.example.\n$TTL 300\n@ SOA ns1 hostmaster 1 86400 3600 1209600 60\n@ NS ns1\nns1 A 192.0.2.53\n"
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "xfr.zone": []byte(zoneText), "knot.key": []byte(keyFile("knot-key"))}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	soa := func(n *testNode) uint32 {
+		r := n.query(xfrOrigin, dns.TypeSOA)
+		if len(r.Answer) != 1 {
+			return 0
+		}
+		return r.Answer[0].(*dns.SOA).Serial
+	}
+	agreed := func() (a agreedValue) {
+		kvs, _, err := s.Get(context.Background(), "/steer/v1/serials/"+xfrOrigin)
+		if err != nil || len(kvs) != 1 {
+			t.Fatalf("the zone's serial key: %v %v", kvs, err)
+		}
+		json.Unmarshal(kvs[0].Value, &a)
+		a.rev = kvs[0].Rev
+		return a
+	}
+	na := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "a")}, Options{})
+	dnstest.WaitFor(t, 5*time.Second, "node a to export serial 1", func() bool { return na.xfr.Status(xfrOrigin).ExportedSerial == 1 })
+	be := &backend{n: na.Node}
+	for i, state := range []string{"drain", "auto"} {
+		if err := be.SetPoolState("shop.xfr.example", "other", state, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		want := uint32(i + 2)
+		dnstest.WaitFor(t, 5*time.Second, fmt.Sprintf("node a to export serial %d", want), func() bool {
+			return na.xfr.Status(xfrOrigin).ExportedSerial == want && soa(na) == want
+		})
+	}
+	if a := agreed(); a.Serial != 3 || a.Node != "a" {
+		t.Fatalf("agreed %+v, want serial 3 by a", a)
+	}
+
+	nb := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "b")}, Options{})
+	dnstest.WaitFor(t, 5*time.Second, "node b to export the fleet's serial 3 for the same content", func() bool {
+		return nb.xfr.Status(xfrOrigin).ExportedSerial == 3 && soa(nb) == 3
+	})
+
+	dir := t.TempDir()
+	knot := peertest.StartKnot(t, []peertest.Zone{{Origin: xfrOrigin, File: filepath.Join(dir, "knot.zone")}}, peertest.Options{
+		Top: fmt.Sprintf(`key:
+  - id: knot-key
+    algorithm: hmac-sha256
+    secret: %s
+remote:
+  - id: steer-a
+    address: %s@%d
+    key: knot-key
+  - id: steer-b
+    address: %s@%d
+    key: knot-key
+acl:
+  - id: notify
+    address: 127.0.0.1
+    key: knot-key
+    action: notify
+`, xfrKeys["knot-key"], na.dns.Addr(), na.dns.Port(), nb.dns.Addr(), nb.dns.Port()),
+		Zone: "master: [steer-a, steer-b]\nacl: notify\nzonefile-load: none\n",
+	})
+	dnstest.WaitFor(t, 10*time.Second, "knot to serve serial 3 and the fallback", func() bool { return serves(knot, 3, "shop."+xfrOrigin, "198.51.100.2") })
+
+	// The pool goes down (drained through node b): both nodes give the
+	// new fallback the same serial.
+	before := agreed()
+	if err := (&backend{n: nb.Node}).SetPoolState("shop.xfr.example", "other", "down", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*testNode{na, nb} {
+		dnstest.WaitFor(t, 5*time.Second, "serial 4 on both nodes", func() bool {
+			return n.xfr.Status(xfrOrigin).ExportedSerial == 4 && soa(n) == 4 && n.a("shop."+xfrOrigin) == "198.51.100.1"
+		})
+	}
+	after := agreed()
+	if after.Serial != 4 || after.Sum == before.Sum {
+		t.Errorf("agreed %+v after the pool went down (before %+v)", after, before)
+	}
+	// One key per zone, whichever node agreed.
+	if kvs, _, err := s.Get(context.Background(), "/steer/v1/serials/"); err != nil || len(kvs) != 1 {
+		t.Errorf("serial keys: %v %v", kvs, err)
+	}
+	// Knot, told of the change (as the nodes' NOTIFYs would), transfers
+	// from either node and serves serial 4 with the new fallback.
+	notify := new(dns.Msg)
+	notify.SetNotify(xfrOrigin)
+	notify.SetTsig("knot-key.", dns.HmacSHA256, 300, time.Now().Unix())
+	if r, _, err := (&dns.Client{TsigSecret: map[string]string{"knot-key.": xfrKeys["knot-key"]}}).Exchange(notify, knot.Addr.String()); err != nil || r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("NOTIFY to knot: %v %v", r, err)
+	}
+	dnstest.WaitFor(t, 10*time.Second, "knot to serve serial 4 with the new fallback", func() bool { return serves(knot, 4, "shop."+xfrOrigin, "198.51.100.1") })
+	if l := na.logs.String() + nb.logs.String(); strings.Contains(l, "cannot agree") {
+		t.Errorf("an agreement failed:\n%s", grepLines(l, "agree"))
+	}
+}
+
+// agreedValue is a P/serials/ORIGIN value as the test reads it.
+type agreedValue struct {
+	Serial uint32 `json:"serial"`
+	Sum    string `json:"sum"`
+	Node   string `json:"node"`
+	rev    int64
+}
