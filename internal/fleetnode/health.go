@@ -598,8 +598,9 @@ func (fh *quorumHealth) followMembers(ctx context.Context) {
 					heard = append(heard, n)
 				}
 			}
+			// A refresh only keeps observations live: the ticker's
+			// decide counts it, no pass over every target per refresh.
 			set(time.Now(), heard, gone)
-			fh.decide() // the refreshes keep observations live
 		},
 		Progress: func(int64) {
 			fh.mu.Lock()
