@@ -3,8 +3,9 @@
 // (internal/quorum). A Member follows the configuration bundle published
 // with steer fleet push and hands it to the node's one reload path, keeps
 // the node's status under its lease, shares health observations with
-// every other node and lets the quorum decide each target, and follows the
-// fleet-wide operator overrides into the health manager. It registers its
+// every other node and lets the quorum decide each target, follows the
+// fleet-wide operator overrides into the health manager, and agrees the
+// serials of zones transferred out (serials.go). It registers its
 // own metrics (steer_fleet_*, metrics.go) in the registry it is given.
 //
 // A Member is built from narrow inputs (a logger, the node's local file,

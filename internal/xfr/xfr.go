@@ -15,8 +15,10 @@
 // server, as CoreDNS's transfer plugin keeps zone data apart from the
 // protocol: it takes the zones served as plain data (Zone: serials,
 // records, fallbacks, secondaries and their keys), decides the serial each
-// export goes out under (kept in SerialsFile across restarts), journals
-// the changes, enforces who may transfer (address and key), notifies the
+// export goes out under (kept in SerialsFile across restarts; in a fleet
+// agreed with the other nodes through an Agreement), journals the changes
+// (a fallback change as the fallbacks' delta alone), streams AXFR from the
+// zone served without copying it, enforces who may transfer (address and key), notifies the
 // secondaries, keeps the secondary zones transferred in (package
 // secondary) and answers NOTIFYs from their primaries, and owns the
 // transfer metrics (metrics.go). It never sees the snapshot or the DNS
