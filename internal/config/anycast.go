@@ -248,9 +248,12 @@ func (c *Config) checkAnycast(probs *diag.Problems) {
 	if sc.Name == "" && len(c.Zones) > 0 {
 		sc.Name = c.Zones[0].Origin
 	}
-	if sc.Name == "" {
+	switch _, ok := dns.IsDomainName(sc.Name); {
+	case sc.Name == "" && c.Fleet != nil:
+		add("self_check.name", "missing: the name the node queries itself for (a fleet node's file has no zones to default to: name one the pushed configuration serves)")
+	case sc.Name == "":
 		add("self_check.name", "missing: the name the node queries itself for (no zone to default to)")
-	} else if _, ok := dns.IsDomainName(sc.Name); !ok {
+	case !ok:
 		add("self_check.name", "%q is not a domain name", sc.Name)
 	}
 	if sc.Type == "" {

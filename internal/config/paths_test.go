@@ -43,6 +43,12 @@ zones:
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
 	}
+	// anycast may be the node's own, but its self-check cannot default to
+	// a zone of the node's file, which has none.
+	_, err = config.Parse(nil, "node.yaml", []byte(head+"anycast: { router_id: 198.51.100.1, local_as: 64512, prefixes: [192.0.2.0/24], peers: [ { address: 127.0.53.1, remote_as: 64510 } ] }\n"))
+	if want := "node.yaml:4: anycast.self_check.name: missing: the name the node queries itself for (a fleet node's file has no zones to default to"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("anycast without self_check.name in a node's file: want %q in\n%v", want, err)
+	}
 	// Without a fleet section, every section is the file's own.
 	if _, err := config.Parse(nil, "steer.yaml", []byte("identity: x\nrrl: { enabled: false }\n")); err != nil {
 		t.Errorf("a plain configuration: %v", err)
