@@ -19,13 +19,13 @@ import (
 // TestFleetNodePaths runs two fleet nodes as the packaged unit would, in
 // working directories that are not their configuration's, serving a
 // configuration pushed with steer fleet push that names an absolute geo
-// database, latency file and API token, a TSIG key and a zone that
+// database, latency file, feed file and API token, a TSIG key and a zone that
 // $INCLUDEs another file:
 //   - the zone (with what it includes) and the key come from the bundle:
 //     the included name answers and a TSIG-signed AXFR is served;
-//   - the geo database and latency file are the node's own: latency
-//     steering answers, and a change of the latency file is applied (the
-//     file is watched in fleet mode);
+//   - the geo database, latency and feed files are the node's own:
+//     latency steering answers, and a change of the latency file or the
+//     feed file is applied (both are watched in fleet mode);
 //   - node A's own api wins over the pushed one, and stays on after a
 //     push without api; node B, with none of its own, serves the pushed
 //     api with the pushed (absolute) token file;
@@ -59,6 +59,8 @@ func TestFleetNodePaths(t *testing.T) {
 		return fmt.Sprintf("key,site,rtt_ms,samples,measured_at\n192.0.2.32/28,mumbai,%d,20,%s\n192.0.2.32/28,virginia,%d,20,%s\n", mumbai, ts, virginia, ts)
 	}
 	writeAtomic(t, latencyFile, latency(40, 230, time.Now().Add(-time.Minute)))
+	feedFile := filepath.Join(data, "feed.json")
+	writeAtomic(t, feedFile, "{}\n")
 	os.MkdirAll(filepath.Join(etc, "zones", "inc"), 0o755)
 	writeAtomic(t, filepath.Join(etc, "zones", "inc", "extra.zone"), "inc TXT \"included\"\n")
 	writeAtomic(t, filepath.Join(etc, "xfr.key"), fmt.Sprintf("key \"xfr-key\" {\n\talgorithm hmac-sha256;\n\tsecret %q;\n};\n", xfrSecret))
@@ -72,13 +74,14 @@ func TestFleetNodePaths(t *testing.T) {
 		writeAtomic(t, p, a+fmt.Sprintf(`geo: { databases: [%s] }
 ecs: { max_source_v4: 28 }
 latency: { files: [%s], half_life: 0s, switch_margin: 0.2, switch_rounds: 1 }
+health: { feed_file: %s }
 tsig:
   xfr-key: { secret_file: xfr.key }
 zones:
   - origin: example.com
     file: zones/example.com.zone
     secondaries: [ { address: 127.0.0.1, tsig: xfr-key, notify: none } ]
-`, city, latencyFile)+latencyRecords)
+`, city, latencyFile, feedFile)+latencyRecords)
 		return p
 	}
 	var out, errb bytes.Buffer
@@ -176,6 +179,13 @@ zones:
 	dnstest.WaitFor(t, 5*time.Second, "node A to steer Guwahati to Virginia after the latency file changed", func() bool {
 		a, _, _ := queryECS(addrA, "shop.example.com.", guwahati)
 		return a == "192.0.2.30"
+	}, pa.log)
+
+	// The feed file is watched too: Virginia set down by it.
+	writeAtomic(t, feedFile, `{"pools": {"shop.example.com/virginia": {"state": "down"}}}`)
+	dnstest.WaitFor(t, 5*time.Second, "node A to stop answering Virginia once the feed file sets it down", func() bool {
+		a, _, _ := queryECS(addrA, "shop.example.com.", guwahati)
+		return a == "203.0.113.10" || a == "198.51.100.20"
 	}, pa.log)
 
 	// A push without api: node A keeps its own.
