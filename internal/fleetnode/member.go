@@ -25,7 +25,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/steer-dns/steer/internal/config"
@@ -66,7 +68,11 @@ type Member struct {
 	version  string
 	reload   func(why string)
 	now      func() time.Time // Options.Now, or time.Now
-	local    *config.Config
+	// local is the node's own file as read at start; its fleet section
+	// is fixed for the process. own is the file as last read
+	// (ReloadLocal), with local's fleet section: what Overlay takes.
+	local *config.Config
+	own   atomic.Pointer[config.Config]
 	store    fleet.Store
 	prefix   string
 	stateDir string // the node's state directory ("": keep nothing)
@@ -276,8 +282,36 @@ func (m *Member) loadCache() (fleet.Bundle, error) {
 	return b, nil
 }
 
-// Local is the node's own file.
-func (m *Member) Local() *config.Config { return m.local }
+// Local is the node's own file, as last read.
+func (m *Member) Local() *config.Config {
+	if c := m.own.Load(); c != nil {
+		return c
+	}
+	return m.local
+}
+
+// ReloadLocal reads the node's own file at path again (a SIGHUP, an API
+// reload): what it sets that is the node's own (listen, api, anycast,
+// node, identity) is served from the next Config on. Its fleet section
+// and state_dir are fixed for the process: a change of either is named in
+// restart and not applied. A file that does not load is an error, with
+// file:line, and the one read before stays.
+func (m *Member) ReloadLocal(path string) (restart []string, err error) {
+	prev := m.Local()
+	c, same, err := config.LoadAgain(nil, path, prev)
+	if err != nil || same {
+		return nil, err
+	}
+	if !reflect.DeepEqual(c.Fleet, m.local.Fleet) {
+		restart = append(restart, "fleet (the node's fleet section: the store and the node's name stay as they were until the next restart)")
+	}
+	if c.StatePath() != m.local.StatePath() {
+		restart = append(restart, "state_dir (the node keeps its state where it did until the next restart)")
+	}
+	c.Fleet = m.local.Fleet
+	m.own.Store(c)
+	return restart, nil
+}
 
 // Config is the configuration to serve: the newest bundle's, with the
 // local file's fleet section and node (name, region, location) and,
@@ -307,7 +341,7 @@ func (m *Member) Kept(prev *config.Config) (cfg *config.Config, b fleet.Bundle, 
 
 func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, fleet.Bundle, error) {
 	if b.Rev == 0 {
-		return m.local, b, nil
+		return m.Local(), b, nil
 	}
 	// Only the bundle's own files are read through its FS: those it
 	// carries (zones, what they include, the cookie secret, TSIG keys).
@@ -319,7 +353,7 @@ func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, 
 	if err != nil {
 		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
 	}
-	cfg = Overlay(cfg, m.local)
+	cfg = Overlay(cfg, m.Local())
 	// The state directory is the node's, never the bundle's.
 	cfg.StateDir = m.stateDir
 	return cfg, b, nil

@@ -195,6 +195,15 @@ func (n *Node) reloadConfig(res *Result) {
 	var err error
 	var bundle fleet.Bundle
 	if n.fl != nil {
+		// The node's own file too, unless the reload is a push's.
+		if res.Trigger != "fleet" {
+			restart, err := n.fl.ReloadLocal(n.opts.ConfigPath)
+			if err != nil {
+				n.reject(res, err)
+				return
+			}
+			res.RestartNeeded = append(res.RestartNeeded, restart...)
+		}
 		cfg, bundle, err = n.fl.Config(old.Config)
 		same = cfg == old.Config
 		defer func() {
