@@ -406,3 +406,63 @@ func TestLatencyOverGroups(t *testing.T) {
 		t.Errorf("Sydney, not measured and no location: %s, want the fallback order's first (virginia)", poolNames(e.r, d.Pools))
 	}
 }
+
+// TestStableDecision: a stable decision (Query.Stable, as a transfer's
+// exported fallback is decided) takes a split's heaviest usable member,
+// ties by name, at the top level and inside a group, instead of
+// drawing; AppendStable gives the first addresses in the record's
+// order under a multivalue limit.
+func TestStableDecision(t *testing.T) {
+	tbl := mustBuild(t, configYAML(t, []string{cityDB, asnDB}, `
+  - name: split.example.com
+    pools:
+      b: { address: 192.0.2.2 }
+      a: { address: 192.0.2.1 }
+      c: { address: 192.0.2.3 }
+    rules:
+      - default: { split: [{ pool: b, weight: 40 }, { pool: a, weight: 40 }, { pool: c, weight: 20 }] }
+  - name: nested.example.com
+    pools:
+      x: { address: 198.51.100.1 }
+      y: { address: 198.51.100.2 }
+      z: { address: 198.51.100.3 }
+    groups:
+      g: { split: [{ pool: x, weight: 10 }, { pool: y, weight: 90 }] }
+    rules:
+      - default: { split: [{ pool: g, weight: 70 }, { pool: z, weight: 30 }] }
+  - name: multi.example.com
+    pools:
+      p: { addresses: [203.0.113.1, 203.0.113.2] }
+      q: { addresses: [203.0.113.3, 203.0.113.4] }
+    rules:
+      - default: { multivalue: 3 }
+`))
+	stable := func(name string, up uint64) (policy.Decision, *policy.Record) {
+		r := tbl.Get(name)
+		q := query(r, "0.0.0.0", 32, "")
+		q.Up, q.Stable = up, true
+		return r.Decide(q), r
+	}
+	for i := range 50 {
+		if d, r := stable("split.example.com.", ^uint64(0)); poolNames(r, d.Pools) != "a" {
+			t.Fatalf("try %d: split exported %s, want a (a and b tie at 40: a by name)", i, poolNames(r, d.Pools))
+		}
+		if d, r := stable("split.example.com.", ^uint64(0)&^(1<<1)); poolNames(r, d.Pools) != "b" {
+			t.Fatalf("try %d, a down: %s, want b", i, poolNames(r, d.Pools))
+		}
+		if d, r := stable("nested.example.com.", ^uint64(0)); poolNames(r, d.Pools) != "y" {
+			t.Fatalf("try %d: nested split exported %s, want y (group g, then its heaviest)", i, poolNames(r, d.Pools))
+		}
+		if d, r := stable("nested.example.com.", 1<<2); poolNames(r, d.Pools) != "z" {
+			t.Fatalf("try %d, only z up: %s", i, poolNames(r, d.Pools))
+		}
+		d, r := stable("multi.example.com.", ^uint64(0))
+		var got []string
+		for _, rr := range r.AppendStable(nil, &d, 1, nil) {
+			got = append(got, strings.Fields(rr.String())[4])
+		}
+		if strings.Join(got, " ") != "203.0.113.1 203.0.113.2 203.0.113.3" {
+			t.Fatalf("try %d: multivalue exported %v, want the first three in order", i, got)
+		}
+	}
+}
