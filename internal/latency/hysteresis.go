@@ -9,26 +9,38 @@ import (
 // Hysteresis remembers, per network key, the site currently chosen and
 // keeps it unless it becomes unusable or another site is better by at least
 // SwitchMargin for SwitchRounds consecutive updates. It is safe for
-// concurrent use.
+// concurrent use. A caller that keeps its networks' states itself (package
+// policy keeps one per group of records that evaluate alike) applies the
+// same rule to them with Step.
 type Hysteresis struct {
 	o  Options
 	mu sync.Mutex
-	st map[string]*choice
+	st map[string]*Choice
 }
 
-// choice is one network's state.
-type choice struct {
-	current  string
+// Choice is one network's anti-flap state. The zero Choice is a network
+// never chosen for; Step keeps it up to date.
+type Choice struct {
+	set      bool   // a site has been chosen
+	current  string // the site chosen
 	basis    string // where current's RTT came from when last evaluated: a map key, or "estimated"
 	pending  string // the challenger being counted, "" when none
 	rounds   int    // consecutive updates pending has been better
 	counted  uint64 // the last update counted for pending
-	lastSeen uint64 // the last update Choose was called at
+	lastSeen uint64 // the last update Step was called at
+}
+
+// Same reports whether c and o would choose alike from now on: the same
+// site, evidence and challenger count (when each was last evaluated does
+// not matter).
+func (c *Choice) Same(o *Choice) bool {
+	return c.set == o.set && c.current == o.current && c.basis == o.basis && c.pending == o.pending &&
+		c.rounds == o.rounds && (c.pending == "" || c.counted == o.counted)
 }
 
 // NewHysteresis returns an empty Hysteresis.
 func NewHysteresis(o Options) *Hysteresis {
-	return &Hysteresis{o: o.WithDefaults(), st: make(map[string]*choice)}
+	return &Hysteresis{o: o.WithDefaults(), st: make(map[string]*Choice)}
 }
 
 // Choose returns the site for network among rtts and why. Sites for which
@@ -48,15 +60,37 @@ func NewHysteresis(o Options) *Hysteresis {
 // now measures it), the network chooses afresh: margin and rounds compare
 // like with like. It returns "" when no site is usable.
 func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string) bool, update uint64) (site string, why string) {
-	ok := func(s string) bool { return usable == nil || usable(s) }
-	best, bestMs := -1, math.Inf(1)
-	cur, curMs := -1, math.Inf(1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.st[network]
-	if c != nil {
-		c.lastSeen = update
+	if c == nil {
+		c = &Choice{}
 	}
+	site = h.step(c, rtts, usable, update, &why)
+	if c.set {
+		h.st[network] = c
+	}
+	return site, why
+}
+
+// Step is Choose for the network whose state is c, which it updates; the
+// caller serialises calls for one Choice. It does not say why (Choose
+// does) and does not allocate.
+func (h *Hysteresis) Step(c *Choice, rtts []RTT, usable func(site string) bool, update uint64) string {
+	return h.step(c, rtts, usable, update, nil)
+}
+
+// step applies the rule to c; why, when not nil, is set to the reason.
+func (h *Hysteresis) step(c *Choice, rtts []RTT, usable func(site string) bool, update uint64, why *string) string {
+	say := func(s string) {
+		if why != nil {
+			*why = s
+		}
+	}
+	ok := func(s string) bool { return usable == nil || usable(s) }
+	best, bestMs := -1, math.Inf(1)
+	cur, curMs := -1, math.Inf(1)
+	c.lastSeen = update
 	for i, r := range rtts {
 		if !ok(r.Site) {
 			continue
@@ -68,25 +102,27 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 		if best < 0 || ms < bestMs {
 			best, bestMs = i, ms
 		}
-		if c != nil && r.Site == c.current {
+		if c.set && r.Site == c.current {
 			cur, curMs = i, ms
 		}
 	}
 	if best < 0 {
-		if c != nil {
-			c.pending, c.rounds = "", 0
-		}
-		return "", "no usable site"
+		c.pending, c.rounds = "", 0
+		say("no usable site")
+		return ""
 	}
-	if c == nil {
-		c = &choice{current: rtts[best].Site, basis: basis(&rtts[best]), lastSeen: update}
-		h.st[network] = c
-		return c.current, "initial choice: best usable"
+	if !c.set {
+		*c = Choice{set: true, current: rtts[best].Site, basis: basis(&rtts[best]), lastSeen: update}
+		say("initial choice: best usable")
+		return c.current
 	}
 	if cur < 0 {
 		prev := c.current
 		c.current, c.basis, c.pending, c.rounds = rtts[best].Site, basis(&rtts[best]), "", 0
-		return c.current, fmt.Sprintf("switched at once: %s unusable", prev)
+		if why != nil {
+			*why = fmt.Sprintf("switched at once: %s unusable", prev)
+		}
+		return c.current
 	}
 	if b := basis(&rtts[cur]); b != c.basis {
 		// The evidence for the current choice changed kind: its value
@@ -94,11 +130,15 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 		// rounds compare like with like, so choose afresh.
 		prev, was := c.current, c.basis
 		c.current, c.basis, c.pending, c.rounds = rtts[best].Site, basis(&rtts[best]), "", 0
-		return c.current, fmt.Sprintf("re-chosen: %s's RTT now comes from %s (was %s)", prev, b, was)
+		if why != nil {
+			*why = fmt.Sprintf("re-chosen: %s's RTT now comes from %s (was %s)", prev, b, was)
+		}
+		return c.current
 	}
 	if best == cur || math.IsInf(bestMs, 1) || !(bestMs <= curMs*(1-h.o.SwitchMargin)) {
 		c.pending, c.rounds = "", 0
-		return c.current, "kept: no site better by the switch margin"
+		say("kept: no site better by the switch margin")
+		return c.current
 	}
 	challenger := rtts[best].Site
 	if c.pending != challenger {
@@ -110,11 +150,17 @@ func (h *Hysteresis) Choose(network string, rtts []RTT, usable func(site string)
 	if c.rounds >= h.o.SwitchRounds {
 		prev := c.current
 		c.current, c.basis, c.pending, c.rounds = challenger, basis(&rtts[best]), "", 0
-		return c.current, fmt.Sprintf("switched from %s: %s better by %.0f%% for %d updates",
-			prev, challenger, 100*(1-bestMs/curMs), h.o.SwitchRounds)
+		if why != nil {
+			*why = fmt.Sprintf("switched from %s: %s better by %.0f%% for %d updates",
+				prev, challenger, 100*(1-bestMs/curMs), h.o.SwitchRounds)
+		}
+		return c.current
 	}
-	return c.current, fmt.Sprintf("kept: %s better by %.0f%% for %d/%d updates",
-		challenger, 100*(1-bestMs/curMs), c.rounds, h.o.SwitchRounds)
+	if why != nil {
+		*why = fmt.Sprintf("kept: %s better by %.0f%% for %d/%d updates",
+			challenger, 100*(1-bestMs/curMs), c.rounds, h.o.SwitchRounds)
+	}
+	return c.current
 }
 
 // basis names where r came from: its map key, or its source when it was
@@ -141,8 +187,12 @@ type State struct {
 func (h *Hysteresis) State(network string) (State, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.st[network]
-	if c == nil {
+	return h.StateOf(h.st[network])
+}
+
+// StateOf describes c (nil: no state), as State does for a network key.
+func (h *Hysteresis) StateOf(c *Choice) (State, bool) {
+	if c == nil || !c.set {
 		return State{Needed: h.o.SwitchRounds}, false
 	}
 	return State{Current: c.current, Pending: c.pending, Rounds: c.rounds, Needed: h.o.SwitchRounds}, true

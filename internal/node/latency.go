@@ -29,7 +29,7 @@ type latencyWiring struct {
 	mu    sync.Mutex // serialises updates and evaluations
 	opts  latency.Options
 	store *latency.Store
-	hyst  *latency.Hysteresis
+	hyst  *policy.LatencyMemory // anti-flap state, shared by records that evaluate alike
 	// fsys says where each file is read from: an absolute path is on the
 	// node's disk (also in a fleet, whose configuration comes from a
 	// bundle) and is watched; a relative one of a configuration read from
@@ -63,7 +63,7 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 		if l.store != nil {
 			l.log.Info("latency settings changed: starting a fresh latency map")
 		}
-		l.opts, l.store, l.hyst = o, latency.NewStore(o), latency.NewHysteresis(o)
+		l.opts, l.store, l.hyst = o, latency.NewStore(o), policy.NewLatencyMemory(o)
 		clear(l.stamps)
 	}
 	l.fsys = cfg
@@ -180,7 +180,8 @@ func (l *latencyWiring) evaluate(t *policy.Live, why string) {
 	l.publish()
 	if l.stats.Networks > 0 {
 		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks,
-			"cells", l.stats.Cells, "rankings", l.stats.Rankings, "took", l.stats.Took.Round(time.Microsecond))
+			"groups", l.stats.Groups, "records", l.stats.Records, "cells", l.stats.Cells, "rankings", l.stats.Rankings,
+			"took", l.stats.Took.Round(time.Microsecond))
 	}
 	if l.timer != nil {
 		l.timer.Stop()

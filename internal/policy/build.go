@@ -93,7 +93,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	warnedPolicy := map[string]bool{}
 	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
-	dkeys := map[string]string{}
+	dkeys, lkeys := map[string]string{}, map[string]string{}
 	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
 	for i := range cfg.Records {
 		b := &builders[i]
@@ -119,6 +119,15 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 				dkeys[k] = k
 			}
 			r.dkey = k
+			if r.HasLatency() {
+				lk := r.latencyKey()
+				if d, ok := lkeys[lk]; ok {
+					lk = d
+				} else {
+					lkeys[lk] = lk
+				}
+				r.latKey = lk
+			}
 			if previous[r.ckey] == nil {
 				toCompile[r.ckey] = true
 			}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -27,9 +28,12 @@ import (
 //     space by the map's CIDR keys into cells (a cell is the set of
 //     addresses whose most specific CIDR key is the same), enumerates every
 //     network that exists, a (cell, class) pair, evaluates its RTTs and the
-//     anti-flap state (latency.Hysteresis, which lives only here, off the
-//     query path), and publishes an immutable LatencyState: per network a
-//     ranking, the current choice first, then the rest by RTT.
+//     anti-flap state (kept in a LatencyMemory, off the query path), and
+//     publishes an immutable LatencyState: per network a ranking, the
+//     current choice first, then the rest by RTT. Records that share a
+//     partition, candidates and usable candidates share that work and that
+//     state (latency groups, below): an update costs in proportion to the
+//     policies, not the names.
 //   - A query walks the cell trie, finds its network's ranking and answers
 //     the first usable pool in it, or the action's fallback order when none
 //     is. Its ECS scope is the longer of the partition leaf and the cell
@@ -101,105 +105,552 @@ func (r *Record) HasLatency() bool { return len(r.latencyActs) > 0 }
 // LatencyState is the latency choices of every record of a Table for one
 // latency map: immutable once published.
 type LatencyState struct {
-	m              *latency.Map
-	h              *latency.Hysteresis
-	update         uint64
-	cells4, cells6 trie
-	cellPrefix     []netip.Prefix // by cell; cell 0 is "no CIDR key"
-	cellKeys       []string       // cellPrefix as text ("-" for cell 0)
-	recs           []*recordLatency
+	m      *latency.Map
+	mem    *LatencyMemory
+	update uint64
+	*latCells
+	recs []*recordLatency // by record index; records of one group share one
 	// Stats describe the evaluation that built the state.
 	Stats LatencyStats
 }
 
 // LatencyStats describe one SetLatency evaluation.
 type LatencyStats struct {
-	Update   uint64        // the map's update counter
-	Cells    int           // CIDR cells (distinct most specific keys)
-	Networks int           // (cell, class) networks evaluated, over all actions
-	Rankings int           // distinct rankings stored
-	Took     time.Duration // evaluation time
+	Update uint64 // the map's update counter
+	Cells  int    // CIDR cells (distinct most specific keys)
+	// Networks is the (cell, class) networks evaluated, over all actions
+	// of all groups: it follows the policies, not the records.
+	Networks int
+	Rankings int // distinct rankings stored
+	// Groups is the latency groups evaluated (records that share a
+	// partition, candidates and usable candidates), Records the records
+	// they answer for.
+	Groups, Records int
+	Took            time.Duration // evaluation time
 }
 
+// recordLatency is the rankings of one latency group, which every record
+// of the group answers from, and the networks they are for.
 type recordLatency struct {
+	g *latGroup
+	netIndex
 	acts []actionLatency
 }
 
 type actionLatency struct {
-	rankings [][]uint8         // rankings[0] is empty
-	byClass  []uint32          // cell 0: ranking per class
-	byCell   map[uint64]uint32 // cell<<32 | class -> ranking
+	rankings [][]uint8 // rankings[0] is empty
+	ids      []uint32  // by network (netIndex.nets): its ranking
+}
+
+// netIndex finds a network among a family's networks: the classes with no
+// CIDR key first (network i is class i), then each cell's classes.
+type netIndex struct {
+	nets      []network
+	classes   int      // networks of cell 0
+	cellStart []uint32 // by cell: where its networks start (len: cells+1)
+}
+
+// find returns the position of (cell, class) in nets, or -1.
+func (x *netIndex) find(cell uint32, class int32) int {
+	if cell == 0 {
+		if class >= 0 && int(class) < x.classes {
+			return int(class)
+		}
+		return -1
+	}
+	if int(cell)+1 >= len(x.cellStart) {
+		return -1
+	}
+	for i := x.cellStart[cell]; i < x.cellStart[cell+1]; i++ {
+		if x.nets[i].class == class {
+			return int(i)
+		}
+	}
+	return -1
 }
 
 // Latency returns the latency state the query path uses (nil before the
 // first SetLatency).
 func (l *Live) Latency() *LatencyState { return l.lat.Load() }
 
+// Records that evaluate alike share one evaluation and one anti-flap
+// state: a latency update costs in proportion to the policies, not to the
+// names. Two records evaluate alike when they share
+//
+//   - the compiled partition (share.go), which gives the networks (the
+//     latency classes and, for each CIDR cell, the classes under it),
+//   - their latency actions' candidates: positions, names, sites and
+//     locations (latencyKey), which the map is asked about, and
+//   - which of those candidates are usable now (their own pools' health),
+//     which anti-flap reads.
+//
+// Records of one such family that have each had the same evaluations make
+// one latency group, whose anti-flap state (one latency.Choice per action
+// and network) is the state each of them would have kept alone. The
+// grouping is remembered by record name in the LatencyMemory, across
+// updates and tables (a reload):
+//
+//   - When the records of a group come to evaluate apart (a pool of some
+//     of them goes down, or a reload gives some other candidates), the
+//     largest part keeps the group and every other part continues from a
+//     copy of its state.
+//   - Groups that evaluate alike again join when their states are the
+//     same (as they become once the anti-flap rounds have played out);
+//     until then each keeps its own, as the records would alone.
+//   - A record the memory has not seen (a new name, the first update)
+//     joins the largest group that evaluates as it does, else starts one.
+
+// LatencyMemory is what latency choices remember from one update to the
+// next, across tables: the anti-flap state of every latency group, which
+// group each record name is in, and the CIDR cells of the last map. Calls
+// of SetLatency that share one are serialised by the caller; explain reads
+// it at any time.
+type LatencyMemory struct {
+	h     *latency.Hysteresis // the options and the anti-flap rule (nil: none)
+	mu    sync.Mutex          // guards the groups and their states
+	of    map[string]*latMember
+	next  uint64
+	cells *latCells
+}
+
+// NewLatencyMemory returns an empty memory with the anti-flap options of o.
+func NewLatencyMemory(o latency.Options) *LatencyMemory {
+	return &LatencyMemory{h: latency.NewHysteresis(o), of: map[string]*latMember{}}
+}
+
+// latMember is a record name's group and the last update it was
+// evaluated at.
+type latMember struct {
+	g    *latGroup
+	seen uint64
+}
+
+// latGroup is the anti-flap state of one latency group: one
+// latency.Choice per action and network, laid out as the networks of the
+// family it was last evaluated for.
+type latGroup struct {
+	id    uint64
+	fam   *latFamily         // the layout: fam's networks for cells
+	cells *latCells          //
+	keys  []flapKey          // by network: its identity
+	slots [][]latency.Choice // by action, by network
+	seen  uint64             // the last update it was evaluated at
+}
+
+// flapKey is a network's identity within a group, with the action (the
+// row of slots): stable across updates and reloads while the most
+// specific CIDR key (the zero prefix for none) and the geo facts stay the
+// same.
+type flapKey struct {
+	cell  netip.Prefix
+	class string
+}
+
+func (mem *LatencyMemory) newGroup() *latGroup {
+	mem.next++
+	return &latGroup{id: mem.next}
+}
+
+// fork returns a new group that continues from a copy of g's state.
+func (mem *LatencyMemory) fork(g *latGroup) *latGroup {
+	n := mem.newGroup()
+	n.fam, n.cells, n.keys = g.fam, g.cells, g.keys // keys are never written
+	n.slots = make([][]latency.Choice, len(g.slots))
+	for i, row := range g.slots {
+		n.slots[i] = slices.Clone(row)
+	}
+	return n
+}
+
+// layout lays g's state out as f's networks for c, carrying each
+// network's state over by its identity; networks gone are forgotten.
+func (g *latGroup) layout(f *latFamily, c *latCells) {
+	if g.fam == f && g.cells == c {
+		return
+	}
+	nets := f.networks(c)
+	keys := make([]flapKey, len(nets))
+	for i, n := range nets {
+		keys[i] = flapKey{cell: c.cellPrefix[n.cell], class: f.rep.latClassKeys[n.class]}
+	}
+	slots := make([][]latency.Choice, len(f.acts))
+	for ai := range slots {
+		slots[ai] = make([]latency.Choice, len(nets))
+	}
+	if len(g.slots) > 0 {
+		old := make(map[flapKey]int, len(g.keys))
+		for i, k := range g.keys {
+			old[k] = i
+		}
+		for i, k := range keys {
+			if j, ok := old[k]; ok {
+				for ai := range min(len(slots), len(g.slots)) {
+					slots[ai][i] = g.slots[ai][j]
+				}
+			}
+		}
+	}
+	g.fam, g.cells, g.keys, g.slots = f, c, keys, slots
+}
+
+// sameState reports whether g and o, laid out alike, would choose alike
+// from now on.
+func sameState(g, o *latGroup) bool {
+	if g.fam != o.fam || g.cells != o.cells || len(g.slots) != len(o.slots) {
+		return false
+	}
+	for ai, row := range g.slots {
+		for i := range row {
+			if !row[i].Same(&o.slots[ai][i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// state returns the state of action ai for the network (cell, class), or
+// nil.
+func (g *latGroup) state(ai int, cell netip.Prefix, class string) *latency.Choice {
+	if ai >= len(g.slots) {
+		return nil
+	}
+	for i, k := range g.keys {
+		if k.cell == cell && k.class == class {
+			return &g.slots[ai][i]
+		}
+	}
+	return nil
+}
+
+// latCells is the CIDR cells of a set of map prefixes.
+type latCells struct {
+	m          *latency.Map // a map with these prefixes
+	cells4     trie
+	cells6     trie
+	cellPrefix []netip.Prefix // by cell; cell 0 is "no CIDR key" (the zero prefix)
+	cellKeys   []string       // cellPrefix as text ("-" for cell 0)
+}
+
+// cellsFor returns the cells of m's prefixes, the last ones when m has
+// the same prefixes.
+func (mem *LatencyMemory) cellsFor(m *latency.Map) *latCells {
+	if c := mem.cells; c != nil && c.m.SamePrefixes(m) {
+		return c
+	}
+	c := &latCells{m: m}
+	c.cells4, c.cells6, c.cellPrefix = buildCells(m.Prefixes())
+	c.cellKeys = make([]string, len(c.cellPrefix))
+	c.cellKeys[0] = "-"
+	for i, p := range c.cellPrefix[1:] {
+		c.cellKeys[i+1] = p.String()
+	}
+	mem.cells = c
+	return c
+}
+
+// latFamilies is the records of a table that evaluate alike but for
+// health, found once per live state.
+type latFamilies struct {
+	fams []*latFamily
+	of   []int32 // by record index: its family, -1 without latency
+}
+
+// latFamily is one family: its first record stands for all.
+type latFamily struct {
+	rep      *Record
+	acts     []latAct  // by Action.Latency
+	cands    []int     // every candidate member of every action
+	netIndex           // its networks for netsOf
+	netsOf   *latCells // the cells they were listed for
+}
+
+// latAct is what evaluating one action reads of its candidates.
+type latAct struct {
+	sites   []latency.Site
+	names   []string // the candidates' member names
+	members []int    // the candidates
+}
+
+// member returns the candidate named name, or -1.
+func (a *latAct) member(name string) int {
+	for i, n := range a.names {
+		if n == name {
+			return a.members[i]
+		}
+	}
+	return -1
+}
+
+// latencyKey describes what evaluating r's latency actions reads beyond
+// its partition: each candidate's position, name, site and location.
+func (r *Record) latencyKey() string {
+	var b []byte
+	for _, a := range r.latencyActs {
+		b = append(b, '|')
+		for _, p := range a.Candidates {
+			lat, lon, ok, _ := r.memberLoc(p)
+			b = strconv.AppendInt(b, int64(p), 10)
+			b = append(b, ' ')
+			b = append(b, r.MemberName(p)...)
+			b = append(b, 0)
+			b = append(b, r.memberSite(p)...)
+			b = append(b, 0)
+			if ok {
+				b = strconv.AppendFloat(b, lat, 'g', -1, 64)
+				b = append(b, ',')
+				b = strconv.AppendFloat(b, lon, 'g', -1, 64)
+			}
+			b = append(b, ';')
+		}
+	}
+	return string(b)
+}
+
+// latencyFamilies returns the table's families, finding them at the
+// first call (SetLatency calls on one Live are serialised).
+func (l *Live) latencyFamilies() *latFamilies {
+	if l.latFam != nil {
+		return l.latFam
+	}
+	type key struct {
+		part *outcome
+		lat  string
+	}
+	fs := &latFamilies{of: make([]int32, len(l.t.Records))}
+	index := map[key]int32{}
+	for i, r := range l.t.Records {
+		fs.of[i] = -1
+		if !r.HasLatency() {
+			continue
+		}
+		k := key{lat: r.latKey}
+		if k.lat == "" {
+			k.lat = r.latencyKey() // a record not from Build
+		}
+		if len(r.outcomes) > 0 {
+			k.part = &r.outcomes[0] // records sharing a partition share its slices
+		}
+		fi, ok := index[k]
+		if !ok {
+			fi = int32(len(fs.fams))
+			index[k] = fi
+			f := &latFamily{rep: r, acts: make([]latAct, len(r.latencyActs))}
+			seen := map[int]bool{}
+			for ai, a := range r.latencyActs {
+				la := &f.acts[ai]
+				la.sites = r.latencySites(nil, a)
+				for _, p := range a.Candidates {
+					la.names = append(la.names, r.MemberName(p))
+					la.members = append(la.members, p)
+					if !seen[p] {
+						seen[p] = true
+						f.cands = append(f.cands, p)
+					}
+				}
+			}
+			fs.fams = append(fs.fams, f)
+		}
+		fs.of[i] = fi
+	}
+	l.latFam = fs
+	return fs
+}
+
+// usableSet is a set of member indices.
+type usableSet [4]uint64
+
+func (u *usableSet) has(m int) bool { return m >= 0 && m < 256 && u[m>>6]&(1<<(m&63)) != 0 }
+
+// usable returns which of f's candidates r can answer with when the pools
+// in up are usable.
+func (f *latFamily) usable(r *Record, up uint64) usableSet {
+	var u usableSet
+	for _, m := range f.cands {
+		if m < 256 && r.usableMember(m, up) {
+			u[m>>6] |= 1 << (m & 63)
+		}
+	}
+	return u
+}
+
+// networks returns the networks of f's partition for cells, listing them
+// again only when the cells changed.
+func (f *latFamily) networks(c *latCells) []network {
+	if f.netsOf != c {
+		f.netIndex, f.netsOf = f.rep.latencyNetworks(c), c
+	}
+	return f.nets
+}
+
+// latBucket is the records of one group at this update.
+type latBucket struct {
+	fam    int32
+	usable usableSet
+	g      *latGroup
+	recs   []int32
+}
+
+// buckets puts the table's latency records into groups for this update
+// (see above) and records each name's group; mem.mu is held.
+func (mem *LatencyMemory) buckets(l *Live, fs *latFamilies, cells *latCells, update uint64) []*latBucket {
+	type key struct {
+		fam    int32
+		usable usableSet
+		g      *latGroup
+	}
+	index := map[key]*latBucket{}
+	var all []*latBucket
+	for _, r := range l.t.Records {
+		fi := fs.of[r.Index]
+		if fi < 0 {
+			continue
+		}
+		k := key{fam: fi, usable: fs.fams[fi].usable(r, l.Up(r, dns.TypeA)|l.Up(r, dns.TypeAAAA))}
+		if e := mem.of[r.Name]; e != nil {
+			k.g = e.g
+		}
+		b := index[k]
+		if b == nil {
+			b = &latBucket{fam: k.fam, usable: k.usable, g: k.g}
+			index[k] = b
+			all = append(all, b)
+		}
+		b.recs = append(b.recs, int32(r.Index))
+	}
+	// Remembered groups first, largest first.
+	slices.SortStableFunc(all, func(a, b *latBucket) int {
+		if (a.g == nil) != (b.g == nil) {
+			if a.g == nil {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(len(b.recs), len(a.recs))
+	})
+	kept := map[*latGroup]bool{}
+	for _, b := range all {
+		if b.g == nil {
+			continue
+		}
+		if kept[b.g] {
+			b.g = mem.fork(b.g) // the group's records now evaluate apart
+		} else {
+			kept[b.g] = true
+		}
+	}
+	type eval struct {
+		fam    int32
+		usable usableSet
+	}
+	first := map[eval][]*latBucket{}
+	out := all[:0]
+	for _, b := range all {
+		e := eval{b.fam, b.usable}
+		if b.g != nil {
+			b.g.layout(fs.fams[b.fam], cells)
+		}
+		joined := false
+		for _, f := range first[e] {
+			if b.g == nil || sameState(f.g, b.g) {
+				f.recs = append(f.recs, b.recs...)
+				joined = true
+				break
+			}
+		}
+		if joined {
+			continue
+		}
+		if b.g == nil {
+			b.g = mem.newGroup()
+			b.g.layout(fs.fams[b.fam], cells)
+		}
+		first[e] = append(first[e], b)
+		out = append(out, b)
+	}
+	for _, b := range out {
+		for _, ri := range b.recs {
+			name := l.t.Records[ri].Name
+			e := mem.of[name]
+			if e == nil {
+				e = &latMember{}
+				mem.of[name] = e
+			}
+			e.g, e.seen = b.g, update
+		}
+	}
+	return out
+}
+
+// prune forgets the records not evaluated since update (and so the groups
+// only they were in).
+func (mem *LatencyMemory) prune(update uint64) {
+	for name, e := range mem.of {
+		if e.seen < update {
+			delete(mem.of, name)
+		}
+	}
+}
+
 // SetLatency evaluates every by: latency action of the table against m,
-// with the anti-flap state in h, and publishes the result for the query
-// path. update is the map's update counter (several calls with the same
-// update count as one round for anti-flap); now decides which values are
-// stale. Callers serialise calls on one Live. Pool usability is the
-// live health: a network whose current choice is unusable
-// switches at once.
-func (l *Live) SetLatency(m *latency.Map, h *latency.Hysteresis, update uint64, now time.Time) LatencyStats {
+// with the anti-flap state in mem (nil: none), and publishes the result
+// for the query path. update is the map's update counter (several calls
+// with the same update count as one round for anti-flap); now decides
+// which values are stale. Callers serialise calls on one Live and on one
+// memory. Pool usability is the live health: a network whose current
+// choice is unusable switches at once. Records that evaluate alike are
+// evaluated once (see above).
+func (l *Live) SetLatency(m *latency.Map, mem *LatencyMemory, update uint64, now time.Time) LatencyStats {
 	t := l.t
 	start := time.Now()
-	s := &LatencyState{m: m, h: h, update: update, recs: make([]*recordLatency, len(t.Records))}
+	s := &LatencyState{m: m, mem: mem, update: update, recs: make([]*recordLatency, len(t.Records))}
 	if !slices.ContainsFunc(t.Records, (*Record).HasLatency) {
 		// Nothing steers by latency: no cells to split, no networks.
 		s.Stats = LatencyStats{Update: update, Took: time.Since(start)}
 		l.lat.Store(s)
 		return s.Stats
 	}
-	prev := l.lat.Load()
-	if prev != nil && prev.m.SamePrefixes(m) {
-		s.cells4, s.cells6, s.cellPrefix, s.cellKeys = prev.cells4, prev.cells6, prev.cellPrefix, prev.cellKeys
-	} else {
-		s.cells4, s.cells6, s.cellPrefix = buildCells(m.Prefixes())
-		s.cellKeys = make([]string, len(s.cellPrefix))
-		s.cellKeys[0] = "-"
-		for i, p := range s.cellPrefix[1:] {
-			s.cellKeys[i+1] = p.String()
-		}
+	if mem == nil {
+		mem = &LatencyMemory{of: map[string]*latMember{}} // no anti-flap
 	}
+	fs := l.latencyFamilies()
+	s.latCells = mem.cellsFor(m)
 	st := LatencyStats{Update: update, Cells: len(s.cellPrefix) - 1}
-	var ev evaluator
-	for _, r := range t.Records {
-		if !r.HasLatency() {
-			continue
-		}
-		up := l.Up(r, dns.TypeA) | l.Up(r, dns.TypeAAAA)
-		nets := r.latencyNetworks(s)
-		rl := &recordLatency{acts: make([]actionLatency, len(r.latencyActs))}
-		for ai, a := range r.latencyActs {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	ev := evaluator{h: mem.h}
+	for _, b := range mem.buckets(l, fs, s.latCells, update) {
+		f := fs.fams[b.fam]
+		nets := f.networks(s.latCells)
+		rl := &recordLatency{g: b.g, netIndex: f.netIndex, acts: make([]actionLatency, len(f.acts))}
+		ev.usable = b.usable
+		for ai := range f.acts {
 			al := &rl.acts[ai]
 			al.rankings = [][]uint8{nil}
-			al.byClass = make([]uint32, len(r.latClasses))
-			al.byCell = make(map[uint64]uint32, len(nets)-len(r.latClasses))
+			al.ids = make([]uint32, len(nets))
 			intern := map[string]uint32{"": 0}
-			for _, n := range nets {
-				rk := ev.evaluate(r, a, s, n, m, h, up, update, now)
+			slots := b.g.slots[ai]
+			for i, n := range nets {
+				rk := ev.evaluate(f, ai, s, n, &slots[i], update, now)
 				id, ok := intern[string(rk)]
 				if !ok {
 					id = uint32(len(al.rankings))
 					al.rankings = append(al.rankings, append([]uint8(nil), rk...))
 					intern[string(rk)] = id
 				}
-				if n.cell == 0 {
-					al.byClass[n.class] = id
-				} else {
-					al.byCell[uint64(n.cell)<<32|uint64(n.class)] = id
-				}
+				al.ids[i] = id
 				st.Networks++
 			}
 			st.Rankings += len(al.rankings) - 1
 		}
-		s.recs[r.Index] = rl
+		b.g.seen = update
+		for _, ri := range b.recs {
+			s.recs[ri] = rl
+		}
+		st.Groups++
+		st.Records += len(b.recs)
 	}
-	if h != nil {
-		h.Prune(update)
-	}
+	mem.prune(update)
 	st.Took = time.Since(start)
 	s.Stats = st
 	l.lat.Store(s)
@@ -215,13 +666,15 @@ type network struct {
 // latencyNetworks lists the networks of r: every class with no CIDR key,
 // and for each CIDR cell the classes of the partition leaves under its
 // prefix (a superset when a longer key covers some of them: harmless).
-func (r *Record) latencyNetworks(s *LatencyState) []network {
+func (r *Record) latencyNetworks(s *latCells) netIndex {
 	out := make([]network, 0, len(r.latClasses)+len(s.cellPrefix))
 	for g := range r.latClasses {
 		out = append(out, network{0, int32(g)})
 	}
+	x := netIndex{classes: len(out), cellStart: make([]uint32, len(s.cellPrefix)+1)}
 	seen := map[int32]bool{}
 	for c := 1; c < len(s.cellPrefix); c++ {
+		x.cellStart[c] = uint32(len(out))
 		p := s.cellPrefix[c]
 		t := &r.v6
 		if p.Addr().Is4() {
@@ -235,7 +688,9 @@ func (r *Record) latencyNetworks(s *LatencyState) []network {
 			}
 		})
 	}
-	return out
+	x.cellStart[len(s.cellPrefix)] = uint32(len(out))
+	x.nets = out
+	return x
 }
 
 // leavesUnder calls f with the outcome of every leaf of t that overlaps p.
@@ -265,32 +720,35 @@ func (r *Record) leavesUnder(t *trie, p netip.Prefix, f func(uint32)) {
 	walk(ref)
 }
 
-// evaluator holds scratch space reused across networks.
+// evaluator holds scratch space reused across networks, and the group
+// being evaluated.
 type evaluator struct {
-	sites  []latency.Site
+	h      *latency.Hysteresis
+	usable usableSet
+	la     *latAct
 	rtts   []latency.RTT
 	known  []latency.RTT
 	rank   []uint8
-	up     uint64
-	r      *Record
-	usable func(site string) bool
+	ok     func(site string) bool
 }
 
-// evaluate returns network n's ranking for action a: the current choice
-// first, then the other candidates with an RTT, lowest first. Candidates
-// with no RTT (no measurement and no location to estimate from) are left
-// out: the action's fallback order covers them.
-func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, m *latency.Map, h *latency.Hysteresis, up uint64, update uint64, now time.Time) []uint8 {
-	c := r.latClasses[n.class].client(s, n.cell)
-	ev.sites = r.latencySites(ev.sites[:0], a)
-	ev.rtts = m.Lookup(ev.rtts[:0], &c, ev.sites, now)
+// evaluate returns network n's ranking for action ai of f, for a group
+// whose usable candidates are ev.usable and whose state for n is ch: the
+// current choice first,
+// then the other candidates with an RTT, lowest first. Candidates with no
+// RTT (no measurement and no location to estimate from) are left out: the
+// action's fallback order covers them.
+func (ev *evaluator) evaluate(f *latFamily, ai int, s *LatencyState, n network, ch *latency.Choice, update uint64, now time.Time) []uint8 {
+	r, la := f.rep, &f.acts[ai]
+	c := r.latClasses[n.class].client(s.latCells, n.cell)
+	ev.rtts = s.m.Lookup(ev.rtts[:0], &c, la.sites, now)
 	ev.known = ev.known[:0]
 	for i := range ev.rtts {
 		if ev.rtts[i].Source == latency.SourceNone {
 			continue
 		}
 		k := ev.rtts[i]
-		k.Site = r.MemberName(a.Candidates[i])
+		k.Site = la.names[i]
 		ev.known = append(ev.known, k)
 	}
 	ev.rank = ev.rank[:0]
@@ -299,22 +757,19 @@ func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, 
 	}
 	slices.SortStableFunc(ev.known, func(x, y latency.RTT) int { return cmp.Compare(x.Ms, y.Ms) })
 	cur := ""
-	if h != nil {
-		ev.up, ev.r = up, r
-		if ev.usable == nil {
-			ev.usable = func(site string) bool {
-				m := ev.r.memberIndex(site)
-				return m >= 0 && ev.r.usableMember(m, ev.up)
-			}
+	if ev.h != nil {
+		if ev.ok == nil {
+			ev.ok = func(site string) bool { return ev.usable.has(ev.la.member(site)) }
 		}
-		cur, _ = h.Choose(r.networkKey(a, s, n), ev.known, ev.usable, update)
+		ev.la = la
+		cur = ev.h.Step(ch, ev.known, ev.ok, update)
 	}
 	if cur != "" {
-		ev.rank = append(ev.rank, uint8(r.memberIndex(cur)))
+		ev.rank = append(ev.rank, uint8(la.member(cur)))
 	}
 	for _, k := range ev.known {
 		if k.Site != cur {
-			ev.rank = append(ev.rank, uint8(r.memberIndex(k.Site)))
+			ev.rank = append(ev.rank, uint8(la.member(k.Site)))
 		}
 	}
 	return ev.rank
@@ -322,7 +777,7 @@ func (ev *evaluator) evaluate(r *Record, a *Action, s *LatencyState, n network, 
 
 // client is what the map is asked about the network of class c in cell:
 // the whole cell prefix (cell 0: no CIDR key at all) with c's geo facts.
-func (c *latClass) client(s *LatencyState, cell uint32) latency.Client {
+func (c *latClass) client(s *latCells, cell uint32) latency.Client {
 	lc := latency.Client{ASN: c.asn, Subdivision: c.subdivision, Country: c.country, Continent: c.contin,
 		Lat: c.lat, Lon: c.lon, HasLocation: c.hasLoc}
 	if cell != 0 {
@@ -339,13 +794,6 @@ func (r *Record) latencySites(dst []latency.Site, a *Action) []latency.Site {
 		dst = append(dst, latency.Site{Name: r.memberSite(p), Lat: lat, Lon: lon, HasLocation: ok})
 	}
 	return dst
-}
-
-// networkKey is network n's anti-flap identity for action a of r: stable
-// across updates and reloads while the record, the rule, the most specific
-// CIDR key and the geo facts stay the same.
-func (r *Record) networkKey(a *Action, s *LatencyState, n network) string {
-	return r.Name + " #" + strconv.Itoa(a.Latency) + " " + s.cellKeys[n.cell] + " " + r.latClassKeys[n.class]
 }
 
 // poolIndex returns the index of the pool named name, or -1.
@@ -383,7 +831,8 @@ func (r *Record) latencyRanking(a *Action, o *outcome, q *Query) ([]uint8, int) 
 	if s == nil || r.Index >= len(s.recs) || s.recs[r.Index] == nil || o.lclass < 0 {
 		return nil, 0
 	}
-	al := &s.recs[r.Index].acts[a.Latency]
+	rl := s.recs[r.Index]
+	al := &rl.acts[a.Latency]
 	t := &s.cells4
 	addr := q.Client.Unmap()
 	if addr.Is6() {
@@ -395,12 +844,8 @@ func (r *Record) latencyRanking(a *Action, o *outcome, q *Query) ([]uint8, int) 
 		cell, _, depth = t.lookup(addr)
 	}
 	var id uint32
-	if cell == 0 {
-		if int(o.lclass) < len(al.byClass) {
-			id = al.byClass[o.lclass]
-		}
-	} else {
-		id = al.byCell[uint64(cell)<<32|uint64(o.lclass)]
+	if i := rl.find(cell, o.lclass); i >= 0 {
+		id = al.ids[i]
 	}
 	return al.rankings[id], depth
 }
@@ -503,7 +948,10 @@ func (l *Live) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, i
 		return tr
 	}
 	tr.Update = s.update
-	h := s.h
+	var h *latency.Hysteresis
+	if s.mem != nil {
+		h = s.mem.h
+	}
 	in, cell := info, uint32(0)
 	if addr.IsValid() { // invalid: a client at the node, which has no address (no CIDR key)
 		var p netip.Prefix
@@ -520,7 +968,7 @@ func (l *Live) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, i
 	if !ok {
 		g = -1
 	}
-	c := cls.client(s, cell)
+	c := cls.client(s.latCells, cell)
 	tr.Network = s.cellKeys[cell] + " " + cls.key()
 	rtts := s.m.Lookup(nil, &c, r.latencySites(nil, a), now)
 	best, bestMs := "", math.Inf(1)
@@ -541,8 +989,12 @@ func (l *Live) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, i
 		}
 		tr.Candidates = append(tr.Candidates, lc)
 	}
-	if h != nil && g >= 0 {
-		if st, ok := h.State(r.networkKey(a, s, network{cell, g})); ok {
+	if h != nil && g >= 0 && r.Index < len(s.recs) && s.recs[r.Index] != nil {
+		// The state of the record's group, as SetLatency left it.
+		s.mem.mu.Lock()
+		st, ok := h.StateOf(s.recs[r.Index].g.state(a.Latency, s.cellPrefix[cell], r.latClassKeys[g]))
+		s.mem.mu.Unlock()
+		if ok {
 			tr.State = &st
 		}
 	}

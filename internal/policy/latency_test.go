@@ -44,7 +44,7 @@ type latEnv struct {
 	live  *policy.Live
 	r     *policy.Record
 	store *latency.Store
-	h     *latency.Hysteresis
+	h     *policy.LatencyMemory
 	now   time.Time
 }
 
@@ -53,7 +53,7 @@ func newLatEnv(t testing.TB, record string, o latency.Options) *latEnv {
 	table := mustBuild(t, configYAML(t, []string{cityDB, asnDB}, record))
 	// No evaluation yet: the first update sets every network's initial
 	// choice, as loading the files does before a server answers.
-	return &latEnv{t: t, table: table, live: policy.NewLive(table, policy.LiveOptions{}), r: table.Records[0], store: latency.NewStore(o), h: latency.NewHysteresis(o), now: t0}
+	return &latEnv{t: t, table: table, live: policy.NewLive(table, policy.LiveOptions{}), r: table.Records[0], store: latency.NewStore(o), h: policy.NewLatencyMemory(o), now: t0}
 }
 
 // update applies one update of "key,site,rtt" lines measured at e.now.
@@ -363,7 +363,7 @@ func TestLatencyMatchesDirectEvaluation(t *testing.T) {
 		// network take its best, which the direct evaluation computes.
 		half := len(lines) / 2
 		e.update(lines[:half]...)
-		e.h = latency.NewHysteresis(latency.Options{})
+		e.h = policy.NewLatencyMemory(latency.Options{})
 		e.update(lines[half:]...)
 		var again []string
 		for _, l := range lines[:half] {
@@ -373,7 +373,7 @@ func TestLatencyMatchesDirectEvaluation(t *testing.T) {
 			}
 		}
 		e.now = e.now.Add(time.Minute)
-		e.h = latency.NewHysteresis(latency.Options{})
+		e.h = policy.NewLatencyMemory(latency.Options{})
 		e.update(again...)
 		m := e.store.Map()
 		for i := range 3000 {

@@ -22,6 +22,9 @@ type Live struct {
 	hooks  Hooks
 	health atomic.Pointer[Health]
 	lat    atomic.Pointer[LatencyState]
+	// latFam is the table's latency families, found at the first
+	// SetLatency (latency.go); only SetLatency, serialised, touches it.
+	latFam *latFamilies
 	// lastAnswer[record][pool] is when the pool was last answered (Unix s).
 	lastAnswer [][]atomic.Int64
 	// seed is the widenings of the state this one follows, for its first

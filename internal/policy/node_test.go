@@ -391,7 +391,7 @@ func TestUnknownClientLatency(t *testing.T) {
 		table := mustBuild(t, nodeSection("n-1", "x", c.node, "node")+configYAML(t, []string{cityDB, asnDB}, latRecord))
 		r := table.Records[0]
 		live := policy.NewLive(table, policy.LiveOptions{})
-		store, h := latency.NewStore(o), latency.NewHysteresis(o)
+		store, h := latency.NewStore(o), policy.NewLatencyMemory(o)
 		// Estimates only, from the pools' locations.
 		live.SetLatency(store.Map(), h, store.Updates(), t0)
 		for _, resolver := range []string{"1.1.1.1", "10.9.9.9"} {
@@ -404,7 +404,7 @@ func TestUnknownClientLatency(t *testing.T) {
 		}
 		// A measurement for the node's country wins over the estimate
 		// (a fresh anti-flap state: the first evaluation sets the choice).
-		store, h = latency.NewStore(o), latency.NewHysteresis(o)
+		store, h = latency.NewStore(o), policy.NewLatencyMemory(o)
 		store.Update([]latency.Measurement{
 			{Key: "DE", Site: "virginia", RTTms: 1, Samples: 1, MeasuredAt: t0},
 			{Key: "DE", Site: "frankfurt", RTTms: 500, Samples: 1, MeasuredAt: t0},

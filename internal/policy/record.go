@@ -96,7 +96,10 @@ type Record struct {
 	Stats Stats
 	ckey  string // what the partition depends on (share.go)
 	dkey  string // what a decision reads beyond the partition (widen.go)
-	src   int    // index in the configuration's records
+	// latKey is what evaluating its latency actions reads beyond the
+	// partition (latency.go), "" without any.
+	latKey string
+	src    int // index in the configuration's records
 	// warns are the warnings building and compiling the record gave, for
 	// a build that reuses it to give again (reuse.go).
 	warns []warning
