@@ -126,7 +126,10 @@ type LatencyStats struct {
 	// partition, candidates and usable candidates), Records the records
 	// they answer for.
 	Groups, Records int
-	Took            time.Duration // evaluation time
+	// Reused is the groups whose rankings were kept: nothing they read
+	// changed since their last evaluation (a reload).
+	Reused int
+	Took   time.Duration // evaluation time
 }
 
 // recordLatency is the rankings of one latency group, which every record
@@ -211,11 +214,12 @@ type LatencyMemory struct {
 	of    map[string]*latMember
 	next  uint64
 	cells *latCells
+	nets  map[*outcome]*netsAt // by partition: its networks for cells
 }
 
 // NewLatencyMemory returns an empty memory with the anti-flap options of o.
 func NewLatencyMemory(o latency.Options) *LatencyMemory {
-	return &LatencyMemory{h: latency.NewHysteresis(o), of: map[string]*latMember{}}
+	return &LatencyMemory{h: latency.NewHysteresis(o), of: map[string]*latMember{}, nets: map[*outcome]*netsAt{}}
 }
 
 // latMember is a record name's group and the last update it was
@@ -230,11 +234,24 @@ type latMember struct {
 // family it was last evaluated for.
 type latGroup struct {
 	id    uint64
-	fam   *latFamily         // the layout: fam's networks for cells
+	fam   famID              // the layout: the family's networks for cells
 	cells *latCells          //
 	keys  []flapKey          // by network: its identity
 	slots [][]latency.Choice // by action, by network
 	seen  uint64             // the last update it was evaluated at
+	last  *latEval           // its last evaluation, while its layout stays
+}
+
+// latEval is a group's last evaluation and what it read: evaluating
+// again with the same would give the same rankings and leave the state as
+// it is (several evaluations within one update count as one round), so a
+// reload that changes nothing of it keeps them.
+type latEval struct {
+	m      *latency.Map
+	update uint64
+	usable usableSet
+	now    time.Time
+	rl     *recordLatency
 }
 
 // flapKey is a network's identity within a group, with the action (the
@@ -265,10 +282,10 @@ func (mem *LatencyMemory) fork(g *latGroup) *latGroup {
 // layout lays g's state out as f's networks for c, carrying each
 // network's state over by its identity; networks gone are forgotten.
 func (g *latGroup) layout(f *latFamily, c *latCells) {
-	if g.fam == f && g.cells == c {
+	if g.fam == f.id && g.cells == c {
 		return
 	}
-	nets := f.networks(c)
+	nets := f.nets
 	keys := make([]flapKey, len(nets))
 	for i, n := range nets {
 		keys[i] = flapKey{cell: c.cellPrefix[n.cell], class: f.rep.latClassKeys[n.class]}
@@ -290,7 +307,7 @@ func (g *latGroup) layout(f *latFamily, c *latCells) {
 			}
 		}
 	}
-	g.fam, g.cells, g.keys, g.slots = f, c, keys, slots
+	g.fam, g.cells, g.keys, g.slots, g.last = f.id, c, keys, slots, nil
 }
 
 // sameState reports whether g and o, laid out alike, would choose alike
@@ -359,10 +376,25 @@ type latFamilies struct {
 // latFamily is one family: its first record stands for all.
 type latFamily struct {
 	rep      *Record
-	acts     []latAct  // by Action.Latency
-	cands    []int     // every candidate member of every action
+	acts     []latAct // by Action.Latency
+	cands    []int    // every candidate member of every action
+	id       famID
 	netIndex           // its networks for netsOf
 	netsOf   *latCells // the cells they were listed for
+}
+
+// famID is a family's identity across tables: the partition (records
+// sharing one share its slices) and the latency key.
+type famID struct {
+	part *outcome
+	key  string
+}
+
+// netsAt is a partition's networks for a set of cells.
+type netsAt struct {
+	cells *latCells
+	x     netIndex
+	seen  uint64
 }
 
 // latAct is what evaluating one action reads of its candidates.
@@ -413,20 +445,16 @@ func (l *Live) latencyFamilies() *latFamilies {
 	if l.latFam != nil {
 		return l.latFam
 	}
-	type key struct {
-		part *outcome
-		lat  string
-	}
 	fs := &latFamilies{of: make([]int32, len(l.t.Records))}
-	index := map[key]int32{}
+	index := map[famID]int32{}
 	for i, r := range l.t.Records {
 		fs.of[i] = -1
 		if !r.HasLatency() {
 			continue
 		}
-		k := key{lat: r.latKey}
-		if k.lat == "" {
-			k.lat = r.latencyKey() // a record not from Build
+		k := famID{key: r.latKey}
+		if k.key == "" {
+			k.key = r.latencyKey() // a record not from Build
 		}
 		if len(r.outcomes) > 0 {
 			k.part = &r.outcomes[0] // records sharing a partition share its slices
@@ -435,7 +463,7 @@ func (l *Live) latencyFamilies() *latFamilies {
 		if !ok {
 			fi = int32(len(fs.fams))
 			index[k] = fi
-			f := &latFamily{rep: r, acts: make([]latAct, len(r.latencyActs))}
+			f := &latFamily{rep: r, id: k, acts: make([]latAct, len(r.latencyActs))}
 			seen := map[int]bool{}
 			for ai, a := range r.latencyActs {
 				la := &f.acts[ai]
@@ -475,10 +503,17 @@ func (f *latFamily) usable(r *Record, up uint64) usableSet {
 }
 
 // networks returns the networks of f's partition for cells, listing them
-// again only when the cells changed.
-func (f *latFamily) networks(c *latCells) []network {
+// again only when the cells changed (kept across tables: a reload that
+// keeps a partition keeps its networks).
+func (mem *LatencyMemory) networks(f *latFamily, c *latCells, update uint64) []network {
 	if f.netsOf != c {
-		f.netIndex, f.netsOf = f.rep.latencyNetworks(c), c
+		e := mem.nets[f.id.part]
+		if e == nil || e.cells != c {
+			e = &netsAt{cells: c, x: f.rep.latencyNetworks(c)}
+			mem.nets[f.id.part] = e
+		}
+		e.seen = update
+		f.netIndex, f.netsOf = e.x, c
 	}
 	return f.nets
 }
@@ -547,6 +582,7 @@ func (mem *LatencyMemory) buckets(l *Live, fs *latFamilies, cells *latCells, upd
 	out := all[:0]
 	for _, b := range all {
 		e := eval{b.fam, b.usable}
+		mem.networks(fs.fams[b.fam], cells, update)
 		if b.g != nil {
 			b.g.layout(fs.fams[b.fam], cells)
 		}
@@ -582,12 +618,32 @@ func (mem *LatencyMemory) buckets(l *Live, fs *latFamilies, cells *latCells, upd
 	return out
 }
 
+// turnedStale reports whether a value of m fresh at from is stale at now
+// (memo caches the answer by from).
+func (mem *LatencyMemory) turnedStale(m *latency.Map, from, now time.Time, memo map[time.Time]bool) bool {
+	if m.Options().MaxAge <= 0 {
+		return false
+	}
+	stale, ok := memo[from]
+	if !ok {
+		next := m.NextStale(from)
+		stale = !next.IsZero() && !next.After(now)
+		memo[from] = stale
+	}
+	return stale
+}
+
 // prune forgets the records not evaluated since update (and so the groups
 // only they were in).
 func (mem *LatencyMemory) prune(update uint64) {
 	for name, e := range mem.of {
 		if e.seen < update {
 			delete(mem.of, name)
+		}
+	}
+	for p, e := range mem.nets {
+		if e.seen < update || e.cells != mem.cells {
+			delete(mem.nets, p)
 		}
 	}
 }
@@ -611,7 +667,7 @@ func (l *Live) SetLatency(m *latency.Map, mem *LatencyMemory, update uint64, now
 		return s.Stats
 	}
 	if mem == nil {
-		mem = &LatencyMemory{of: map[string]*latMember{}} // no anti-flap
+		mem = &LatencyMemory{of: map[string]*latMember{}, nets: map[*outcome]*netsAt{}} // no anti-flap
 	}
 	fs := l.latencyFamilies()
 	s.latCells = mem.cellsFor(m)
@@ -619,9 +675,23 @@ func (l *Live) SetLatency(m *latency.Map, mem *LatencyMemory, update uint64, now
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	ev := evaluator{h: mem.h}
+	staleSince := map[time.Time]bool{}
 	for _, b := range mem.buckets(l, fs, s.latCells, update) {
 		f := fs.fams[b.fam]
-		nets := f.networks(s.latCells)
+		nets := f.nets
+		if e := b.g.last; e != nil && e.m == m && e.update == update && e.usable == b.usable && !now.Before(e.now) &&
+			!mem.turnedStale(m, e.now, now, staleSince) {
+			// Nothing it reads changed since (a reload that keeps the
+			// partition and candidates): the same rankings.
+			for _, ri := range b.recs {
+				s.recs[ri] = e.rl
+			}
+			b.g.seen = update
+			st.Groups++
+			st.Reused++
+			st.Records += len(b.recs)
+			continue
+		}
 		rl := &recordLatency{g: b.g, netIndex: f.netIndex, acts: make([]actionLatency, len(f.acts))}
 		ev.usable = b.usable
 		for ai := range f.acts {
@@ -644,6 +714,7 @@ func (l *Live) SetLatency(m *latency.Map, mem *LatencyMemory, update uint64, now
 			st.Rankings += len(al.rankings) - 1
 		}
 		b.g.seen = update
+		b.g.last = &latEval{m: m, update: update, usable: b.usable, now: now, rl: rl}
 		for _, ri := range b.recs {
 			s.recs[ri] = rl
 		}

@@ -191,3 +191,49 @@ func TestLatencyGroupsAnswerAsRecordsAlone(t *testing.T) {
 		t.Errorf("the run never forked a group (%t) or never joined them again (%t): at most %d groups", forked, joined, maxGroups)
 	}
 }
+
+// A reload costs in proportion to the change: a table rebuilt from the
+// same configuration keeps every group's rankings at the same update (no
+// network evaluated again), and one record moved to another policy costs
+// one group's evaluation; the next update evaluates every group again.
+func TestLatencyReloadEvaluatesTheChange(t *testing.T) {
+	var recs [][2]string
+	for i := range 40 {
+		recs = append(recs, [2]string{fmt.Sprintf("r%d.example.com", i), fmt.Sprintf("p%d", i%2)})
+	}
+	g := geoSetFor(t, cityDB, asnDB)
+	mem := policy.NewLatencyMemory(latency.Options{})
+	store := latency.NewStore(latency.Options{})
+	store.Update(bigUpdate(300, t0), t0)
+	var prev *policy.Table
+	load := func() (*policy.Live, policy.LatencyStats) {
+		table, _, err := policy.BuildWith(parseConfig(t, groupNames(t, recs)), g, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = table
+		live := policy.NewLive(table, policy.LiveOptions{})
+		return live, live.SetLatency(store.Map(), mem, store.Updates(), t0)
+	}
+	live, first := load()
+	if first.Groups != 2 || first.Reused != 0 || first.Networks == 0 {
+		t.Fatalf("first evaluation: %+v", first)
+	}
+	want := decideNow(live, prev.Get("r0.example.com."), dns.TypeA, addr("192.0.2.1"))
+	live, same := load()
+	if same.Groups != 2 || same.Reused != 2 || same.Networks != 0 {
+		t.Fatalf("reload of the same configuration: %+v, want both groups kept and no network evaluated", same)
+	}
+	if got := decideNow(live, prev.Get("r0.example.com."), dns.TypeA, addr("192.0.2.1")); got.Pools != want.Pools || got.Scope != want.Scope {
+		t.Fatalf("after the reload r0 answers %v, before %v", got, want)
+	}
+	recs[0][1] = "p1"
+	_, moved := load()
+	if moved.Groups != 3 || moved.Reused != 2 || moved.Networks == 0 || moved.Networks >= first.Networks {
+		t.Fatalf("one record moved: %+v, want its own group evaluated (fewer networks than the first %d) and the two others kept", moved, first.Networks)
+	}
+	store.Update(bigUpdate(300, t0.Add(time.Minute)), t0.Add(time.Minute))
+	if _, next := load(); next.Reused != 0 || next.Networks == 0 {
+		t.Fatalf("a new update: %+v, want every group evaluated", next)
+	}
+}
