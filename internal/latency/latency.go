@@ -23,10 +23,14 @@
 // the store's values (an exponentially weighted moving average with a
 // half-life), builds a new immutable Map off the query path and publishes it
 // atomically; Map.Lookup never takes a lock and does not allocate beyond the
-// slice it returns. Hysteresis keeps each network's chosen site stable.
+// slice it returns. Hysteresis keeps each network's chosen site stable;
+// a caller that keeps its networks' states itself applies the same rule to
+// each Choice with Hysteresis.Step.
 //
 // The server feeds a Store from files and the admin API; package policy
-// turns each published Map into per-network choices (see policy.Table.SetLatency).
+// turns each published Map into per-network choices, evaluated once per
+// group of records that evaluate alike (see policy.Live.SetLatency and
+// policy.LatencyMemory).
 //
 // Metrics (metrics.go) are the map's own steer_latency_* series, which the
 // server sets as it updates and evaluates the map.

@@ -180,7 +180,7 @@ func (l *latencyWiring) evaluate(t *policy.Live, why string) {
 	l.publish()
 	if l.stats.Networks > 0 {
 		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks,
-			"groups", l.stats.Groups, "records", l.stats.Records, "cells", l.stats.Cells, "rankings", l.stats.Rankings,
+			"groups", l.stats.Groups, "reused", l.stats.Reused, "records", l.stats.Records, "cells", l.stats.Cells, "rankings", l.stats.Rankings,
 			"took", l.stats.Took.Round(time.Microsecond))
 	}
 	if l.timer != nil {
