@@ -1,3 +1,9 @@
+//go:build !race
+
+// Two fleet nodes, etcd and Knot: a wall-time and CPU-heavy scenario,
+// run beside the raced packages (the agreement's own test,
+// internal/fleetnode, runs under the race detector).
+
 package node
 
 import (
@@ -24,11 +30,7 @@ import (
 // serves with the new fallback.
 func TestFleetSerialsAgree(t *testing.T) {
 	c, s := fleetStore(t)
-	// The bundle's TSIG key file: read from the bundle, or (until keys
-	// travel in it) from the working directory.
-	keyDir := t.TempDir()
-	writeFile(t, keyDir, "knot.key", keyFile("knot-key"))
-	t.Chdir(keyDir)
+	t.Parallel()
 	cfg := `identity: pushed
 tsig:
   knot-key: { secret_file: knot.key }
@@ -141,7 +143,27 @@ acl:
 		t.Fatalf("NOTIFY to knot: %v %v", r, err)
 	}
 	dnstest.WaitFor(t, 10*time.Second, "knot to serve serial 4 with the new fallback", func() bool { return serves(knot, 4, "shop."+xfrOrigin, "198.51.100.1") })
-	if l := na.logs.String() + nb.logs.String(); strings.Contains(l, "cannot agree") {
+	// Restarted, node b answers the serial it exported, kept in its
+	// state directory, from its first answer.
+	if err := nb.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logs := na.logs.String() + nb.logs.String()
+	nb = startNodeIn(t, nb.dir, Options{})
+	if got := soa(nb); got != 4 {
+		t.Errorf("node b restarted answers serial %d, want 4", got)
+	}
+	// Its fleet state (the override) arrives after the start: the same
+	// content, so still serial 4, and no new agreement.
+	dnstest.WaitFor(t, 5*time.Second, "the restarted node b to follow the fleet's override", func() bool {
+		return nb.a("shop."+xfrOrigin) == "198.51.100.1"
+	})
+	na.xfr.Refresh()
+	nb.xfr.Refresh()
+	if a, sa, sb := agreed(), soa(na), soa(nb); a.Serial != 4 || sa != 4 || sb != 4 {
+		t.Errorf("after node b's restart: agreed %d, node a %d, node b %d; want 4", a.Serial, sa, sb)
+	}
+	if l := logs + nb.logs.String(); strings.Contains(l, "cannot agree") {
 		t.Errorf("an agreement failed:\n%s", grepLines(l, "agree"))
 	}
 }
