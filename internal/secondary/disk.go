@@ -68,7 +68,9 @@ func (m *Manager) loadDisk(origin string) *diskCopy {
 }
 
 // parseZone parses master-file text of origin: the SOA must be the first
-// record and at the apex, and every name in the zone.
+// record and at the apex, and every name in the zone. The records come
+// back as a copy keeps them (SOA first, the rest sorted, no duplicates),
+// which applyIXFR relies on, whatever the order in the file.
 func parseZone(origin string, text []byte) ([]dns.RR, error) {
 	zp := dns.NewZoneParser(bytes.NewReader(text), origin, "")
 	var rrs []dns.RR
@@ -81,7 +83,8 @@ func parseZone(origin string, text []byte) ([]dns.RR, error) {
 	if err := checkZone(origin, rrs); err != nil {
 		return nil, err
 	}
-	return rrs, nil
+	sortRecords(rrs[1:])
+	return dedup(rrs), nil
 }
 
 // checkZone checks that rrs starts with the apex SOA, has only one SOA

@@ -719,15 +719,16 @@ func zoneText(origin string, rrs []dns.RR, from string, at time.Time) []byte {
 }
 
 // sortRecords puts the SOA first and the rest in canonical name order,
-// then type, then text.
+// then type, then text (recordLess). The text of a record is made only
+// for those sharing their owner and type with another.
 func sortRecords(rrs []dns.RR) {
 	type keyed struct {
-		rr        dns.RR
-		name, txt string
+		rr   dns.RR
+		name string
 	}
 	ks := make([]keyed, len(rrs))
 	for i, rr := range rrs {
-		ks[i] = keyed{rr, canonicalKey(rr.Header().Name), rr.String()}
+		ks[i] = keyed{rr, canonicalKey(rr.Header().Name)}
 	}
 	sort.SliceStable(ks, func(i, j int) bool {
 		a, b := ks[i], ks[j]
@@ -738,14 +739,42 @@ func sortRecords(rrs []dns.RR) {
 		if a.name != b.name {
 			return a.name < b.name
 		}
-		if a.rr.Header().Rrtype != b.rr.Header().Rrtype {
-			return a.rr.Header().Rrtype < b.rr.Header().Rrtype
-		}
-		return a.txt < b.txt
+		return a.rr.Header().Rrtype < b.rr.Header().Rrtype
 	})
 	for i := range ks {
 		rrs[i] = ks[i].rr
 	}
+	// Runs of one owner and type, ordered by their text.
+	for i := 0; i < len(ks); {
+		j := i + 1
+		for j < len(ks) && ks[j].name == ks[i].name && ks[j].rr.Header().Rrtype == ks[i].rr.Header().Rrtype {
+			j++
+		}
+		if j-i > 1 {
+			run := rrs[i:j]
+			txt := make(map[dns.RR]string, len(run))
+			for _, rr := range run {
+				txt[rr] = rr.String()
+			}
+			sort.SliceStable(run, func(a, b int) bool { return txt[run[a]] < txt[run[b]] })
+		}
+		i = j
+	}
+}
+
+// recordCompare orders two records (neither the SOA) as sortRecords
+// does: canonical name, type, text.
+func recordCompare(a, b dns.RR) int {
+	if c := strings.Compare(canonicalKey(a.Header().Name), canonicalKey(b.Header().Name)); c != 0 {
+		return c
+	}
+	if at, bt := a.Header().Rrtype, b.Header().Rrtype; at != bt {
+		if at < bt {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.String(), b.String())
 }
 
 // canonicalKey orders names with their labels reversed, so a zone's

@@ -1,6 +1,8 @@
 package secondary
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,12 +83,15 @@ func TestCacheFile(t *testing.T) {
 }
 
 // base is u.example. at serial 1.
+// base is a copy as the Manager keeps one: SOA first, the rest sorted.
 func base(t *testing.T) []dns.RR {
-	return rrs(t, soaLine(1),
+	z := rrs(t, soaLine(1),
 		"u.example. 60 IN NS ns.u.example.",
 		"ns.u.example. 60 IN A 192.0.2.1",
 		"a.u.example. 60 IN A 192.0.2.10",
 		"keep.u.example. 60 IN TXT \"keep\"")
+	sortRecords(z[1:])
+	return z
 }
 
 func names(rrs []dns.RR) string {
@@ -208,5 +213,76 @@ func TestZoneText(t *testing.T) {
 	sameSet(t, back, z)
 	if _, err := parseZone("u.example.", []byte("a.u.example. 60 IN A 192.0.2.1\n")); err == nil {
 		t.Fatal("zone without SOA first accepted")
+	}
+}
+
+// TestApplyIXFRMatchesRecompute: on random copies and differences,
+// applyIXFR (lookups in the sorted copy, the additions merged in) gives
+// exactly what applying the difference to a set and sorting it all gives,
+// in the same order.
+func TestApplyIXFRMatchesRecompute(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	rec := func(i, v int) string {
+		return fmt.Sprintf("n%d.u.example. %d IN A 192.0.2.%d", i%40, 60+v%2*60, v%7)
+	}
+	for round := range 50 {
+		var lines []string
+		seen := map[string]bool{}
+		for range 80 {
+			i, v := rnd.IntN(100), rnd.IntN(14)
+			key := fmt.Sprintf("%d/%d", i%40, v%7)
+			if !seen[key] {
+				seen[key] = true
+				lines = append(lines, rec(i, v))
+			}
+		}
+		cur := append(rrs(t, soaLine(1)), rrs(t, lines...)...)
+		sortRecords(cur[1:])
+		// Delete a few of cur's records (case changed), add new ones and
+		// re-add one with another TTL.
+		var dels, adds []string
+		for _, rr := range cur[1:] {
+			if rnd.IntN(8) == 0 {
+				dels = append(dels, strings.ToUpper(rr.Header().Name)+strings.TrimPrefix(rr.String(), rr.Header().Name))
+			}
+		}
+		for range 6 {
+			i, v := rnd.IntN(100), rnd.IntN(14)
+			if !seen[fmt.Sprintf("%d/%d", i%40, v%7)] {
+				adds = append(adds, rec(i, v))
+				seen[fmt.Sprintf("%d/%d", i%40, v%7)] = true
+			}
+		}
+		if rr := cur[1+rnd.IntN(len(cur)-1)]; !strings.Contains(strings.Join(dels, "\n"), rr.String()[len(rr.Header().Name):]) {
+			c := dns.Copy(rr)
+			c.Header().Ttl = 999
+			adds = append(adds, c.String())
+		}
+		resp := append(rrs(t, soaLine(2), soaLine(1)), rrs(t, dels...)...)
+		resp = append(resp, mustRR(t, soaLine(2)))
+		resp = append(resp, rrs(t, adds...)...)
+		resp = append(resp, mustRR(t, soaLine(2)))
+		got, _, _, err := applyIXFR("u.example.", cur, resp)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		set := rrset{}
+		for _, rr := range cur[1:] {
+			set.add(rr)
+		}
+		for _, l := range dels {
+			set.remove(mustRR(t, l))
+		}
+		for _, l := range adds {
+			set.add(mustRR(t, l))
+		}
+		want := rrs(t, soaLine(2))
+		for _, b := range set {
+			want = append(want, b...)
+		}
+		sortRecords(want[1:])
+		if names(got) != names(want) {
+			t.Fatalf("round %d:\ngot\n%s\nwant\n%s", round, names(got), names(want))
+		}
 	}
 }

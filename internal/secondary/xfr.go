@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -388,13 +389,15 @@ func (s rrset) add(rr dns.RR) {
 	s[k] = append(s[k], rr)
 }
 
-// applyIXFR applies an IXFR answer (RFC 1995 §4) to cur (SOA first): one
-// or more sequences of old SOA, deletions, new SOA, additions, between
-// the primary's SOA first and last, condensed or not. An answer whose
-// second record is not an SOA is a full zone (full). A single SOA not
-// newer than ours: uptodate. A deletion of a record we do not have, a
-// sequence not starting at the serial reached, or a missing final SOA is
-// an error: the caller falls back to AXFR.
+// applyIXFR applies an IXFR answer (RFC 1995 §4) to cur (SOA first, the
+// rest in sortRecords order without duplicates): one or more sequences of
+// old SOA, deletions, new SOA, additions, between the primary's SOA first
+// and last, condensed or not. An answer whose second record is not an SOA
+// is a full zone (full). A single SOA equal to ours: uptodate. A deletion
+// of a record we do not have, a sequence not starting at the serial
+// reached, or a missing final SOA is an error: the caller falls back to
+// AXFR. The work follows the size of the difference (lookups by binary
+// search in cur), but for one pass copying cur's records.
 func applyIXFR(origin string, cur, resp []dns.RR) (rrs []dns.RR, full, uptodate bool, err error) {
 	first, ok := resp[0].(*dns.SOA)
 	if !ok {
@@ -414,10 +417,7 @@ func applyIXFR(origin string, cur, resp []dns.RR) (rrs []dns.RR, full, uptodate 
 		rrs, err := fullZone(origin, resp)
 		return rrs, true, false, err
 	}
-	set := rrset{}
-	for _, rr := range cur[1:] {
-		set.add(rr)
-	}
+	d := delta{cur: cur[1:], removed: map[dns.RR]bool{}, added: rrset{}}
 	isSOA := func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeSOA }
 	inZone := func(rr dns.RR) error {
 		if !dns.IsSubDomain(origin, rr.Header().Name) {
@@ -438,7 +438,7 @@ func applyIXFR(origin string, cur, resp []dns.RR) (rrs []dns.RR, full, uptodate 
 			if err := inZone(resp[pos]); err != nil {
 				return nil, false, false, err
 			}
-			if !set.remove(resp[pos]) {
+			if !d.remove(resp[pos]) {
 				return nil, false, false, fmt.Errorf("deletion of a record we do not have: %s", resp[pos])
 			}
 		}
@@ -451,7 +451,7 @@ func applyIXFR(origin string, cur, resp []dns.RR) (rrs []dns.RR, full, uptodate 
 			if err := inZone(resp[pos]); err != nil {
 				return nil, false, false, err
 			}
-			set.add(resp[pos])
+			d.add(resp[pos])
 		}
 		serial = soa.Serial
 		if pos >= len(resp) {
@@ -470,12 +470,86 @@ func applyIXFR(origin string, cur, resp []dns.RR) (rrs []dns.RR, full, uptodate 
 	if !strings.EqualFold(soa.Hdr.Name, origin) {
 		return nil, false, false, fmt.Errorf("SOA not at the apex: %s", soa)
 	}
-	rrs = []dns.RR{soa}
-	for _, b := range set {
-		rrs = append(rrs, b...)
+	return d.result(soa), false, false, nil
+}
+
+// delta is an IXFR's changes to a copy: cur (sorted, without the SOA),
+// the records of cur removed (by identity), the records added.
+type delta struct {
+	cur     []dns.RR
+	removed map[dns.RR]bool
+	added   rrset
+}
+
+// inCur returns the record of cur that rr duplicates and is not removed
+// yet, or nil: a binary search for rr's owner and type, then a scan of
+// that RRset.
+func (d *delta) inCur(rr dns.RR) dns.RR {
+	name, t := canonicalKey(rr.Header().Name), rr.Header().Rrtype
+	i := sort.Search(len(d.cur), func(i int) bool {
+		h := d.cur[i].Header()
+		if c := strings.Compare(canonicalKey(h.Name), name); c != 0 {
+			return c > 0
+		}
+		return h.Rrtype >= t
+	})
+	for ; i < len(d.cur); i++ {
+		h := d.cur[i].Header()
+		if h.Rrtype != t || canonicalKey(h.Name) != name {
+			break
+		}
+		if !d.removed[d.cur[i]] && dns.IsDuplicate(d.cur[i], rr) {
+			return d.cur[i]
+		}
 	}
-	sortRecords(rrs[1:])
-	return rrs, false, false, nil
+	return nil
+}
+
+// remove deletes rr (an added one first, else cur's); false if there is
+// none.
+func (d *delta) remove(rr dns.RR) bool {
+	if d.added.remove(rr) {
+		return true
+	}
+	if have := d.inCur(rr); have != nil {
+		d.removed[have] = true
+		return true
+	}
+	return false
+}
+
+// add adds rr, replacing a duplicate (a new TTL).
+func (d *delta) add(rr dns.RR) {
+	if have := d.inCur(rr); have != nil {
+		d.removed[have] = true
+	}
+	d.added.add(rr)
+}
+
+// result is the new copy: soa, cur without the removed records, and the
+// added ones in their places.
+func (d *delta) result(soa *dns.SOA) []dns.RR {
+	var add []dns.RR
+	for _, b := range d.added {
+		add = append(add, b...)
+	}
+	sortRecords(add)
+	at := make([]int, len(add)) // where in cur each goes: before cur[at[i]]
+	for i, rr := range add {
+		at[i] = sort.Search(len(d.cur), func(j int) bool { return recordCompare(d.cur[j], rr) > 0 })
+	}
+	out := make([]dns.RR, 0, 1+len(d.cur)-len(d.removed)+len(add))
+	out = append(out, soa)
+	j := 0
+	for i, rr := range d.cur {
+		for ; j < len(add) && at[j] == i; j++ {
+			out = append(out, add[j])
+		}
+		if !d.removed[rr] {
+			out = append(out, rr)
+		}
+	}
+	return append(out, add[j:]...)
 }
 
 func tsigOf(r *dns.Msg) *dns.TSIG {
