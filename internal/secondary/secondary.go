@@ -8,6 +8,7 @@
 package secondary
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -708,14 +709,15 @@ func (m *Manager) accept(origin string, text []byte) error {
 // zoneText is the master-file text of rrs (SOA first): a comment line,
 // the SOA, then the rest in a stable order.
 func zoneText(origin string, rrs []dns.RR, from string, at time.Time) []byte {
-	var b strings.Builder
+	var b bytes.Buffer
+	b.Grow(len(rrs) * 48) // about a record's line; grows if not
 	fmt.Fprintf(&b, "; zone %s serial %d transferred from %s by steer at %s\n",
 		origin, rrs[0].(*dns.SOA).Serial, from, at.UTC().Format(time.RFC3339))
 	for _, rr := range rrs {
 		b.WriteString(rr.String())
 		b.WriteByte('\n')
 	}
-	return []byte(b.String())
+	return b.Bytes()
 }
 
 // sortRecords puts the SOA first and the rest in canonical name order,
