@@ -400,6 +400,10 @@ func (s *server) targetState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.b.SetTargetState(addr, state, expires); err != nil {
+		if pendingAnswer(w, err) {
+			s.log.Warn("admin API: target state set on this node only for now", "address", addr, "state", state, "err", err, "remote", r.RemoteAddr)
+			return
+		}
 		code := http.StatusBadRequest
 		if errors.Is(err, ErrNotFound) {
 			code = http.StatusNotFound
@@ -418,6 +422,10 @@ func (s *server) poolState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.b.SetPoolState(record, pool, state, expires); err != nil {
+		if pendingAnswer(w, err) {
+			s.log.Warn("admin API: pool state set on this node only for now", "record", record, "pool", pool, "state", state, "err", err, "remote", r.RemoteAddr)
+			return
+		}
 		code := http.StatusBadRequest
 		if errors.Is(err, ErrNotFound) {
 			code = http.StatusNotFound
@@ -427,6 +435,17 @@ func (s *server) poolState(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Debug("admin API: pool state set", "record", record, "pool", pool, "state", state, "expires", expires, "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// pendingAnswer answers 202 when err is a *PendingError: the state is
+// applied here, and the store it is shared through has not taken it yet.
+func pendingAnswer(w http.ResponseWriter, err error) bool {
+	var pe *PendingError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"applied": "this node", "pending": pe.Where, "reason": pe.Reason})
+	return true
 }
 
 // reload answers 200 with the result when the reload applied, 422 with it

@@ -30,6 +30,10 @@ type Backend interface {
 	// SetPoolState does the same for one pool of one steered record. It
 	// fails for an unknown record, pool or state (ErrNotFound for the
 	// first two).
+	//
+	// Both may return a *PendingError: the state is applied on this node
+	// but not yet where it is shared (a fleet's store); the API answers
+	// 202 with {"applied": "this node", "pending": "fleet", "reason": ...}.
 	SetPoolState(record, pool, state string, expires time.Time) error
 	// Reload re-reads the configuration as SIGHUP does and waits for the
 	// result; the error lists every problem when the new configuration is
@@ -41,6 +45,17 @@ type Backend interface {
 	PushLatency(format string, body io.Reader) (LatencyResult, error)
 	// LatencyStatus describes the latency map.
 	LatencyStatus() LatencyStatus
+}
+
+// PendingError says a state was applied on this node but is not yet
+// where it is shared: Where ("fleet") takes it later, Reason says why not
+// now.
+type PendingError struct {
+	Where, Reason string
+}
+
+func (e *PendingError) Error() string {
+	return "applied on this node; pending: " + e.Where + ": " + e.Reason
 }
 
 // ReloadResult is the outcome of one reload, as logged and as the body of
@@ -84,6 +99,10 @@ type Status struct {
 	// Degraded lists what serves but not as configured (zones on their
 	// last good copy or answering SERVFAIL); empty when all is well.
 	Degraded []string `json:"degraded,omitempty"`
+	// Pending lists operator overrides applied on this node that the
+	// fleet's store has not taken yet ("fleet: target 192.0.2.1 drain"),
+	// written to it when it answers again.
+	Pending []string `json:"pending,omitempty"`
 	// LastReload is the outcome of the latest reload, if any.
 	LastReload *ReloadResult `json:"last_reload,omitempty"`
 }

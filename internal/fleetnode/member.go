@@ -105,6 +105,12 @@ type Member struct {
 
 	// serials agrees exported serials (nil until AgreeSerials).
 	serials *Serials
+
+	// pending are operator overrides set on this node that the store has
+	// not taken yet, by key (overrides.go); flushKick wakes their writer.
+	pending   map[string]pendingOverride
+	flushKick chan struct{}
+
 	// health shares health across the fleet (nil until ShareHealth).
 	health  *quorumHealth
 	manager *health.Manager
@@ -195,6 +201,8 @@ func Open(o Options) (*Member, error) {
 	if kerr == nil {
 		m.kept = kept
 	}
+	m.flushKick = make(chan struct{}, 1)
+	m.loadPending()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
 	defer cancel()
 	pub, err := fleet.ReadPublished(ctx, s, m.prefix)
@@ -453,7 +461,7 @@ func (m *Member) Start(ctx context.Context) {
 		defer m.wg.Done()
 		m.keepStatus(ctx)
 	}()
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
 		m.followOverrides(ctx, m.manager)
@@ -461,6 +469,10 @@ func (m *Member) Start(ctx context.Context) {
 	go func() {
 		defer m.wg.Done()
 		m.watchStoreSize(ctx)
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.flushPending(ctx)
 	}()
 	if m.health != nil {
 		m.health.start(ctx)
@@ -725,7 +737,7 @@ func (m *Member) status() fleet.Status {
 		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
 		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
 		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
-		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning,
+		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning, Pending: len(m.pending),
 	}
 }
 
@@ -822,6 +834,10 @@ func (m *Member) report() bool {
 		// a dead connection: start them again now that it works.
 		m.log.Info("fleet: the store answers again; following it afresh")
 		m.resyncNow(true)
+		select {
+		case m.flushKick <- struct{}{}: // and write what is pending
+		default:
+		}
 	}
 	return true
 }

@@ -3,8 +3,12 @@ package fleetnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -47,24 +51,225 @@ func (m *Member) SetPoolOverride(record, pool string, o health.Override, expires
 }
 
 // setOverride writes (or, for auto, deletes) an override for the fleet.
+// When the store does not take it (the node is cut off, or it lost its
+// quorum), the override is kept as pending: on disk (PendingFile), over
+// the store's view of this node, and written to the store as soon as it
+// answers; the error then wraps ErrPending (the caller applies the
+// override on this node itself, before calling).
 func (m *Member) setOverride(key string, o health.Override, expires time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if o == health.OverrideNone {
-		_, _, err := m.store.Txn(ctx, nil, nil, []string{key})
-		return err
+	var value []byte
+	if o != health.OverrideNone {
+		value, _ = json.Marshal(storedOverride{State: o.String(), Expires: expires})
 	}
-	data, _ := json.Marshal(storedOverride{State: o.String(), Expires: expires})
-	_, _, err := m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: data}}, nil)
+	var cause error
+	if m.storeDown() {
+		// Known cut off: no need to wait for a write to time out.
+		cause = errors.New("the store does not answer")
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cause = m.writeOverride(ctx, key, value)
+		cancel()
+		if cause == nil {
+			m.mu.Lock()
+			_, was := m.pending[key]
+			delete(m.pending, key)
+			m.mu.Unlock()
+			if was {
+				m.savePending()
+			}
+			return nil
+		}
+	}
+	m.mu.Lock()
+	m.pending[key] = pendingOverride{Value: value, SetAt: time.Now(), Expires: expires}
+	m.mu.Unlock()
+	m.savePending()
+	select {
+	case m.flushKick <- struct{}{}:
+	default:
+	}
+	return fmt.Errorf("%w: %v", ErrPending, cause)
+}
+
+// ErrPending says an override is applied on this node only, for now: the
+// store did not take it, and it is written there when it answers.
+var ErrPending = errors.New("not written to the fleet's store yet")
+
+func (m *Member) writeOverride(ctx context.Context, key string, value []byte) error {
+	var err error
+	if value == nil {
+		_, _, err = m.store.Txn(ctx, nil, nil, []string{key})
+	} else {
+		_, _, err = m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: value}}, nil)
+	}
 	return err
 }
 
+// storeDown says the node's last status write failed: it is cut off.
+func (m *Member) storeDown() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failing
+}
+
+// pendingOverride is an override the store has not taken yet; Value nil
+// deletes the key (auto).
+type pendingOverride struct {
+	Value   json.RawMessage `json:"value,omitempty"`
+	SetAt   time.Time       `json:"set_at"`
+	Expires time.Time       `json:"expires,omitzero"`
+}
+
+// PendingFile holds the pending overrides, by key, in the state
+// directory's fleet directory.
+const PendingFile = "pending-overrides.json"
+
+func (m *Member) savePending() {
+	f := stateFile(m.stateDir, PendingFile)
+	if f == "" {
+		return
+	}
+	m.mu.Lock()
+	data, err := json.Marshal(m.pending)
+	m.mu.Unlock()
+	if err == nil {
+		tmp := f + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, f)
+		}
+	}
+	if err != nil {
+		m.log.Warn("fleet: the pending overrides could not be kept on disk", "file", f, "err", err)
+	}
+}
+
+// loadPending reads the overrides left pending by a previous run.
+func (m *Member) loadPending() {
+	m.pending = map[string]pendingOverride{}
+	f := stateFile(m.stateDir, PendingFile)
+	if f == "" {
+		return
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return
+	}
+	if err := json.Unmarshal(data, &m.pending); err != nil {
+		m.log.Warn("fleet: the pending overrides kept on disk cannot be read", "file", f, "err", err)
+		m.pending = map[string]pendingOverride{}
+		return
+	}
+	if len(m.pending) > 0 {
+		m.log.Info("fleet: overrides set while the store was unreachable are pending", "count", len(m.pending))
+	}
+}
+
+// Pending describes the overrides this node applies that the store has
+// not taken yet, one line each ("fleet: pool shop.example.com./primary
+// drain").
+func (m *Member) Pending() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := overridesPrefix(m.prefix)
+	var out []string
+	for key, po := range m.pending {
+		state := "auto"
+		var so storedOverride
+		if po.Value != nil && json.Unmarshal(po.Value, &so) == nil {
+			state = so.State
+		}
+		rest := strings.TrimPrefix(key, p)
+		if r, err := url.PathUnescape(rest); err == nil {
+			rest = r
+		}
+		out = append(out, "fleet: "+strings.Replace(rest, "/", " ", 1)+" "+state)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// flushPending writes the pending overrides to the store, oldest first,
+// whenever there are some: every 100 ms and when kicked (the store
+// answers again), until ctx ends.
+// An override whose expiry has passed is dropped.
+func (m *Member) flushPending(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-m.flushKick:
+		}
+		m.mu.Lock()
+		type item struct {
+			key string
+			po  pendingOverride
+		}
+		var items []item
+		for k, po := range m.pending {
+			items = append(items, item{k, po})
+		}
+		m.mu.Unlock()
+		if len(items) == 0 {
+			continue
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].po.SetAt.Before(items[j].po.SetAt) })
+		done := 0
+		for _, it := range items {
+			if exp := it.po.Expires; exp.IsZero() || exp.After(time.Now()) {
+				wctx, cancel := context.WithTimeout(ctx, time.Second)
+				err := m.writeOverride(wctx, it.key, it.po.Value)
+				cancel()
+				if err != nil {
+					break
+				}
+			}
+			m.mu.Lock()
+			if cur, ok := m.pending[it.key]; ok && cur.SetAt.Equal(it.po.SetAt) {
+				delete(m.pending, it.key)
+			}
+			m.mu.Unlock()
+			done++
+			m.log.Info("fleet: an override set while the store was unreachable is written to it", "key", it.key)
+		}
+		if done > 0 {
+			m.savePending()
+			m.report()
+		}
+	}
+}
+
+// withPending is view with the pending overrides over it (view itself
+// when there are none).
+func (m *Member) withPending(view map[string][]byte) map[string][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pending) == 0 {
+		return view
+	}
+	out := make(map[string][]byte, len(view)+len(m.pending))
+	for k, v := range view {
+		out[k] = v
+	}
+	for k, po := range m.pending {
+		if po.Value == nil {
+			delete(out, k)
+		} else {
+			out[k] = po.Value
+		}
+	}
+	return out
+}
+
 // followOverrides keeps the health manager's overrides equal to the
-// fleet's until ctx ends.
+// fleet's, with this node's pending ones over them, until ctx ends.
 func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 	p := overridesPrefix(m.prefix)
 	applied := map[string]bool{}
 	apply := func(view map[string][]byte) {
+		view = m.withPending(view)
 		seen := map[string]bool{}
 		for key, v := range view {
 			var so storedOverride
@@ -88,6 +293,8 @@ func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 		}
 		applied = seen
 	}
+	// The pending ones apply at once, before the store answers.
+	apply(map[string][]byte{})
 	m.followView(ctx, p, apply)
 }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/fleetnode"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -49,14 +51,12 @@ func (b *backend) SetTargetState(addr netip.Addr, state string, expires time.Tim
 	if !servedTargets(b.n.srv.Handler().Snapshot())[addr] {
 		return fmt.Errorf("%s is no address of any pool of the served records: %w", addr, api.ErrNotFound)
 	}
-	if fl := b.n.fl; fl != nil {
-		// For the whole fleet; applied here at once, and by every node
-		// (this one too) as it follows the store.
-		if err := fl.SetTargetOverride(addr, o, expires); err != nil {
-			return fmt.Errorf("the fleet's store: %w", err)
-		}
-	}
+	// Applied here at once; in a fleet, for the whole fleet too: every
+	// node (this one too) applies it as it follows the store.
 	b.n.hc.manager.SetOverride(addr, o, expires)
+	if fl := b.n.fl; fl != nil {
+		return fleetErr(fl.SetTargetOverride(addr, o, expires))
+	}
 	return nil
 }
 
@@ -84,12 +84,23 @@ func (b *backend) SetPoolState(record, pool, state string, expires time.Time) er
 	if err != nil {
 		return fmt.Errorf("%v: %w", err, api.ErrNotFound)
 	}
-	if fl := b.n.fl; fl != nil {
-		if err := fl.SetPoolOverride(name, pool, o, expires); err != nil {
-			return fmt.Errorf("the fleet's store: %w", err)
-		}
-	}
 	b.n.hc.manager.SetPoolOverride(name, pool, o, expires)
+	if fl := b.n.fl; fl != nil {
+		return fleetErr(fl.SetPoolOverride(name, pool, o, expires))
+	}
+	return nil
+}
+
+// fleetErr is how the API reports the outcome of a fleet-wide override:
+// one the store did not take is applied here and pending for the fleet
+// (written when the store answers again).
+func fleetErr(err error) error {
+	if errors.Is(err, fleetnode.ErrPending) {
+		return &api.PendingError{Where: "fleet", Reason: err.Error()}
+	}
+	if err != nil {
+		return fmt.Errorf("the fleet's store: %w", err)
+	}
 	return nil
 }
 
@@ -142,6 +153,9 @@ func (n *Node) Status() api.Status {
 		st.Node = ns
 	}
 	st.Degraded = degraded(snap)
+	if n.fl != nil {
+		st.Pending = n.fl.Pending()
+	}
 	failed := map[string]string{}
 	for _, d := range snap.Degraded {
 		failed[d.Origin] = d.Serving
