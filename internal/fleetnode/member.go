@@ -23,9 +23,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,15 +64,15 @@ type Options struct {
 // is kept on disk, so a node restarted while the store is unreachable, or
 // after a push it could not apply, serves what it served before.
 type Member struct {
-	log      *slog.Logger
-	version  string
-	reload   func(why string)
-	now      func() time.Time // Options.Now, or time.Now
+	log     *slog.Logger
+	version string
+	reload  func(why string)
+	now     func() time.Time // Options.Now, or time.Now
 	// local is the node's own file as read at start; its fleet section
 	// is fixed for the process. own is the file as last read
 	// (ReloadLocal), with local's fleet section: what Overlay takes.
-	local *config.Config
-	own   atomic.Pointer[config.Config]
+	local    *config.Config
+	own      atomic.Pointer[config.Config]
 	store    fleet.Store
 	prefix   string
 	stateDir string // the node's state directory ("": keep nothing)
