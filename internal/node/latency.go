@@ -179,7 +179,7 @@ func (l *latencyWiring) evaluate(t *policy.Live, why string) {
 	l.stats = t.SetLatency(m, l.hyst, l.store.Updates(), now)
 	l.publish()
 	if l.stats.Networks > 0 {
-		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks,
+		l.log.Debug("latency choices evaluated", "why", why, "update", l.stats.Update, "networks", l.stats.Networks, "evaluated", l.stats.Evaluated,
 			"groups", l.stats.Groups, "reused", l.stats.Reused, "records", l.stats.Records, "cells", l.stats.Cells, "rankings", l.stats.Rankings,
 			"took", l.stats.Took.Round(time.Microsecond))
 	}

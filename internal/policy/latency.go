@@ -118,10 +118,11 @@ type LatencyState struct {
 type LatencyStats struct {
 	Update uint64 // the map's update counter
 	Cells  int    // CIDR cells (distinct most specific keys)
-	// Networks is the (cell, class) networks evaluated, over all actions
-	// of all groups: it follows the policies, not the records.
-	Networks int
-	Rankings int // distinct rankings stored
+	// Networks is the (cell, class) networks the choices cover, over all
+	// actions of all groups: it follows the policies, not the records.
+	// Evaluated is those evaluated by this call (the others were kept).
+	Networks, Evaluated int
+	Rankings            int // distinct rankings stored
 	// Groups is the latency groups evaluated (records that share a
 	// partition, candidates and usable candidates), Records the records
 	// they answer for.
@@ -252,6 +253,7 @@ type latEval struct {
 	usable usableSet
 	now    time.Time
 	rl     *recordLatency
+	nets   int // the networks it evaluated, over its actions
 }
 
 // flapKey is a network's identity within a group, with the action (the
@@ -690,8 +692,10 @@ func (l *Live) SetLatency(m *latency.Map, mem *LatencyMemory, update uint64, now
 			st.Groups++
 			st.Reused++
 			st.Records += len(b.recs)
+			st.Networks += e.nets
 			continue
 		}
+		before := st.Networks
 		rl := &recordLatency{g: b.g, netIndex: f.netIndex, acts: make([]actionLatency, len(f.acts))}
 		ev.usable = b.usable
 		for ai := range f.acts {
@@ -714,7 +718,8 @@ func (l *Live) SetLatency(m *latency.Map, mem *LatencyMemory, update uint64, now
 			st.Rankings += len(al.rankings) - 1
 		}
 		b.g.seen = update
-		b.g.last = &latEval{m: m, update: update, usable: b.usable, now: now, rl: rl}
+		b.g.last = &latEval{m: m, update: update, usable: b.usable, now: now, rl: rl, nets: st.Networks - before}
+		st.Evaluated += st.Networks - before
 		for _, ri := range b.recs {
 			s.recs[ri] = rl
 		}

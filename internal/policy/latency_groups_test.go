@@ -24,14 +24,14 @@ func TestLatencyUpdateWorkIsShared(t *testing.T) {
 		return live.SetLatency(store.Map(), policy.NewLatencyMemory(latency.Options{}), store.Updates(), t0)
 	}
 	one := evaluate(1, 1)
-	if one.Networks == 0 || one.Groups != 1 || one.Records != 1 {
+	if one.Networks == 0 || one.Evaluated != one.Networks || one.Groups != 1 || one.Records != 1 {
 		t.Fatalf("one record: %+v", one)
 	}
 	for _, c := range []struct{ names, policies int }{{40, 1}, {400, 1}, {5, 5}, {400, 5}} {
 		st := evaluate(c.names, c.policies)
-		if st.Networks != c.policies*one.Networks || st.Groups != c.policies || st.Records != c.names {
+		if st.Evaluated != c.policies*one.Networks || st.Groups != c.policies || st.Records != c.names {
 			t.Errorf("%d names over %d policies: %d networks in %d groups for %d records; want %d networks in %d groups (one record: %d)",
-				c.names, c.policies, st.Networks, st.Groups, st.Records, c.policies*one.Networks, c.policies, one.Networks)
+				c.names, c.policies, st.Evaluated, st.Groups, st.Records, c.policies*one.Networks, c.policies, one.Networks)
 		}
 	}
 }
@@ -221,7 +221,7 @@ func TestLatencyReloadEvaluatesTheChange(t *testing.T) {
 	}
 	want := decideNow(live, prev.Get("r0.example.com."), dns.TypeA, addr("192.0.2.1"))
 	live, same := load()
-	if same.Groups != 2 || same.Reused != 2 || same.Networks != 0 {
+	if same.Groups != 2 || same.Reused != 2 || same.Evaluated != 0 || same.Networks != first.Networks {
 		t.Fatalf("reload of the same configuration: %+v, want both groups kept and no network evaluated", same)
 	}
 	if got := decideNow(live, prev.Get("r0.example.com."), dns.TypeA, addr("192.0.2.1")); got.Pools != want.Pools || got.Scope != want.Scope {
@@ -229,11 +229,11 @@ func TestLatencyReloadEvaluatesTheChange(t *testing.T) {
 	}
 	recs[0][1] = "p1"
 	_, moved := load()
-	if moved.Groups != 3 || moved.Reused != 2 || moved.Networks == 0 || moved.Networks >= first.Networks {
+	if moved.Groups != 3 || moved.Reused != 2 || moved.Evaluated == 0 || moved.Evaluated >= first.Networks {
 		t.Fatalf("one record moved: %+v, want its own group evaluated (fewer networks than the first %d) and the two others kept", moved, first.Networks)
 	}
 	store.Update(bigUpdate(300, t0.Add(time.Minute)), t0.Add(time.Minute))
-	if _, next := load(); next.Reused != 0 || next.Networks == 0 {
+	if _, next := load(); next.Reused != 0 || next.Evaluated != next.Networks {
 		t.Fatalf("a new update: %+v, want every group evaluated", next)
 	}
 }

@@ -114,7 +114,7 @@ func BenchmarkLatencyUpdateNames(b *testing.B) {
 			}
 			b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "update-ms")
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "update-cpu-ms")
-			b.ReportMetric(float64(st.Networks), "networks")
+			b.ReportMetric(float64(st.Evaluated), "networks")
 		})
 	}
 }
