@@ -1,10 +1,14 @@
 // Package fleetnode is a node's membership of a fleet, over the store
 // (internal/fleet), the health manager (internal/health) and the quorum
 // (internal/quorum). A Member follows the configuration bundle published
-// with steer fleet push and hands it to the node's one reload path, keeps
-// the node's status under its lease, shares health observations with
+// with steer fleet push (the current bundle, or the canary when it names
+// the node) and hands it to the node's one reload path, keeps the bundle
+// last applied on disk for a restart, claims the node's name and keeps
+// its status under its lease, shares health observations with
 // every other node and lets the quorum decide each target, follows the
-// fleet-wide operator overrides into the health manager, and agrees the
+// fleet-wide operator overrides into the health manager (with those set
+// while the store was unreachable over them until the store takes them,
+// overrides.go), and agrees the
 // serials of zones transferred out (serials.go). It registers its
 // own metrics (steer_fleet_*, metrics.go) in the registry it is given.
 //
