@@ -110,7 +110,7 @@ func (fh *quorumHealth) saveView(now time.Time) {
 		return
 	}
 	fh.savedAt = now
-	data, err := json.Marshal(savedView{ViewAt: fh.viewAt, Obs: fh.obs})
+	data, err := json.Marshal(savedView{ViewAt: fh.viewAt, Obs: fh.heardObs()})
 	fh.mu.Unlock()
 	if err == nil {
 		tmp := fh.viewFile() + ".tmp"
@@ -121,6 +121,24 @@ func (fh *quorumHealth) saveView(now time.Time) {
 	if err != nil {
 		fh.m.log.Warn("fleet: the health view could not be kept on disk", "err", err)
 	}
+}
+
+// heardObs is the view with each observation's HeardAt moved up to its
+// observer's last refresh (an observation is written only when it
+// changes: the refreshes are what keep it live). Called with mu held.
+func (fh *quorumHealth) heardObs() map[string]map[string]quorum.Observation {
+	out := make(map[string]map[string]quorum.Observation, len(fh.obs))
+	for target, m := range fh.obs {
+		c := make(map[string]quorum.Observation, len(m))
+		for node, o := range m {
+			if h := fh.heard[node]; h.After(o.HeardAt) {
+				o.HeardAt = h
+			}
+			c[node] = o
+		}
+		out[target] = c
+	}
+	return out
 }
 
 // loadView starts from the view kept on disk, if any. Its HeardAt times

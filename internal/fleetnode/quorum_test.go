@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -275,4 +277,27 @@ func TestStoreSizeWarning(t *testing.T) {
 	}
 	sts, _ := fleet.ReadStatuses(context.Background(), s, fleetPrefix)
 	t.Logf("status warning: %s", sts[0].Warning)
+}
+
+// TestKeptViewHasTheRefreshes: the health view kept on disk for a restart
+// without the store dates each observation by its observer's last
+// refresh, not by when it was last written (only when it changed, maybe
+// an hour ago): restarted, the node counts it as it did.
+func TestKeptViewHasTheRefreshes(t *testing.T) {
+	dir := t.TempDir()
+	m := &Member{log: slog.New(slog.DiscardHandler), stateDir: dir, local: &config.Config{Fleet: &config.Fleet{Node: "a", Region: "eu", LeaseTTL: config.Duration(3 * time.Second), ViewGrace: config.Duration(time.Minute)}}}
+	if err := os.MkdirAll(filepath.Dir(stateFile(dir, HealthView)), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	written := now.Add(-time.Hour)
+	fh := &quorumHealth{m: m, refresh: time.Second, viewAt: now, heard: map[string]time.Time{"b": now},
+		obs: map[string]map[string]quorum.Observation{"127.0.0.1/t": {"b": {Node: "b", Region: "eu", Up: true, HeardAt: written, Refresh: time.Second}}}}
+	fh.saveView(now)
+	again := &quorumHealth{m: m, grace: time.Minute}
+	again.loadView()
+	o := again.obs["127.0.0.1/t"]["b"]
+	if !o.HeardAt.Equal(now) {
+		t.Errorf("kept with HeardAt %v, want its observer's last refresh %v", o.HeardAt, now)
+	}
 }
