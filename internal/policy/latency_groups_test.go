@@ -237,3 +237,50 @@ func TestLatencyReloadEvaluatesTheChange(t *testing.T) {
 		t.Fatalf("a new update: %+v, want every group evaluated", next)
 	}
 }
+
+// Explain reads a group's anti-flap state while updates change it (run
+// with -race): it takes the memory's lock, never a torn state.
+func TestLatencyExplainConcurrent(t *testing.T) {
+	recs := [][2]string{{"a.example.com", "p0"}, {"b.example.com", "p0"}}
+	table := mustBuild(t, groupNames(t, recs))
+	live := policy.NewLive(table, policy.LiveOptions{})
+	mem := policy.NewLatencyMemory(latency.Options{SwitchRounds: 1})
+	store := latency.NewStore(latency.Options{})
+	r := table.Get("a.example.com.")
+	info := lookupInfo(t, "192.0.2.1")
+	update := func(i int) {
+		fast := []string{"mumbai", "frankfurt", "virginia"}[i%3]
+		var ms []latency.Measurement
+		for _, s := range []string{"mumbai", "frankfurt", "virginia"} {
+			rtt := 100.0
+			if s == fast {
+				rtt = 10
+			}
+			ms = append(ms, latency.Measurement{Key: "192.0.2.0/24", Site: s, RTTms: rtt, Samples: 1, MeasuredAt: t0})
+		}
+		store.Update(ms, t0)
+		live.SetLatency(store.Map(), mem, store.Updates(), t0)
+	}
+	update(0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= 50; i++ {
+			update(i)
+		}
+	}()
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			tr := live.ExplainLatency(r, 1, addr("192.0.2.1"), info, r.Enabled, "", t0)
+			if tr.State == nil || tr.State.Current != "virginia" { // update 50: 50 % 3 = 2
+				t.Fatalf("after the updates: %+v", tr.State)
+			}
+			return
+		default:
+		}
+		if tr := live.ExplainLatency(r, 1, addr("192.0.2.1"), info, r.Enabled, "", t0); tr.State == nil {
+			t.Fatalf("explain %d: no state", n)
+		}
+	}
+}
