@@ -396,7 +396,14 @@ func (fh *quorumHealth) start(ctx context.Context) {
 				fresh := time.Since(fh.viewAt) <= fh.grace
 				flipped := fresh != fh.fresh
 				fh.fresh = fresh
+				// Fresh, but nothing chosen yet (the view was fresh from
+				// the kept one, or no reapply reached mine since): choose
+				// now, so that this node's observations get published.
+				unchosen := fresh && fh.chosen == nil
 				fh.mu.Unlock()
+				if unchosen && !flipped {
+					fh.reapply()
+				}
 				if flipped {
 					if fresh {
 						fh.m.log.Info("fleet: the store is back: health by the fleet's quorum again")
