@@ -79,7 +79,8 @@ type HealthQuorum struct {
 	// 0..1h; default 10s.
 	HoldDown Duration `yaml:"hold_down"`
 	// Observers is how many nodes probe each target: 0 (default: 5, or
-	// every node when fewer) or 1..1000.
+	// every node when fewer; with regional, min_observers + 1 per region,
+	// quorum.PickK) or 1..1000.
 	Observers int `yaml:"observers"`
 }
 
