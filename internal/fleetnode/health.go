@@ -151,11 +151,36 @@ func (fh *quorumHealth) loadView() {
 	if err != nil {
 		return
 	}
-	var v savedView
+	// A view kept by an earlier version has CheckedAt and Interval where
+	// this one keeps HeardAt and Refresh: taken for them.
+	type kept struct {
+		quorum.Observation
+		CheckedAt time.Time
+		Interval  time.Duration
+	}
+	var v struct {
+		ViewAt time.Time                  `json:"view_at"`
+		Obs    map[string]map[string]kept `json:"observations"`
+	}
 	if json.Unmarshal(data, &v) != nil || v.Obs == nil {
 		return
 	}
-	fh.obs, fh.viewAt = v.Obs, v.ViewAt
+	fh.obs = make(map[string]map[string]quorum.Observation, len(v.Obs))
+	for target, m := range v.Obs {
+		c := make(map[string]quorum.Observation, len(m))
+		for node, k := range m {
+			o := k.Observation
+			if o.HeardAt.IsZero() {
+				o.HeardAt = k.CheckedAt
+			}
+			if o.Refresh <= 0 {
+				o.Refresh = k.Interval
+			}
+			c[node] = o
+		}
+		fh.obs[target] = c
+	}
+	fh.viewAt = v.ViewAt
 	fh.fresh = time.Since(v.ViewAt) <= fh.grace
 	fh.m.log.Info("fleet: starting from the health view kept on disk", "view_at", v.ViewAt, "targets", len(v.Obs))
 }

@@ -301,3 +301,27 @@ func TestKeptViewHasTheRefreshes(t *testing.T) {
 		t.Errorf("kept with HeardAt %v, want its observer's last refresh %v", o.HeardAt, now)
 	}
 }
+
+// TestKeptViewOfAnEarlierVersion: a view kept by an earlier version
+// (CheckedAt and Interval) is read, its times taken as HeardAt and
+// Refresh.
+func TestKeptViewOfAnEarlierVersion(t *testing.T) {
+	dir := t.TempDir()
+	m := &Member{log: slog.New(slog.DiscardHandler), stateDir: dir, local: &config.Config{Fleet: &config.Fleet{Node: "a"}}}
+	file := stateFile(dir, HealthView)
+	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	old := fmt.Sprintf(`{"view_at":%q,"observations":{"127.0.0.1/t":{"b":{"Node":"b","Region":"eu","Up":true,"CheckedAt":%q,"Interval":5000000000}}}}`,
+		at.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+	if err := os.WriteFile(file, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fh := &quorumHealth{m: m, grace: time.Minute}
+	fh.loadView()
+	o := fh.obs["127.0.0.1/t"]["b"]
+	if !o.HeardAt.Equal(at) || o.Refresh != 5*time.Second || !o.Up || o.Region != "eu" || !fh.viewAt.Equal(at) {
+		t.Errorf("read %+v (view at %v), want heard at %v, refresh 5s, up, eu", o, fh.viewAt, at)
+	}
+}
