@@ -199,13 +199,17 @@ func (l *latencyWiring) evaluate(t *policy.Live, why string) {
 	}
 }
 
-// hold brings t's latency choices to the latest update (one can land
-// between prepare and the swap) and keeps every update waiting until
-// release is called: the swap serving t runs between.
+// hold evaluates t's latency choices with the health t goes live with
+// (swap sets it first) and at the latest update (one can land between
+// prepare and the swap), and keeps every update waiting until release is
+// called: the swap serving t runs between. The groups whose inputs are
+// those prepare evaluated with (every pool up, the same update) keep
+// that evaluation; the others are evaluated again, so anti-flap never
+// counts a round for a pool that is down.
 func (l *latencyWiring) hold(t *policy.Live) (release func()) {
 	l.mu.Lock()
-	if t != nil && l.store != nil && (t.Latency() == nil || t.Latency().Stats.Update != l.store.Updates()) {
-		l.evaluate(t, "catching up before a swap")
+	if t != nil && l.store != nil {
+		l.evaluate(t, "before a swap")
 	}
 	return l.mu.Unlock
 }

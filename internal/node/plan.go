@@ -117,8 +117,10 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 		n.hc.prepare(snap)
 	}
 	defer n.releaseMemory()
-	defer n.lat.hold(fresh)()
+	// Health first: a new table's latency choices are then evaluated
+	// with the health it goes live with.
 	defer n.hc.hold(fresh)()
+	defer n.lat.hold(fresh)()
 	return n.srv.Apply(snap)
 }
 
