@@ -4,8 +4,12 @@
 // with steer fleet push (the current bundle, or the canary when it names
 // the node) and hands it to the node's one reload path, keeps the bundle
 // last applied on disk for a restart, claims the node's name and keeps
-// its status under its lease, shares health observations with
-// every other node and lets the quorum decide each target, follows the
+// its status under its lease (re-written every lease_ttl/3: the refresh
+// that keeps its observations live), shares health observations with
+// every other node (written when they change; judged live by when this
+// node heard them, on its own clock: health.go) and lets the quorum
+// decide each target, warns when the store's database passes half its
+// quota, follows the
 // fleet-wide operator overrides into the health manager (with those set
 // while the store was unreachable over them until the store takes them,
 // overrides.go), and agrees the
