@@ -115,6 +115,9 @@ func TestLargeZoneFromKnot(t *testing.T) {
 	file := filepath.Join(dir, "big.zone")
 	writeBigZone(t, file, 1, records, records)
 	knot := peertest.StartKnot(t, []peertest.Zone{{Origin: "big.example.", File: file}}, peertest.Options{
+		// Knot drops a transfer whose reader stalls past tcp-io-timeout
+		// (500 ms by default); a loaded test machine stalls that long.
+		Server: "tcp-io-timeout: 20000",
 		Top: fmt.Sprintf(`key:
   - id: xfr-key
     algorithm: hmac-sha256
