@@ -140,9 +140,9 @@ func (m *Member) resyncNow(force bool) {
 // follow runs fleet.Follow on prefix until ctx ends, starting it again
 // whenever resyncNow is called.
 // followView keeps a mirror of the keys below prefix (key → value) and
-// calls changed with it after every snapshot and every batch of events,
-// until ctx ends. The map is reused: changed must not keep it.
-func (m *Member) followView(ctx context.Context, prefix string, changed func(view map[string][]byte)) {
+// calls changed with it, and the revision it is complete up to, after
+// every snapshot and every batch of events, until ctx ends. The map is reused: changed must not keep it.
+func (m *Member) followView(ctx context.Context, prefix string, changed func(view map[string][]byte, rev int64)) {
 	view := map[string][]byte{}
 	m.follow(ctx, prefix, fleet.Handler{
 		Snapshot: func(kvs []fleet.KV, rev int64) {
@@ -150,7 +150,7 @@ func (m *Member) followView(ctx context.Context, prefix string, changed func(vie
 			for _, kv := range kvs {
 				view[kv.Key] = kv.Value
 			}
-			changed(view)
+			changed(view, rev)
 		},
 		Events: func(evs []fleet.Event, rev int64) {
 			for _, e := range evs {
@@ -160,7 +160,7 @@ func (m *Member) followView(ctx context.Context, prefix string, changed func(vie
 					view[e.KV.Key] = e.KV.Value
 				}
 			}
-			changed(view)
+			changed(view, rev)
 		},
 	})
 }
@@ -745,7 +745,7 @@ func (m *Member) status() fleet.Status {
 		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
 		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
 		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
-		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning, Pending: len(m.pending),
+		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning, Pending: m.waiting(),
 	}
 }
 

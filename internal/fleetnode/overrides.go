@@ -67,16 +67,12 @@ func (m *Member) setOverride(key string, o health.Override, expires time.Time) e
 		cause = errors.New("the store does not answer")
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		cause = m.writeOverride(ctx, key, value)
+		var rev int64
+		rev, cause = m.writeOverride(ctx, key, value)
 		cancel()
 		if cause == nil {
-			m.mu.Lock()
-			_, was := m.pending[key]
-			delete(m.pending, key)
-			m.mu.Unlock()
-			if was {
-				m.savePending()
-			}
+			m.written(key, nil, rev)
+			m.savePending()
 			return nil
 		}
 	}
@@ -95,14 +91,28 @@ func (m *Member) setOverride(key string, o health.Override, expires time.Time) e
 // store did not take it, and it is written there when it answers.
 var ErrPending = errors.New("not written to the fleet's store yet")
 
-func (m *Member) writeOverride(ctx context.Context, key string, value []byte) error {
+func (m *Member) writeOverride(ctx context.Context, key string, value []byte) (int64, error) {
+	var rev int64
 	var err error
 	if value == nil {
-		_, _, err = m.store.Txn(ctx, nil, nil, []string{key})
+		_, rev, err = m.store.Txn(ctx, nil, nil, []string{key})
 	} else {
-		_, _, err = m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: value}}, nil)
+		_, rev, err = m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: value}}, nil)
 	}
-	return err
+	return rev, err
+}
+
+// written marks the pending override of key, if it is still the one set
+// at setAt (nil: any), as taken by the store at rev: it stays over the
+// view until the view has reached rev, so the view read before the write
+// never undoes it.
+func (m *Member) written(key string, setAt *time.Time, rev int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.pending[key]; ok && (setAt == nil || cur.SetAt.Equal(*setAt)) {
+		cur.Written = rev
+		m.pending[key] = cur
+	}
 }
 
 // storeDown says the node's last status write failed: it is cut off.
@@ -118,6 +128,19 @@ type pendingOverride struct {
 	Value   json.RawMessage `json:"value,omitempty"`
 	SetAt   time.Time       `json:"set_at"`
 	Expires time.Time       `json:"expires,omitzero"`
+	// Written is the revision at which the store took it (0: not yet).
+	Written int64 `json:"-"`
+}
+
+// waiting counts the overrides the store has not taken (m.mu held).
+func (m *Member) waiting() int {
+	n := 0
+	for _, po := range m.pending {
+		if po.Written == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // PendingFile holds the pending overrides, by key, in the state
@@ -130,7 +153,13 @@ func (m *Member) savePending() {
 		return
 	}
 	m.mu.Lock()
-	data, err := json.Marshal(m.pending)
+	keep := map[string]pendingOverride{}
+	for k, po := range m.pending {
+		if po.Written == 0 {
+			keep[k] = po
+		}
+	}
+	data, err := json.Marshal(keep)
 	m.mu.Unlock()
 	if err == nil {
 		tmp := f + ".tmp"
@@ -173,6 +202,9 @@ func (m *Member) Pending() []string {
 	p := overridesPrefix(m.prefix)
 	var out []string
 	for key, po := range m.pending {
+		if po.Written != 0 {
+			continue
+		}
 		state := "auto"
 		var so storedOverride
 		if po.Value != nil && json.Unmarshal(po.Value, &so) == nil {
@@ -209,7 +241,9 @@ func (m *Member) flushPending(ctx context.Context) {
 		}
 		var items []item
 		for k, po := range m.pending {
-			items = append(items, item{k, po})
+			if po.Written == 0 {
+				items = append(items, item{k, po})
+			}
 		}
 		m.mu.Unlock()
 		if len(items) == 0 {
@@ -218,21 +252,24 @@ func (m *Member) flushPending(ctx context.Context) {
 		sort.Slice(items, func(i, j int) bool { return items[i].po.SetAt.Before(items[j].po.SetAt) })
 		done := 0
 		for _, it := range items {
-			if exp := it.po.Expires; exp.IsZero() || exp.After(time.Now()) {
-				wctx, cancel := context.WithTimeout(ctx, time.Second)
-				err := m.writeOverride(wctx, it.key, it.po.Value)
-				cancel()
-				if err != nil {
-					break
+			if exp := it.po.Expires; !exp.IsZero() && !exp.After(time.Now()) {
+				m.mu.Lock()
+				if cur, ok := m.pending[it.key]; ok && cur.SetAt.Equal(it.po.SetAt) {
+					delete(m.pending, it.key) // expired while pending
 				}
+				m.mu.Unlock()
+				done++
+				continue
 			}
-			m.mu.Lock()
-			if cur, ok := m.pending[it.key]; ok && cur.SetAt.Equal(it.po.SetAt) {
-				delete(m.pending, it.key)
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			rev, err := m.writeOverride(wctx, it.key, it.po.Value)
+			cancel()
+			if err != nil {
+				break
 			}
-			m.mu.Unlock()
+			m.written(it.key, &it.po.SetAt, rev)
 			done++
-			m.log.Info("fleet: an override set while the store was unreachable is written to it", "key", it.key)
+			m.log.Info("fleet: an override set while the store was unreachable is written to it", "key", it.key, "revision", rev)
 		}
 		if done > 0 {
 			m.savePending()
@@ -241,11 +278,17 @@ func (m *Member) flushPending(ctx context.Context) {
 	}
 }
 
-// withPending is view with the pending overrides over it (view itself
-// when there are none).
-func (m *Member) withPending(view map[string][]byte) map[string][]byte {
+// withPending is view, complete up to rev, with the pending overrides
+// over it (view itself when there are none); those the store took at or
+// before rev are no longer pending.
+func (m *Member) withPending(view map[string][]byte, rev int64) map[string][]byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for k, po := range m.pending {
+		if po.Written != 0 && po.Written <= rev {
+			delete(m.pending, k) // the view has it now
+		}
+	}
 	if len(m.pending) == 0 {
 		return view
 	}
@@ -268,8 +311,8 @@ func (m *Member) withPending(view map[string][]byte) map[string][]byte {
 func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 	p := overridesPrefix(m.prefix)
 	applied := map[string]bool{}
-	apply := func(view map[string][]byte) {
-		view = m.withPending(view)
+	apply := func(view map[string][]byte, rev int64) {
+		view = m.withPending(view, rev)
 		seen := map[string]bool{}
 		for key, v := range view {
 			var so storedOverride
@@ -294,7 +337,7 @@ func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 		applied = seen
 	}
 	// The pending ones apply at once, before the store answers.
-	apply(map[string][]byte{})
+	apply(map[string][]byte{}, 0)
 	m.followView(ctx, p, apply)
 }
 

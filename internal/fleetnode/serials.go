@@ -133,7 +133,7 @@ func (s *Serials) Agreed(origin string) (uint32, string, bool) {
 // changed when one changes.
 func (s *Serials) follow(ctx context.Context) {
 	prefix := serialsPrefix(s.m.prefix)
-	s.m.followView(ctx, prefix, func(view map[string][]byte) {
+	s.m.followView(ctx, prefix, func(view map[string][]byte, _ int64) {
 		s.mu.Lock()
 		moved := false
 		for key, data := range view {
