@@ -2,9 +2,16 @@
 // transfers each one in from its primaries (IXFR with AXFR fallback, RFC
 // 1995/5936), refreshes it on the SOA timers, transfers at once on NOTIFY
 // (RFC 1996), keeps the last good copy on disk so a restart serves it
-// before a primary answers, and expires it per SOA EXPIRE. Whether a copy
-// may be served (zone checks, steered names) is the caller's:
-// Options.Accept.
+// before a primary answers, and expires it per SOA EXPIRE; only a primary
+// at the copy's own serial confirms it (an older serial is no refresh).
+// Limits bound the transfers: an idle timeout per message and an overall
+// limit (so a large or slow zone is transferred while data keeps
+// coming), a number running at once over all zones, and the local
+// address they leave from; zones added together start their SOA checks
+// spread over a short time. An IXFR is applied to the sorted copy in
+// proportion to its difference. Signatures go through tsig.Keyring, which
+// binds a key to its algorithm. Whether a copy may be served (zone
+// checks, steered names) is the caller's: Options.Accept.
 package secondary
 
 import (

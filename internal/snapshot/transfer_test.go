@@ -127,3 +127,23 @@ func TestSecondaryAndSerials(t *testing.T) {
 		t.Errorf("a newer file serial must win: %d", z.Serial())
 	}
 }
+
+// TestSourceNotOnHost: a transfer_source this host does not have is a
+// warning at its line (sending from it would fail); a loopback one is
+// not.
+func TestSourceNotOnHost(t *testing.T) {
+	cfg, _ := write(t, map[string]string{
+		"steer.yaml": "listen: [\"127.0.0.1:0\"]\ntransfers:\n  transfer_source: 192.0.2.77\n  notify_source: 127.0.0.2\n",
+	})
+	_, warns, err := snapshot.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := fmt.Sprint(warns)
+	if !strings.Contains(w, "steer.yaml:3: transfers.transfer_source: 192.0.2.77 is not an address of this host") {
+		t.Errorf("no warning for transfer_source:\n%v", warns)
+	}
+	if strings.Contains(w, "notify_source") {
+		t.Errorf("a loopback notify_source warned:\n%v", warns)
+	}
+}
