@@ -39,18 +39,42 @@ type Transfers interface {
 // (set before serving; nil: none).
 func (h *Handler) SetTransfers(x Transfers) { h.xfr = x }
 
-// transferTimeout bounds the writing of one whole transfer.
-const transferTimeout = 5 * time.Minute
+// A transfer out waits at most transferIdleOut for the secondary to take
+// each message, and transferMaxOut for the whole (BIND's
+// max-transfer-idle-out and max-transfer-time-out are 60 and 120
+// minutes): a large zone to a slow but steady secondary goes through, a
+// secondary that stops reading is dropped. Variables for tests.
+var (
+	transferIdleOut = 30 * time.Second
+	transferMaxOut  = 120 * time.Minute
+)
+
+// deadlineConn sets the write deadline before each write: the idle
+// timeout from now, never past end.
+type deadlineConn struct {
+	net.Conn
+	idle time.Duration
+	end  time.Time
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	d := time.Now().Add(c.idle)
+	if d.After(c.end) {
+		d = c.end
+	}
+	c.Conn.SetWriteDeadline(d)
+	return c.Conn.Write(b)
+}
 
 // transfer answers the AXFR or IXFR request req received from the address
 // from on the TCP connection c through the transfer service, over a writer that verifies
 // req's TSIG and signs every message with its key (RFC 8945 §5.3.1).
 func (h *Handler) transfer(c net.Conn, req []byte, from netip.Addr) error {
-	w, m, err := tsig.NewConnWriter(c, req, keyring(h.snap.Load()))
+	dc := &deadlineConn{Conn: c, idle: transferIdleOut, end: time.Now().Add(transferMaxOut)}
+	w, m, err := tsig.NewConnWriter(dc, req, keyring(h.snap.Load()))
 	if err != nil {
 		return err
 	}
-	c.SetWriteDeadline(time.Now().Add(transferTimeout))
 	defer c.SetWriteDeadline(time.Time{})
 	return h.xfr.Transfer(w, m, from)
 }
