@@ -28,7 +28,7 @@ func (s slowOut) Transfer(w dns.ResponseWriter, req *dns.Msg, _ netip.Addr) erro
 	return nil
 }
 func (slowOut) Answer(*dns.Msg, netip.Addr, string) *dns.Msg { return nil }
-func (slowOut) Refused(*dns.Msg, netip.Addr, error)         {}
+func (slowOut) Refused(*dns.Msg, netip.Addr, error)          {}
 
 // TestTransferOutDeadlines: a transfer out to a secondary that takes each
 // message within the idle timeout goes on past it in total (the whole
