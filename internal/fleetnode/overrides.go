@@ -51,7 +51,8 @@ func (m *Member) SetPoolOverride(record, pool string, o health.Override, expires
 }
 
 // setOverride writes (or, for auto, deletes) an override for the fleet.
-// When the store does not take it (the node is cut off, or it lost its
+// When the store does not take it within directWrite (the node is cut
+// off, or the store lost its
 // quorum), the override is kept as pending: on disk (PendingFile), over
 // the store's view of this node, and written to the store as soon as it
 // answers; the error then wraps ErrPending (the caller applies the
@@ -66,7 +67,7 @@ func (m *Member) setOverride(key string, o health.Override, expires time.Time) e
 		// Known cut off: no need to wait for a write to time out.
 		cause = errors.New("the store does not answer")
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), directWrite)
 		var rev int64
 		rev, cause = m.writeOverride(ctx, key, value)
 		cancel()
@@ -86,6 +87,11 @@ func (m *Member) setOverride(key string, o health.Override, expires time.Time) e
 	}
 	return fmt.Errorf("%w: %v", ErrPending, cause)
 }
+
+// directWrite bounds the API's wait for the store before an override is
+// answered as pending (a write to a healthy store takes milliseconds; a
+// loaded one may take a second or more).
+const directWrite = 3 * time.Second
 
 // ErrPending says an override is applied on this node only, for now: the
 // store did not take it, and it is written there when it answers.
