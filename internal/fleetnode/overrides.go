@@ -52,10 +52,9 @@ func (m *Member) SetPoolOverride(record, pool string, o health.Override, expires
 
 // setOverride writes (or, for auto, deletes) an override for the fleet.
 // When the store does not take it within directWrite (the node is cut
-// off, or the store lost its
-// quorum), the override is kept as pending: on disk (PendingFile), over
-// the store's view of this node, and written to the store as soon as it
-// answers; the error then wraps ErrPending (the caller applies the
+// off, or the store lost its quorum), the override is kept as pending:
+// on disk (PendingFile), over the store's view of this node, and written
+// to the store as soon as it answers; the error then wraps ErrPending (the caller applies the
 // override on this node itself, before calling).
 func (m *Member) setOverride(key string, o health.Override, expires time.Time) error {
 	var value []byte
