@@ -138,8 +138,13 @@ func (c *Config) applyFleetDefaults() {
 // NodeFileKeys are the top-level keys a fleet node's own file may hold:
 // the fleet section and what is the node's own, which overrides the
 // pushed configuration's (listen, api, anycast, node, identity,
-// state_dir).
-var NodeFileKeys = []string{"fleet", "node", "identity", "listen", "api", "anycast", "state_dir"}
+// state_dir, and of transfers only NodeTransferKeys).
+var NodeFileKeys = []string{"fleet", "node", "identity", "listen", "api", "anycast", "state_dir", "transfers"}
+
+// NodeTransferKeys are the keys of transfers a node's own file may hold:
+// the addresses it sends from, which are its own (an anycast node's
+// unicast address); the other transfer settings are the fleet's.
+var NodeTransferKeys = []string{"transfers.transfer_source", "transfers.notify_source"}
 
 // checkNodeFile reports, in a fleet node's own file, every section that
 // belongs in the pushed configuration.
@@ -150,12 +155,20 @@ func (c *Config) checkNodeFile(probs *diag.Problems) {
 	}
 	var keys []key
 	for k, ln := range c.lines {
-		if !strings.ContainsAny(k, ".[") && !slices.Contains(NodeFileKeys, k) {
+		switch {
+		case !strings.ContainsAny(k, ".[") && !slices.Contains(NodeFileKeys, k):
+			keys = append(keys, key{k, ln})
+		case strings.HasPrefix(k, "transfers.") && !slices.Contains(NodeTransferKeys, k):
 			keys = append(keys, key{k, ln})
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].line < keys[j].line })
 	for _, k := range keys {
+		if strings.HasPrefix(k.name, "transfers.") {
+			probs.Add(c.File, k.line, "%s: this is a fleet node's file (it has a fleet section): %s is the fleet's and belongs in the configuration pushed with steer fleet push; a node's file holds of transfers only %s",
+				k.name, k.name, strings.Join(NodeTransferKeys, " and "))
+			continue
+		}
 		probs.Add(c.File, k.line, "%s: this is a fleet node's file (it has a fleet section): %s belongs in the configuration pushed with steer fleet push; a node's file holds only %s",
 			k.name, k.name, strings.Join(NodeFileKeys, ", "))
 	}

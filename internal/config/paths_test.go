@@ -43,6 +43,14 @@ zones:
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
 	}
+	// Of transfers, the node's file holds only the addresses it sends from.
+	if _, err := config.Parse(nil, "node.yaml", []byte(head+"transfers: { transfer_source: 127.0.0.2, notify_source: 127.0.0.2 }\n")); err != nil {
+		t.Errorf("a node file with its own transfer and notify sources: %v", err)
+	}
+	_, err = config.Parse(nil, "node.yaml", []byte(head+"transfers:\n  transfer_source: 127.0.0.2\n  transfers_in: 4\n"))
+	if want := "node.yaml:6: transfers.transfers_in: this is a fleet node's file (it has a fleet section): transfers.transfers_in is the fleet's"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("transfers_in in a node's file: want %q in\n%v", want, err)
+	}
 	// anycast may be the node's own, but its self-check cannot default to
 	// a zone of the node's file, which has none.
 	_, err = config.Parse(nil, "node.yaml", []byte(head+"anycast: { router_id: 198.51.100.1, local_as: 64512, prefixes: [192.0.2.0/24], peers: [ { address: 127.0.53.1, remote_as: 64510 } ] }\n"))

@@ -396,6 +396,14 @@ func Overlay(cfg, local *config.Config) *config.Config {
 	if local.Line("identity") > 0 || cfg.Identity == "" {
 		cfg.Identity = local.Identity
 	}
+	// The addresses transfers and NOTIFYs go from are the node's own
+	// (an anycast node's unicast address): set in its file, they win.
+	if local.Line("transfers.transfer_source") > 0 {
+		cfg.Transfers.TransferSource = local.Transfers.TransferSource
+	}
+	if local.Line("transfers.notify_source") > 0 {
+		cfg.Transfers.NotifySource = local.Transfers.NotifySource
+	}
 	return cfg
 }
 

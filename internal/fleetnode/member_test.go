@@ -206,6 +206,27 @@ func TestOverlayLocalKeys(t *testing.T) {
 	}
 }
 
+// TestOverlayTransferSources: the addresses a node sends transfers and
+// NOTIFYs from are its own: set in its file they replace the pushed ones,
+// and the fleet's other transfer settings stay the pushed ones.
+func TestOverlayTransferSources(t *testing.T) {
+	local, err := config.Parse(nil, "local.yaml", []byte(fleetLocal([]string{"http://127.0.0.1:1"}, "fra-1")+
+		"transfers: { transfer_source: 127.0.0.2, notify_source: 127.0.0.3 }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Member{local: local, latest: fleet.Bundle{Rev: 3, Files: map[string][]byte{
+		"steer.yaml": []byte("transfers: { transfers_in: 4, transfer_source: 127.0.0.9 }\n"),
+	}}}
+	cfg, _, err := m.Config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := cfg.Transfers; tr.TransferSource != "127.0.0.2" || tr.NotifySource != "127.0.0.3" || tr.TransfersIn != 4 {
+		t.Errorf("transfers %+v: want the node's sources 127.0.0.2 and 127.0.0.3 and the pushed transfers_in 4", tr)
+	}
+}
+
 // TestBundleReadsOnlyItsFiles: a pushed configuration reads the files it
 // carries from the bundle and nothing else of the node's disk through a
 // relative or absolute name (a zone named /etc/passwd is not found).
