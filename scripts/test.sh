@@ -115,11 +115,23 @@ run_tests -race "${raced[@]}"
 # five nodes, and even niced work beside them (fuzzing's workers, policy
 # compiles) pushed that past its bound. What follows is niced beside the
 # plain stage.
+# The packages run at once, each to its own log: their slow tests mostly
+# wait (a primary trickling a transfer for a minute, a fleet soaking), so
+# one after another they would add their waits up.
 norace_log=$(mktemp)
 (
+	pids=() logs=() rc=0
 	for ((i = 0; i < ${#norace[@]}; i += 2)); do
-		nice -n 19 go test -count=1 -timeout 15m -v -run "${norace[i+1]}" "${norace[i]}" || exit
+		logs+=("$(mktemp)")
+		nice -n 19 go test -count=1 -timeout 15m -v -run "${norace[i+1]}" "${norace[i]}" >"${logs[-1]}" 2>&1 &
+		pids+=($!)
 	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[i]}" || rc=$?
+		cat "${logs[i]}"
+		rm -f "${logs[i]}"
+	done
+	exit "$rc"
 ) >"$norace_log" 2>&1 &
 norace_pid=$!
 # Not in a session of its own: with the kernel's autogroups, a new session

@@ -119,6 +119,7 @@ func timeUntil(t *testing.T, limit time.Duration, what string, cond func() bool,
 // the admin API withdraws and returns to auto; SIGTERM withdraws before
 // the DNS listener closes.
 func TestAnycastWithBIRD(t *testing.T) {
+	t.Parallel() // waits on processes and peers: overlaps the other such tests
 	b := birdtest.Start(t, 64512, "")
 
 	// A real TCP health target on another loopback address.
@@ -323,6 +324,7 @@ records:
 // TestAnycastStandby: a standby node peers but announces nothing until
 // POST /v1/anycast/announce; POST /v1/anycast/auto returns it to standby.
 func TestAnycastStandby(t *testing.T) {
+	t.Parallel() // waits on processes and peers: overlaps the other such tests
 	b := birdtest.Start(t, 64512, "md5-s3cret")
 	n := startAnycastNode(t, b, "  mode: standby", "", "md5-s3cret")
 	dnstest.WaitFor(t, 10*time.Second, "an established standby session", func() bool {

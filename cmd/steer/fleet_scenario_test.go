@@ -68,6 +68,7 @@ func (n *scenarioNode) txt(t *testing.T) string {
 // apply, then all three restarted with etcd stopped, and each answers the
 // last good bundle; a canary push to n1 and its rollback.
 func TestFleetProductionScenario(t *testing.T) {
+	t.Parallel() // waits on processes and peers: overlaps the other such tests
 	etcd := etcdtest.StartProcess(t)
 	dir := t.TempDir()
 	write := func(name, body string) string {

@@ -19,6 +19,7 @@ import (
 // with nothing written, lists the published serial and a node serving it
 // with steer fleet status, and fails loudly with the store down.
 func TestFleetCLI(t *testing.T) {
+	t.Parallel() // waits on processes and peers: overlaps the other such tests
 	c := etcdtest.Start(t, etcdtest.Options{})
 	dir := t.TempDir()
 	write := func(name, body string) string {

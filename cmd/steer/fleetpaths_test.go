@@ -35,6 +35,7 @@ import (
 //     configuration's directory with file:line, and publishes nothing;
 //   - steer check refuses a node's file holding records, with file:line.
 func TestFleetNodePaths(t *testing.T) {
+	t.Parallel() // waits on processes and peers: overlaps the other such tests
 	c := etcdtest.Start(t, etcdtest.Options{})
 	ep := strings.Join(c.Endpoints(), ",")
 	root := t.TempDir()

@@ -31,6 +31,7 @@ func badBundle(serial int) fleet.Bundle {
 // the store down, and its status says which bundle it serves and why not
 // the newest.
 func TestFleetRestartAfterBadPush(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	ctx := context.Background()
 	rev, _, err := fleet.Publish(ctx, s, "/steer/v1", fleetBundle(1, "good"), 0)
@@ -81,6 +82,7 @@ func TestFleetRestartAfterBadPush(t *testing.T) {
 // rolled back, every node serves the previous bundle again. Each node's
 // status names the digest of what it serves.
 func TestFleetCanary(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	ctx := context.Background()
 	one, two := fleetBundle(1, "one"), fleetBundle(2, "two")
@@ -131,6 +133,7 @@ func TestFleetCanary(t *testing.T) {
 // start, and says which; the same node restarted after a crash (its
 // status still held by its old lease) takes its own key over at once.
 func TestFleetDuplicateName(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", fleetBundle(1, "one"), 0); err != nil {
 		t.Fatal(err)
@@ -191,6 +194,7 @@ func TestFleetDuplicateName(t *testing.T) {
 // link heals (within a second, measured and logged; the test allows two
 // for a loaded machine).
 func TestFleetDrainWhileCut(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	cfg := `identity: pushed
 zones:

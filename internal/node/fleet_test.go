@@ -60,6 +60,7 @@ func statusOf(t *testing.T, s fleet.Store, node string) fleet.Status {
 // old bundle and reports the error when a new one cannot be applied, and,
 // restarted while the store is down, serves the bundle it kept on disk.
 func TestFleetConfig(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	ctx := context.Background()
 	rev, _, err := fleet.Publish(ctx, s, "/steer/v1", fleetBundle(1, "one"), 0)
@@ -143,6 +144,7 @@ func TestFleetConfig(t *testing.T) {
 // serial it serves and its version under its lease. (steer fleet push and
 // status themselves are tested in cmd/steer.)
 func TestFleetPublishedNode(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	b := fleet.Bundle{Files: map[string][]byte{
 		fleet.ConfigName:                           []byte("identity: pushed\ncookies: { secret_file: cookie.key }\nzones:\n  - origin: example.com\n    file: zones/example.com.zone\n"),
@@ -237,6 +239,7 @@ func (f *fakeObserver) leave() {
 // to its own checks after view_grace, and to the fleet's verdict when the
 // link heals.
 func TestFleetHealthQuorum(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	target := startTCPTarget(t)
 	publishHealthBundle(t, s, target)
@@ -335,6 +338,7 @@ func startTCPTarget(t *testing.T) int {
 // effect on every node within a second, outlives the node that set it,
 // and auto clears it everywhere.
 func TestFleetOverrides(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	cfg := `identity: pushed
 zones:
@@ -414,6 +418,7 @@ func grepLines(s, sub string) string {
 // fleet's quorum, restarted while the store is unreachable, answers from
 // the view it kept on disk, not from its own checks.
 func TestFleetHealthViewSurvivesRestart(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	target := startTCPTarget(t)
 	publishHealthBundle(t, s, target)
@@ -458,6 +463,7 @@ func TestFleetHealthViewSurvivesRestart(t *testing.T) {
 // TestFleetRegionalVerdict: with health_quorum.regional, a node answers by
 // its own region's observers; without, by the whole fleet's.
 func TestFleetRegionalVerdict(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	for _, regional := range []bool{true, false} {
 		c, s := fleetStore(t)
 		// Nothing listens on the target's port: this node sees it down.

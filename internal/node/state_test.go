@@ -33,6 +33,7 @@ func TestStateDirUnwritable(t *testing.T) {
 // (health.json), written before the API answers, and the last good zone
 // copies (zones/), without health.state_file.
 func TestStateDirDefault(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	n := startNode(t, map[string]string{
 		"steer.yaml": `api: { listen: "127.0.0.1:0" }
 zones:
@@ -127,6 +128,7 @@ zones:
 // before) and the bundle cache; restarted with the store gone, it serves
 // the kept bundle with the kept serial.
 func TestFleetStateDir(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	c, s := fleetStore(t)
 	b := fleet.Bundle{Files: map[string][]byte{
 		fleet.ConfigName: []byte(`state_dir: /nonexistent/pushed-state

@@ -95,6 +95,7 @@ func serves(s *peertest.Server, serial uint32, name, addr string) bool {
 }
 
 func TestSecondariesOfSteer(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	files := map[string]string{"steer.yaml": xfrConfig(nil), "xfr.zone": bigZone(1, "one")}
 	for k := range xfrKeys {
 		files[strings.TrimSuffix(k, "-key")+".key"] = keyFile(k)
@@ -329,6 +330,7 @@ records:
 // NOTIFY (by IXFR), serves its last copy after a restart with Knot gone,
 // and a wrong key is refused and logged on both sides.
 func TestSecondaryOfKnot(t *testing.T) {
+	t.Parallel() // waits on timers and peers: overlaps the other such tests
 	dnstest.NeedTool(t, "knotc")
 	secret := xfrKeys["knot-key"]
 	steerPort := dnstest.FreePort(t)
