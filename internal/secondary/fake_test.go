@@ -453,6 +453,7 @@ func TestSetReconfigures(t *testing.T) {
 // TestFakeExpiryAndRecovery: the copy expires when no primary confirms
 // it for SOA EXPIRE, and a primary confirming it later unexpires it.
 func TestFakeExpiryAndRecovery(t *testing.T) {
+	t.Parallel() // waits out REFRESH, RETRY and EXPIRE timers
 	f := startFake(t, 1)
 	f.set(func(f *fake) { f.timers = "1 1 2 1" })
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}

@@ -256,6 +256,7 @@ func TestKnotRestartFromDisk(t *testing.T) {
 // TestKnotExpiry: with the primary gone, the copy expires after SOA
 // EXPIRE (3 s), Changed is called, and the copy says Expired.
 func TestKnotExpiry(t *testing.T) {
+	t.Parallel() // waits out REFRESH, RETRY and EXPIRE timers
 	k := startKnot(t, zoneBody(3, "1 1 3 1"))
 	rec, log := &recorder{}, &dnstest.LockedBuffer{}
 	m := newManager(t, t.TempDir(), rec, log, nil)
