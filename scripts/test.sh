@@ -71,13 +71,6 @@ go vet ./...
 PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag)
 mapfile -t plain < <(go list "${PLAIN_PKGS[@]}")
 mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
-# The longest raced packages go first: go test starts packages in the
-# order given, two at a time, and the node's (about 100 s under -race,
-# most of it waiting on fleets and peers) would otherwise start last and
-# hold the stage open alone.
-LONG_RACED=(./internal/node ./internal/steeringtest ./internal/fleet ./internal/dnsserver)
-mapfile -t long < <(go list "${LONG_RACED[@]}")
-mapfile -t raced < <(printf '%s\n' "${long[@]}"; printf '%s\n' "${raced[@]}" | grep -vxF -f <(printf '%s\n' "${long[@]}"))
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
 done)

@@ -2,7 +2,10 @@ package dnstest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +29,24 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool, l
 		time.Sleep(pause)
 		pause = min(2*pause, 10*time.Millisecond)
 	}
+}
+
+// belowEphemeral draws a port below the kernel's ephemeral range: a port
+// the kernel hands out for port 0 can be taken, between the test choosing
+// it and a server binding it, as the source port of any outgoing TCP
+// connection on the machine (an etcd client, an HTTP probe), which then
+// fails the server's listen with "address already in use". Ports below the
+// range are given only to those who ask for them by number.
+func belowEphemeral() int {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 11000 {
+				lo = v
+			}
+		}
+	}
+	return 10000 + rand.IntN(lo-10000)
 }
 
 // FreePort returns a port free now for both UDP and TCP on every one of
@@ -55,11 +76,18 @@ func FreePorts(t testing.TB, n int, hosts ...string) []int {
 		if tries == 50*n {
 			t.Fatalf("no %d ports free for UDP and TCP on %s", n, strings.Join(hosts, ", "))
 		}
-		u, err := net.ListenPacket("udp", net.JoinHostPort(hosts[0], "0"))
-		if err != nil {
-			t.Skipf("cannot bind %s: %v", hosts[0], err)
+		if tries == 0 {
+			probe, err := net.ListenPacket("udp", net.JoinHostPort(hosts[0], "0"))
+			if err != nil {
+				t.Skipf("cannot bind %s: %v", hosts[0], err)
+			}
+			probe.Close()
 		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
+		port := belowEphemeral()
+		u, err := net.ListenPacket("udp", net.JoinHostPort(hosts[0], fmt.Sprint(port)))
+		if err != nil {
+			continue
+		}
 		claimed := []func(){func() { u.Close() }}
 		ok := true
 		for i, h := range hosts {
