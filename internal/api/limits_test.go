@@ -1,34 +1,21 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
-// lockedBuffer is a log sink the handler writes from its goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// authLines are the log's lines about failed authentication.
+func authLines(buf *dnstest.LockedBuffer) []string {
 	var out []string
-	for _, s := range strings.Split(l.b.String(), "\n") {
+	for _, s := range strings.Split(buf.String(), "\n") {
 		if strings.Contains(s, "authentication failed") {
 			out = append(out, s)
 		}
@@ -39,7 +26,7 @@ func (l *lockedBuffer) lines() []string {
 // A hundred guesses at the token write one log line; the next line, a
 // window later, says how many were not logged.
 func TestAuthFailuresLoggedAtBoundedRate(t *testing.T) {
-	var buf lockedBuffer
+	var buf dnstest.LockedBuffer
 	h := NewHandler(&fake{ready: true}, Options{Token: "tok", Log: slog.New(slog.NewTextHandler(&buf, nil))})
 	now := time.Unix(1_000_000, 0)
 	h.s.fails.now = func() time.Time { return now }
@@ -53,7 +40,7 @@ func TestAuthFailuresLoggedAtBoundedRate(t *testing.T) {
 			t.Fatalf("attempt %d: %d, want 401", i, r.Code)
 		}
 	}
-	if got := buf.lines(); len(got) != 1 {
+	if got := authLines(&buf); len(got) != 1 {
 		t.Fatalf("100 failed attempts in one window logged %d lines, want 1:\n%s", len(got), strings.Join(got, "\n"))
 	}
 	if r := do(t, h, "GET", "/v1/status", "", "Authorization", "Bearer tok"); r.Code != http.StatusOK {
@@ -61,7 +48,7 @@ func TestAuthFailuresLoggedAtBoundedRate(t *testing.T) {
 	}
 	now = now.Add(authFailureWindow)
 	do(t, h, "GET", "/v1/status", "", "Authorization", "Bearer bad")
-	got := buf.lines()
+	got := authLines(&buf)
 	if len(got) != 2 || !strings.Contains(got[1], "not_logged_since_last=99") {
 		t.Fatalf("after the window: %d lines, want 2, the second saying 99 were not logged:\n%s", len(got), strings.Join(got, "\n"))
 	}

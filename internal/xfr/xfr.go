@@ -164,36 +164,37 @@ func reply(req *dns.Msg) *dns.Msg {
 // NOTAUTH with the TSIG error (RFC 8945 §5.2) and nothing of the zone.
 // A request over UDP is answered REFUSED (RFC 5936 §4.2).
 func Serve(w dns.ResponseWriter, req *dns.Msg, rrs []dns.RR) error {
+	if done, err := refuseAXFR(w, req); done {
+		return err
+	}
+	return writeAll(w, req, rrs)
+}
+
+// refuseAXFR answers what must not get the zone: a request that is not an
+// AXFR is an error, one over UDP gets REFUSED, one whose TSIG did not
+// verify NOTAUTH. done is false when the zone may be sent.
+func refuseAXFR(w dns.ResponseWriter, req *dns.Msg) (done bool, err error) {
 	if len(req.Question) != 1 || req.Question[0].Qtype != dns.TypeAXFR {
-		return errors.New("xfr: not an AXFR request")
+		return true, errors.New("xfr: not an AXFR request")
 	}
 	if _, ok := w.RemoteAddr().(*net.TCPAddr); !ok {
 		m := new(dns.Msg)
 		m.SetRcode(req, dns.RcodeRefused)
 		w.WriteMsg(m)
-		return errors.New("xfr: AXFR over UDP refused")
+		return true, errors.New("xfr: AXFR over UDP refused")
 	}
 	if t := req.IsTsig(); t != nil && w.TsigStatus() != nil {
-		return refuseTsig(w, req)
+		return true, refuseTsig(w, req)
 	}
-	return writeAll(w, req, rrs)
+	return false, nil
 }
 
 // ServeStream is Serve with the records streamed from each (the zone's
 // SOA first, the SOA again last), each message written as soon as it is
 // full.
 func ServeStream(w dns.ResponseWriter, req *dns.Msg, each func(yield func(dns.RR) bool)) error {
-	if len(req.Question) != 1 || req.Question[0].Qtype != dns.TypeAXFR {
-		return errors.New("xfr: not an AXFR request")
-	}
-	if _, ok := w.RemoteAddr().(*net.TCPAddr); !ok {
-		m := new(dns.Msg)
-		m.SetRcode(req, dns.RcodeRefused)
-		w.WriteMsg(m)
-		return errors.New("xfr: AXFR over UDP refused")
-	}
-	if t := req.IsTsig(); t != nil && w.TsigStatus() != nil {
-		return refuseTsig(w, req)
+	if done, err := refuseAXFR(w, req); done {
+		return err
 	}
 	return writeStream(w, req, each)
 }
