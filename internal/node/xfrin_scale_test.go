@@ -56,13 +56,13 @@ func TestSlowPrimaryTransferred(t *testing.T) {
 }
 
 // xfrScaleRecords is the size of TestLargeZoneFromKnot's zone:
-// STEER_XFR_RECORDS, default 200,000 (1,000,000 measured by hand, see
+// STEER_XFR_RECORDS, default 100,000 (1,000,000 measured by hand, see
 // the README's transfers section).
 func xfrScaleRecords() int {
 	if v, err := strconv.Atoi(os.Getenv("STEER_XFR_RECORDS")); err == nil && v > 0 {
 		return v
 	}
-	return 200_000
+	return 100_000
 }
 
 // writeBigZone writes big.example. with records A records at serial;
