@@ -399,7 +399,7 @@ func TestRateLimitSigned(t *testing.T) {
 	// sees each reply with the request it answers.
 	replies := func(what string, next reqs, check func(req *dns.Msg, wire []byte)) int {
 		h, snap := steeredHandler(t)
-		snap.TSIG = map[string]tsig.Key{"known": key}
+		snap.SetTSIG(map[string]tsig.Key{"known": key})
 		l, err := rrl.New(rrlConfig(3, 2))
 		if err != nil {
 			t.Fatal(err)
@@ -475,7 +475,7 @@ func TestRateLimitSigned(t *testing.T) {
 func TestSignedAnswerFits(t *testing.T) {
 	const secret = "c3RlZXIgdGVzdCBrZXkgb2YgdGhpcnR5LXR3byBieXRlcyE="
 	h, snap := steeredHandler(t)
-	snap.TSIG = map[string]tsig.Key{"known": {Name: "known.", Algorithm: dns.HmacSHA256, Secret: secret}}
+	snap.SetTSIG(map[string]tsig.Key{"known": {Name: "known.", Algorithm: dns.HmacSHA256, Secret: secret}})
 	m := query("edge512.example.com.", dns.TypeTXT)
 	plain, _ := m.Pack()
 	if out := h.HandleFrom(plain, dnsserver.UDP, netip.MustParseAddr("192.0.2.1"), nil); len(out) != 512 {

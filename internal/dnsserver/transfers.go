@@ -71,7 +71,7 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 // req's TSIG and signs every message with its key (RFC 8945 §5.3.1).
 func (h *Handler) transfer(c net.Conn, req []byte, from netip.Addr) error {
 	dc := &deadlineConn{Conn: c, idle: transferIdleOut, end: time.Now().Add(transferMaxOut)}
-	w, m, err := tsig.NewConnWriter(dc, req, keyring(h.snap.Load()))
+	w, m, err := tsig.NewConnWriter(dc, req, h.snap.Load().Keyring)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/rrl"
-	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/tsig"
 )
 
@@ -22,15 +21,6 @@ import (
 // the guard: rate limiting, cookies and the size cap apply to them as to
 // every other query.
 
-// keyring returns the snapshot's keys, each bound to its algorithm.
-func keyring(snap *snapshot.Snapshot) tsig.Keyring {
-	keys := make([]tsig.Key, 0, len(snap.TSIG))
-	for _, k := range snap.TSIG {
-		keys = append(keys, k)
-	}
-	return tsig.NewKeyring(keys...)
-}
-
 // signed answers req, which q says ends with a TSIG record: NOTAUTH with
 // the TSIG error, unsigned, when it does not verify (RFC 8945 §5.2) —
 // BADKEY for a known key under another algorithm than its own;
@@ -41,7 +31,7 @@ func (h *Handler) signed(q *query, req []byte, t Transport, from netip.Addr, buf
 		return h.formErr(q, buf)
 	}
 	rr := m.IsTsig()
-	keys := keyring(h.snap.Load())
+	keys := h.snap.Load().Keyring
 	// On a copy: TsigVerify lowers ARCOUNT in the buffer it checks.
 	err := dns.TsigVerifyWithProvider(slices.Clone(req), keys, "", false)
 	if err != nil {

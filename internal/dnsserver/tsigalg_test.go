@@ -34,7 +34,7 @@ func (r *refusals) Refused(_ *dns.Msg, _ netip.Addr, err error) {
 func TestTSIGAlgorithmBoundToKey(t *testing.T) {
 	const secret = "c3RlZXIgdGVzdCBrZXkgb2YgdGhpcnR5LXR3byBieXRlcyE="
 	h, snap := steeredHandler(t)
-	snap.TSIG = map[string]tsig.Key{"known": {Name: "known.", Algorithm: dns.HmacSHA256, Secret: secret}}
+	snap.SetTSIG(map[string]tsig.Key{"known": {Name: "known.", Algorithm: dns.HmacSHA256, Secret: secret}})
 	rec := &refusals{}
 	h.SetTransfers(rec)
 	from := netip.MustParseAddr("127.0.0.1")

@@ -332,9 +332,9 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		ZonesReused:       reused,
 		PoliciesKept:      policiesKept,
 		marks:             marks,
-		TSIG:              keys,
 		Secondaries:       secondaries,
 	}
+	s.SetTSIG(keys)
 	if cfg.VersionBind != config.VersionHidden {
 		s.Version = cfg.VersionBind
 	}

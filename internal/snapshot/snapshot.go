@@ -12,7 +12,9 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,8 +75,13 @@ type Snapshot struct {
 	// should report itself degraded.
 	Degraded []ZoneProblem
 
-	// TSIG holds the keys of the tsig section, by the name it gives them.
-	TSIG map[string]tsig.Key
+	// TSIG holds the keys of the tsig section, by the name it gives them,
+	// and Keyring the same keys by their own names, each bound to its
+	// algorithm: what signed queries and transfers are verified with,
+	// built once per snapshot rather than per signed query. SetTSIG sets
+	// both.
+	TSIG    map[string]tsig.Key
+	Keyring tsig.Keyring
 	// Secondaries are the zones transferred in from primaries, by origin.
 	Secondaries map[string]bool
 
@@ -151,4 +158,11 @@ func (s *Snapshot) Summary() string {
 		}
 	}
 	return out
+}
+
+// SetTSIG sets the snapshot's TSIG keys (by the tsig section's names) and
+// the keyring made of them.
+func (s *Snapshot) SetTSIG(keys map[string]tsig.Key) {
+	s.TSIG = keys
+	s.Keyring = tsig.NewKeyring(slices.Collect(maps.Values(keys))...)
 }
