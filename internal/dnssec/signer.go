@@ -1,0 +1,246 @@
+package dnssec
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Defaults for Options left zero.
+const (
+	DefaultValidity = 14 * 24 * time.Hour
+	DefaultBackdate = time.Hour
+	DefaultRefresh  = 0.75
+	// DefaultJitter is the share of the validity a signature's
+	// expiration is moved earlier by, at most, varying per RRset, so that
+	// the signatures of a zone signed at once are not all renewed at once.
+	DefaultJitter = 0.1
+)
+
+// Options say how long signatures hold.
+type Options struct {
+	// Validity is from inception-less-backdate... the span from signing
+	// to expiration (before jitter); 0 means DefaultValidity.
+	Validity time.Duration
+	// Backdate is how far before now the inception is set (clock skew
+	// between us and validators); 0 means DefaultBackdate.
+	Backdate time.Duration
+	// Refresh is the share of a signature's validity after which it is
+	// renewed; 0 means DefaultRefresh.
+	Refresh float64
+	// Jitter is the largest share of Validity taken off an RRset's
+	// expiration; 0 means DefaultJitter, a negative value none.
+	Jitter float64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Validity <= 0 {
+		o.Validity = DefaultValidity
+	}
+	if o.Backdate <= 0 {
+		o.Backdate = DefaultBackdate
+	}
+	if o.Refresh <= 0 || o.Refresh >= 1 {
+		o.Refresh = DefaultRefresh
+	}
+	switch {
+	case o.Jitter == 0:
+		o.Jitter = DefaultJitter
+	case o.Jitter < 0:
+		o.Jitter = 0
+	}
+	return o
+}
+
+// Reason says why a signature was made, for metrics.
+type Reason uint8
+
+// The reasons a signature is made.
+const (
+	ReasonLoad    Reason = iota // a zone's RRset at load or reload
+	ReasonRenew                 // a signature past its refresh point
+	ReasonSteered               // a steered answer set, pre-signed
+	ReasonOnline                // on a query's behalf (a cache miss)
+	ReasonDenial                // a denial-of-existence NSEC
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"load", "renew", "steered", "online", "denial"}
+
+func (r Reason) String() string { return reasonNames[r] }
+
+// Signer signs the RRsets of one zone with its keys: DNSKEY, CDS and
+// CDNSKEY with the keys that have the SEP flag (the KSKs, or the CSK),
+// everything else with the others (the ZSKs, or the CSK). It is safe for
+// concurrent use.
+type Signer struct {
+	// Zone is the zone's origin, canonical: every signature's signer name.
+	Zone string
+	ksk  []*Key
+	zsk  []*Key
+	opts Options
+	csk  bool // one key signs everything
+	// Budget caps signatures made on queries' behalf; nil: no cap.
+	Budget *Budget
+	// Cache keeps signatures made on demand; nil: none.
+	Cache *Cache
+
+	made [numReasons]atomic.Uint64
+}
+
+// NewSigner returns a signer for zone with keys: one CSK (a SEP key used
+// for everything), or KSKs (SEP) and ZSKs.
+func NewSigner(zone string, keys []*Key, o Options) (*Signer, error) {
+	zone = dns.CanonicalName(zone)
+	s := &Signer{Zone: zone, opts: o.withDefaults()}
+	for _, k := range keys {
+		if k.DNSKEY.Hdr.Name != zone {
+			return nil, fmt.Errorf("%s: key for %s, not for zone %s", k.File, k.DNSKEY.Hdr.Name, zone)
+		}
+		if k.SEP() {
+			s.ksk = append(s.ksk, k)
+		} else {
+			s.zsk = append(s.zsk, k)
+		}
+	}
+	switch {
+	case len(s.ksk) == 0:
+		return nil, errors.New("no key with the SEP flag (a KSK or CSK, dnssec-keygen -f KSK)")
+	case len(s.zsk) == 0:
+		s.zsk, s.csk = s.ksk, true // a CSK signs everything
+	}
+	return s, nil
+}
+
+// Keys returns every key of the zone, the SEP keys first.
+func (s *Signer) Keys() []*Key {
+	out := append([]*Key(nil), s.ksk...)
+	if !s.csk {
+		out = append(out, s.zsk...)
+	}
+	return out
+}
+
+// Options returns the signer's options, defaults filled in.
+func (s *Signer) Options() Options { return s.opts }
+
+// Made returns how many signatures were made for reason.
+func (s *Signer) Made(r Reason) uint64 { return s.made[r].Load() }
+
+// keysFor returns the keys that sign an RRset of type t.
+func (s *Signer) keysFor(t uint16) []*Key {
+	switch t {
+	case dns.TypeDNSKEY, dns.TypeCDS, dns.TypeCDNSKEY:
+		return s.ksk
+	}
+	return s.zsk
+}
+
+// Sign returns the RRSIGs over rrs, one RRset (same owner, type and
+// class), one per signing key: inception now − Backdate, expiration now +
+// Validity less the RRset's jitter, original TTL and RRSIG TTL that of
+// the RRset. A wildcard owner's label count leaves the "*" out (RFC 4034
+// §3.1.3).
+func (s *Signer) Sign(rrs []dns.RR, now time.Time, why Reason) ([]dns.RR, error) {
+	if len(rrs) == 0 {
+		return nil, errors.New("dnssec: empty RRset")
+	}
+	h := rrs[0].Header()
+	keys := s.keysFor(h.Rrtype)
+	inc := now.Add(-s.opts.Backdate)
+	exp := now.Add(s.opts.Validity - s.jitter(h.Name, h.Rrtype))
+	out := make([]dns.RR, 0, len(keys))
+	for _, k := range keys {
+		sig := &dns.RRSIG{
+			Hdr:         dns.RR_Header{Name: h.Name, Rrtype: dns.TypeRRSIG, Class: h.Class, Ttl: h.Ttl},
+			TypeCovered: h.Rrtype,
+			Algorithm:   k.DNSKEY.Algorithm,
+			Labels:      uint8(dns.CountLabel(h.Name)),
+			OrigTtl:     h.Ttl,
+			Expiration:  uint32(exp.Unix()),
+			Inception:   uint32(inc.Unix()),
+			KeyTag:      k.Tag,
+			SignerName:  s.Zone,
+		}
+		if len(h.Name) >= 2 && h.Name[0] == '*' && h.Name[1] == '.' {
+			sig.Labels--
+		}
+		if err := sig.Sign(k.Signer, rrs); err != nil {
+			return nil, fmt.Errorf("dnssec: signing %s %s with key %d: %v", h.Name, dns.TypeToString[h.Rrtype], k.Tag, err)
+		}
+		s.made[why].Add(1)
+		out = append(out, sig)
+	}
+	return out, nil
+}
+
+// jitter is how much earlier than now+Validity the signatures of the
+// RRset (name, t) expire: the same for the same RRset, spread over
+// [0, Jitter×Validity) across RRsets.
+func (s *Signer) jitter(name string, t uint16) time.Duration {
+	span := time.Duration(float64(s.opts.Validity) * s.opts.Jitter)
+	if span <= 0 {
+		return 0
+	}
+	f := fnv.New64a()
+	f.Write([]byte(name))
+	f.Write([]byte{byte(t >> 8), byte(t)})
+	return time.Duration(f.Sum64() % uint64(span))
+}
+
+// Fresh reports whether sigs, the RRSIGs of one RRset, may still be
+// served at now without renewal: one from each of the signer's keys for
+// that type, none past its refresh point (Refresh of the way from
+// inception to expiration).
+func (s *Signer) Fresh(sigs []dns.RR, t uint16, now time.Time) bool {
+	keys := s.keysFor(t)
+	if len(sigs) != len(keys) {
+		return false
+	}
+	n := uint32(now.Unix())
+	for i, rr := range sigs {
+		sig, ok := rr.(*dns.RRSIG)
+		if !ok || sig.KeyTag != keys[i].Tag || sig.Algorithm != keys[i].DNSKEY.Algorithm || sig.SignerName != s.Zone {
+			return false
+		}
+		if n < sig.Inception || n >= RefreshAt(sig, s.opts.Refresh) {
+			return false
+		}
+	}
+	return true
+}
+
+// RefreshAt is the time (Unix seconds) at which sig is due for renewal:
+// refresh of the way from its inception to its expiration.
+func RefreshAt(sig *dns.RRSIG, refresh float64) uint32 {
+	span := sig.Expiration - sig.Inception
+	return sig.Inception + uint32(float64(span)*refresh)
+}
+
+// Apex returns the records the zone's apex publishes for its keys, TTL
+// ttl: the DNSKEY RRset (every key), and CDS (SHA-256) and CDNSKEY for
+// the SEP keys (RFC 7344, RFC 8078), for the parent to pick up.
+func (s *Signer) Apex(ttl uint32) (dnskey, cds, cdnskey []dns.RR) {
+	for _, k := range s.Keys() {
+		d := *k.DNSKEY
+		d.Hdr = dns.RR_Header{Name: s.Zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl}
+		dnskey = append(dnskey, &d)
+		if !k.SEP() {
+			continue
+		}
+		ds := k.DNSKEY.ToDS(dns.SHA256)
+		if ds != nil {
+			c := &dns.CDS{DS: *ds}
+			c.Hdr = dns.RR_Header{Name: s.Zone, Rrtype: dns.TypeCDS, Class: dns.ClassINET, Ttl: ttl}
+			cds = append(cds, c)
+		}
+		cd := &dns.CDNSKEY{DNSKEY: d}
+		cd.Hdr.Rrtype = dns.TypeCDNSKEY
+		cdnskey = append(cdnskey, cd)
+	}
+	return dnskey, cds, cdnskey
+}

@@ -1,0 +1,121 @@
+package dnssec
+
+import (
+	"crypto"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// testKey makes a key pair for zone in memory.
+func testKey(t testing.TB, zone string, alg uint8, bits int, sep bool) *Key {
+	t.Helper()
+	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
+		Flags: dns.ZONE, Protocol: 3, Algorithm: alg}
+	if sep {
+		dk.Flags |= dns.SEP
+	}
+	pk, err := dk.Generate(bits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
+}
+
+func TestSignVerifies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keys []*Key
+	}{
+		{"csk-p256", []*Key{testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true)}},
+		{"ksk-zsk-ed25519", []*Key{testKey(t, "example.com.", dns.ED25519, 256, true), testKey(t, "example.com.", dns.ED25519, 256, false)}},
+		{"rsa-ksk-p256-zsk", []*Key{testKey(t, "example.com.", dns.RSASHA256, 2048, true), testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewSigner("Example.COM.", tc.keys, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			a1, _ := dns.NewRR("www.example.com. 300 IN A 192.0.2.1")
+			a2, _ := dns.NewRR("www.example.com. 300 IN A 192.0.2.2")
+			sigs, err := s.Sign([]dns.RR{a1, a2}, now, ReasonLoad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zsk := tc.keys[len(tc.keys)-1]
+			if len(sigs) != 1 || sigs[0].(*dns.RRSIG).KeyTag != zsk.Tag {
+				t.Fatalf("sigs %v, want one by key %d", sigs, zsk.Tag)
+			}
+			if err := sigs[0].(*dns.RRSIG).Verify(zsk.DNSKEY, []dns.RR{a2, a1}); err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			if !s.Fresh(sigs, dns.TypeA, now) || s.Fresh(sigs, dns.TypeA, now.Add(12*24*time.Hour)) {
+				t.Error("Fresh: want fresh now and due after 12 of 14 days")
+			}
+			dnskey, cds, cdnskey := s.Apex(3600)
+			if len(dnskey) != len(tc.keys) || len(cds) != 1 || len(cdnskey) != 1 {
+				t.Fatalf("apex: %d DNSKEY %d CDS %d CDNSKEY", len(dnskey), len(cds), len(cdnskey))
+			}
+			ksigs, err := s.Sign(dnskey, now, ReasonLoad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ksigs[0].(*dns.RRSIG).Verify(tc.keys[0].DNSKEY, dnskey); err != nil {
+				t.Fatalf("DNSKEY verify: %v", err)
+			}
+			w, _ := dns.NewRR("*.example.com. 300 IN TXT x")
+			wsig, _ := s.Sign([]dns.RR{w}, now, ReasonLoad)
+			if got := wsig[0].(*dns.RRSIG).Labels; got != 2 {
+				t.Errorf("wildcard labels %d, want 2", got)
+			}
+		})
+	}
+}
+
+func TestBudget(t *testing.T) {
+	b := NewBudget(1000) // 1 ms each, 100 ms burst
+	now := time.Now().UnixNano()
+	n := 0
+	for b.Take(now) {
+		n++
+	}
+	if n < 99 || n > 101 || b.Refused() != 1 {
+		t.Fatalf("burst %d refused %d, want 100 and 1", n, b.Refused())
+	}
+	if !b.Take(now + int64(2*time.Millisecond)) {
+		t.Fatal("no credit after 2 ms")
+	}
+}
+
+func TestCache(t *testing.T) {
+	c := NewCache(4)
+	k := CacheKey{Name: "x.example.com.", Type: dns.TypeNSEC, Sum: 7}
+	if c.Get(k, 10) != nil {
+		t.Fatal("hit in an empty cache")
+	}
+	c.Put(&Entry{Key: k, Refresh: 100})
+	if c.Get(k, 10) == nil || c.Get(k, 100) != nil {
+		t.Fatal("want a hit before refresh, a miss at it")
+	}
+	k2 := k
+	k2.Sum = 8
+	if c.Get(k2, 10) != nil {
+		t.Fatal("hit for another sum")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { c.Get(k, 10) }); allocs != 0 {
+		t.Fatalf("Get allocates %v", allocs)
+	}
+}
+
+func TestSetSumOrderFree(t *testing.T) {
+	a1, _ := dns.NewRR("x. 60 IN A 192.0.2.1")
+	a2, _ := dns.NewRR("x. 60 IN A 192.0.2.2")
+	if SetSum([]dns.RR{a1, a2}) != SetSum([]dns.RR{a2, a1}) || SetSum([]dns.RR{a1}) == SetSum([]dns.RR{a2}) {
+		t.Fatal("SetSum must be order-free and tell sets apart")
+	}
+	if SetSum([]dns.RR{a1}) != RdataSum([]byte{192, 0, 2, 1}) {
+		t.Fatal("SetSum of one A must be the RdataSum of its 4 bytes")
+	}
+}
