@@ -71,8 +71,14 @@ type Answer struct {
 	// was synthesised from (RFC 4592), "" when none: rate limiting counts
 	// every name a wildcard answers as one.
 	Wildcard string
+	// NeedSignature is set when a DNSSEC answer needed a signature made
+	// on the query's behalf and LookupOptions.Signing refused it (the
+	// signing budget): over UDP the server answers TC=1, so only a
+	// client that comes back over TCP costs a signature.
+	NeedSignature bool
 
 	steer Steering
+	opts  *LookupOptions // nil: no DNSSEC records
 }
 
 // Steering answers the names a zone marks as steered (see MarkSteered):
@@ -104,7 +110,13 @@ func (s *Set) LookupInto(a *Answer, qname string, qtype uint16) {
 
 // LookupSteered is LookupInto with steered names answered by st.
 func (s *Set) LookupSteered(a *Answer, qname string, qtype uint16, st Steering) {
-	*a = Answer{Answer: a.Answer[:0], Ns: a.Ns[:0], Extra: a.Extra[:0], Steered: a.Steered[:0], Scope: -1, steer: st}
+	s.LookupWith(a, qname, qtype, st, nil)
+}
+
+// LookupWith is LookupSteered for a query whose DNSSEC wishes o gives
+// (nil: none, as LookupSteered).
+func (s *Set) LookupWith(a *Answer, qname string, qtype uint16, st Steering, o *LookupOptions) {
+	*a = Answer{Answer: a.Answer[:0], Ns: a.Ns[:0], Extra: a.Extra[:0], Steered: a.Steered[:0], Scope: -1, steer: st, opts: o}
 	name := canonical(qname)
 	z := s.answering(name, qtype)
 	if z == nil {

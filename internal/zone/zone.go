@@ -16,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnssec"
 )
 
 // Zone is one loaded, checked and indexed zone.
@@ -69,6 +70,8 @@ type Zone struct {
 	fileSerial uint32
 	// base is the zone WithSerial made this one from (see Base).
 	base *Zone
+	// signer signs the zone's RRsets (nil: the zone is not signed).
+	signer *dnssec.Signer
 	// apexOnly is set on a zone WithSerial made from a published one:
 	// Precompile packs its apex only (every other node is the base's,
 	// packed already).
