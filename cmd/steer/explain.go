@@ -52,7 +52,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *typeFlag)
 		return 2
 	}
-	req := explain.Request{Name: name, Qtype: t}
+	req := explain.Request{Name: name, Qtype: t, NoDNSSEC: !*o.dnssec}
 	if req.From, err = netip.ParseAddr(*from); err != nil {
 		fmt.Fprintf(stderr, "steer explain: --from %q is not an IP address\n", *from)
 		return 2
@@ -160,6 +160,9 @@ func explainLive(target, token string, req explain.Request) (*explain.Report, er
 	q := url.Values{"name": {req.Name}, "type": {dns.TypeToString[req.Qtype]}, "from": {req.From.String()}}
 	if req.ECS.IsValid() {
 		q.Set("ecs", req.ECS.String())
+	}
+	if req.NoDNSSEC {
+		q.Set("dnssec", "false")
 	}
 	hr, err := http.NewRequest("GET", target+"/v1/explain?"+q.Encode(), nil)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,8 +285,9 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rep)
 }
 
-// parseExplain reads name, type (default A), ecs (a prefix or an address)
-// and from (default 127.0.0.1) from the query string.
+// parseExplain reads name, type (default A), ecs (a prefix or an address),
+// from (default 127.0.0.1) and dnssec (default true: the query has the DO
+// bit) from the query string.
 func parseExplain(r *http.Request) (explain.Request, error) {
 	q := r.URL.Query()
 	req := explain.Request{Name: strings.TrimSpace(q.Get("name")), Qtype: dns.TypeA}
@@ -316,6 +318,13 @@ func parseExplain(r *http.Request) (explain.Request, error) {
 			return req, fmt.Errorf("bad from address %q", f)
 		}
 		req.From = a
+	}
+	if d := strings.TrimSpace(q.Get("dnssec")); d != "" {
+		do, err := strconv.ParseBool(d)
+		if err != nil {
+			return req, fmt.Errorf("bad dnssec %q (true or false)", d)
+		}
+		req.NoDNSSEC = !do
 	}
 	return req, nil
 }

@@ -254,6 +254,10 @@ func TestExplain(t *testing.T) {
 			explain.Request{Name: "x.example", Qtype: 65, ECS: netip.MustParsePrefix("49.36.1.2/32"), From: netip.MustParseAddr("127.0.0.1")}},
 		{"name=x.example&ecs=2001:db8::/56&from=2001:db8::53&type=TXT",
 			explain.Request{Name: "x.example", Qtype: dns.TypeTXT, ECS: netip.MustParsePrefix("2001:db8::/56"), From: netip.MustParseAddr("2001:db8::53")}},
+		{"name=x.example&dnssec=false",
+			explain.Request{Name: "x.example", Qtype: dns.TypeA, From: netip.MustParseAddr("127.0.0.1"), NoDNSSEC: true}},
+		{"name=x.example&dnssec=1",
+			explain.Request{Name: "x.example", Qtype: dns.TypeA, From: netip.MustParseAddr("127.0.0.1")}},
 	} {
 		f.explains = nil
 		if w := do(t, h, "GET", "/v1/explain?"+c.q, ""); w.Code != 200 {
@@ -273,6 +277,7 @@ func TestExplain(t *testing.T) {
 		{"name=www.example.com&ecs=49.36.0.0/33", "bad ecs"},
 		{"name=www.example.com&ecs=nope", "bad ecs"},
 		{"name=www.example.com&from=300.1.1.1", "bad from"},
+		{"name=www.example.com&dnssec=maybe", "bad dnssec"},
 		{"name=www.example.com&from=192.0.2.0/24", "bad from"},
 		{"name=" + strings.Repeat("a", 64) + ".example", "bad name"},
 	} {

@@ -2,7 +2,10 @@
 // a query through the server's own handler (the very code that answers on
 // the wire) with a trace attached, and reports the input used, what the geo
 // databases say, each rule in order with why it matched or not, the pools
-// and their state, the answer, its TTL and the ECS scope.
+// and their state, the answer, its TTL and the ECS scope. The query has the
+// DO bit (unless asked without): the signatures an answer from a signed
+// zone carries are listed with their expiry, each verified with the key
+// the zone serves.
 package explain
 
 import (
@@ -26,6 +29,10 @@ type Request struct {
 	ECS netip.Prefix
 	// From is the resolver address the query comes from.
 	From netip.Addr
+	// NoDNSSEC asks without the DO bit; by default the query has it, as
+	// a validating resolver's does, so the report shows the signatures
+	// an answer from a signed zone carries.
+	NoDNSSEC bool
 }
 
 // Report is the explanation.
@@ -44,6 +51,9 @@ type Report struct {
 	// Scope is the ECS SCOPE PREFIX-LENGTH of the response (nil without ECS).
 	Scope *int     `json:"ecs_scope,omitempty"`
 	Notes []string `json:"notes,omitempty"`
+	// Signatures are the RRSIGs the answer carries (DO set, a signed
+	// zone), each checked against the served zone's keys.
+	Signatures []Signature `json:"signatures,omitempty"`
 	// Guard says how cookies and rate limiting treat the query from this
 	// resolver over UDP, now (the limiter is asked, not debited).
 	Guard *dnsserver.GuardReport `json:"guard,omitempty"`
@@ -122,6 +132,9 @@ func Run(h *dnsserver.Handler, req Request) (*Report, error) {
 	m.RecursionDesired = false
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	o.SetUDPSize(dnsserver.AdvertisedUDPSize)
+	if !req.NoDNSSEC {
+		o.SetDo()
+	}
 	in := Input{Resolver: req.From.String()}
 	if req.ECS.IsValid() {
 		p := req.ECS.Masked()
@@ -174,6 +187,9 @@ func Run(h *dnsserver.Handler, req Request) (*Report, error) {
 	}
 	rep.Rcode = dns.RcodeToString[resp.Rcode]
 	for _, rr := range resp.Answer {
+		if rr.Header().Rrtype == dns.TypeRRSIG {
+			continue // listed under signatures
+		}
 		rep.Answer = append(rep.Answer, rr.String())
 		if rep.TTL == nil {
 			ttl := rr.Header().Ttl
@@ -181,7 +197,15 @@ func Run(h *dnsserver.Handler, req Request) (*Report, error) {
 		}
 	}
 	for _, rr := range resp.Ns {
+		if rr.Header().Rrtype == dns.TypeRRSIG {
+			continue
+		}
 		rep.Authority = append(rep.Authority, rr.String())
+	}
+	snap := h.Snapshot()
+	rep.Signatures = signatures(resp, zoneKeys(snap), time.Now())
+	if !req.NoDNSSEC {
+		rep.Notes = append(rep.Notes, unsigned(resp, snap, req)...)
 	}
 	if opt := resp.IsEdns0(); opt != nil {
 		for _, o := range opt.Option {
@@ -405,6 +429,14 @@ func (r *Report) Text() string {
 	}
 	for _, a := range r.Authority {
 		p("authority: %s", a)
+	}
+	for _, s := range r.Signatures {
+		left := "expires in " + s.ExpiresIn
+		if s.ExpiresIn == "expired" {
+			left = "EXPIRED"
+		}
+		p("signature: %s %s %s, %s key %d of %s, valid %s to %s (%s): %s", s.Section, s.Name, s.Covers,
+			s.Algorithm, s.KeyTag, s.Signer, s.Inception.Format(time.DateTime), s.Expiration.Format(time.DateTime+" MST"), left, s.Check)
 	}
 	if r.TTL != nil {
 		p("ttl:      %d", *r.TTL)
