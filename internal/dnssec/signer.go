@@ -44,6 +44,12 @@ func (o Options) withDefaults() Options {
 	if o.Backdate <= 0 {
 		o.Backdate = DefaultBackdate
 	}
+	// Refresh is a share of the span from inception to expiration, which
+	// the backdate is part of: an hour's backdate on a validity of
+	// minutes (tests) would make a signature due for renewal as soon as
+	// it is made. An eighth of the validity at most keeps a signature
+	// fresh for most of the time it is served.
+	o.Backdate = min(o.Backdate, o.Validity/8)
 	if o.Refresh <= 0 || o.Refresh >= 1 {
 		o.Refresh = DefaultRefresh
 	}

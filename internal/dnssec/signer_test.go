@@ -119,3 +119,34 @@ func TestSetSumOrderFree(t *testing.T) {
 		t.Fatal("SetSum of one A must be the RdataSum of its 4 bytes")
 	}
 }
+
+// TestShortValidityFresh: with a validity of minutes (as tests set), a
+// signature just made is fresh and falls due before it expires, near
+// the refresh share of its validity.
+func TestShortValidityFresh(t *testing.T) {
+	k := testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true)
+	s, err := NewSigner("example.com.", []*Key{k}, Options{Validity: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	a, _ := dns.NewRR("www.example.com. 300 IN A 192.0.2.1")
+	sigs, err := s.Sign([]dns.RR{a}, now, ReasonLoad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Fresh(sigs, dns.TypeA, now) {
+		t.Fatalf("a signature just made is not fresh: %v", sigs[0])
+	}
+	sig := sigs[0].(*dns.RRSIG)
+	due := time.Unix(int64(RefreshAt(sig, s.Options().Refresh)), 0)
+	if d := due.Sub(now); d < time.Minute || d > 100*time.Second || due.Unix() >= int64(sig.Expiration) {
+		t.Fatalf("due %v after signing (expires %v after)", d, time.Unix(int64(sig.Expiration), 0).Sub(now))
+	}
+	if s.Fresh(sigs, dns.TypeA, due) {
+		t.Fatal("fresh at its refresh point")
+	}
+	if got := (Options{}).withDefaults().Backdate; got != DefaultBackdate {
+		t.Fatalf("default backdate %v", got)
+	}
+}
