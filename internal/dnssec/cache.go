@@ -57,16 +57,68 @@ func NewCache(size int) *Cache {
 }
 
 func (c *Cache) slot(k *CacheKey) *atomic.Pointer[Entry] {
-	h := maphash.String(c.seed, k.Name) ^ (k.Sum * 0x9E3779B97F4A7C15) ^ uint64(k.Type)<<48
+	h := foldHash(c.seed, k.Name) ^ (k.Sum * 0x9E3779B97F4A7C15) ^ uint64(k.Type)<<48
 	h ^= h >> 29
 	return &c.slots[h&c.mask]
 }
 
+// foldHash is the maphash of name lower-cased (ASCII), computed without
+// allocating: names of queries come in mixed case (resolvers' 0x20
+// randomisation) and share the entries of their canonical form.
+func foldHash(seed maphash.Seed, name string) uint64 {
+	i := 0
+	for i < len(name) && (name[i] < 'A' || name[i] > 'Z') {
+		i++
+	}
+	if i == len(name) {
+		return maphash.String(seed, name)
+	}
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(name[:i])
+	var buf [64]byte
+	for i < len(name) {
+		n := copy(buf[:], name[i:])
+		for j, c := range buf[:n] {
+			if 'A' <= c && c <= 'Z' {
+				buf[j] = c + 'a' - 'A'
+			}
+		}
+		h.Write(buf[:n])
+		i += n
+	}
+	return h.Sum64()
+}
+
+// foldEqual reports whether a and b are equal but for ASCII case.
+func foldEqual(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
 // Get returns the entry for k when it is cached and not due for refresh
-// at now (Unix seconds), else nil.
+// at now (Unix seconds), else nil. Names compare without regard to ASCII
+// case: the entry of "www.example.com." serves "WwW.example.COM.".
 func (c *Cache) Get(k CacheKey, now uint32) *Entry {
 	e := c.slot(&k).Load()
-	if e == nil || e.Key != k || now >= e.Refresh {
+	if e == nil || e.Key.Type != k.Type || e.Key.Sum != k.Sum || !foldEqual(e.Key.Name, k.Name) || now >= e.Refresh {
 		c.misses.Add(1)
 		return nil
 	}

@@ -1,0 +1,332 @@
+package dnssec
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// canonicalCompare orders two names as RFC 4034 §6.1 does: label by label
+// from the right, each label as lower-cased octets, a prefix first.
+func canonicalCompare(t *testing.T, a, b string) int {
+	t.Helper()
+	la, lb := wireLabels(t, a), wireLabels(t, b)
+	for i, j := len(la)-1, len(lb)-1; i >= 0 || j >= 0; i, j = i-1, j-1 {
+		switch {
+		case i < 0:
+			return -1
+		case j < 0:
+			return 1
+		}
+		if c := bytes.Compare(la[i], lb[j]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func wireLabels(t *testing.T, name string) [][]byte {
+	t.Helper()
+	w, err := wireName(name)
+	if err != nil {
+		t.Fatalf("%q: %v", name, err)
+	}
+	var out [][]byte
+	for off := 0; w[off] != 0; off += 1 + int(w[off]) {
+		out = append(out, w[off+1:off+1+int(w[off])])
+	}
+	return out
+}
+
+func wireLen(t *testing.T, name string) int {
+	w, err := wireName(name)
+	if err != nil {
+		t.Fatalf("%q: %v", name, err)
+	}
+	return len(w)
+}
+
+func TestCompactNSEC(t *testing.T) {
+	nx := CompactNSEC("nope.example.com.", 300, TypeNXNAME)
+	if nx.NextDomain != `\000.nope.example.com.` {
+		t.Errorf("next %q", nx.NextDomain)
+	}
+	if got := nx.TypeBitMap; len(got) != 3 || got[0] != dns.TypeRRSIG || got[1] != dns.TypeNSEC || got[2] != TypeNXNAME {
+		t.Errorf("bitmap %v, want RRSIG NSEC NXNAME", got)
+	}
+	// It packs (the bitmap is in the order miekg/dns needs) and reads back.
+	buf := make([]byte, 512)
+	n, err := dns.PackRR(nx, buf, 0, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := dns.UnpackRR(buf[:n], 0)
+	if err != nil || !strings.Contains(back.String(), `\000.nope.example.com. RRSIG NSEC NXNAME`) {
+		t.Fatalf("round trip %v %v", back, err)
+	}
+	nodata := CompactNSEC("www.example.com.", 60, dns.TypeAAAA, dns.TypeA, dns.TypeNSEC, dns.TypeCAA)
+	want := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeCAA}
+	if !slicesEqual(nodata.TypeBitMap, want) {
+		t.Errorf("bitmap %v, want %v", nodata.TypeBitMap, want)
+	}
+	if _, err := dns.PackRR(nodata, buf, 0, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if ent := CompactNSEC("a.example.com.", 60); !slicesEqual(ent.TypeBitMap, []uint16{dns.TypeRRSIG, dns.TypeNSEC}) {
+		t.Errorf("empty non-terminal bitmap %v", ent.TypeBitMap)
+	}
+	if CompactNSEC(".", 1).NextDomain != `\000.` {
+		t.Error("root's zero child")
+	}
+}
+
+func slicesEqual(a, b []uint16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestTypesSum(t *testing.T) {
+	a := TypesSum([]uint16{dns.TypeA, dns.TypeAAAA})
+	if a != TypesSum([]uint16{dns.TypeAAAA, dns.TypeA, dns.TypeA, dns.TypeRRSIG}) {
+		t.Error("TypesSum depends on order or duplicates")
+	}
+	if a == TypesSum([]uint16{dns.TypeA}) || TypesSum(nil) == TypesSum([]uint16{TypeNXNAME}) {
+		t.Error("TypesSum does not tell bitmaps apart")
+	}
+	if TypesSum(nil) != TypesSum([]uint16{dns.TypeNSEC, dns.TypeRRSIG}) {
+		t.Error("RRSIG and NSEC are always in the bitmap")
+	}
+	types := []uint16{dns.TypeMX, dns.TypeA, dns.TypeAAAA, dns.TypeTXT}
+	if n := testing.AllocsPerRun(100, func() { TypesSum(types) }); n != 0 {
+		t.Errorf("TypesSum allocates %v", n)
+	}
+	many := make([]uint16, 40)
+	for i := range many {
+		many[i] = uint16(40 - i)
+	}
+	if TypesSum(many) != TypesSum(NSECTypes(many...)) {
+		t.Error("TypesSum of a long list")
+	}
+	k1, k2 := DenialKey("x.", 60, nil), DenialKey("x.", 300, nil)
+	if k1 == k2 || k1.Type != dns.TypeNSEC {
+		t.Error("DenialKey must tell TTLs apart")
+	}
+}
+
+func TestCacheFoldsCase(t *testing.T) {
+	c := NewCache(64)
+	k := DenialKey("www.example.com.", 60, []uint16{TypeNXNAME})
+	c.Put(&Entry{Key: k, Refresh: 100})
+	mixed := k
+	mixed.Name = "WwW.eXample.COM."
+	if c.Get(mixed, 1) == nil {
+		t.Fatal("no hit for the name in another case")
+	}
+	long := strings.Repeat("Abcdefghij.", 20) + "example.com."
+	kl := DenialKey(strings.ToLower(long), 60, nil)
+	c.Put(&Entry{Key: kl, Refresh: 100})
+	kl.Name = long
+	if c.Get(kl, 1) == nil {
+		t.Fatal("no hit for a long name in another case")
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Get(kl, 1) }); n != 0 {
+		t.Errorf("Get of a mixed-case name allocates %v", n)
+	}
+	other := mixed
+	other.Name = "WwX.eXample.COM."
+	if c.Get(other, 1) != nil {
+		t.Fatal("hit for another name")
+	}
+}
+
+func TestEpsilonExamples(t *testing.T) {
+	ff := func(n int) string { return strings.Repeat(`\255`, n) }
+	for _, tc := range []struct{ name, pred, succ string }{
+		{"b.example.com.", "", `\000.b.example.com.`},
+		{`\000.example.com.`, "example.com.", `\000.\000.example.com.`},
+		{"B.Example.COM.", "", `\000.b.example.com.`},
+	} {
+		p, err := Predecessor(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.pred != "" && p != tc.pred {
+			t.Errorf("Predecessor(%s) = %s, want %s", tc.name, p, tc.pred)
+		}
+		s, err := Successor(tc.name)
+		if err != nil || s != tc.succ {
+			t.Errorf("Successor(%s) = %s %v, want %s", tc.name, s, err, tc.succ)
+		}
+	}
+	// b → a\255…\255 (63 octets) under labels of \255 to 255 octets.
+	p, _ := Predecessor("b.example.com.")
+	if !strings.HasSuffix(p, ".a"+ff(62)+".example.com.") || wireLen(t, p) != maxName {
+		t.Errorf("Predecessor(b.example.com.) = %s (%d octets)", p, wireLen(t, p))
+	}
+	// '[' - 1 is 'Z', which sorts as 'z': skip to '@'.
+	p, _ = Predecessor("x[.example.com.")
+	if !strings.HasSuffix(p, `.x\@`+ff(61)+".example.com.") {
+		t.Errorf("Predecessor(x[.example.com.) = %s", p)
+	}
+	p, _ = Predecessor(`ab\000.example.com.`)
+	if !strings.HasSuffix(p, "."+ff(63)+".ab.example.com.") || wireLen(t, p) != maxName {
+		t.Errorf(`Predecessor(ab\000.example.com.) = %s`, p)
+	}
+}
+
+// randomName returns a name below example.com. built from a few octets,
+// with lengths up to the limits, to exercise every branch of the epsilon
+// functions.
+// Every other name is 253 to 255 octets long, where the successor
+// cannot just add a label.
+func randomName(r *rand.Rand) string {
+	alphabet := []byte{0, 1, '-', '0', '@', 'A', 'Z', '[', '`', 'a', 'z', 0xfe, 0xff}
+	var labels []string
+	size := len("example.com.") + 1
+	long := r.IntN(2) == 0
+	target := maxName - r.IntN(3)
+	for n := r.IntN(5) + 1; n > 0 || long && size < target-1; n-- {
+		l := r.IntN(6) + 1
+		if r.IntN(8) == 0 {
+			l = 50 + r.IntN(14)
+		}
+		if long && n <= 0 {
+			l = min(maxLabel, target-size-1)
+		}
+		if size+l+1 > maxName {
+			break
+		}
+		size += l + 1
+		var b strings.Builder
+		for range l {
+			c := alphabet[r.IntN(len(alphabet))]
+			switch {
+			case c == '.' || c == '\\' || c < '!' || c > '~':
+				b.WriteString(`\` + string(rune('0'+c/100)) + string(rune('0'+c/10%10)) + string(rune('0'+c%10)))
+			default:
+				b.WriteByte(c)
+			}
+		}
+		labels = append(labels, b.String())
+	}
+	return strings.Join(labels, ".") + ".example.com."
+}
+
+// TestEpsilonProperties: for random names N, P(N) < N < S(N) and no name
+// lies strictly between either pair: neither N's neighbours (N with a
+// child, with an octet more or less, with its last octet moved) nor
+// the names around P and S.
+func TestEpsilonProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	for range 400 {
+		n := randomName(r)
+		p, err := Predecessor(n)
+		if err != nil {
+			t.Fatalf("Predecessor(%s): %v", n, err)
+		}
+		s, err := Successor(n)
+		if err != nil {
+			t.Fatalf("Successor(%s): %v", n, err)
+		}
+		if canonicalCompare(t, p, n) >= 0 || canonicalCompare(t, n, s) >= 0 {
+			t.Fatalf("not P < N < S: %s < %s < %s", p, n, s)
+		}
+		if wireLen(t, p) > maxName || wireLen(t, s) > maxName {
+			t.Fatalf("too long: %s %s", p, s)
+		}
+		for _, x := range neighbours(r, n, p, s) {
+			if _, err := wireName(x); err != nil {
+				continue // too long to be a name
+			}
+			if canonicalCompare(t, p, x) < 0 && canonicalCompare(t, x, n) < 0 {
+				t.Fatalf("%s lies between P(%s) = %s and it", x, n, p)
+			}
+			if canonicalCompare(t, n, x) < 0 && canonicalCompare(t, x, s) < 0 {
+				t.Fatalf("%s lies between %s and S = %s", x, n, s)
+			}
+		}
+	}
+}
+
+// neighbours returns names near n, p and s in canonical order.
+func neighbours(r *rand.Rand, names ...string) []string {
+	var out []string
+	for _, name := range names {
+		out = append(out, `\000.`+name, "a."+name, `\255.`+name)
+		w, err := wireName(name)
+		if err != nil || len(w) < 2 {
+			continue
+		}
+		l := int(w[0])
+		label := w[1 : 1+l]
+		variants := [][]byte{
+			append(append([]byte(nil), label...), 0),
+			append(append([]byte(nil), label...), 0xff),
+			label[:l-1],
+		}
+		for _, d := range []int{-1, 1} {
+			v := append([]byte(nil), label...)
+			v[l-1] = byte(int(v[l-1]) + d)
+			variants = append(variants, v)
+		}
+		v := append([]byte(nil), label...)
+		v[r.IntN(l)] = byte(r.IntN(256))
+		variants = append(variants, v)
+		for _, v := range variants {
+			if len(v) == 0 || len(v) > maxLabel {
+				continue
+			}
+			wire := append([]byte{byte(len(v))}, v...)
+			wire = append(wire, w[1+l:]...)
+			if s, err := presentation(wire); err == nil {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func TestCoveringNSECVerifies(t *testing.T) {
+	k := testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true)
+	s, err := NewSigner("example.com.", []*Key{k}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsec, err := CoveringNSEC("nope.example.com.", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs, err := s.Sign([]dns.RR{nsec}, time.Now(), ReasonDenial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigs[0].(*dns.RRSIG).Verify(k.DNSKEY, []dns.RR{nsec}); err != nil {
+		t.Fatal(err)
+	}
+	// The record survives a message round trip (names of 255 octets).
+	m := new(dns.Msg)
+	m.SetQuestion("nope.example.com.", dns.TypeA)
+	m.Ns = append([]dns.RR{nsec}, sigs...)
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back dns.Msg
+	if err := back.Unpack(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Ns[0].(*dns.NSEC); !strings.EqualFold(got.Hdr.Name, nsec.Hdr.Name) || got.NextDomain != `\000.nope.example.com.` {
+		t.Fatalf("round trip: %v", got)
+	}
+}
