@@ -133,10 +133,13 @@ func (s *Set) Precompile() {
 		nodes := make([]*node, 0, len(z.nodes))
 		for name, n := range z.nodes {
 			if z.borrowed(n) {
-				if n.wildChild == wild[name] && !n.dependent() {
+				if n.wildChild == wild[name] && !n.dependent() && (n.sig != nil) == (z.signer != nil) {
 					continue
 				}
 				n = z.own(n)
+			}
+			if z.signer == nil {
+				n.sig = nil // signed in the served zone, no longer
 			}
 			n.wildChild = wild[name]
 			nodes = append(nodes, n)
@@ -178,10 +181,14 @@ const arenaBlock = 64 << 10
 
 func (p *packer) node(n *node) {
 	n.templates = nil
+	if n.sig != nil {
+		n.sig.templates = nil
+	}
 	n.plain = !(n.cut || n.occluded || n.hasCNAME || n.hasDNAME)
 	if !n.plain {
 		return
 	}
+	defer p.nodeDO(n)
 	var pn *node
 	if p.z.prev != nil {
 		pn = p.z.prev.nodes[n.name]
@@ -215,19 +222,7 @@ func (p *packer) node(n *node) {
 				wire = p.direct(n.name, rs.rrs)
 			}
 		} else {
-			a := p.s.Lookup(n.name, rs.rtype)
-			m := &dns.Msg{
-				MsgHdr:   dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode},
-				Compress: true,
-				Question: []dns.Question{{Name: n.name, Qtype: rs.rtype, Qclass: dns.ClassINET}},
-				Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
-			}
-			w, err := m.Pack()
-			if err == nil && !a.Referral && len(a.Answer) > 0 {
-				if end := questionEnd(w); end > 0 {
-					wire = p.keep(append(w[:12:12], w[end:]...))
-				}
-			}
+			wire = p.looked(n.name, rs.rtype, nil)
 		}
 		if wire == nil {
 			n.plain = false // answer it the general way
@@ -245,6 +240,63 @@ func (p *packer) node(n *node) {
 		n.templates = pn.templates // all the previous zone's: share the list too
 		p.templates = p.templates[:start]
 	}
+}
+
+// looked packs the answer to (name, qtype) as the general lookup makes
+// it (with the DNSSEC wishes o), without its question; nil when it is no
+// positive answer.
+func (p *packer) looked(name string, qtype uint16, o *LookupOptions) []byte {
+	var a Answer
+	p.s.LookupWith(&a, name, qtype, nil, o)
+	m := &dns.Msg{
+		MsgHdr:   dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode},
+		Compress: true,
+		Question: []dns.Question{{Name: name, Qtype: qtype, Qclass: dns.ClassINET}},
+		Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
+	}
+	w, err := m.Pack()
+	if err == nil && !a.Referral && len(a.Answer) > 0 {
+		if end := questionEnd(w); end > 0 {
+			return p.keep(append(w[:12:12], w[end:]...))
+		}
+	}
+	return nil
+}
+
+// nodeDO makes the DO templates of a plain node of a signed zone, one
+// per template its answers without DO have (see TemplateDO); an RRset
+// whose records and signatures are the served zone's keeps its template.
+func (p *packer) nodeDO(n *node) {
+	if !n.plain || n.sig == nil || p.z.signer == nil || len(n.templates) == 0 {
+		return
+	}
+	var pn *node
+	if p.z.prev != nil {
+		pn = p.z.prev.nodes[n.name]
+	}
+	tpls := make([]template, 0, len(n.templates))
+	for _, t := range n.templates {
+		rrs, sigs := n.get(t.qtype), n.sigsOf(t.qtype)
+		if len(sigs) == 0 {
+			continue
+		}
+		var wire []byte
+		if direct[t.qtype] {
+			if pn != nil && pn.plain && sameSlice(pn.get(t.qtype), rrs) && sameSlice(pn.sigsOf(t.qtype), sigs) {
+				wire = pn.TemplateDO(t.qtype)
+			}
+			if wire == nil {
+				set := make([]dns.RR, 0, len(rrs)+len(sigs))
+				wire = p.direct(n.name, append(append(set, rrs...), sigs...))
+			}
+		} else {
+			wire = p.looked(n.name, t.qtype, &LookupOptions{DO: true})
+		}
+		if wire != nil {
+			tpls = append(tpls, template{t.qtype, wire})
+		}
+	}
+	n.sig.templates = tpls
 }
 
 // dependent reports whether a template of n may hold other nodes' data

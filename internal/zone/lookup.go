@@ -229,6 +229,7 @@ func (z *Zone) lookup(a *Answer, name string, qtype uint16) string {
 // answerAt answers from node n, whose owner is name. synthesized means n is
 // a wildcard and its records are rewritten to name.
 func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesized bool) string {
+	signed := a.dnssecOK(z)
 	add := func(rrs []dns.RR) {
 		for _, rr := range rrs {
 			if synthesized {
@@ -237,14 +238,27 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 			}
 			a.Answer = append(a.Answer, rr)
 		}
+		if signed && len(rrs) > 0 {
+			// RFC 4035 §3.1.1: each RRset with its RRSIGs; a wildcard's
+			// under the name they answer (§3.1.3.3).
+			sigs := n.sigsOf(rrs[0].Header().Rrtype)
+			if synthesized {
+				sigs = sigsFor(sigs, name)
+			}
+			a.Answer = append(a.Answer, sigs...)
+		}
 	}
 	if n.steered && a.steer != nil && !synthesized {
 		q := qtype
 		if q == dns.TypeANY {
 			q = dns.TypeA // RFC 8482: one RRset; the steered one
 		}
+		start := len(a.Answer)
 		if next, ok := a.steer.Steer(a, n.name, q); ok {
 			a.Steered = append(a.Steered, n.name)
+			if signed {
+				z.steeredSigs(a, n.name, a.Answer[start:])
+			}
 			return next
 		}
 		if len(n.rrsets) == 0 || qtype == dns.TypeANY {
@@ -306,6 +320,14 @@ func (z *Zone) referral(a *Answer, cut *node) {
 	a.Referral = true
 	ns := cut.get(dns.TypeNS)
 	a.Ns = append(a.Ns, ns...)
+	if a.dnssecOK(z) {
+		// RFC 4035 §3.1.4: a signed zone's referral carries the DS RRset
+		// and its RRSIGs (the proof that there is no DS is denial's).
+		if ds := cut.get(dns.TypeDS); ds != nil {
+			a.Ns = append(a.Ns, ds...)
+			a.Ns = append(a.Ns, cut.sigsOf(dns.TypeDS)...)
+		}
+	}
 	for _, rr := range ns {
 		target := dns.CanonicalName(rr.(*dns.NS).Ns)
 		if !dns.IsSubDomain(z.Origin, target) {
@@ -323,6 +345,11 @@ func (z *Zone) referral(a *Answer, cut *node) {
 func (z *Zone) synthesizeDNAME(a *Answer, d *node, name string) string {
 	dn := d.set(dns.TypeDNAME).rrs[0].(*dns.DNAME)
 	a.Answer = append(a.Answer, dn)
+	if a.dnssecOK(z) {
+		// The DNAME's RRSIGs prove the CNAME synthesised from it, which
+		// has none (RFC 6672 §5.3.1).
+		a.Answer = append(a.Answer, d.sigsOf(dns.TypeDNAME)...)
+	}
 	target := dns.CanonicalName(dn.Target)
 	prefix := name[:len(name)-len(d.name)]
 	var next string
@@ -393,6 +420,9 @@ func (z *Zone) additionalSVCB(a *Answer, rr *dns.SVCB, rtype uint16) {
 	}
 	rrs := n.get(rtype)
 	a.Extra = append(a.Extra, rrs...)
+	if a.dnssecOK(z) {
+		a.Extra = append(a.Extra, n.sigsOf(rtype)...)
+	}
 	for _, t := range rrs {
 		var s *dns.SVCB
 		switch t := t.(type) {
@@ -438,4 +468,9 @@ func (z *Zone) addAddresses(a *Answer, target string) {
 	}
 	a.Extra = append(a.Extra, n.get(dns.TypeA)...)
 	a.Extra = append(a.Extra, n.get(dns.TypeAAAA)...)
+	if a.dnssecOK(z) {
+		// RFC 4035 §3.1.1: the additional section's RRsets with theirs.
+		a.Extra = append(a.Extra, n.sigsOf(dns.TypeA)...)
+		a.Extra = append(a.Extra, n.sigsOf(dns.TypeAAAA)...)
+	}
 }

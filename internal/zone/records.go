@@ -3,10 +3,13 @@ package zone
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnssec"
 )
 
 // AppendRecords appends every record of the zone to dst, for a zone
@@ -90,6 +93,21 @@ func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 		neg := dns.Copy(z.NegSOA).(*dns.SOA)
 		neg.Serial = serial
 		nz.NegSOA = neg
+	}
+	if z.signer != nil && apex.sig != nil {
+		// A new SOA needs its own signatures; the apex's others stay.
+		sig := nodeSigs{sets: slices.Clone(apex.sig.sets)}
+		for i := range apex.rrsets {
+			if apex.rrsets[i].rtype == dns.TypeSOA && i < len(sig.sets) {
+				sigs, err := z.signer.Sign(apex.rrsets[i].rrs, time.Now(), dnssec.ReasonLoad)
+				if err != nil {
+					return nil, diag.Problems{{File: z.File, Msg: fmt.Sprintf("zone %s: %v", z.Origin, err)}}
+				}
+				sig.sets[i] = sigs
+			}
+		}
+		apex.sig = &sig
+		nz.negSigs = negSOASigs(&nz)
 	}
 	if z.precompiled {
 		// The index stays z's, whose entry for the apex is z's apex:

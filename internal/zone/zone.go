@@ -72,6 +72,8 @@ type Zone struct {
 	base *Zone
 	// signer signs the zone's RRsets (nil: the zone is not signed).
 	signer *dnssec.Signer
+	// negSigs are the RRSIGs of NegSOA in a signed zone (see Sign).
+	negSigs []dns.RR
 	// apexOnly is set on a zone WithSerial made from a published one:
 	// Precompile packs its apex only (every other node is the base's,
 	// packed already).
@@ -99,6 +101,9 @@ type node struct {
 	// below is set on names at or under a delegation point or a DNAME other
 	// than the cut itself: data there is glue or occluded, never answered.
 	occluded bool
+	// sig holds the node's signatures in a signed zone (see Zone.Sign),
+	// nil in an unsigned one.
+	sig *nodeSigs
 }
 
 type rrset struct {
@@ -213,6 +218,9 @@ func (z *Zone) flatten() []byte {
 	fmt.Fprintf(&b, "; zone %s as loaded from %s, written out by steer\n", z.Origin, z.File)
 	for _, name := range names {
 		for _, s := range z.nodes[name].rrsets {
+			if name == z.Origin && z.signer != nil && signerApex(s.rtype) {
+				continue // the signer's, not the file's
+			}
 			for _, rr := range s.rrs {
 				b.WriteString(rr.String())
 				b.WriteByte('\n')
@@ -274,6 +282,11 @@ func (z *Zone) borrowed(n *node) bool {
 func (z *Zone) own(n *node) *node {
 	c := *n
 	c.templates = nil
+	if c.sig != nil {
+		s := *c.sig
+		s.templates = nil // packed again with the node's
+		c.sig = &s
+	}
 	z.nodes[c.name] = &c
 	if z.apex == n {
 		z.apex = &c
