@@ -43,6 +43,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/qtype"
 	"go.yaml.in/yaml/v3"
 )
@@ -102,6 +103,9 @@ type Config struct {
 	// Transfers holds the server-wide settings of zone transfers
 	// (transfer.go).
 	Transfers Transfers `yaml:"transfers"`
+	// Signing holds the node-wide limits of online DNSSEC signatures
+	// (dnssec.go).
+	Signing Signing `yaml:"signing"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -138,6 +142,10 @@ type Zone struct {
 	// IXFRJournal is how many serial changes are kept to answer IXFR:
 	// 0..10000; default 20. Older serials get an AXFR-style answer.
 	IXFRJournal *int `yaml:"ixfr_journal"`
+	// DNSSEC, when set, signs the zone (dnssec.go): its keys' base
+	// paths as written (KeyBases resolves them, ZoneKeys reads them), and
+	// Validity and Refresh with their defaults filled in.
+	DNSSEC *dnssec.Config `yaml:"dnssec"`
 	// Line is where this entry starts in the configuration file.
 	Line int `yaml:"-"`
 }
@@ -298,6 +306,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	if err := root.Decode(c); err != nil {
 		addYAMLError(&probs, file, err)
 	}
+	c.decodeValidity(root, &probs)
 	if len(probs) > 0 {
 		return nil, probs.Err()
 	}
@@ -357,6 +366,7 @@ func (c *Config) applyDefaults() {
 		c.Identity = c.Node.Name
 	}
 	c.applyTransferDefaults()
+	c.applyDNSSECDefaults()
 }
 
 func (c *Config) check(probs *diag.Problems) {
@@ -450,7 +460,9 @@ func (c *Config) check(probs *diag.Problems) {
 			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].primaries", i)), "zones: %s has both a file and primaries; a zone is read from one or transferred from the other", canon)
 		}
 		c.checkTransfer(probs, i)
+		c.checkDNSSEC(probs, i)
 	}
+	c.checkSigning(probs)
 	c.checkTSIG(probs)
 	c.checkHealthChecks(probs)
 	c.readSecrets(probs)

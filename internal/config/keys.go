@@ -204,6 +204,9 @@ func computeFields(t reflect.Type) map[string]reflect.Type {
 		}
 		out[name] = f.Type
 	}
+	for k, v := range extraFields[t] {
+		out[k] = v
+	}
 	return out
 }
 

@@ -14,7 +14,7 @@ import (
 // Paths. A configuration names files of two kinds.
 //
 // Files that travel with it: zone files (and what they $INCLUDE), the
-// cookie secret and the TSIG key files. In a fleet, steer fleet push puts
+// zones' DNSSEC key pairs, the cookie secret and the TSIG key files. In a fleet, steer fleet push puts
 // them in the bundle beside the configuration, so every node reads the
 // same bytes; they are read through FS at Resolve(p).
 //
@@ -91,13 +91,25 @@ func (c *Config) LocalPaths() []PathRef {
 
 // BundledPaths lists the files that travel with the configuration in a
 // fleet bundle, but for the files zone files $INCLUDE (the zone package
-// finds those): zone files, the cookie secret, the TSIG key files.
+// finds those): zone files, the DNSSEC key pairs (.key and .private), the
+// cookie secret, the TSIG key files.
 func (c *Config) BundledPaths() []PathRef {
 	var out []PathRef
 	for i, z := range c.Zones {
 		if z.File != "" {
 			key := fmt.Sprintf("zones[%d].file", i)
 			out = append(out, PathRef{Key: key, Path: z.File, Line: c.Line(key)})
+		}
+	}
+	for i, z := range c.Zones {
+		if z.DNSSEC == nil {
+			continue
+		}
+		for j, k := range z.DNSSEC.Keys {
+			key := fmt.Sprintf("zones[%d].dnssec.keys[%d]", i, j)
+			for _, ext := range []string{".key", ".private"} {
+				out = append(out, PathRef{Key: key, Path: k + ext, Line: c.Line(key)})
+			}
 		}
 	}
 	if f := c.Cookies.SecretFile; f != "" {

@@ -355,6 +355,7 @@ func reparse(fsys fs.FS, file string, data []byte, prev *Config) *Config {
 	if err := root.Decode(c); err != nil || c.Records != nil {
 		return nil
 	}
+	c.decodeValidity(root, &probs)
 
 	c.Records = make([]Record, len(sp.chunks))
 	c.recLines = make([]recLines, len(sp.chunks))

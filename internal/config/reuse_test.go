@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // genConfig is a configuration file made of parts that edits work on.
@@ -596,5 +597,25 @@ func BenchmarkLoadAgainOneRecord(b *testing.B) {
 			b.Fatalf("%d records reused", c.reused)
 		}
 		prev = c
+	}
+}
+
+// TestLoadAgainDNSSEC checks a reload that reuses records decodes the
+// dnssec section's validity as Parse does.
+func TestLoadAgainDNSSEC(t *testing.T) {
+	signed := func(v map[int]int) []byte {
+		return []byte(strings.Replace(string(manyRecords(20, v)), "file: example.com.zone }",
+			"file: example.com.zone, dnssec: { keys: [Kexample.com.+013+00001], validity: 7d } }", 1))
+	}
+	prev, err := Parse(nil, "steer.yaml", signed(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, diff := loadAgain(t, prev, signed(map[int]int{3: 99}))
+	if diff != "" {
+		t.Fatal(diff)
+	}
+	if c.reused != 19 || c.Zones[0].DNSSEC == nil || c.Zones[0].DNSSEC.Validity != 7*24*time.Hour {
+		t.Errorf("reused %d, dnssec %+v", c.reused, c.Zones[0].DNSSEC)
 	}
 }

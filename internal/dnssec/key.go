@@ -34,7 +34,9 @@ var Algorithms = map[uint8]bool{
 
 // ParseKey reads a BIND dnssec-keygen pair from the contents of its
 // K<zone>+<alg>+<tag>.key (pub) and .private (priv) files; file is the
-// pair's base path, for messages.
+// pair's base path, for messages. It refuses an unsupported algorithm, a
+// DNSKEY that is not a zone key, and a private key that is not the public
+// one's (LoadKey reads the files).
 func ParseKey(file string, pub, priv []byte) (*Key, error) {
 	rr, err := dns.NewRR(firstRecord(pub))
 	if err != nil {
@@ -46,8 +48,12 @@ func ParseKey(file string, pub, priv []byte) (*Key, error) {
 	}
 	dk.Hdr.Name = dns.CanonicalName(dk.Hdr.Name)
 	if !Algorithms[dk.Algorithm] {
+		name := dns.AlgorithmToString[dk.Algorithm]
+		if name == "" {
+			name = "unknown"
+		}
 		return nil, fmt.Errorf("%s.key: algorithm %d (%s) is not supported; use ECDSAP256SHA256 (13), ED25519 (15) or RSASHA256 (8)",
-			file, dk.Algorithm, dns.AlgorithmToString[dk.Algorithm])
+			file, dk.Algorithm, name)
 	}
 	pk, err := dk.ReadPrivateKey(bytes.NewReader(priv), file+".private")
 	if err != nil {
@@ -56,6 +62,9 @@ func ParseKey(file string, pub, priv []byte) (*Key, error) {
 	s, ok := pk.(crypto.Signer)
 	if !ok {
 		return nil, fmt.Errorf("%s.private: not a signing key", file)
+	}
+	if err := checkPair(file, dk, priv, s); err != nil {
+		return nil, err
 	}
 	return &Key{DNSKEY: dk, Signer: s, Tag: dk.KeyTag(), File: file}, nil
 }

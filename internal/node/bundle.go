@@ -15,8 +15,9 @@ import (
 
 // PushBundle reads the configuration at path (on disk) and the files that
 // travel with it into a bundle for steer fleet push: every zone file and
-// what it $INCLUDEs, the cookie secret and the TSIG key files, each stored
-// under the name a node resolves it to in the bundle (fleet.BundleName).
+// what it $INCLUDEs, the DNSSEC key pairs, the cookie secret and the TSIG
+// key files, each stored under the name a node resolves it to in the
+// bundle (fleet.BundleName).
 // Keys the nodes ignore in a pushed configuration (state_dir) are
 // warnings. The problems that make a configuration unfit to push are errors, with
 // file:line: a node-local file (geo database, latency or feed file, query
@@ -57,7 +58,7 @@ func PushBundle(p string) (_ fleet.Bundle, warns []string, _ error) {
 		}
 		name := fleet.BundleName(r.Path)
 		b.Files[name] = fd
-		if !strings.HasPrefix(r.Key, "zones[") {
+		if !strings.HasPrefix(r.Key, "zones[") || !strings.HasSuffix(r.Key, ".file") {
 			continue
 		}
 		// What the zone includes goes too, under the names a node's

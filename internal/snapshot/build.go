@@ -97,6 +97,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var errs, warns diag.Problems
 	checks := healthChecks(cfg, &errs)
 	keys := loadTSIG(cfg, &errs, &warns)
+	loadDNSSECKeys(cfg, &errs) // the signing of zones takes its keys from here
 	warnSources(cfg, &warns)
 	var geoSet *geo.Set
 	var geoFiles []string

@@ -1,0 +1,264 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnssec"
+	"go.yaml.in/yaml/v3"
+)
+
+// This file holds the DNSSEC keys: a zone's dnssec section, decoded into
+// dnssec.Config (validity from its duration string, defaults filled in),
+// and the top-level signing section. The key files themselves are read by
+// ZoneKeys (dnssec.LoadKeys), once per load, by the snapshot.
+//
+//	zones:
+//	  - origin: example.com
+//	    file: example.com.zone
+//	    dnssec:
+//	      keys: [keys/Kexample.com.+013+04565]  # base paths: .key and .private
+//	      validity: 14d                          # or 336h; default 14d
+//	      refresh: 0.75                          # default 0.75
+//	signing:
+//	  budget_per_core: 20000  # online signatures a second, per core
+//	  cache_entries: 65536    # slots of the cache of online signatures
+
+// Signing is the top-level signing section: the node-wide limits of
+// signatures made on queries' behalf (denial of existence, answer sets
+// health made reachable); signatures of zone data and of pre-signed
+// steered answers are made off the query path and do not count.
+type Signing struct {
+	// BudgetPerCore caps online signatures per second and per core
+	// (GOMAXPROCS); over it a UDP query needing one is answered TC=1.
+	// Default dnssec.DefaultBudgetPerCore.
+	BudgetPerCore int `yaml:"budget_per_core"`
+	// CacheEntries is the number of slots of the cache of online
+	// signatures (rounded up to a power of two). Default
+	// dnssec.DefaultCacheSize.
+	CacheEntries int `yaml:"cache_entries"`
+}
+
+// Limits of the dnssec and signing keys.
+const (
+	// MaxValidity bounds a zone's validity: RRSIG times are serial
+	// numbers (RFC 4034 §3.1.5), and a year is more than any operator
+	// should want a stolen signature to live.
+	MaxValidity = 366 * 24 * time.Hour
+	// MaxBudgetPerCore and MaxCacheEntries bound the signing section.
+	MaxBudgetPerCore = 10_000_000
+	MaxCacheEntries  = 1 << 26
+)
+
+// dnssecConfigType is the type zones[i].dnssec decodes into; its
+// validity key is decoded apart (decodeValidity), as dnssec.Config holds
+// a time.Duration the YAML decoder cannot fill from "14d".
+var dnssecConfigType = reflect.TypeFor[dnssec.Config]()
+
+// extraFields are keys a type has besides its yaml-tagged fields: the
+// key walker accepts them and records their lines; whoever decodes them
+// says how.
+var extraFields = map[reflect.Type]map[string]reflect.Type{
+	dnssecConfigType: {"validity": reflect.TypeFor[string]()},
+}
+
+// Signed reports whether the zone is signed (it has a dnssec section).
+func (z *Zone) Signed() bool { return z.DNSSEC != nil }
+
+// ParseValidity parses a signature validity: a Go duration ("336h") or a
+// whole number of days ("14d").
+func ParseValidity(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseUint(d, 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("invalid validity %q (a whole number of days such as 14d, or a duration such as 336h)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid validity %q (a whole number of days such as 14d, or a duration such as 336h)", s)
+	}
+	return v, nil
+}
+
+// decodeValidity fills the Validity of each zone's dnssec section from
+// its validity key; root is the file's top-level mapping, already decoded
+// into c.
+func (c *Config) decodeValidity(root *yaml.Node, probs *diag.Problems) {
+	var shadow struct {
+		Zones []struct {
+			DNSSEC *struct {
+				Validity yaml.Node `yaml:"validity"`
+			} `yaml:"dnssec"`
+		} `yaml:"zones"`
+	}
+	if root.Decode(&shadow) != nil {
+		return // decoding c reported it
+	}
+	for i, z := range shadow.Zones {
+		if z.DNSSEC == nil || z.DNSSEC.Validity.Kind == 0 || i >= len(c.Zones) || c.Zones[i].DNSSEC == nil {
+			continue
+		}
+		n := &z.DNSSEC.Validity
+		if n.Kind != yaml.ScalarNode {
+			probs.Add(c.File, n.Line, "zones: %s: dnssec.validity: a validity must be a string such as 14d or 336h", c.Zones[i].Origin)
+			continue
+		}
+		v, err := ParseValidity(n.Value)
+		if err != nil {
+			probs.Add(c.File, n.Line, "zones: %s: dnssec.validity: %v", c.Zones[i].Origin, err)
+			continue
+		}
+		if v <= 0 {
+			// Keep it negative so check reports the range, not a default.
+			v = -1
+		}
+		c.Zones[i].DNSSEC.Validity = v
+	}
+}
+
+func (c *Config) applyDNSSECDefaults() {
+	if c.Signing.BudgetPerCore == 0 {
+		c.Signing.BudgetPerCore = dnssec.DefaultBudgetPerCore
+	}
+	if c.Signing.CacheEntries == 0 {
+		c.Signing.CacheEntries = dnssec.DefaultCacheSize
+	}
+	for i := range c.Zones {
+		d := c.Zones[i].DNSSEC
+		if d == nil {
+			continue
+		}
+		d.Line = c.Line(fmt.Sprintf("zones[%d].dnssec", i))
+		if d.Validity == 0 {
+			d.Validity = dnssec.DefaultValidity
+		}
+		if _, given := c.lines[fmt.Sprintf("zones[%d].dnssec.refresh", i)]; !given {
+			d.Refresh = dnssec.DefaultRefresh
+		}
+	}
+}
+
+// checkSigning checks the signing section.
+func (c *Config) checkSigning(probs *diag.Problems) {
+	s := &c.Signing
+	if s.BudgetPerCore < 1 || s.BudgetPerCore > MaxBudgetPerCore {
+		probs.Add(c.File, c.Line("signing.budget_per_core"), "signing.budget_per_core: %d is not between 1 and %d", s.BudgetPerCore, MaxBudgetPerCore)
+	}
+	if s.CacheEntries < 1 || s.CacheEntries > MaxCacheEntries {
+		probs.Add(c.File, c.Line("signing.cache_entries"), "signing.cache_entries: %d is not between 1 and %d", s.CacheEntries, MaxCacheEntries)
+	}
+}
+
+// checkDNSSEC checks the dnssec section of zones[i] (the key files are
+// read by ZoneKeys, at build).
+func (c *Config) checkDNSSEC(probs *diag.Problems, i int) {
+	z := &c.Zones[i]
+	d := z.DNSSEC
+	if d == nil {
+		return
+	}
+	pre := fmt.Sprintf("zones[%d].dnssec", i)
+	bad := func(key, format string, args ...any) {
+		ln := c.Line(pre + key)
+		if ln == 0 {
+			ln = d.Line
+		}
+		probs.Add(c.File, ln, "zones: %s: dnssec%s: %s", z.Origin, key, fmt.Sprintf(format, args...))
+	}
+	if len(d.Keys) == 0 {
+		bad(".keys", "list the base paths of the zone's keys (K<zone>+<alg>+<tag>, as steer dnssec keygen writes them)")
+	}
+	seen := map[string]int{}
+	for j, k := range d.Keys {
+		key := fmt.Sprintf(".keys[%d]", j)
+		switch {
+		case strings.TrimSpace(k) == "":
+			bad(key, "an empty key path")
+		case strings.HasSuffix(k, ".key") || strings.HasSuffix(k, ".private"):
+			bad(key, "%q: give the key's base path, without .key or .private", k)
+		default:
+			r := c.Resolve(k)
+			if prev, dup := seen[r]; dup {
+				bad(key, "%q is listed twice (line %d)", k, prev)
+			}
+			seen[r] = c.Line(pre + key)
+		}
+	}
+	if d.Validity < 0 || d.Validity > MaxValidity {
+		bad(".validity", "must be more than 0 and at most %dd", int(MaxValidity/(24*time.Hour)))
+	}
+	if d.Refresh <= 0 || d.Refresh >= 1 {
+		bad(".refresh", "%v is not between 0 and 1 (exclusive): the share of the validity after which signatures are renewed", d.Refresh)
+	}
+	if len(z.Secondaries) > 0 {
+		ln := c.Line(fmt.Sprintf("zones[%d].secondaries", i))
+		probs.Add(c.File, ln, "zones: %s: a signed zone cannot have secondaries yet: signed exports come later (remove secondaries, or dnssec)", z.Origin)
+	}
+	if len(z.Primaries) > 0 {
+		bad("", "a zone transferred in (primaries) cannot be signed yet: sign it at its primary, or serve it from a file")
+	}
+}
+
+// KeyBases returns the base paths of zones[i]'s keys (the .key and
+// .private files are these plus their extension), resolved against the
+// configuration's directory (as Resolve), for dnssec.LoadKeys(c.FS, ...).
+func (c *Config) KeyBases(i int) []string {
+	d := c.Zones[i].DNSSEC
+	if d == nil {
+		return nil
+	}
+	out := make([]string, len(d.Keys))
+	for j, k := range d.Keys {
+		out[j] = c.Resolve(k)
+	}
+	return out
+}
+
+// ZoneKeys reads the keys of zones[i] (a zone with a dnssec section) and
+// checks them against the zone, each problem at the line of the key's
+// entry: a missing or unreadable .key or .private file, a private file
+// that group or others can read, a private key that is not the public
+// one's, an algorithm other than ECDSAP256SHA256, ED25519 or RSASHA256, a
+// key for another zone, a key that is not a zone key, and, for the zone as
+// a whole, no key with the SEP flag (a CSK or KSK). The keys come back
+// only when there is no problem.
+func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
+	z := &c.Zones[i]
+	var probs diag.Problems
+	if z.DNSSEC == nil {
+		return nil, nil
+	}
+	origin := dns.CanonicalName(z.Origin)
+	pre := fmt.Sprintf("zones[%d].dnssec", i)
+	keys := make([]*dnssec.Key, 0, len(z.DNSSEC.Keys))
+	sep := false
+	for j, base := range c.KeyBases(i) {
+		ln := c.Line(fmt.Sprintf("%s.keys[%d]", pre, j))
+		k, err := dnssec.LoadKey(c.FS, base)
+		if err != nil {
+			probs.Add(c.File, ln, "zones: %s: dnssec key %s: %v", z.Origin, z.DNSSEC.Keys[j], err)
+			continue
+		}
+		if k.DNSKEY.Hdr.Name != origin {
+			probs.Add(c.File, ln, "zones: %s: dnssec key %s is a key for %s, not for %s", z.Origin, z.DNSSEC.Keys[j], k.DNSKEY.Hdr.Name, origin)
+			continue
+		}
+		sep = sep || k.SEP()
+		keys = append(keys, k)
+	}
+	if len(probs) == 0 && !sep {
+		ln := c.Line(pre + ".keys")
+		probs.Add(c.File, ln, "zones: %s: dnssec: no key has the SEP flag: the zone needs a CSK, or a KSK beside its ZSK (steer dnssec keygen makes them)", z.Origin)
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return keys, nil
+}
