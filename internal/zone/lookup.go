@@ -262,14 +262,14 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 			return next
 		}
 		if len(n.rrsets) == 0 || qtype == dns.TypeANY {
-			z.negative(a, dns.RcodeSuccess)
+			z.deny(a, name, n, qtype, synthesized)
 			return ""
 		}
 	}
 	if qtype == dns.TypeANY {
 		// RFC 8482: answer ANY with one RRset rather than all of them.
 		if len(n.rrsets) == 0 {
-			z.negative(a, dns.RcodeSuccess)
+			z.deny(a, name, n, qtype, synthesized)
 			return ""
 		}
 		add(n.rrsets[0].rrs)
@@ -283,7 +283,7 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 		add(n.set(dns.TypeCNAME).rrs)
 		return dns.CanonicalName(n.set(dns.TypeCNAME).rrs[0].(*dns.CNAME).Target)
 	}
-	z.negative(a, dns.RcodeSuccess)
+	z.deny(a, name, n, qtype, synthesized)
 	return ""
 }
 
@@ -303,13 +303,18 @@ func (z *Zone) wildcard(a *Answer, ce *node, name string, qtype uint16) string {
 	}
 	w := z.nodes[wname]
 	if w == nil || w.occluded {
-		z.negative(a, dns.RcodeNameError)
+		z.deny(a, name, nil, qtype, false)
 		return ""
 	}
 	if len(a.Answer) == 0 && a.Wildcard == "" {
 		a.Wildcard = wname
 	}
-	return z.answerAt(a, w, name, qtype, true)
+	start := len(a.Answer)
+	next := z.answerAt(a, w, name, qtype, true)
+	if len(a.Answer) > start && a.dnssecOK(z) {
+		z.wildcardProof(a, ce, name)
+	}
+	return next
 }
 
 // referral delegates to the NS set at cut, with in-zone glue (RFC 1034 §4.3.2 step 3b).
@@ -338,6 +343,7 @@ func (z *Zone) referral(a *Answer, cut *node) {
 			a.Extra = append(a.Extra, n.get(dns.TypeAAAA)...)
 		}
 	}
+	z.delegation(a, cut)
 }
 
 // synthesizeDNAME rewrites name, which lies below the DNAME at d, and

@@ -98,6 +98,9 @@ type node struct {
 	// steered is set on names whose address (or CNAME) records are
 	// chosen per query by a Steering.
 	steered bool
+	// steerType is what MarkSteered made the name's steered records: A
+	// (for A and AAAA) or CNAME; the NSEC of a denial lists them.
+	steerType uint16
 	// below is set on names at or under a delegation point or a DNAME other
 	// than the cut itself: data there is glue or occluded, never answered.
 	occluded bool
@@ -268,6 +271,7 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 		n = z.own(n)
 	}
 	n.steered = true
+	n.steerType = rtype
 	return nil
 }
 
