@@ -32,8 +32,10 @@ func NSECTypes(types ...uint16) []uint16 {
 // them), bitmap NSECTypes(types). For a name that does not exist, types
 // is TypeNXNAME alone; for NODATA, the types the name has; for an empty
 // non-terminal, none. ttl is the zone's negative TTL (the SOA's minimum
-// and TTL, whichever is lower, RFC 9077).
+// and TTL, whichever is lower, RFC 9077). The owner is lower-cased: a
+// query's 0x20 case is not what is signed and cached.
 func CompactNSEC(owner string, ttl uint32, types ...uint16) *dns.NSEC {
+	owner = dns.CanonicalName(owner)
 	return &dns.NSEC{
 		Hdr:        dns.RR_Header{Name: owner, Rrtype: dns.TypeNSEC, Class: dns.ClassINET, Ttl: ttl},
 		NextDomain: zeroChild(owner),

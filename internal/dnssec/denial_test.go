@@ -2,7 +2,6 @@ package dnssec
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -183,118 +182,6 @@ func TestEpsilonExamples(t *testing.T) {
 	if !strings.HasSuffix(p, "."+ff(63)+".ab.example.com.") || wireLen(t, p) != maxName {
 		t.Errorf(`Predecessor(ab\000.example.com.) = %s`, p)
 	}
-}
-
-// randomName returns a name below example.com. built from a few octets,
-// with lengths up to the limits, to exercise every branch of the epsilon
-// functions.
-// Every other name is 253 to 255 octets long, where the successor
-// cannot just add a label.
-func randomName(r *rand.Rand) string {
-	alphabet := []byte{0, 1, '-', '0', '@', 'A', 'Z', '[', '`', 'a', 'z', 0xfe, 0xff}
-	var labels []string
-	size := len("example.com.") + 1
-	long := r.IntN(2) == 0
-	target := maxName - r.IntN(3)
-	for n := r.IntN(5) + 1; n > 0 || long && size < target-1; n-- {
-		l := r.IntN(6) + 1
-		if r.IntN(8) == 0 {
-			l = 50 + r.IntN(14)
-		}
-		if long && n <= 0 {
-			l = min(maxLabel, target-size-1)
-		}
-		if size+l+1 > maxName {
-			break
-		}
-		size += l + 1
-		var b strings.Builder
-		for range l {
-			c := alphabet[r.IntN(len(alphabet))]
-			switch {
-			case c == '.' || c == '\\' || c < '!' || c > '~':
-				b.WriteString(`\` + string(rune('0'+c/100)) + string(rune('0'+c/10%10)) + string(rune('0'+c%10)))
-			default:
-				b.WriteByte(c)
-			}
-		}
-		labels = append(labels, b.String())
-	}
-	return strings.Join(labels, ".") + ".example.com."
-}
-
-// TestEpsilonProperties: for random names N, P(N) < N < S(N) and no name
-// lies strictly between either pair: neither N's neighbours (N with a
-// child, with an octet more or less, with its last octet moved) nor
-// the names around P and S.
-func TestEpsilonProperties(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
-	for range 400 {
-		n := randomName(r)
-		p, err := Predecessor(n)
-		if err != nil {
-			t.Fatalf("Predecessor(%s): %v", n, err)
-		}
-		s, err := Successor(n)
-		if err != nil {
-			t.Fatalf("Successor(%s): %v", n, err)
-		}
-		if canonicalCompare(t, p, n) >= 0 || canonicalCompare(t, n, s) >= 0 {
-			t.Fatalf("not P < N < S: %s < %s < %s", p, n, s)
-		}
-		if wireLen(t, p) > maxName || wireLen(t, s) > maxName {
-			t.Fatalf("too long: %s %s", p, s)
-		}
-		for _, x := range neighbours(r, n, p, s) {
-			if _, err := wireName(x); err != nil {
-				continue // too long to be a name
-			}
-			if canonicalCompare(t, p, x) < 0 && canonicalCompare(t, x, n) < 0 {
-				t.Fatalf("%s lies between P(%s) = %s and it", x, n, p)
-			}
-			if canonicalCompare(t, n, x) < 0 && canonicalCompare(t, x, s) < 0 {
-				t.Fatalf("%s lies between %s and S = %s", x, n, s)
-			}
-		}
-	}
-}
-
-// neighbours returns names near n, p and s in canonical order.
-func neighbours(r *rand.Rand, names ...string) []string {
-	var out []string
-	for _, name := range names {
-		out = append(out, `\000.`+name, "a."+name, `\255.`+name)
-		w, err := wireName(name)
-		if err != nil || len(w) < 2 {
-			continue
-		}
-		l := int(w[0])
-		label := w[1 : 1+l]
-		variants := [][]byte{
-			append(append([]byte(nil), label...), 0),
-			append(append([]byte(nil), label...), 0xff),
-			label[:l-1],
-		}
-		for _, d := range []int{-1, 1} {
-			v := append([]byte(nil), label...)
-			v[l-1] = byte(int(v[l-1]) + d)
-			variants = append(variants, v)
-		}
-		v := append([]byte(nil), label...)
-		v[r.IntN(l)] = byte(r.IntN(256))
-		variants = append(variants, v)
-		for _, v := range variants {
-			if len(v) == 0 || len(v) > maxLabel {
-				continue
-			}
-			wire := append([]byte{byte(len(v))}, v...)
-			wire = append(wire, w[1+l:]...)
-			if s, err := presentation(wire); err == nil {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
 }
 
 func TestCoveringNSECVerifies(t *testing.T) {

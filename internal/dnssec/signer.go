@@ -3,7 +3,6 @@ package dnssec
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync/atomic"
 	"time"
 
@@ -152,6 +151,31 @@ func (s *Signer) keysFor(t uint16) []*Key {
 // the RRset. A wildcard owner's label count leaves the "*" out (RFC 4034
 // §3.1.3).
 func (s *Signer) Sign(rrs []dns.RR, now time.Time, why Reason) ([]dns.RR, error) {
+	return s.sign(rrs, now, why, nil, nil)
+}
+
+// SignEntry signs rrs as Sign does and returns them as the entry for key,
+// with each RRSIG's RDATA in wire form (see NewEntry) made from the
+// signature's octets, and served until the signatures' refresh point.
+func (s *Signer) SignEntry(key CacheKey, rrs []dns.RR, now time.Time, why Reason) (*Entry, error) {
+	var wire []byte
+	var ends []int
+	sigs, err := s.sign(rrs, now, why, &wire, &ends)
+	if err != nil {
+		return nil, err
+	}
+	e := &Entry{Key: key, RRs: rrs, Sigs: sigs, Refresh: s.RefreshOf(sigs), Wire: make([][]byte, len(sigs))}
+	off := 0
+	for i, end := range ends {
+		e.Wire[i] = wire[off:end:end]
+		off = end
+	}
+	return e, nil
+}
+
+// sign makes the RRSIGs over rrs; with wire set, it appends each one's
+// RDATA to *wire and the offset where it ends to *ends.
+func (s *Signer) sign(rrs []dns.RR, now time.Time, why Reason, wire *[]byte, ends *[]int) ([]dns.RR, error) {
 	if len(rrs) == 0 {
 		return nil, errors.New("dnssec: empty RRset")
 	}
@@ -159,27 +183,33 @@ func (s *Signer) Sign(rrs []dns.RR, now time.Time, why Reason) ([]dns.RR, error)
 	keys := s.keysFor(h.Rrtype)
 	inc := now.Add(-s.opts.Backdate)
 	exp := now.Add(s.opts.Validity - s.jitter(h.Name, h.Rrtype))
-	out := make([]dns.RR, 0, len(keys))
-	for _, k := range keys {
-		sig := &dns.RRSIG{
+	labels := uint8(dns.CountLabel(h.Name))
+	if len(h.Name) >= 2 && h.Name[0] == '*' && h.Name[1] == '.' {
+		labels--
+	}
+	out := make([]dns.RR, len(keys))
+	sigs := make([]dns.RRSIG, len(keys))
+	for i, k := range keys {
+		sig := &sigs[i]
+		*sig = dns.RRSIG{
 			Hdr:         dns.RR_Header{Name: h.Name, Rrtype: dns.TypeRRSIG, Class: h.Class, Ttl: h.Ttl},
 			TypeCovered: h.Rrtype,
 			Algorithm:   k.DNSKEY.Algorithm,
-			Labels:      uint8(dns.CountLabel(h.Name)),
+			Labels:      labels,
 			OrigTtl:     h.Ttl,
 			Expiration:  uint32(exp.Unix()),
 			Inception:   uint32(inc.Unix()),
 			KeyTag:      k.Tag,
 			SignerName:  s.Zone,
 		}
-		if len(h.Name) >= 2 && h.Name[0] == '*' && h.Name[1] == '.' {
-			sig.Labels--
-		}
-		if err := sig.Sign(k.Signer, rrs); err != nil {
+		if err := signRRset(k, sig, rrs, wire); err != nil {
 			return nil, fmt.Errorf("dnssec: signing %s %s with key %d: %v", h.Name, dns.TypeToString[h.Rrtype], k.Tag, err)
 		}
 		s.made[why].Add(1)
-		out = append(out, sig)
+		out[i] = sig
+		if wire != nil {
+			*ends = append(*ends, len(*wire))
+		}
 	}
 	return out, nil
 }
@@ -192,10 +222,15 @@ func (s *Signer) jitter(name string, t uint16) time.Duration {
 	if span <= 0 {
 		return 0
 	}
-	f := fnv.New64a()
-	f.Write([]byte(name))
-	f.Write([]byte{byte(t >> 8), byte(t)})
-	return time.Duration(f.Sum64() % uint64(span))
+	// FNV-1a over the name's octets and the type's two.
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * prime
+	}
+	h = (h ^ uint64(t>>8)) * prime
+	h = (h ^ uint64(t&0xff)) * prime
+	return time.Duration(h % uint64(span))
 }
 
 // Fresh reports whether sigs, the RRSIGs of one RRset, may still be
