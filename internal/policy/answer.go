@@ -3,14 +3,17 @@ package policy
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 
 	"github.com/miekg/dns"
 )
 
 // AppendAnswer appends the records of decision d for qtype to dst: every
 // address of the chosen pools (only those set in masks, per pool, when
-// masks is not nil), shuffled, at most d.Limit of them; for a CNAME record,
-// one target.
+// masks is not nil), shuffled; with d.Limit (multivalue), d.Limit
+// consecutive ones of them in the record's order, from a random start and
+// wrapping (a rotation window, so that every set answered can be signed
+// ahead of time), shuffled; for a CNAME record, one target.
 func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []uint64) []dns.RR {
 	return r.appendAnswer(dst, d, qtype, masks, true)
 }
@@ -18,7 +21,7 @@ func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []u
 // AppendStable is AppendAnswer giving the same records in the same order
 // every time: the chosen pools' addresses in the record's order (pools as
 // configured, each pool's addresses as listed), not shuffled, the first
-// d.Limit of them. A transfer's exported fallback is answered so.
+// d.Limit of them (the window that starts at the first). A transfer's exported fallback is answered so.
 func (r *Record) AppendStable(dst []dns.RR, d *Decision, qtype uint16, masks []uint64) []dns.RR {
 	return r.appendAnswer(dst, d, qtype, masks, false)
 }
@@ -50,17 +53,35 @@ func (r *Record) appendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []u
 		}
 	}
 	added := dst[start:]
-	if shuffle && len(added) > 1 {
-		rand.Shuffle(len(added), func(i, j int) { added[i], added[j] = added[j], added[i] })
-	}
 	limit := d.Limit
 	if r.Type == dns.TypeCNAME {
 		limit = 1 // one CNAME per name (RFC 2181 §10.1)
 	}
 	if limit > 0 && len(added) > limit {
+		// A window of limit records in the record's order, from a
+		// random start (wrapping): n possible sets rather than
+		// n-choose-limit, so that each can be signed ahead of time
+		// (AnswerSets). Every address is still in limit of n answers.
+		if shuffle {
+			rotate(added, rand.IntN(len(added)))
+		}
+		added = added[:limit]
 		dst = dst[:start+limit]
 	}
+	if shuffle && len(added) > 1 {
+		rand.Shuffle(len(added), func(i, j int) { added[i], added[j] = added[j], added[i] })
+	}
 	return dst
+}
+
+// rotate moves s[k:] to the front of s, in place (three reversals).
+func rotate[T any](s []T, k int) {
+	if k <= 0 || k >= len(s) {
+		return
+	}
+	slices.Reverse(s[:k])
+	slices.Reverse(s[k:])
+	slices.Reverse(s)
 }
 
 // maxWireAddrs bounds the addresses AppendWire writes from a stack array.
@@ -97,14 +118,15 @@ func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint6
 			n++
 		}
 	}
+	if d.Limit > 0 && n > d.Limit {
+		rotate(addrs[:n], rand.IntN(n)) // a window, as appendAnswer
+		n = d.Limit
+	}
 	if n > 1 {
 		for i := n - 1; i > 0; i-- {
 			j := rand.IntN(i + 1)
 			addrs[i], addrs[j] = addrs[j], addrs[i]
 		}
-	}
-	if d.Limit > 0 && n > d.Limit {
-		n = d.Limit
 	}
 	for _, a := range addrs[:n] {
 		out = append(out, 0xC0, 0x0C, byte(qtype>>8), byte(qtype), 0, 1,

@@ -30,6 +30,9 @@ type Live struct {
 	// seed is the widenings of the state this one follows, for its first
 	// SetHealth (widen.go); nil after it.
 	seed atomic.Pointer[map[scopeKey]*Scopes]
+	// onHealth is called with the sets a new health state makes
+	// reachable, before it is published (OnHealth).
+	onHealth atomic.Pointer[func(r *Record, qtype uint16, rrs []dns.RR)]
 }
 
 // Hooks are called from the query path for each steered answer; they must
@@ -227,7 +230,11 @@ func (l *Live) SetHealth(usable func(addr netip.Addr, check string) bool, pool f
 	for i, r := range t.Records {
 		h.res[i] = r.resolutions(r.Enabled&h.pools[i][0], r.Enabled&h.pools[i][1])
 	}
-	l.setScopes(h, l.health.Load())
+	prev := l.health.Load()
+	l.setScopes(h, prev)
+	if fn := l.onHealth.Load(); fn != nil {
+		l.reachable(h, prev, *fn)
+	}
 	l.health.Store(h)
 }
 
