@@ -18,7 +18,6 @@
 package presign
 
 import (
-	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -178,35 +177,17 @@ func newEntry(s *dnssec.Signer, k dnssec.CacheKey, rrs []dns.RR, now time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	e := &dnssec.Entry{Key: k, RRs: rrs, Sigs: sigs, Refresh: ^uint32(0)}
+	refresh := ^uint32(0)
 	for _, rr := range sigs {
-		sig := rr.(*dns.RRSIG)
-		w, err := rdata(sig)
-		if err != nil {
-			return nil, fmt.Errorf("presign: packing the RRSIG of %s: %v", k.Name, err)
+		refresh = min(refresh, dnssec.RefreshAt(rr.(*dns.RRSIG), s.Options().Refresh))
+	}
+	e := dnssec.NewEntry(k, rrs, sigs, refresh)
+	for _, w := range e.Wire {
+		if w == nil {
+			return nil, fmt.Errorf("presign: the RRSIG of %s does not pack", k.Name)
 		}
-		e.Wire = append(e.Wire, w)
-		e.Refresh = min(e.Refresh, dnssec.RefreshAt(sig, s.Options().Refresh))
 	}
 	return e, nil
-}
-
-// rdata is rr's RDATA in wire form, uncompressed.
-func rdata(rr dns.RR) ([]byte, error) {
-	buf := make([]byte, dns.Len(rr)+16)
-	end, err := dns.PackRR(rr, buf, 0, nil, false)
-	if err != nil {
-		return nil, err
-	}
-	_, off, err := dns.UnpackDomainName(buf, 0)
-	if err != nil {
-		return nil, err
-	}
-	n := int(binary.BigEndian.Uint16(buf[off+8:]))
-	if off+10+n != end {
-		return nil, fmt.Errorf("RDATA length %d", n)
-	}
-	return buf[off+10 : end : end], nil
 }
 
 // Lookup returns the signed set named (name, qtype, sum), nil when it
