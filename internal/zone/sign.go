@@ -40,4 +40,3 @@ func (z *Zone) Signer() *dnssec.Signer { return z.signer }
 func (a *Answer) dnssecOK(z *Zone) bool {
 	return a.opts != nil && a.opts.DO && z.signer != nil
 }
-
