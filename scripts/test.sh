@@ -37,7 +37,7 @@ killtree() { # a process and everything it started
 }
 trap 'rc=$?; [ -z "$bg_pid" ] || killtree "$bg_pid"; rm -f $log $bg_log; [ "$rc" -eq 0 ] || summary' EXIT
 
-PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 etcd-server lintian zsh fish) # bird2: the BGP peer of the anycast tests; etcd-server: the store of the process-level fleet tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/); zsh, fish: the completion scripts' test
+PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 etcd-server lintian zsh fish pdns-recursor knot-resolver dnsviz) # bird2: the BGP peer of the anycast tests; etcd-server: the store of the process-level fleet tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/); zsh, fish: the completion scripts' test; pdns-recursor, knot-resolver, dnsviz: the DNSSEC validators (internal/validatortest) beside delv (bind9-dnsutils) and Unbound
 missing=()
 for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
