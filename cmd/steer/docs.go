@@ -241,5 +241,6 @@ func fishQuote(s string) string {
 // subWords are the words a command takes first (completed like flags).
 var subWords = map[string][]string{
 	"completion": {"bash", "zsh", "fish"},
+	"dnssec":     {"keygen", "ds"},
 	"fleet":      {"push", "status", "promote", "rollback"},
 }

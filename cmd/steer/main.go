@@ -4,6 +4,7 @@
 //	steer serve [--config FILE]   run a node (the embedded demo without --config)
 //	steer check --config FILE     validate a configuration and everything it names
 //	steer explain NAME ...        say why a client gets the answer it gets
+//	steer dnssec keygen|ds ZONE   make a zone's DNSSEC keys, print its DS records
 //	steer version                 print the version
 //
 // This package parses flags, turns signals into calls of the running node
@@ -50,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "fleet":
 		return fleetCmd(args[1:], stdout, stderr)
+	case "dnssec":
+		return dnssecCmd(args[1:], stdout, stderr)
 	case "completion":
 		return completionCmd(args[1:], stdout, stderr)
 	case "manpage":

@@ -136,8 +136,11 @@ func writeNew(p string, data []byte, mode fs.FileMode) error {
 
 // DS returns the DS record (SHA-256, digest type 2) the parent publishes
 // for the key; only a SEP key (KSK or CSK) should have one.
-func (k *Key) DS() *dns.DS {
-	ds := k.DNSKEY.ToDS(dns.SHA256)
+func (k *Key) DS() *dns.DS { return DSOf(k.DNSKEY) }
+
+// DSOf returns the SHA-256 DS record of a DNSKEY.
+func DSOf(dk *dns.DNSKEY) *dns.DS {
+	ds := dk.ToDS(dns.SHA256)
 	if ds != nil {
 		ds.Hdr.Ttl = 0
 	}

@@ -130,3 +130,27 @@ func privateAlgorithm(priv []byte) (uint8, bool) {
 	}
 	return 0, false
 }
+
+// ReadDNSKEY reads the public half of a key pair, base.key (or base
+// itself when it ends in .key), from fsys (the local disk when nil): what
+// steer dnssec ds needs, without the private key.
+func ReadDNSKEY(fsys fs.FS, base string) (*dns.DNSKEY, error) {
+	p := base
+	if !strings.HasSuffix(p, ".key") {
+		p += ".key"
+	}
+	b, err := readFile(fsys, p)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := dns.NewRR(firstRecord(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", p, err)
+	}
+	dk, ok := rr.(*dns.DNSKEY)
+	if !ok {
+		return nil, fmt.Errorf("%s: no DNSKEY record", p)
+	}
+	dk.Hdr.Name = dns.CanonicalName(dk.Hdr.Name)
+	return dk, nil
+}
