@@ -33,7 +33,7 @@ func signedByBIND(t *testing.T, origin, text string) (string, Anchor) {
 	}
 	base := strings.TrimSpace(out)
 	signed := filepath.Join(dir, "zone.signed")
-	if out, err := runTool(30*time.Second, "dnssec-signzone", "-q", "-S", "-z", "-K", dir, "-o", origin, "-f", signed, zf); err != nil {
+	if out, err := runTool(30*time.Second, "dnssec-signzone", "-q", "-S", "-z", "-K", dir, "-d", dir, "-o", origin, "-f", signed, zf); err != nil {
 		t.Fatalf("dnssec-signzone: %v\n%s", err, out)
 	}
 	b, err := os.ReadFile(signed)
