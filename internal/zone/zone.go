@@ -1,7 +1,9 @@
 // Package zone owns authoritative zone data: reading RFC 1035 master files,
 // checking them (every problem as file:line), and answering a query from an
 // immutable, indexed zone by the rules of RFC 1034 §4.3.2, RFC 2308
-// (negative answers), RFC 4592 (wildcards) and RFC 6672 (DNAME).
+// (negative answers), RFC 4592 (wildcards) and RFC 6672 (DNAME). A signed
+// zone (Sign) answers queries with DO with the RRSIGs it made at load and
+// proves what does not exist with compact denial (RFC 9824, denial.go).
 //
 // A Zone never changes after Load returns; a reload builds a new one.
 package zone
