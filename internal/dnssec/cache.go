@@ -73,21 +73,31 @@ func foldHash(seed maphash.Seed, name string) uint64 {
 	if i == len(name) {
 		return maphash.String(seed, name)
 	}
+	if len(name) <= 256 {
+		var buf [256]byte
+		n := copy(buf[:], name)
+		lowerASCII(buf[i:n])
+		return maphash.Bytes(seed, buf[:n])
+	}
 	var h maphash.Hash
 	h.SetSeed(seed)
 	h.WriteString(name[:i])
 	var buf [64]byte
 	for i < len(name) {
 		n := copy(buf[:], name[i:])
-		for j, c := range buf[:n] {
-			if 'A' <= c && c <= 'Z' {
-				buf[j] = c + 'a' - 'A'
-			}
-		}
+		lowerASCII(buf[:n])
 		h.Write(buf[:n])
 		i += n
 	}
 	return h.Sum64()
+}
+
+func lowerASCII(b []byte) {
+	for j, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[j] = c + 'a' - 'A'
+		}
+	}
 }
 
 // foldEqual reports whether a and b are equal but for ASCII case.

@@ -217,3 +217,22 @@ func TestCoveringNSECVerifies(t *testing.T) {
 		t.Fatalf("round trip: %v", got)
 	}
 }
+
+// BenchmarkCacheGet is the negative answer's cost of a cache hit, for a
+// name in lower case and one in 0x20 mixed case.
+func BenchmarkCacheGet(b *testing.B) {
+	c := NewCache(0)
+	types := []uint16{TypeNXNAME}
+	k := DenialKey("nope-1234.shop.example.com.", 300, types)
+	c.Put(&Entry{Key: k, Refresh: 1 << 31})
+	for _, name := range []string{"nope-1234.shop.example.com.", "NoPe-1234.sHoP.exAMple.CoM."} {
+		b.Run(map[bool]string{true: "lower", false: "mixed"}[name == k.Name], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if c.Get(DenialKey(name, 300, types), 1) == nil {
+					b.Fatal("miss")
+				}
+			}
+		})
+	}
+}
