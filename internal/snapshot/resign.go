@@ -1,0 +1,56 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/zone"
+)
+
+// Resigned returns a snapshot serving what s serves with the DNSSEC
+// signatures due for renewal at now made anew, for the node's renewal
+// timer: each signed zone's renewal step (zone.Zone.Resigned), which
+// shares every node whose signatures are fresh; the configuration, the
+// policies and their live state, and every other zone are s's. It reads
+// no file: a pending edit of the configuration or a zone, or a key file
+// gone, does not matter here. It returns s itself when nothing is due.
+//
+// A zone whose renewal fails keeps its signatures as served (they hold
+// until they expire) and the error says which; the others are renewed.
+func (s *Snapshot) Resigned(now time.Time) (*Snapshot, error) {
+	zones := s.Zones.Zones()
+	out := make([]*zone.Zone, len(zones))
+	var errs []error
+	changed := false
+	for i, z := range zones {
+		out[i] = z
+		if z.Signer() == nil {
+			continue
+		}
+		nz, err := z.Resigned(now, policy.Workers(true))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("zone %s: renewing signatures: %w", z.Origin, err))
+			continue
+		}
+		if nz != z {
+			out[i], changed = nz, true
+		}
+	}
+	if !changed {
+		return s, errors.Join(errs...)
+	}
+	n := *s
+	n.Zones = zone.NewSet(out)
+	n.Zones.Precompile()
+	if s.marks != nil {
+		n.marks = make(map[*zone.Zone][]*policy.Record, len(s.marks))
+		for i, z := range zones {
+			if recs, ok := s.marks[z]; ok {
+				n.marks[out[i]] = recs
+			}
+		}
+	}
+	return &n, errors.Join(errs...)
+}
