@@ -162,6 +162,8 @@ type ZoneStatus struct {
 	Serving string `json:"serving,omitempty"`
 	// Transfer, for a secondary zone or one with secondaries.
 	Transfer *ZoneTransfer `json:"transfer,omitempty"`
+	// DNSSEC, for a signed zone.
+	DNSSEC *ZoneDNSSEC `json:"dnssec,omitempty"`
 }
 
 // GeoStatus is one loaded geo database.

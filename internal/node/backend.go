@@ -156,6 +156,7 @@ func (n *Node) Status() api.Status {
 	if n.fl != nil {
 		st.Pending = n.fl.Pending()
 	}
+	sigs, now := n.signatures(), time.Now()
 	failed := map[string]string{}
 	for _, d := range snap.Degraded {
 		failed[d.Origin] = d.Serving
@@ -169,6 +170,7 @@ func (n *Node) Status() api.Status {
 			zs.Serving = s
 		}
 		zs.Transfer = n.xfr.status(snap, z)
+		zs.DNSSEC = dnssecStatus(z, sigs, now)
 		st.Zones = append(st.Zones, zs)
 	}
 	if snap.Geo != nil {

@@ -125,6 +125,12 @@ type Node struct {
 	freeing    atomic.Bool // a release of memory to the system is due
 	lastResult atomic.Pointer[Result]
 
+	// The signatures of the served snapshot (signing.go): sigs is their
+	// state, computed once per snapshot; sigKick tells the renewal timer
+	// a new snapshot is served.
+	sigs    atomic.Pointer[sigView]
+	sigKick chan struct{}
+
 	ctx      context.Context // ends at Shutdown: watchers and the reload loop
 	cancel   context.CancelFunc
 	loops    sync.WaitGroup
@@ -146,7 +152,7 @@ func New(o Options) (_ *Node, err error) {
 	if o.WatchInterval <= 0 {
 		o.WatchInterval = 5 * time.Second
 	}
-	n := &Node{opts: o, log: o.Log, source: o.ConfigPath, kick: make(chan struct{}, 1)}
+	n := &Node{opts: o, log: o.Log, source: o.ConfigPath, kick: make(chan struct{}, 1), sigKick: make(chan struct{}, 1)}
 	if n.source == "" {
 		n.source = "embedded demo"
 	}
@@ -410,10 +416,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// Watchers and the reload loop run until Shutdown; each watcher takes
 	// its baseline before its file is read, so no change slips between.
 	applyFeed(n.feed, cfg)
-	n.loops.Add(3)
+	n.loops.Add(4)
 	go n.reloadLoop()
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
+	go n.renewLoop()
 	if n.fl != nil {
 		interval := func(check string) time.Duration {
 			if c, ok := n.srv.Handler().Snapshot().HealthChecks[check]; ok {

@@ -117,6 +117,12 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 		n.hc.prepare(snap)
 	}
 	defer n.releaseMemory()
+	defer func() {
+		select {
+		case n.sigKick <- struct{}{}: // the renewal timer looks at the new signatures
+		default:
+		}
+	}()
 	// Health first: a new table's latency choices are then evaluated
 	// with the health it goes live with.
 	defer n.hc.hold(fresh)()

@@ -29,7 +29,11 @@ import (
 //     files only;
 //   - kindZones (a secondary zone transferred or expired, a zone given a
 //     new serial to export): the served configuration built again, which
-//     keeps every zone and policy that did not change.
+//     keeps every zone and policy that did not change;
+//   - kindResign (the renewal timer, signing.go): the served snapshot
+//     with the signatures due made anew, reading no file; it
+//     runs after a reload of another kind, whatever that one's outcome,
+//     and is not the "last reload" status reports.
 
 type reloadKind uint8
 
@@ -40,6 +44,9 @@ const (
 	// kindZones: the served configuration again, for a secondary zone's
 	// new copy or a zone's new exported serial (xfr.go).
 	kindZones
+	// kindResign: the served configuration again with the DNSSEC
+	// signatures due made anew (signing.go).
+	kindResign
 )
 
 // pendingReload is what waits for the next run.
@@ -131,7 +138,7 @@ func (n *Node) reloadLoop() {
 func (n *Node) runReload(p pendingReload) Result {
 	start := time.Now()
 	res := Result{Seq: n.seq.Add(1), Trigger: strings.Join(p.triggers, ", "), Applied: true}
-	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 {
+	if p.kinds&(kindConfig|kindGeo|kindZones|kindResign) != 0 {
 		defer boundReloadMemory()()
 	}
 	switch {
@@ -144,6 +151,18 @@ func (n *Node) runReload(p pendingReload) Result {
 		}
 	case p.kinds&kindZones != 0:
 		n.rebuildZones(&res)
+	}
+	if p.kinds&kindResign != 0 {
+		// Signatures are renewed whether or not a reload queued with
+		// the renewal was applied: a rejected configuration must not
+		// let the served one's signatures expire.
+		rr := Result{Applied: true}
+		n.renew(&rr)
+		if !rr.Applied {
+			res.Applied = false
+			res.Problems = append(res.Problems, rr.Problems...)
+		}
+		res.Changed = append(res.Changed, rr.Changed...)
 	}
 	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 && n.xfr != nil {
 		n.xfr.refresh()
