@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -117,4 +119,49 @@ func zoneHas(rrs []dns.RR, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestPushBundleDNSSEC: the bundle carries a signed zone's key pairs
+// (not parsed for $INCLUDE as zone files are), and the configuration
+// loaded from the bundle alone reads them.
+func TestPushBundleDNSSEC(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "zones/example.com.zone", zone("example.com", 5, "top"))
+	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k, err := dnssec.GenerateKey("example.com", dns.ECDSAP256SHA256, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := dnssec.WriteKey(filepath.Join(dir, "keys"), k, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := "keys/" + filepath.Base(base)
+	writeFile(t, dir, "steer.yaml", `zones:
+  - origin: example.com
+    file: zones/example.com.zone
+    dnssec: { keys: [`+rel+`] }
+`)
+	b, _, err := PushBundle(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{rel + ".key", rel + ".private"} {
+		if _, ok := b.Files[n]; !ok {
+			t.Errorf("bundle has no %s", n)
+		}
+	}
+	cfg, err := config.LoadFS(b.FS(nil), fleet.ConfigName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, probs := cfg.ZoneKeys(0)
+	if len(probs) > 0 || len(keys) != 1 || keys[0].Tag != k.Tag {
+		t.Fatalf("keys from the bundle: %v %v", keys, probs)
+	}
+	if _, _, err := snapshot.Build(cfg); err != nil {
+		t.Fatalf("the pushed configuration does not build from its bundle: %v", err)
+	}
 }
