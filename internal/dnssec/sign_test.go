@@ -181,3 +181,26 @@ func reportCPU(b *testing.B) func() {
 		}
 	}
 }
+
+// TestECDSADeterministic: an ECDSA key of crypto/ecdsa signs as RFC 6979
+// says: the same data, the same signature, and it verifies.
+func TestECDSADeterministic(t *testing.T) {
+	k := algKeys(t)["ecdsa"]
+	s, err := NewSigner("example.com.", []*Key{k}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	rrs := []dns.RR{mustRR(t, "www.example.com. 300 IN A 192.0.2.1")}
+	a, err := s.Sign(rrs, now, ReasonLoad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Sign(rrs, now, ReasonLoad)
+	if a[0].(*dns.RRSIG).Signature != b[0].(*dns.RRSIG).Signature {
+		t.Error("two signatures of the same data differ")
+	}
+	if err := a[0].(*dns.RRSIG).Verify(k.DNSKEY, rrs); err != nil {
+		t.Fatal(err)
+	}
+}
