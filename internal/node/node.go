@@ -41,6 +41,7 @@ import (
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/fleet"
@@ -230,6 +231,7 @@ func New(o Options) (_ *Node, err error) {
 	n.srv.Handler().SetMetrics(n.met)
 	n.reg.MustRegister(dnsserver.NewTCPCollector(n.srv.TCPStats), snapshot.NewPoolCollector(n.srv.Handler().Snapshot),
 		geo.NewCollector(func() *geo.Set { return n.srv.Handler().Snapshot().Geo }))
+	n.reg.MustRegister(dnssec.NewCollector(n.dnssecSource))
 	n.srv.Handler().SetTransfers(n.xfr)
 	n.ql = newQueryLog(n.log, n.srv.Handler(), n.reg)
 	n.grd = newGuard(n.log, n.srv, n.reg)

@@ -295,3 +295,17 @@ func dnssecStatus(z *zonedata.Zone, v *sigView, now time.Time) *api.ZoneDNSSEC {
 	}
 	return st
 }
+
+// dnssecSource is what the signing metrics read at a scrape: each signed
+// zone's signer and earliest expiry, from the served snapshot's view.
+func (n *Node) dnssecSource() dnssec.Source {
+	var src dnssec.Source
+	for _, zs := range n.signatures().zones {
+		var exp uint32
+		if !zs.expire.IsZero() {
+			exp = uint32(zs.expire.Unix())
+		}
+		src.Zones = append(src.Zones, dnssec.ZoneState{Signer: zs.z.Signer(), Expiry: exp})
+	}
+	return src
+}
