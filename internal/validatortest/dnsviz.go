@@ -1,6 +1,7 @@
 package validatortest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -28,12 +29,13 @@ var dnsvizStatus = regexp.MustCompile(`\[[^\]]*\]`)
 // anchor's zone (dnsviz probe -A with the explicit delegation
 // ZONE+:NS=ADDR:PORT, so nothing above the zone is queried), over IPv4,
 // for rdtypes, then prints the analysis with the anchor as the trusted
-// key (dnsviz print -t). dnsviz also queries every name server it finds in
+// key (dnsviz print -t), and grok's errors and warnings (dnsviz grok -l
+// warning, without the key: grok -t is broken, see below). dnsviz also queries every name server it finds in
 // the zone's NS RRset, at the addresses the zone gives them: the test
 // fails unless each is the server's address, so the probe stays on
-// loopback. (dnsviz grok -t is not used: Debian's dnsviz 0.9.4 grok fails
-// with its pygraphviz 1.7 whenever a trusted key is given; print does
-// not.)
+// loopback. (Debian's dnsviz 0.9.4 grok exits with "pygraphviz is required"
+// whenever a trusted key is given, as its pygraphviz 1.7 has no release
+// module; print reads the version the newer way.)
 func Dnsviz(t testing.TB, server netip.AddrPort, a Anchor, rdtypes []uint16, names ...string) DnsvizReport {
 	t.Helper()
 	dnstest.NeedTool(t, "dnsviz")
@@ -73,6 +75,19 @@ func Dnsviz(t testing.TB, server netip.AddrPort, a Anchor, rdtypes []uint16, nam
 		}
 		if bad {
 			rep.Problems[name] = append(rep.Problems[name], strings.TrimSpace(line))
+		}
+	}
+	out, err = runTool(time.Minute, "dnsviz", "grok", "-l", "warning", "-r", probe)
+	if err != nil {
+		t.Fatalf("dnsviz grok: %v\n%s", err, out)
+	}
+	if strings.TrimSpace(out) != "" {
+		var names map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &names); err != nil {
+			t.Fatalf("dnsviz grok: %v\n%s", err, out)
+		}
+		for name, v := range names {
+			rep.Problems[dns.CanonicalName(name)] = append(rep.Problems[dns.CanonicalName(name)], "grok: "+string(v))
 		}
 	}
 	return rep
