@@ -357,3 +357,48 @@ func packLen(name string) (int, error) {
 	}
 	return n, nil
 }
+
+// BenchmarkDenialDO: a compact NXDOMAIN answered from the denial cache,
+// beside the same lookup without DO.
+func BenchmarkDenialDO(b *testing.B) {
+	f := newSignedFixture(b)
+	do := &zone.LookupOptions{DO: true, Signing: &allow{}}
+	var a zone.Answer
+	f.set.LookupWith(&a, "nope.example.com.", dns.TypeA, nil, do)
+	for _, bc := range []struct {
+		name string
+		o    *zone.LookupOptions
+	}{{"plain", nil}, {"do-cached", do}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				f.set.LookupWith(&a, "nope.example.com.", dns.TypeA, nil, bc.o)
+			}
+		})
+	}
+}
+
+// TestDenialLongName: a nonexistent name of 255 octets has no room for
+// \000.name; its NSEC ends at the next name of the same length.
+func TestDenialLongName(t *testing.T) {
+	f := newSignedFixture(t)
+	name := "example.com."
+	for size := 13; size < 255; {
+		l := min(63, 255-size-1)
+		name = strings.Repeat("x", l) + "." + name
+		size += 1 + l
+	}
+	if n, err := packLen(name); err != nil || n != 255 {
+		t.Fatalf("%d octets, %v", n, err)
+	}
+	var a zone.Answer
+	f.set.LookupWith(&a, name, dns.TypeA, nil, &zone.LookupOptions{DO: true, Signing: &allow{}})
+	ns := nsecs(a.Ns)
+	if a.Rcode != dns.RcodeSuccess || a.NeedSignature || len(ns) != 1 || ns[0].Hdr.Name != name {
+		t.Fatalf("rcode %s NeedSignature %v NSECs %v", dns.RcodeToString[a.Rcode], a.NeedSignature, ns)
+	}
+	if next := ns[0].NextDomain; !strings.HasPrefix(next, "xx") || strings.HasPrefix(next, `\000`) {
+		t.Errorf("next %s", next)
+	}
+	verifySigned(t, f.key, a.Ns)
+}
