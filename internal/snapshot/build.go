@@ -7,6 +7,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/zone"
@@ -42,6 +43,10 @@ type Options struct {
 	// to the live state of a table built anew. A kept table keeps its
 	// live state, hooks and all.
 	Hooks policy.Hooks
+	// Now is the time signed zones are signed at (zero: the current
+	// time). A zone kept from Previous has the signatures due by then
+	// renewed (zone.Resigned).
+	Now time.Time
 }
 
 // What a degraded zone is served from (ZoneProblem.Serving); a zone read
@@ -97,7 +102,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var errs, warns diag.Problems
 	checks := healthChecks(cfg, &errs)
 	keys := loadTSIG(cfg, &errs, &warns)
-	loadDNSSECKeys(cfg, &errs) // the signing of zones takes its keys from here
+	zoneKeys := loadDNSSECKeys(cfg, &errs) // the keys of the zones signed
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	signWorkers := policy.Workers(opts.Previous != nil)
 	warnSources(cfg, &warns)
 	var geoSet *geo.Set
 	var geoFiles []string
@@ -158,6 +168,18 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
+		var signer *dnssec.Signer
+		if zc.DNSSEC != nil {
+			keys := zoneKeys[origin]
+			if len(keys) == 0 {
+				continue // the keys' problems are among errs
+			}
+			var err error
+			if signer, err = zoneSigner(origin, zc.DNSSEC, keys, opts.Previous); err != nil {
+				errs.Add(cfg.File, zc.DNSSEC.Line, "zones: %s: dnssec: %v", origin, err)
+				continue
+			}
+		}
 		var data []byte
 		var rerr error
 		var keep *zone.Zone // Previous's, kept unread (KeepServed)
@@ -187,15 +209,21 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		serial := opts.Serials[origin]
 		unchanged := func(pz *zone.Zone) bool { return pz != nil && (pz == keep || rerr == nil && pz.Unchanged(file, data)) }
-		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) &&
+		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.Signer() == signer &&
 			(serial == 0 || serial == pz.Serial() || !newer(serial, pz.FileSerial())) {
-			// The same bytes and the same steered names: the zone being
-			// served is kept as it is (marked and precompiled already).
-			zones = append(zones, pz)
-			marks[pz] = recs
+			// The same bytes, the same steered names and the same keys:
+			// the zone being served is kept as it is (marked, signed and
+			// precompiled already), but for signatures due for renewal.
+			kz, err := pz.Resigned(now, signWorkers)
+			if err != nil {
+				warns.Add(cfg.File, zc.Line, "zone %s: renewing signatures: %v (the current ones are kept)", origin, err)
+				kz = pz
+			}
+			zones = append(zones, kz)
+			marks[kz] = recs
 			reused++
 			continue
-		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) {
+		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.Signer() == signer {
 			// Only the serial to export moved (a steered name's
 			// fallback): the served zone with a new apex, not a parse.
 			nz, zerrs := pz.WithSerial(serial)
@@ -241,6 +269,13 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if z != nil {
 			merrs = mark(cfg, z, recs)
 		}
+		if z != nil && len(zerrs) == 0 && len(merrs) == 0 {
+			// Signed before it is precompiled; a zone that cannot be
+			// signed is not served unsigned: it fails, alone.
+			if err := signZone(z, signer, now, signWorkers); err != nil {
+				zerrs.Add(cfg.File, zc.Line, "%v", err)
+			}
+		}
 		if len(zerrs) == 0 && len(merrs) == 0 {
 			zones = append(zones, z)
 			if !zc.Secondary() { // a secondary's copy is kept by its transfers
@@ -254,7 +289,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			errs = append(errs, merrs...)
 			continue
 		}
-		fz, serving, notes := fallback(cfg, origin, recs, opts)
+		fz, serving, notes := fallback(cfg, origin, recs, opts, signer, now)
 		if fz == nil && len(zerrs) == 0 {
 			// The file loads but conflicts with the steered records, and
 			// no last good copy agrees with them: the configuration is at
@@ -425,7 +460,7 @@ func mark(cfg *config.Config, z *zone.Zone, recs []*policy.Record) diag.Problems
 // queries in flight without locks, and MarkSteered and Precompile write
 // to it. Even when the steered names would be the same, a fresh parse is
 // the simple way to be sure nothing published is ever written.
-func fallback(cfg *config.Config, origin string, recs []*policy.Record, opts Options) (*zone.Zone, string, []string) {
+func fallback(cfg *config.Config, origin string, recs []*policy.Record, opts Options, signer *dnssec.Signer, now time.Time) (*zone.Zone, string, []string) {
 	var notes []string
 	try := func(file string, src []byte, what string) *zone.Zone {
 		z, errs, _ := zone.Parse(nil, origin, file, src)
@@ -435,6 +470,10 @@ func fallback(cfg *config.Config, origin string, recs []*policy.Record, opts Opt
 		}
 		if merrs := mark(cfg, z, recs); len(merrs) > 0 {
 			notes = append(notes, fmt.Sprintf("the %s conflicts with the steered records: %s", what, merrs[0].Msg))
+			return nil
+		}
+		if err := signZone(z, signer, now, policy.Workers(true)); err != nil {
+			notes = append(notes, fmt.Sprintf("the %s cannot be signed either: %v", what, err))
 			return nil
 		}
 		return z

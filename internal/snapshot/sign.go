@@ -1,0 +1,67 @@
+package snapshot
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnssec"
+	"github.com/steer-dns/steer/internal/zone"
+)
+
+// This file signs the zones that have a dnssec section: each gets a
+// Signer for its keys (the served zone's own when the keys and options
+// are the same, so that its signatures stay fresh across the reload and
+// its counters go on), and is signed after its steered names are marked
+// and before it is precompiled (zone.Sign). A zone whose signing fails
+// is treated as a zone that failed to load: it is served from a last
+// good copy signed with the keys that copy was signed with, or answered
+// SERVFAIL, never unsigned.
+
+// zoneSigner returns the signer of the zone origin with keys and the
+// options of its dnssec section dc (nil: the zone is not signed): the
+// signer of the zone prev serves for origin when it has the same keys
+// and options, else a new one.
+func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snapshot) (*dnssec.Signer, error) {
+	if dc == nil {
+		return nil, nil
+	}
+	s, err := dnssec.NewSigner(origin, keys, dc.Options())
+	if err != nil {
+		return nil, err
+	}
+	if pz := previousZone(prev, origin); pz != nil && sameSigner(pz.Signer(), s) {
+		return pz.Signer(), nil
+	}
+	return s, nil
+}
+
+// sameSigner reports whether a and b sign alike: the same keys, each
+// with the same DNSKEY, and the same options.
+func sameSigner(a, b *dnssec.Signer) bool {
+	if a == nil || b == nil || a.Zone != b.Zone || a.Options() != b.Options() {
+		return false
+	}
+	ka, kb := a.Keys(), b.Keys()
+	if len(ka) != len(kb) {
+		return false
+	}
+	for i := range ka {
+		if ka[i].Tag != kb[i].Tag || ka[i].File != kb[i].File || !dns.IsDuplicate(ka[i].DNSKEY, kb[i].DNSKEY) {
+			return false
+		}
+	}
+	return true
+}
+
+// signZone signs z (marked, not published) with s at now; nil s leaves
+// it unsigned.
+func signZone(z *zone.Zone, s *dnssec.Signer, now time.Time, workers int) error {
+	if s == nil || z == nil {
+		return nil
+	}
+	if err := z.Sign(s, now, workers); err != nil {
+		return fmt.Errorf("signing zone %s: %v", z.Origin, err)
+	}
+	return nil
+}
