@@ -226,8 +226,9 @@ func (c *Config) KeyBases(i int) []string {
 // entry: a missing or unreadable .key or .private file, a private file
 // that group or others can read, a private key that is not the public
 // one's, an algorithm other than ECDSAP256SHA256, ED25519 or RSASHA256, a
-// key for another zone, a key that is not a zone key, and, for the zone as
-// a whole, no key with the SEP flag (a CSK or KSK). The keys come back
+// key for another zone, a key that is not a zone key, a key listed twice
+// under two paths or sharing another's key tag, and, for the zone as a
+// whole, no key with the SEP flag (a CSK or KSK). The keys come back
 // only when there is no problem.
 func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 	z := &c.Zones[i]
@@ -238,6 +239,11 @@ func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 	origin := dns.CanonicalName(z.Origin)
 	pre := fmt.Sprintf("zones[%d].dnssec", i)
 	keys := make([]*dnssec.Key, 0, len(z.DNSSEC.Keys))
+	type keyAt struct {
+		key  *dnssec.Key
+		line int
+	}
+	seen := map[uint16]keyAt{}
 	sep := false
 	for j, base := range c.KeyBases(i) {
 		ln := c.Line(fmt.Sprintf("%s.keys[%d]", pre, j))
@@ -250,6 +256,18 @@ func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 			probs.Add(c.File, ln, "zones: %s: dnssec key %s is a key for %s, not for %s", z.Origin, z.DNSSEC.Keys[j], k.DNSKEY.Hdr.Name, origin)
 			continue
 		}
+		if prev, dup := seen[k.Tag]; dup {
+			// The same DNSKEY twice would be a duplicate record in the
+			// DNSKEY RRset, which validators reject; two keys of one tag
+			// make every validator try both.
+			what := "has the key tag of"
+			if prev.key.DNSKEY.PublicKey == k.DNSKEY.PublicKey && prev.key.DNSKEY.Algorithm == k.DNSKEY.Algorithm {
+				what = "is the same key as"
+			}
+			probs.Add(c.File, ln, "zones: %s: dnssec key %s %s %s (line %d)", z.Origin, z.DNSSEC.Keys[j], what, prev.key.File, prev.line)
+			continue
+		}
+		seen[k.Tag] = keyAt{k, ln}
 		sep = sep || k.SEP()
 		keys = append(keys, k)
 	}

@@ -202,6 +202,13 @@ func TestZoneKeys(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, mismatched+".private"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The same key under another name.
+	copied := "Kexample.com.+013+00009"
+	for _, ext := range []string{".key", ".private"} {
+		b, err := os.ReadFile(filepath.Join(dir, csk+ext))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dir, copied+ext), b, 0o600))
+	}
 	// An algorithm steer does not sign with (RSASHA1, 5).
 	oldAlg := "Kexample.com.+005+00001"
 	must(t, os.WriteFile(filepath.Join(dir, oldAlg+".key"), []byte("example.com. IN DNSKEY 257 3 5 AwEAAb4N\n"), 0o644))
@@ -252,6 +259,7 @@ func TestZoneKeys(t *testing.T) {
         - ` + groupReadable + `
         - ` + oldAlg + `
         - ` + unknownAlg + `
+        - ` + copied + `
   - origin: example.net
     file: example.net.zone
     dnssec: { keys: [` + zskOnly + `] }
@@ -269,13 +277,14 @@ func TestZoneKeys(t *testing.T) {
 		{12, "is readable by its group (mode 0640)"},
 		{13, "algorithm 5 (RSASHA1) is not supported"},
 		{14, "algorithm 200 (unknown) is not supported"},
+		{15, copied + " is the same key as " + filepath.Join(dir, csk) + " (line 6)"},
 	}
 	checkAt(t, c.File, ps, want)
 	_, ps = c.ZoneKeys(1)
 	checkAt(t, c.File, ps, []struct {
 		line   int
 		phrase string
-	}{{17, "is a key for example.com., not for example.net"}})
+	}{{18, "is a key for example.com., not for example.net"}})
 
 	c = write(`zones:
   - origin: example.com
