@@ -3,6 +3,7 @@ package dnssec
 import (
 	"bytes"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,6 +202,42 @@ func TestECDSADeterministic(t *testing.T) {
 		t.Error("two signatures of the same data differ")
 	}
 	if err := a[0].(*dns.RRSIG).Verify(k.DNSKEY, rrs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSignConcurrent: signers share pooled buffers; signatures made at
+// once on several goroutines each verify over their own RRset.
+func TestSignConcurrent(t *testing.T) {
+	k := algKeys(t)["ed25519"]
+	s, err := NewSigner("example.com.", []*Key{k}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				rrs := []dns.RR{
+					mustRR(t, "www.example.com. 300 IN TXT \""+strings.Repeat("x", g*40+i)+"\""),
+					mustRR(t, "www.example.com. 300 IN TXT \"y\""),
+				}
+				e, err := s.SignEntry(CacheKey{}, rrs, now, ReasonOnline)
+				if err == nil {
+					err = e.Sigs[0].(*dns.RRSIG).Verify(k.DNSKEY, rrs)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		t.Fatal(err)
 	}
 }
