@@ -92,16 +92,22 @@ func DenialKey(owner string, ttl uint32, types []uint16) CacheKey {
 
 // CoveringNSEC returns a minimally covering NSEC for name, a name that
 // does not exist (RFC 4470): owner Predecessor(name), next
-// Successor(name), bitmap {RRSIG, NSEC}. It proves that name does not
-// exist, and only that: the next closer name's proof of a
-// wildcard-expanded answer. ttl is the zone's negative TTL. name must be
-// strictly below its zone's apex.
+// SubtreeSuccessor(name), bitmap {RRSIG, NSEC}. It proves that name and
+// every name below it do not exist, and only that: the next closer name's
+// proof of a wildcard-expanded answer. ttl is the zone's negative TTL.
+// name must be strictly below its zone's apex.
+//
+// The next name is not Successor(name), \000.name: validators take the
+// closest encloser to be the longest name the NSEC's owner or next name
+// shares with the query name (BIND's dns_nsec_noexistnodata, Unbound's
+// nsec_closest_encloser), and for a wildcard's proof it must be the
+// wildcard's parent, not name; delv rejects \000.name ("no valid NSEC").
 func CoveringNSEC(name string, ttl uint32) (*dns.NSEC, error) {
 	p, err := Predecessor(name)
 	if err != nil {
 		return nil, err
 	}
-	s, err := Successor(name)
+	s, err := SubtreeSuccessor(name)
 	if err != nil {
 		return nil, err
 	}
@@ -251,4 +257,40 @@ func Successor(name string) (string, error) {
 		w = w[1+l:]
 	}
 	return "", errors.New("dnssec: no successor below the root")
+}
+
+// SubtreeSuccessor returns the first name after name and every name below
+// it in canonical order: name's first label with a \000 octet appended,
+// or, when that label or the name is as long as can be, with its last
+// octet below \255 increased (skipping upper case) and the octets after it
+// dropped. The name is lower-cased first; it must be strictly below its
+// zone's apex.
+func SubtreeSuccessor(name string) (string, error) {
+	w, err := wireName(name)
+	if err != nil {
+		return "", err
+	}
+	if len(w) == 1 {
+		return "", errors.New("dnssec: the root has no successor below an apex")
+	}
+	l := int(w[0])
+	label, rest := w[1:1+l], w[1+l:]
+	if l < maxLabel && len(w)+1 <= maxName {
+		out := append([]byte{byte(l + 1)}, label...)
+		out = append(out, 0)
+		return presentation(append(out, rest...))
+	}
+	for i := l - 1; i >= 0; i-- {
+		if label[i] == 0xff {
+			continue
+		}
+		c := label[i] + 1
+		if 'A' <= c && c <= 'Z' {
+			c = 'Z' + 1
+		}
+		out := append([]byte{byte(i + 1)}, label[:i]...)
+		out = append(out, c)
+		return presentation(append(out, rest...))
+	}
+	return "", errors.New("dnssec: no name after a label of \\255 octets only")
 }

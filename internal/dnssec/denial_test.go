@@ -213,7 +213,7 @@ func TestCoveringNSECVerifies(t *testing.T) {
 	if err := back.Unpack(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := back.Ns[0].(*dns.NSEC); !strings.EqualFold(got.Hdr.Name, nsec.Hdr.Name) || got.NextDomain != `\000.nope.example.com.` {
+	if got := back.Ns[0].(*dns.NSEC); !strings.EqualFold(got.Hdr.Name, nsec.Hdr.Name) || got.NextDomain != `nope\000.example.com.` {
 		t.Fatalf("round trip: %v", got)
 	}
 }
@@ -234,5 +234,19 @@ func BenchmarkCacheGet(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestSubtreeSuccessor(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"b.example.", "b\\000.example."},
+		{"\\000.example.", "\\000\\000.example."},
+		{"a" + strings.Repeat("b", 62) + ".example.", "a" + strings.Repeat("b", 61) + "c.example."},
+		{"a" + strings.Repeat("@", 62) + ".example.", "a" + strings.Repeat("\\@", 61) + "[.example."}, // upper case skipped
+		{"a" + strings.Repeat("\\255", 62) + ".example.", "b.example."},
+	} {
+		if s, err := SubtreeSuccessor(tc.in); err != nil || s != tc.want {
+			t.Errorf("SubtreeSuccessor(%s) = %s, want %s", tc.in, s, tc.want)
+		}
 	}
 }

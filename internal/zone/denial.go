@@ -200,13 +200,10 @@ func (z *Zone) wildcardProof(a *Answer, ce *node, name string) {
 		types = ce.bitmap(types[:0], 0, false)
 	}
 	z.addNSEC(a, nc, kindCover, types, func() *dns.NSEC {
-		owner, err := dnssec.Predecessor(nc)
-		next := subtreeSuccessor(nc)
-		if err != nil || next == "" {
+		n, err := dnssec.CoveringNSEC(nc, 0) // addNSEC sets the TTL and types
+		if err != nil {
 			return nil
 		}
-		n := &dns.NSEC{NextDomain: next}
-		n.Hdr.Name = owner
 		return n
 	})
 }

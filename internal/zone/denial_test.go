@@ -326,20 +326,6 @@ func TestDenialCacheNoAlloc(t *testing.T) {
 	}
 }
 
-func TestSubtreeSuccessor(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"b.example.", "b\\000.example."},
-		{"\\000.example.", "\\000\\000.example."},
-		{"a" + strings.Repeat("b", 62) + ".example.", "a" + strings.Repeat("b", 61) + "c.example."},
-		{"a" + strings.Repeat("@", 62) + ".example.", "a" + strings.Repeat("\\@", 61) + "[.example."}, // upper case skipped
-		{"a" + strings.Repeat("\\255", 62) + ".example.", "b.example."},
-	} {
-		if s := zone.SubtreeSuccessor(tc.in); s != tc.want {
-			t.Errorf("SubtreeSuccessor(%s) = %s, want %s", tc.in, s, tc.want)
-		}
-	}
-}
-
 // pred is dnssec.Predecessor.
 func pred(t testing.TB, name string) string {
 	p, err := dnssec.Predecessor(name)

@@ -8,6 +8,3 @@ func SetClockForTest(now func() time.Time) (restore func()) {
 	clock = now
 	return func() { clock = old }
 }
-
-// SubtreeSuccessor is subtreeSuccessor.
-var SubtreeSuccessor = subtreeSuccessor
