@@ -165,6 +165,7 @@ func (n *Node) renewLoop() {
 			}
 			timer = time.NewTimer(time.Until(at))
 			wake = timer.C
+			n.log.Debug("DNSSEC renewal timer", "wake", at.UTC().Format(time.RFC3339Nano), "first_due", refresh.UTC().Format(time.RFC3339))
 		}
 		select {
 		case <-n.ctx.Done():
@@ -216,7 +217,7 @@ func (n *Node) alarm(v *sigView, now time.Time, logged map[string]time.Time) {
 // changes.
 func (n *Node) renew(res *Result) {
 	old := n.srv.Handler().Snapshot()
-	before := n.signatures()
+	before := madeBy(n.signatures(), dnssec.ReasonRenew)
 	snap, err := old.Resigned(time.Now())
 	if snap != old {
 		if serr := n.swap(old, snap, false); serr != nil {
@@ -230,6 +231,7 @@ func (n *Node) renew(res *Result) {
 			"problem", strings.Join(res.Problems, "; "))
 	}
 	if snap == old {
+		n.log.Debug("DNSSEC renewal: no signature due")
 		return
 	}
 	after := n.signatures()
@@ -239,17 +241,21 @@ func (n *Node) renew(res *Result) {
 		"next_renewal", refresh.UTC().Format(time.RFC3339), "earliest_expiry", expire.UTC().Format(time.RFC3339))
 }
 
-// renewed says, per zone whose signatures a renewal changed, how many it
-// made.
-func renewed(before, after *sigView) []string {
-	was := map[string]uint64{}
-	for _, zs := range before.zones {
-		was[zs.z.Origin] = zs.z.Signer().Made(dnssec.ReasonRenew)
+// madeBy returns how many signatures of reason each zone of v has made.
+func madeBy(v *sigView, r dnssec.Reason) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, zs := range v.zones {
+		out[zs.z.Origin] = zs.z.Signer().Made(r)
 	}
+	return out
+}
+
+// renewed says, per zone whose signatures a renewal changed, how many it
+// made (was: the counts before it).
+func renewed(was map[string]uint64, after *sigView) []string {
 	var out []string
 	for _, zs := range after.zones {
-		made := zs.z.Signer().Made(dnssec.ReasonRenew)
-		if d := made - was[zs.z.Origin]; d > 0 {
+		if d := zs.z.Signer().Made(dnssec.ReasonRenew) - was[zs.z.Origin]; d > 0 {
 			out = append(out, fmt.Sprintf("zone %s: %d signatures renewed, next due %s", zs.z.Origin, d, zs.refresh.UTC().Format(time.RFC3339)))
 		}
 	}
