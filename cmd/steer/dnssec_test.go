@@ -76,7 +76,7 @@ signing: { budget_per_core: 1000 }
 	})
 	noErr(t, os.Chmod(filepath.Join(keys, "Kexample.com.+200+00003.private"), 0o600))
 	code, out, errOut := runSteer("check", "--config", filepath.Join(dir, "good.yaml"))
-	if code != 0 || !strings.Contains(out, "ok") {
+	if code != 0 || !strings.Contains(out, ": ok (2 zones (2 signed), ") {
 		t.Fatalf("check good: exit %d\n%s%s", code, out, errOut)
 	}
 

@@ -136,11 +136,17 @@ func healthChecks(cfg *config.Config, errs *diag.Problems) map[string]health.Che
 
 // Summary describes the snapshot in one line for logs.
 func (s *Snapshot) Summary() string {
-	records := 0
+	records, signed := 0, 0
 	for _, z := range s.Zones.Zones() {
 		records += z.Records
+		if z.Signer() != nil {
+			signed++
+		}
 	}
 	out := fmt.Sprintf("%d zones, %d records", len(s.Zones.Zones()), records)
+	if signed > 0 {
+		out = fmt.Sprintf("%d zones (%d signed), %d records", len(s.Zones.Zones()), signed, records)
+	}
 	if len(s.Degraded) > 0 {
 		out += fmt.Sprintf(" (%d zones degraded)", len(s.Degraded))
 	}
