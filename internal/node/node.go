@@ -1,10 +1,11 @@
 // Package node owns a running steer node: it loads the configuration and
 // every file it names, opens the DNS listeners, and runs what feeds the
 // answers beside them (health checks, the latency map, the health feed,
-// geo database watchers, the query log, the admin API, metrics and the
-// anycast speaker). Every change of configuration reaches the served
-// snapshot through one serialised reload path (see reload.go) and one
-// swap (plan.go). cmd/steer only parses flags, turns signals into calls of
+// geo database watchers, the query log, the admin API, metrics, the
+// anycast speaker and the renewal of DNSSEC signatures). Every change of
+// configuration reaches the served snapshot through one serialised reload
+// path (see reload.go) and one swap (plan.go); so does a renewal of
+// signatures (signing.go), which reads no file. cmd/steer only parses flags, turns signals into calls of
 // this package and prints. In a fleet, the membership (the pushed bundle,
 // status, shared health, overrides) is an internal/fleetnode.Member the
 // node wires in.
