@@ -29,7 +29,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-1}
 PARTS=${PARTS:-"load flood start"}
-SERVERS=${SERVERS:-"steer steer-signed gdnsd knot-online"}
+SERVERS=${SERVERS:-"steer steer-signed gdnsd knot-online knot-signed"}
 QUERIES=${QUERIES:-200000}
 SAMPLE=${SAMPLE:-200}
 BIND=${BIND:-127.0.0.1}
@@ -37,6 +37,7 @@ STEER_PORT=${STEER_PORT:-5341}
 STEER_SIGNED_PORT=${STEER_SIGNED_PORT:-5342}
 GDNSD_PORT=${GDNSD_PORT:-5343}
 KNOT_PORT=${KNOT_PORT:-5344}
+KNOT_SIGNED_PORT=${KNOT_SIGNED_PORT:-5348}
 UNBOUND_PORT=${UNBOUND_PORT:-5345}
 STEER_API_PORT=${STEER_API_PORT:-5346}
 START_PORT=${START_PORT:-5347}
@@ -89,7 +90,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 for s in $SERVERS; do
-	case "$s" in steer | steer-signed | gdnsd | knot-online) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
+	case "$s" in steer | steer-signed | gdnsd | knot-online | knot-signed) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
 done
 for p in $PARTS; do
 	case "$p" in load | flood | start) ;; *) echo "unknown part $p" >&2; exit 2 ;; esac
@@ -100,7 +101,7 @@ die() { log "error: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages, binds $FLOOD_SRC and starts servers)"
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)} # REPO=...: run a copy of this script
 WORK=$(mktemp -d /tmp/steer-dnssec.XXXXXX)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 RESULTS=$REPO/bench/results/dnssec-$STAMP${LABEL:+-$LABEL}
@@ -128,11 +129,11 @@ trap 'exit 130' INT TERM
 port_of() {
 	case "$1" in
 	steer) echo "$STEER_PORT" ;; steer-signed) echo "$STEER_SIGNED_PORT" ;;
-	gdnsd) echo "$GDNSD_PORT" ;; knot-online) echo "$KNOT_PORT" ;;
+	gdnsd) echo "$GDNSD_PORT" ;; knot-online) echo "$KNOT_PORT" ;; knot-signed) echo "$KNOT_SIGNED_PORT" ;;
 	unbound) echo "$UNBOUND_PORT" ;; start-*) echo "$START_PORT" ;;
 	esac
 }
-signed() { [ "$1" = steer-signed ] || [ "$1" = knot-online ]; }
+signed() { [ "$1" = steer-signed ] || [ "$1" = knot-online ] || [ "$1" = knot-signed ]; }
 
 listening_on() {
 	ss -Hlnup "sport = :$1" 2>/dev/null
@@ -350,6 +351,17 @@ zone:
     file: example.com.zone
     module: [ mod-geoip/larkbook, mod-onlinesign/p256 ]
 EOF
+
+	# Knot with the zone signed when loaded (automatic signing, the same
+	# KASP policy) and mod-geoip, which then signs each of its answers once
+	# when it loads: the design closest to steer's pre-signing.
+	mkdir -p "$d"/knot-signed/storage "$d"/knot-signed/run
+	cp "$d/knot/example.com.zone" "$d/knot/geo.conf" "$d/knot-signed/"
+	sed -e "s|$d/knot/|$d/knot-signed/|g" -e "s|storage: $d/knot\$|storage: $d/knot-signed|" -e "s|@$KNOT_PORT|@$KNOT_SIGNED_PORT|" \
+		-e '/^mod-onlinesign:/,/^    policy: p256/d' \
+		-e 's|module: \[ mod-geoip/larkbook, mod-onlinesign/p256 \]|module: mod-geoip/larkbook\n    dnssec-signing: on\n    dnssec-policy: p256|' \
+		"$d/knot/knot.conf" >"$d/knot-signed/knot.conf"
+	KNOT_SIGNED_PRESTART=1
 }
 
 # ---- processes -----------------------------------------------------------------
@@ -390,6 +402,7 @@ start_server() { # NAME
 	steer | steer-signed) GOMAXPROCS=1 "${pin[@]}" "$BIN/steer" serve --config "$d/$s/steer.yaml" >"$logf" 2>&1 & ;;
 	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >"$logf" 2>&1 & ;;
 	knot-online) "${pin[@]}" knotd -c "$d/knot/knot.conf" >"$logf" 2>&1 & ;;
+	knot-signed) "${pin[@]}" knotd -c "$d/knot-signed/knot.conf" >"$logf" 2>&1 & ;;
 	esac
 	PID[$s]=$!
 	local i
@@ -401,11 +414,21 @@ start_server() { # NAME
 		fi
 		if "$BIN/check" -server "$BIND:$port" -static-only -timeout 200ms >/dev/null 2>&1; then
 			log "$s up on $BIND:$port (pid ${PID[$s]})"
-			return
+			break
 		fi
 		sleep 0.2
 	done
-	die "$s did not answer on $BIND:$port within 60s (log: $logf)"
+	[ "$i" = 300 ] && die "$s did not answer on $BIND:$port within 60s (log: $logf)"
+	# mod-geoip signs its answers when it loads, with the zone's key; at
+	# Knot's very first start the key is made after the module loaded, and
+	# the module then answers nothing (every client gets the zone's
+	# default). Once the KASP database has the key, a restart loads it.
+	if [ "$s" = knot-signed ] && [ "$KNOT_SIGNED_PRESTART" = 1 ]; then
+		KNOT_SIGNED_PRESTART=0
+		log "knot-signed: restarting once, now that its KASP database holds the key"
+		stop_server "$s"
+		start_server "$s"
+	fi
 }
 
 stop_server() {
@@ -486,6 +509,7 @@ part_load() {
 		steer-signed) note="GOMAXPROCS=1, CSK ECDSA P-256 ($KEYGEN), queries with DO${note:+; $note}" ;;
 		gdnsd) note="udp_threads=1, no DNSSEC, queries without DO" ;;
 		knot-online) note="udp-workers=1, mod-geoip + mod-onlinesign (KASP: ECDSA P-256 CSK, automatic keys), queries with DO" ;;
+		knot-signed) note="udp-workers=1, automatic signing (dnssec-signing: on, the same KASP) + mod-geoip, which signs its answers when it loads; queries with DO" ;;
 		esac
 		printf '%s\t%s\t%s\t%s\n' "$s" "${CHECK[$s]}" "$(peak_rss_kb "${PID[$s]}")" "$note" >>"$RESULTS/servers.tsv"
 		stop_server "$s"
@@ -578,7 +602,7 @@ part_flood() {
 		printf '{"class":"server","label":"%s","cpu_s":%s,"wall_s":%s,"budget_per_s":%s,"signatures":%s,"note":"%s"}\n' \
 			"$s" "$(awk -v t=$((t1 - t0)) -v hz="$HZ" 'BEGIN{printf "%.2f", t/hz}')" \
 			"$(awk -v a="$w1" -v b="$w0" 'BEGIN{printf "%.2f", a-b}')" "$budget" "$sigs" \
-			"$( [ "$s" = knot-online ] && echo "Knot has no signing budget and reports no signature count" || echo "GOMAXPROCS=1: budget $BUDGET signatures/s")" >>"$out"
+			"$(case $s in knot-*) echo "Knot has no signing budget and reports no signature count" ;; *) echo "GOMAXPROCS=1: budget $BUDGET signatures/s" ;; esac)" >>"$out"
 		log "$s: $(grep '"class":"flood"' "$out" | tail -1 | head -c 250)"
 		log "$s: $(tail -2 "$out" | head -1 | head -c 250)"
 		stop_server unbound
@@ -641,7 +665,7 @@ done
 [ "$NCPU" -lt 2 ] && { log "warning: 1 CPU: server and clients share it"; SERVER_CPU=0 CLIENT_CPU=0; }
 build
 make_data
-KEYGEN="" KEYBASE=""
+KEYGEN="" KEYBASE="" KNOT_SIGNED_PRESTART=0
 write_configs
 cp -r "$WORK/conf" "$RESULTS/configs/"
 rm -f "$RESULTS"/configs/conf/*/*.private

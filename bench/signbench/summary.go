@@ -313,8 +313,8 @@ func floodTable(dir string, w io.Writer) error {
 	}
 	fmt.Fprintln(w, "#### Random-subdomain flood with DO from one spoofed source, and a validating resolver over TCP")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| server | flood sent q/s | answered % | TC % | signed answers/s | server CPU % | signatures/s (budget) | resolver queries | validated % | resolver p50 / p99 ms | first problem |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| server | flood sent q/s | answered % | TC % | signed answers/s | server CPU % | CPU µs per answer | signatures/s (budget) | resolver queries | validated % | resolver p50 / p99 ms | first problem |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	pct := func(a, b int64) string {
 		if b == 0 {
 			return "–"
@@ -323,7 +323,7 @@ func floodTable(dir string, w io.Writer) error {
 	}
 	for _, label := range order {
 		r := rows[label]
-		cells := []string{label, "–", "–", "–", "–", "–", "–", "–", "–", "–", ""}
+		cells := []string{label, "–", "–", "–", "–", "–", "–", "–", "–", "–", "–", ""}
 		if fl := r.fl; fl != nil {
 			cells[1] = fmt.Sprintf("%.0f", fl.SendQPS)
 			cells[2] = pct(fl.Answered, fl.Sent)
@@ -334,20 +334,23 @@ func floodTable(dir string, w io.Writer) error {
 		}
 		if sv := r.sv; sv != nil && sv.WallS > 0 {
 			cells[5] = fmt.Sprintf("%.0f", 100*sv.CPUs/sv.WallS)
+			if r.fl != nil && r.fl.Answered > 0 {
+				cells[6] = fmt.Sprintf("%.1f", sv.CPUs*1e6/float64(r.fl.Answered))
+			}
 			if sv.Signatures >= 0 {
-				cells[6] = fmt.Sprintf("%.0f", sv.Signatures/sv.WallS)
+				cells[7] = fmt.Sprintf("%.0f", sv.Signatures/sv.WallS)
 			} else {
-				cells[6] = "not reported"
+				cells[7] = "not reported"
 			}
 			if sv.Budget > 0 {
-				cells[6] += fmt.Sprintf(" (%.0f)", sv.Budget)
+				cells[7] += fmt.Sprintf(" (%.0f)", sv.Budget)
 			}
 		}
 		if rs := r.rs; rs != nil {
-			cells[7] = strconv.FormatInt(rs.Asked, 10)
-			cells[8] = pct(rs.Validated, rs.Asked)
-			cells[9] = fmt.Sprintf("%.1f / %.1f", rs.P50ms, rs.P99ms)
-			cells[10] = rs.FirstProblem
+			cells[8] = strconv.FormatInt(rs.Asked, 10)
+			cells[9] = pct(rs.Validated, rs.Asked)
+			cells[10] = fmt.Sprintf("%.1f / %.1f", rs.P50ms, rs.P99ms)
+			cells[11] = rs.FirstProblem
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
