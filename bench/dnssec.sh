@@ -52,6 +52,7 @@ BUDGET=${BUDGET:-20000}          # steer's signing budget per core (the default)
 START_NAMES=${START_NAMES:-10000}
 START_POLICIES=${START_POLICIES:-5}
 START_ROUNDS=${START_ROUNDS:-3}
+START_LIMIT=${START_LIMIT:-120}  # seconds to wait for the last name's right answer
 INSTALL=${INSTALL:-1}
 KEEP=${KEEP:-0}
 LABEL=${LABEL:-}
@@ -65,14 +66,14 @@ usage: bench/dnssec.sh [--quick] [--rounds N] [--duration S] [--parts "load floo
 Environment: the upper-case forms of the flags, and STEER_PORT
 STEER_SIGNED_PORT GDNSD_PORT KNOT_PORT UNBOUND_PORT STEER_API_PORT START_PORT
 BIND SERVER_CPU CLIENT_CPU DNSPERF_ARGS WARMUP SAMPLE QUERIES FLOOD_SRC
-RESOLVER_QPS BUDGET START_POLICIES.
+RESOLVER_QPS BUDGET START_POLICIES START_LIMIT.
 EOF
 }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) ROUNDS=1 DURATION=3 FLOOD_SECONDS=8 START_ROUNDS=1 QUERIES=50000 LABEL=${LABEL:-quick} ;;
-	--tiny) ROUNDS=1 DURATION=1 WARMUP=0 FLOOD_SECONDS=2 FLOOD_QPS=2000 RESOLVER_QPS=20 START_ROUNDS=1 START_NAMES=50 QUERIES=2000 SAMPLE=20 LABEL=${LABEL:-tiny} ;;
+	--tiny) ROUNDS=1 DURATION=1 WARMUP=0 FLOOD_SECONDS=2 FLOOD_QPS=2000 RESOLVER_QPS=20 START_ROUNDS=1 START_NAMES=50 START_LIMIT=20 QUERIES=2000 SAMPLE=20 LABEL=${LABEL:-tiny} ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--duration) DURATION=$2; shift ;;
 	--parts) PARTS=$2; shift ;;
@@ -576,6 +577,13 @@ part_flood() {
 		signed "$s" || continue
 		[ "$s" = steer-signed ] && [ "$STEER_SIGNS" = 0 ] && continue
 		start_server "$s"
+		[ -n "${CHECK[$s]:-}" ] || check_server "$s"
+		if [[ ${CHECK[$s]} != ok* ]]; then
+			log "flood: $s left out: its answers did not validate (${CHECK[$s]})"
+			printf '{"class":"server","label":"%s","cpu_s":0,"wall_s":0,"budget_per_s":0,"signatures":-1,"note":"not flooded: its answers did not validate before load (%s)"}\n' "$s" "${CHECK[$s]//\"/}" >>"$out"
+			stop_server "$s"
+			continue
+		fi
 		start_unbound "$s"
 		log "$s: flood $FLOOD_QPS q/s from $FLOOD_SRC for ${FLOOD_SECONDS}s, resolver $RESOLVER_QPS q/s through Unbound over TCP"
 		local t0 t1 g0 g1 w0 w1 budget=0
@@ -645,11 +653,18 @@ part_start() {
 			"$BIN/steer" serve --config "$d/$v/steer.yaml" >"$RESULTS/logs/start-$v-r$r.log" 2>&1 &
 			PID[start-$v]=$!
 			if t=$("$BIN/signbench" wait -server "$BIND:$START_PORT" -name "$last" -want "$want" "${args[@]}" \
-				-since "$t0" -pid "${PID[start-$v]}" -limit 600s); then
+				-since "$t0" -pid "${PID[start-$v]}" -limit "${START_LIMIT}s"); then
 				printf '%s\t%s\t%s\t%s\n' "$r" "$v" "$t" "$START_NAMES" >>"$RESULTS/start.tsv"
 				log "start r$r $v: ${t}s"
 			else
-				log "WARNING: start r$r $v: no right answer (log: $RESULTS/logs/start-$v-r$r.log)"
+				log "WARNING: start r$r $v: no right answer within ${START_LIMIT}s (log: $RESULTS/logs/start-$v-r$r.log)"
+				printf '%s\t%s\tnone within %ss\t%s\n' "$r" "$v" "$START_LIMIT" "$START_NAMES" >>"$RESULTS/start.tsv"
+				stop_server "start-$v"
+				if [ "$v" = signed ]; then
+					log "start: the signed variant is left out from now on"
+					variants=(unsigned)
+				fi
+				continue
 			fi
 			stop_server "start-$v"
 		done
