@@ -192,6 +192,7 @@ forward-zones=%s=%s
 dnssec=validate
 dnssec-log-bogus=yes
 packetcache-servfail-ttl=0
+security-poll-suffix=
 lua-config-file=%s
 edns-subnet-allow-list=%s
 use-incoming-edns-subnet=yes
