@@ -50,11 +50,23 @@ func (z *Zone) deny(a *Answer, name string, n *node, qtype uint16, synthesized b
 		}
 		return
 	}
+	var buf [24]uint16
+	if qtype == dns.TypeNSEC {
+		// The NSEC a denial would carry lists NSEC: it is the answer
+		// (as ldns-walk and other zone walkers ask), not a NODATA the
+		// NSEC itself contradicts.
+		a.Rcode = dns.RcodeSuccess
+		types := append(buf[:0], dns.TypeRRSIG, dns.TypeNSEC, dnssec.TypeNXNAME)
+		if n != nil {
+			types = n.bitmap(buf[:0], qtype, synthesized)
+		}
+		z.addNSEC(a, &a.Answer, name, kindAt, types, nil)
+		return
+	}
 	// Keep what earlier steps of a chain put in the authority section
 	// (a wildcard's proof): the validator needs it too.
 	a.Ns = append(a.Ns, z.NegSOA)
 	a.Ns = append(a.Ns, z.negSigs...)
-	var buf [24]uint16
 	types := buf[:0]
 	if n == nil {
 		a.Rcode = dns.RcodeSuccess
@@ -66,7 +78,7 @@ func (z *Zone) deny(a *Answer, name string, n *node, qtype uint16, synthesized b
 		a.Rcode = dns.RcodeSuccess
 		types = n.bitmap(types, qtype, synthesized)
 	}
-	z.addNSEC(a, name, kindAt, types, nil)
+	z.addNSEC(a, &a.Ns, name, kindAt, types, nil)
 }
 
 // bitmap appends to types the types of n's NSEC, sorted: the RRsets n has
@@ -120,10 +132,11 @@ const (
 )
 
 // addNSEC adds the NSEC of the given kind for name with types, and its
-// RRSIGs, to a's authority section: from the cache, or signed now when
+// RRSIGs, to dst (a's authority section, or its answer for a query of
+// type NSEC): from the cache, or signed now when
 // the query may have a signature made (else NeedSignature is set). build
 // makes the NSEC on a miss (nil: at name, next \000.name).
-func (z *Zone) addNSEC(a *Answer, name string, kind byte, types []uint16, build func() *dns.NSEC) {
+func (z *Zone) addNSEC(a *Answer, dst *[]dns.RR, name string, kind byte, types []uint16, build func() *dns.NSEC) {
 	s := z.signer
 	now := clock()
 	ttl := z.NegSOA.Hdr.Ttl
@@ -132,8 +145,8 @@ func (z *Zone) addNSEC(a *Answer, name string, kind byte, types []uint16, build 
 	if s.Cache != nil {
 		if e := s.Cache.Get(key, uint32(now.Unix())); e != nil && len(e.RRs) == 1 {
 			if nsec, ok := e.RRs[0].(*dns.NSEC); ok && slices.Equal(nsec.TypeBitMap, types) {
-				a.Ns = append(a.Ns, nsec)
-				a.Ns = append(a.Ns, e.Sigs...)
+				*dst = append(*dst, nsec)
+				*dst = append(*dst, e.Sigs...)
 				return
 			}
 		}
@@ -166,8 +179,8 @@ func (z *Zone) addNSEC(a *Answer, name string, kind byte, types []uint16, build 
 	if s.Cache != nil {
 		s.Cache.Put(dnssec.NewEntry(key, []dns.RR{nsec}, sigs, s.RefreshOf(sigs)))
 	}
-	a.Ns = append(a.Ns, nsec)
-	a.Ns = append(a.Ns, sigs...)
+	*dst = append(*dst, nsec)
+	*dst = append(*dst, sigs...)
 }
 
 // delegation adds to a referral to cut of an unsigned child, with DO in a
@@ -181,7 +194,7 @@ func (z *Zone) delegation(a *Answer, cut *node) {
 		return // referral put the DS and its RRSIGs in
 	}
 	var buf [8]uint16
-	z.addNSEC(a, cut.name, kindCut, cut.bitmap(buf[:0], dns.TypeDS, false), nil)
+	z.addNSEC(a, &a.Ns, cut.name, kindCut, cut.bitmap(buf[:0], dns.TypeDS, false), nil)
 }
 
 // wildcardProof adds to an answer synthesised for name from the wildcard
@@ -199,7 +212,7 @@ func (z *Zone) wildcardProof(a *Answer, ce *node, name string) {
 		// ce's own types.
 		types = ce.bitmap(types[:0], 0, false)
 	}
-	z.addNSEC(a, nc, kindCover, types, func() *dns.NSEC {
+	z.addNSEC(a, &a.Ns, nc, kindCover, types, func() *dns.NSEC {
 		n, err := dnssec.CoveringNSEC(nc, 0) // addNSEC sets the TTL and types
 		if err != nil {
 			return nil

@@ -171,6 +171,7 @@ func TestDenialDelv(t *testing.T) {
 				{"steer.example.com.", "AAAA", true},
 				{"alias.example.com.", "A", false}, // the CNAME validated, then the target's denial:
 				{"walias.example.com.", "TXT", false},
+				{"www.example.com.", "NSEC", false},
 			} {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				out, err := exec.CommandContext(ctx, "delv", "@"+host, "-p", port, "-a", anchor, "+root=example.com",

@@ -388,3 +388,21 @@ func TestDenialLongName(t *testing.T) {
 	}
 	verifySigned(t, f.key, a.Ns)
 }
+
+// TestDenialNSECQuery: a query of type NSEC gets the NSEC as its answer,
+// not a NODATA that the NSEC's own bitmap (which lists NSEC) contradicts.
+func TestDenialNSECQuery(t *testing.T) {
+	f := newSignedFixture(t)
+	for _, q := range []struct{ name, types string }{
+		{"www.example.com.", "A RRSIG NSEC"},
+		{"nope.example.com.", "RRSIG NSEC NXNAME"},
+	} {
+		var a zone.Answer
+		f.set.LookupWith(&a, q.name, dns.TypeNSEC, nil, &zone.LookupOptions{DO: true, Signing: &allow{}})
+		ns := nsecs(a.Answer)
+		if a.Rcode != dns.RcodeSuccess || len(a.Ns) != 0 || len(ns) != 1 || typeList(ns[0].TypeBitMap...) != q.types {
+			t.Fatalf("%s NSEC: rcode %s answer %v authority %v", q.name, dns.RcodeToString[a.Rcode], a.Answer, a.Ns)
+		}
+		verifySigned(t, f.key, a.Answer)
+	}
+}
