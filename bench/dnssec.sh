@@ -518,12 +518,14 @@ part_load() {
 }
 
 # ---- flood -----------------------------------------------------------------------
-# the signatures steer reports having made (its metrics), or -1
-steer_signatures() {
-	local v
-	v=$(curl -s --max-time 2 "http://127.0.0.1:$STEER_API_PORT/metrics" 2>/dev/null |
-		awk '/^steer_dnssec_signatures[a-z_]*(\{|[ ])/ { n += $NF; found = 1 } END { if (found) printf "%.0f", n; else print -1 }')
-	echo "${v:--1}"
+# steer's signing metrics: "SIGNATURES REFUSED", the RRSIGs made on
+# queries' behalf (reasons online and denial, what the budget caps) and
+# the signatures the budget refused; -1 for what it does not report
+steer_signing() {
+	curl -s --max-time 2 "http://127.0.0.1:$STEER_API_PORT/metrics" 2>/dev/null | awk '
+		/^steer_dnssec_signatures_total\{/ && /reason="(online|denial)"/ { n += $NF; fs = 1 }
+		/^steer_dnssec_budget_refused_total / { r += $NF; fr = 1 }
+		END { printf "%.0f %.0f\n", fs ? n : -1, fr ? r : -1 }'
 }
 
 start_unbound() { # SERVER: a validating Unbound in front of it, TCP upstream only
@@ -586,10 +588,10 @@ part_flood() {
 		fi
 		start_unbound "$s"
 		log "$s: flood $FLOOD_QPS q/s from $FLOOD_SRC for ${FLOOD_SECONDS}s, resolver $RESOLVER_QPS q/s through Unbound over TCP"
-		local t0 t1 g0 g1 w0 w1 budget=0
+		local t0 t1 w0 w1 budget=0
 		[ "$s" = steer-signed ] && budget=$BUDGET
-		g0=-1
-		[ "$s" = steer-signed ] && g0=$(steer_signatures)
+		local g0=-1 r0=-1 g1=-1 r1=-1
+		[ "$s" = steer-signed ] && read -r g0 r0 < <(steer_signing)
 		t0=$(cpu_ticks "${PID[$s]}")
 		w0=$(date +%s.%N)
 		taskset -c "$CLIENT_CPU" "$BIN/signbench" resolve -server "127.0.0.1:$UNBOUND_PORT" -qps "$RESOLVER_QPS" \
@@ -601,15 +603,15 @@ part_flood() {
 		wait "$rp" || { cat "$RESULTS/logs/resolve-$s.err" >&2; die "resolver client failed against $s"; }
 		t1=$(cpu_ticks "${PID[$s]}")
 		w1=$(date +%s.%N)
-		g1=-1
-		[ "$s" = steer-signed ] && g1=$(steer_signatures)
+		[ "$s" = steer-signed ] && read -r g1 r1 < <(steer_signing)
 		cat "$WORK/resolve.json" >>"$out"
 		kill -0 "${PID[$s]}" 2>/dev/null || die "$s died under the flood"
-		local sigs=-1
+		local sigs=-1 refused=-1
 		[ "$g0" -ge 0 ] && [ "$g1" -ge 0 ] && sigs=$((g1 - g0))
-		printf '{"class":"server","label":"%s","cpu_s":%s,"wall_s":%s,"budget_per_s":%s,"signatures":%s,"note":"%s"}\n' \
+		[ "$r0" -ge 0 ] && [ "$r1" -ge 0 ] && refused=$((r1 - r0))
+		printf '{"class":"server","label":"%s","cpu_s":%s,"wall_s":%s,"budget_per_s":%s,"signatures":%s,"refused":%s,"note":"%s"}\n' \
 			"$s" "$(awk -v t=$((t1 - t0)) -v hz="$HZ" 'BEGIN{printf "%.2f", t/hz}')" \
-			"$(awk -v a="$w1" -v b="$w0" 'BEGIN{printf "%.2f", a-b}')" "$budget" "$sigs" \
+			"$(awk -v a="$w1" -v b="$w0" 'BEGIN{printf "%.2f", a-b}')" "$budget" "$sigs" "$refused" \
 			"$(case $s in knot-*) echo "Knot has no signing budget and reports no signature count" ;; *) echo "GOMAXPROCS=1: budget $BUDGET signatures/s" ;; esac)" >>"$out"
 		log "$s: $(grep '"class":"flood"' "$out" | tail -1 | head -c 250)"
 		log "$s: $(tail -2 "$out" | head -1 | head -c 250)"

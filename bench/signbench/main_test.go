@@ -64,7 +64,7 @@ func TestSummary(t *testing.T) {
 	write(t, filepath.Join(dir, "flood.jsonl"),
 		`{"class":"flood","label":"steer-signed","seconds":10,"sent":400000,"send_qps":40000,"answered":400000,"tc":380000,"nxdomain":0,"noerror":20000,"signed":20000}
 {"class":"resolver","label":"steer-signed","seconds":10,"asked":500,"validated":500,"p50_ms":1.5,"p99_ms":9}
-{"class":"server","label":"steer-signed","cpu_s":6,"wall_s":10,"budget_per_s":20000,"signatures":200000,"note":"n"}
+{"class":"server","label":"steer-signed","cpu_s":6,"wall_s":10,"budget_per_s":20000,"signatures":200000,"refused":3800000,"note":"n"}
 `)
 	write(t, filepath.Join(dir, "start.tsv"), "1\tunsigned\t2.0\t10000\n1\tsigned\t3.0\t10000\n2\tunsigned\t4.0\t10000\n2\tsigned\t4.0\t10000\n")
 	var out bytes.Buffer
@@ -77,7 +77,7 @@ func TestSummary(t *testing.T) {
 		"| steered | steer-signed | ok 202/202 validated | 70000 (50000–90000) | 8.28 (5.56–11.00) | 0.95 (0.90–1.00) | 1.11 (1.10–1.11) |",
 		"| steered | steer | ok 201/201 | 75000 (50000–100000) | 7.50 (5.00–10.00) | 1.00 | 1.00 | 1.12 (1.00–1.25) | 0.90 (0.80–1.00) | 33.0 |",
 		"| steered | gdnsd | ✗ WRONG 3/201 |",
-		"| steer-signed | 40000 | 100.0 | 95.0 | 2000 | 60 | 15.0 | 20000 (20000) | 500 | 100.0 | 1.5 / 9.0 |  |",
+		"| steer-signed | 40000 | 100.0 | 95.0 | 2000 | 60 | 15.0 | 20000 (20000); refused 380000/s | 500 | 100.0 | 1.5 / 9.0 |  |",
 		"#### Start: 10000 steered names",
 		"| signed | 3.50 (3.00–4.00) | 1.25 (1.00–1.50) |",
 	} {

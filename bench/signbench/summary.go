@@ -252,12 +252,14 @@ func loadTable(dir string, w io.Writer) error {
 }
 
 // serverLine is the script's line in flood.jsonl: the server's CPU time
-// over the flood, the signatures it made (-1: not reported) and its budget.
+// over the flood, the signatures it made on queries' behalf and those its
+// budget refused (-1: not reported), and its budget.
 type serverLine struct {
 	CPUs       float64 `json:"cpu_s"`
 	WallS      float64 `json:"wall_s"`
 	Budget     float64 `json:"budget_per_s"`
 	Signatures float64 `json:"signatures"`
+	Refused    float64 `json:"refused"`
 	Note       string  `json:"note"`
 }
 
@@ -313,7 +315,7 @@ func floodTable(dir string, w io.Writer) error {
 	}
 	fmt.Fprintln(w, "#### Random-subdomain flood with DO from one spoofed source, and a validating resolver over TCP")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| server | flood sent q/s | answered % | TC % | signed answers/s | server CPU % | CPU µs per answer | signatures/s (budget) | resolver queries | validated % | resolver p50 / p99 ms | first problem |")
+	fmt.Fprintln(w, "| server | flood sent q/s | answered % | TC % | signed answers/s | server CPU % | CPU µs per answer | online signatures/s (budget) | resolver queries | validated % | resolver p50 / p99 ms | first problem |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	pct := func(a, b int64) string {
 		if b == 0 {
@@ -344,6 +346,9 @@ func floodTable(dir string, w io.Writer) error {
 			}
 			if sv.Budget > 0 {
 				cells[7] += fmt.Sprintf(" (%.0f)", sv.Budget)
+			}
+			if sv.Refused > 0 {
+				cells[7] += fmt.Sprintf("; refused %.0f/s", sv.Refused/sv.WallS)
 			}
 		}
 		if rs := r.rs; rs != nil {
