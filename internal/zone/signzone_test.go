@@ -3,7 +3,9 @@ package zone_test
 import (
 	"bytes"
 	"crypto"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -521,5 +523,30 @@ func BenchmarkSignZone(b *testing.B) {
 			b.Fatal(err)
 		}
 		zone.NewSet([]*zone.Zone{z}).Precompile()
+	}
+}
+
+// failingKey is a private key whose every signature fails, as a key on
+// a token that went away would.
+type failingKey struct{ crypto.Signer }
+
+func (failingKey) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
+	return nil, errors.New("token removed")
+}
+
+// TestSignFails checks that a zone whose signing fails says so (the
+// snapshot then serves it as a zone that failed to load).
+func TestSignFails(t *testing.T) {
+	k := memKey(t, "sign.test.", dns.ECDSAP256SHA256, 256, true)
+	k.Signer = failingKey{k.Signer}
+	s := newSigner(t, "sign.test.", dnssec.Options{}, k)
+	z, _ := mustParse(t, "sign.test.", signText)
+	if err := z.Sign(s, time.Now(), 2); err == nil || !strings.Contains(err.Error(), "token removed") {
+		t.Fatalf("Sign = %v, want the key's error", err)
+	}
+	other := newSigner(t, "other.test.", dnssec.Options{})
+	z, _ = mustParse(t, "sign.test.", signText)
+	if err := z.Sign(other, time.Now(), 1); err == nil {
+		t.Fatal("signed with another zone's signer")
 	}
 }
