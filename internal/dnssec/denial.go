@@ -127,7 +127,7 @@ const (
 
 var errName = errors.New("dnssec: not a domain name")
 
-// labels returns the wire form of name, lower-cased (length octets are
+// wireName returns the wire form of name, lower-cased (length octets are
 // at most 63, below 'A', so the whole form lower-cases bytewise).
 func wireName(name string) ([]byte, error) {
 	buf := make([]byte, maxName+1)

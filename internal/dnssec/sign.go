@@ -21,9 +21,10 @@ import (
 // sort and decodes ECDSA signatures through big.Int. Here the signed data
 // of RFC 4034 §3.1.8.1 (the RRSIG RDATA less the signature, then each
 // record in canonical form and order, §6) is written straight into a
-// pooled buffer: the records are packed once, lowered in place where
-// their RDATA holds names that must be (§6.2 as miekg/dns lists them),
-// sorted by RDATA and written under the canonical owner. RRSIG.Verify of
+// pooled buffer: the records are packed once (a record whose RDATA
+// names must be lower case, §6.2 as miekg/dns lists the types, is copied
+// and lowered first, only when one has an upper-case letter), sorted by
+// RDATA and written under the canonical owner. RRSIG.Verify of
 // miekg/dns stays the oracle of the tests.
 
 // signBuf is the scratch of one signature.
