@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/cookie"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/ecs"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/rrl"
@@ -178,6 +179,9 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	}
 	name := unsafeString(q.name[:q.nameLen])
 	kind, z, node := snap.Zones.Classify(name)
+	// A DO query to a signed zone gets RRSIGs: precompiled (static data),
+	// pre-signed (steered answers), or, for denial, the general path's.
+	signed := q.do && z != nil && z.Signer() != nil
 
 	out := buf[:0]
 	scope := -1
@@ -200,6 +204,9 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				return nil
 			}
 			if st.NoData {
+				if signed {
+					return nil // denial: the general path
+				}
 				if st.Rule >= 0 {
 					scope = st.Scope
 				}
@@ -211,13 +218,25 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			out = header(out, req, &q, dns.RcodeSuccess)
 			var n int
 			var ok bool
+			start := len(out)
 			if out, n, ok = rec.AppendWire(out, &st.Decision, q.qtype, st.Addrs, st.TTL); !ok {
 				return nil
+			}
+			if signed {
+				var sigs int
+				if out, sigs = appendSteeredSigs(out, start, snap, rec.Name, q.qtype, st.TTL); sigs == 0 {
+					return nil // not signed ahead: the general path signs or truncates
+				}
+				n += sigs
 			}
 			binary.BigEndian.PutUint16(out[6:], uint16(n))
 			break
 		}
-		if tpl := node.Template(q.qtype); tpl != nil {
+		tpl := node.Template(q.qtype)
+		if signed {
+			tpl = node.TemplateDO(q.qtype)
+		}
+		if tpl != nil {
 			out = append(out, tpl[:headerLen]...)
 			out = append(out, req[headerLen:q.qend]...) // the question as sent
 			out = append(out, tpl[headerLen:]...)
@@ -229,9 +248,15 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			}
 			break
 		}
+		if signed {
+			return nil // denial, or an RRset without a DO template
+		}
 		out = h.negative(out, req, &q, z, dns.RcodeSuccess)
 		class = rrl.NoData
 	case zone.FastNXDomain:
+		if signed {
+			return nil // denial: the general path
+		}
 		out = h.negative(out, req, &q, z, dns.RcodeNameError)
 		class, limitName = rrl.NXDomain, z.Origin
 	default:
@@ -278,6 +303,30 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		st.noteECS(nil, nil, nil) // none, or ECS turned off: ignored
 	}
 	return out
+}
+
+// appendSteeredSigs writes, after the steered records AppendWire wrote at
+// out[start:], the RRSIGs snap pre-signed over that set (found by the sum
+// of the records' RdataSums), owner compressed to the question and with
+// the TTL the records carry, as the general path packs them. It returns 0
+// signatures when the set was not signed ahead. It does not allocate.
+func appendSteeredSigs(out []byte, start int, snap *snapshot.Snapshot, name string, qtype uint16, ttl uint32) ([]byte, int) {
+	var sum uint64
+	for off := start; off+12 <= len(out); {
+		l := int(binary.BigEndian.Uint16(out[off+10:]))
+		sum += dnssec.RdataSum(out[off+12 : off+12+l])
+		off += 12 + l
+	}
+	e := snap.Presigned.Lookup(name, qtype, sum)
+	if e == nil {
+		return out, 0
+	}
+	for _, w := range e.Wire {
+		out = append(out, 0xC0, 0x0C, 0, byte(dns.TypeRRSIG), 0, 1,
+			byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl), byte(len(w)>>8), byte(len(w)))
+		out = append(out, w...)
+	}
+	return out, len(e.Wire)
 }
 
 // header starts a response: the request's ID, QR, AA, RD and CD copied,

@@ -40,6 +40,14 @@ ecs: { max_source_v4: 28, max_source_v6: 56, unknown_client: node, anycast_resol
 // may replace its ecs section).
 func steeredHandlerWith(tb testing.TB, extra string) (*dnsserver.Handler, *snapshot.Snapshot) {
 	tb.Helper()
+	return steeredHandlerZone(tb, extra, "")
+}
+
+// steeredHandlerZone is steeredHandlerWith with zoneExtra added to the
+// zone's entry (a dnssec section, say), in the configuration's directory
+// (%DIR% in it is that directory).
+func steeredHandlerZone(tb testing.TB, extra, zoneExtra string) (*dnsserver.Handler, *snapshot.Snapshot) {
+	tb.Helper()
 	ecsLine := "ecs: { max_source_v4: 28, max_source_v6: 56 }\n"
 	if strings.Contains(extra, "ecs:") {
 		ecsLine = ""
@@ -55,7 +63,7 @@ func steeredHandlerWith(tb testing.TB, extra string) (*dnsserver.Handler, *snaps
 zones:
   - origin: example.com
     file: example.com.zone
-geo: { databases: [%q, %q] }
+%sgeo: { databases: [%q, %q] }
 %shealth_checks:
   t: { type: tcp, port: 9 }
 records:
@@ -74,7 +82,7 @@ records:
       - match: { cidr: [10.20.0.0/16, "2001:db8:f::/48"] }
         failover: [frankfurt, virginia]
       - default: { by: geoproximity, fallback: [virginia, frankfurt, mumbai] }
-`, city, asn, ecsLine+extra)
+`, strings.ReplaceAll(zoneExtra, "%DIR%", dir), city, asn, ecsLine+extra)
 	files := map[string]string{"steer.yaml": cfg, "example.com.zone": string(zone)}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -187,6 +195,9 @@ func matchCorpus(t *testing.T, h *dnsserver.Handler) {
 		if r.IntN(5) > 0 {
 			m.SetEdns0([]uint16{512, 1232, 4096, 100, 1400}[r.IntN(5)], r.IntN(2) == 0)
 			o := m.IsEdns0()
+			if o.Do() && r.IntN(4) == 0 {
+				o.SetCo() // RFC 9824: NXDOMAIN kept in a compact denial
+			}
 			if r.IntN(3) == 0 {
 				o.Option = append(o.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
 			}

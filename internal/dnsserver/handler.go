@@ -14,6 +14,7 @@ import (
 	"github.com/steer-dns/steer/internal/ecs"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/presign"
 	"github.com/steer-dns/steer/internal/querylog"
 	"github.com/steer-dns/steer/internal/rrl"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -392,6 +393,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 
 	scope := -1
 	var ede *dns.EDNS0_EDE      // an Extended DNS Error (RFC 8914) for the OPT
+	needTC := false             // a signature the budget refused: TC=1
 	limitName := lower(q.qname) // what rate limiting keys the response on
 	referral := false
 	switch q.qclass {
@@ -406,14 +408,25 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 			resp.Rcode = dns.RcodeNotImplemented
 		default:
 			var a zone.Answer
+			var lo *zone.LookupOptions
+			if q.opt != nil && q.opt.Do() {
+				// RFC 4035 §3.1: RRSIGs and denial for a DO query (a
+				// signed zone's); CO asks for NXDOMAIN kept (RFC 9824).
+				lo = &zone.LookupOptions{DO: true, CO: q.opt.Co(), Signing: h.signing(snap, t)}
+			}
 			if snap.Policies != nil {
 				st := policy.Steerer{Live: snap.Live, Query: steerQuery(&subnet, hasECS, from), Now: h.clock().Unix()}
 				if trace != nil {
 					st.Trace = func(r *policy.Record, q *policy.Query, d *policy.Decision) { trace(snap, r, q, d) }
 				}
-				snap.Zones.LookupSteered(&a, q.qname, q.qtype, &st)
+				snap.Zones.LookupWith(&a, q.qname, q.qtype, &st, lo)
 			} else {
-				snap.Zones.LookupInto(&a, q.qname, q.qtype)
+				snap.Zones.LookupWith(&a, q.qname, q.qtype, nil, lo)
+			}
+			if a.NeedSignature && t == UDP {
+				// Over the signing budget: only a client that comes back
+				// over TCP costs a signature (a spoofed flood cannot).
+				needTC = true
 			}
 			scope = a.Scope
 			ede = extendedError(&a)
@@ -444,6 +457,10 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		st.scope = subnet.Scope(scope)
 		opt.Option = append(opt.Option, subnet.Option(st.scope))
 		ecsAddr, optScope = subnet.Addr, st.scope
+	}
+	if needTC {
+		resp.Truncated = true
+		resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
 	}
 	switch v := gd.limit(t, from, rrl.Classify(resp.Rcode, len(resp.Answer) > 0, referral), limitName, q.qtype, ecsAddr, optScope, st); v {
 	case rrl.Drop:
@@ -559,7 +576,8 @@ func parse(req []byte, q *query) error {
 }
 
 // responseOPT starts the response's OPT: our UDP size, version 0, the DO
-// bit echoed (RFC 3225) and no other flag (unknown flags are not echoed).
+// bit echoed (RFC 3225) and no other flag (unknown flags are not echoed;
+// CO, RFC 9824, changes the answer, not the OPT).
 func responseOPT(req *dns.OPT) *dns.OPT {
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	o.SetUDPSize(AdvertisedUDPSize)
@@ -567,6 +585,16 @@ func responseOPT(req *dns.OPT) *dns.OPT {
 		o.SetDo()
 	}
 	return o
+}
+
+// signing is what a DO query's lookup signs with: the snapshot's
+// pre-signed steered answers and the node's budget, unlimited over TCP.
+func (h *Handler) signing(snap *snapshot.Snapshot, t Transport) zone.Signing {
+	q := &presign.Query{T: snap.Presigned, TCP: t == TCP, Now: h.clock().UnixNano()}
+	if snap.Signing != nil {
+		q.Budget = snap.Signing.Budget
+	}
+	return q
 }
 
 // options answers the EDNS options steer understands; others are ignored.

@@ -265,8 +265,11 @@ func (t *Table) Watch(live *policy.Live) {
 // answers from t, and its share of the signing budget (TCP: unlimited, as
 // a spoofed source cannot come back over TCP).
 type Query struct {
-	T   *Table
-	TCP bool
+	// T is the snapshot's table (nil: no steered name is signed).
+	T *Table
+	// Budget is the node's signing budget (nil: T's; none: unlimited).
+	Budget *dnssec.Budget
+	TCP    bool
 	// Now is the query's time in Unix nanoseconds (the budget's clock).
 	Now int64
 }
@@ -276,7 +279,11 @@ func (q *Query) Allow() bool {
 	if q.TCP {
 		return true
 	}
-	return q.T.Budget.Take(q.Now)
+	b := q.Budget
+	if b == nil && q.T != nil {
+		b = q.T.Budget
+	}
+	return b.Take(q.Now)
 }
 
 // Steered implements zone.Signing: the RRSIGs over rrs, the set the

@@ -339,6 +339,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	transferWarnings(cfg, marks, zones, &warns)
 	set := zone.NewSet(zones)
 	set.Precompile()
+	sg := signingFor(cfg, opts.Previous)
+	presigned, err := presignSteered(sg, set, table, live, opts.Previous)
+	if err != nil {
+		errs.Add(cfg.File, 0, "signing the steered answers: %v", err)
+		return nil, warns, errs.Err()
+	}
 	if opts.CacheDir != "" {
 		// Only now: a zone is kept as a last good copy once the whole
 		// configuration it belongs to has been accepted.
@@ -369,6 +375,8 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		PoliciesKept:      policiesKept,
 		marks:             marks,
 		Secondaries:       secondaries,
+		Signing:           sg,
+		Presigned:         presigned,
 	}
 	s.SetTSIG(keys)
 	if cfg.VersionBind != config.VersionHidden {
@@ -610,6 +618,11 @@ func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
 		hooks = s.Live.Hooks()
 	}
 	n.Live = policy.NewLive(table, policy.LiveOptions{Hooks: hooks, Previous: s.Live})
+	if s.Signing != nil {
+		if n.Presigned, err = presignSteered(s.Signing, s.Zones, table, n.Live, s); err != nil {
+			return nil, warns, err
+		}
+	}
 	return &n, warns, nil
 }
 

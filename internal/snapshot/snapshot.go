@@ -23,6 +23,7 @@ import (
 	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/presign"
 	"github.com/steer-dns/steer/internal/tsig"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -84,6 +85,12 @@ type Snapshot struct {
 	Keyring tsig.Keyring
 	// Secondaries are the zones transferred in from primaries, by origin.
 	Secondaries map[string]bool
+
+	// Signing is the node's online signing budget and cache (kept across
+	// reloads); Presigned the signed answer sets of the steered records
+	// of signed zones (nil when there are none), see package presign.
+	Signing   *Signing
+	Presigned *presign.Table
 
 	// marks holds, for each zone of Zones, the steered records marked in
 	// it (nil for a snapshot build did not make).

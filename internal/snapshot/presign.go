@@ -1,0 +1,84 @@
+package snapshot
+
+import (
+	"runtime"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnssec"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/presign"
+	"github.com/steer-dns/steer/internal/zone"
+)
+
+// Signing is the node's online signing state, which a reload keeps: the
+// budget every signature made on a query's behalf draws from (denial,
+// a steered set nobody foresaw) and the cache those signatures are kept
+// in (the signing section of the configuration).
+type Signing struct {
+	Budget *dnssec.Budget
+	Cache  *dnssec.Cache
+	// perCore and entries are the configuration they were made from.
+	perCore, entries int
+}
+
+// signingFor returns prev's signing state when the configuration still
+// asks for it, else a new one.
+func signingFor(cfg *config.Config, prev *Snapshot) *Signing {
+	perCore, entries := cfg.Signing.BudgetPerCore, cfg.Signing.CacheEntries
+	if perCore <= 0 {
+		perCore = dnssec.DefaultBudgetPerCore
+	}
+	if entries <= 0 {
+		entries = dnssec.DefaultCacheSize
+	}
+	if prev != nil && prev.Signing != nil && prev.Signing.perCore == perCore && prev.Signing.entries == entries {
+		return prev.Signing
+	}
+	return &Signing{Budget: dnssec.NewBudget(perCore * runtime.GOMAXPROCS(0)), Cache: dnssec.NewCache(entries),
+		perCore: perCore, entries: entries}
+}
+
+// presignSteered gives every signed zone's signer the node's budget and
+// cache, and signs the steered answer sets of the records in signed zones
+// (presign.Build: the previous snapshot's fresh signatures are kept); the
+// live state's health changes sign what they make reachable.
+func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *policy.Live, prev *Snapshot) (*presign.Table, error) {
+	for _, z := range set.Zones() {
+		if s := z.Signer(); s != nil {
+			if s.Budget == nil {
+				s.Budget = sg.Budget
+			}
+			if s.Cache == nil {
+				s.Cache = sg.Cache
+			}
+		}
+	}
+	var prevTable *presign.Table
+	if prev != nil {
+		prevTable = prev.Presigned
+	}
+	t, err := presign.Build(presign.Options{
+		Policies: table,
+		Signer: func(name string) *dnssec.Signer {
+			if z := set.Find(name); z != nil {
+				return z.Signer()
+			}
+			return nil
+		},
+		Previous: prevTable,
+		Budget:   sg.Budget,
+		Cache:    sg.Cache,
+		Workers:  policy.Workers(prev != nil),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if live != nil {
+		if t != nil {
+			t.Watch(live)
+		} else {
+			live.OnHealth(nil)
+		}
+	}
+	return t, nil
+}
