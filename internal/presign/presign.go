@@ -67,7 +67,8 @@ type Options struct {
 	Cache  *dnssec.Cache
 	// Workers sign in parallel (0: GOMAXPROCS).
 	Workers int
-	// Now is the signing clock (nil: time.Now).
+	// Now is the time Build signs at (nil: time.Now); later signatures
+	// (health, queries) are made at the time they are made.
 	Now func() time.Time
 }
 
@@ -79,10 +80,7 @@ func Build(o Options) (*Table, error) {
 		return nil, nil
 	}
 	t := &Table{sets: map[dnssec.CacheKey]*dnssec.Entry{}, policies: o.Policies, signer: o.Signer,
-		Budget: o.Budget, Cache: o.Cache, now: o.Now}
-	if t.now == nil {
-		t.now = time.Now
-	}
+		Budget: o.Budget, Cache: o.Cache, now: time.Now}
 	if p := o.Previous; p != nil {
 		if t.Budget == nil {
 			t.Budget = p.Budget
@@ -97,7 +95,10 @@ func Build(o Options) (*Table, error) {
 	if t.Cache == nil {
 		t.Cache = dnssec.NewCache(0)
 	}
-	now := t.now()
+	now := time.Now()
+	if o.Now != nil {
+		now = o.Now()
+	}
 	type job struct {
 		key dnssec.CacheKey
 		rrs []dns.RR

@@ -340,7 +340,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	set := zone.NewSet(zones)
 	set.Precompile()
 	sg := signingFor(cfg, opts.Previous)
-	presigned, err := presignSteered(sg, set, table, live, opts.Previous)
+	presigned, err := presignSteered(sg, set, table, live, opts.Previous, now)
 	if err != nil {
 		errs.Add(cfg.File, 0, "signing the steered answers: %v", err)
 		return nil, warns, errs.Err()
@@ -619,7 +619,7 @@ func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
 	}
 	n.Live = policy.NewLive(table, policy.LiveOptions{Hooks: hooks, Previous: s.Live})
 	if s.Signing != nil {
-		if n.Presigned, err = presignSteered(s.Signing, s.Zones, table, n.Live, s); err != nil {
+		if n.Presigned, err = presignSteered(s.Signing, s.Zones, table, n.Live, s, time.Now()); err != nil {
 			return nil, warns, err
 		}
 	}

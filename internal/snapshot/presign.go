@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"runtime"
+	"time"
 
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnssec"
@@ -40,9 +41,9 @@ func signingFor(cfg *config.Config, prev *Snapshot) *Signing {
 
 // presignSteered gives every signed zone's signer the node's budget and
 // cache, and signs the steered answer sets of the records in signed zones
-// (presign.Build: the previous snapshot's fresh signatures are kept); the
-// live state's health changes sign what they make reachable.
-func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *policy.Live, prev *Snapshot) (*presign.Table, error) {
+// (presign.Build, at now: the previous snapshot's fresh signatures are
+// kept); the live state's health changes sign what they make reachable.
+func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *policy.Live, prev *Snapshot, now time.Time) (*presign.Table, error) {
 	for _, z := range set.Zones() {
 		if s := z.Signer(); s != nil {
 			if s.Budget == nil {
@@ -69,6 +70,7 @@ func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *polic
 		Budget:   sg.Budget,
 		Cache:    sg.Cache,
 		Workers:  policy.Workers(prev != nil),
+		Now:      func() time.Time { return now },
 	})
 	if err != nil {
 		return nil, err
