@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/dnssec"
+	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
 
