@@ -275,6 +275,9 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 		add(n.rrsets[0].rrs)
 		return ""
 	}
+	if qtype == dns.TypeRRSIG && signed && z.answerRRSIG(a, n, name, synthesized) {
+		return ""
+	}
 	if rrs := n.get(qtype); rrs != nil {
 		add(rrs)
 		return ""

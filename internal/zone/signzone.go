@@ -411,3 +411,22 @@ func (z *Zone) steeredSigs(a *Answer, name string, rrs []dns.RR) {
 	}
 	a.Answer = append(a.Answer, sigs...)
 }
+
+// answerRRSIG answers a query of type RRSIG with DO at n, a node of a
+// signed zone (synthesized: a wildcard answering name), with every RRSIG
+// the zone made there, as BIND and Knot answer it: the type exists at
+// every signed name, so a denial of it would contradict the NSEC
+// bitmaps. It reports false when n holds none.
+func (z *Zone) answerRRSIG(a *Answer, n *node, name string, synthesized bool) bool {
+	if n.sig == nil {
+		return false
+	}
+	start := len(a.Answer)
+	for _, sigs := range n.sig.sets {
+		if synthesized {
+			sigs = sigsFor(sigs, name)
+		}
+		a.Answer = append(a.Answer, sigs...)
+	}
+	return len(a.Answer) > start
+}

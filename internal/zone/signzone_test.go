@@ -550,3 +550,24 @@ func TestSignFails(t *testing.T) {
 		t.Fatal("signed with another zone's signer")
 	}
 }
+
+// TestSignedRRSIGQuery checks that a query of type RRSIG with DO gets
+// every RRSIG at the name (a NODATA would contradict the NSEC bitmap),
+// and without DO the unsigned zone's answer.
+func TestSignedRRSIGQuery(t *testing.T) {
+	s := newSigner(t, "sign.test.", dnssec.Options{})
+	set, _ := signedSet(t, "sign.test.", signText, s, time.Now(), nil)
+	var a zone.Answer
+	set.LookupWith(&a, "www.sign.test.", dns.TypeRRSIG, nil, do())
+	if len(a.Answer) != 2 || countType(a.Answer, dns.TypeRRSIG) != 2 {
+		t.Errorf("www RRSIG: %v, want the A's and the AAAA's", a.Answer)
+	}
+	set.LookupWith(&a, "q.wild.sign.test.", dns.TypeRRSIG, nil, do())
+	if len(a.Answer) != 1 || a.Answer[0].Header().Name != "q.wild.sign.test." {
+		t.Errorf("wildcard RRSIG: %v", a.Answer)
+	}
+	set.LookupWith(&a, "www.sign.test.", dns.TypeRRSIG, nil, nil)
+	if len(a.Answer) != 0 || a.Rcode != dns.RcodeSuccess {
+		t.Errorf("www RRSIG without DO: %v", a.Answer)
+	}
+}
