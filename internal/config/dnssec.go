@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ type Signing struct {
 	// dnssec.DefaultCacheSize.
 	CacheEntries int `yaml:"cache_entries"`
 }
+
+// BudgetPerSecond is the node's cap on online signatures a second:
+// budget_per_core times the cores the process may use (GOMAXPROCS), what
+// dnssec.NewBudget takes.
+func (s Signing) BudgetPerSecond() int { return s.BudgetPerCore * runtime.GOMAXPROCS(0) }
 
 // Limits of the dnssec and signing keys.
 const (

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestDNSSECSection(t *testing.T) {
   budget_per_core: 500
   cache_entries: 1024
 `)
-	if c.Signing.BudgetPerCore != 500 || c.Signing.CacheEntries != 1024 {
+	if c.Signing.BudgetPerCore != 500 || c.Signing.CacheEntries != 1024 || c.Signing.BudgetPerSecond() != 500*runtime.GOMAXPROCS(0) {
 		t.Errorf("signing %+v", c.Signing)
 	}
 }
