@@ -208,39 +208,9 @@ func BenchmarkSteeredDO(b *testing.B) {
 			name = "signed-DO"
 		}
 		b.Run(name, func(b *testing.B) {
-			var h *dnsserver.Handler
-			if signed {
-				h, _, _ = signedHandler(b, "")
-			} else {
-				h, _ = steeredHandler(b)
-			}
-			var reqs [][]byte
-			for i := range 4096 {
-				m := new(dns.Msg)
-				m.SetQuestion("steered.example.com.", dns.TypeA)
-				m.SetEdns0(1232, signed)
-				o := m.IsEdns0()
-				o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24,
-					Address: net.IPv4(byte(1+i/256)*3, byte(i), byte(i*7), 0).To4()})
-				req, err := m.Pack()
-				if err != nil {
-					b.Fatal(err)
-				}
-				reqs = append(reqs, req)
-			}
+			h, reqs := steeredBench(b, signed)
 			buf := make([]byte, 0, 65535)
 			from := netip.MustParseAddr("192.0.2.150")
-			stop := make(chan struct{})
-			defer close(stop)
-			go h.RunClock(stop) // as a running server does
-			out := h.HandleFrom(reqs[0], dnsserver.UDP, from, buf)
-			m := new(dns.Msg)
-			if err := m.Unpack(out); err != nil || len(m.Answer) == 0 {
-				b.Fatalf("%v %v", err, m)
-			}
-			if _, ok := m.Answer[len(m.Answer)-1].(*dns.RRSIG); ok != signed {
-				b.Fatalf("signed %v, answer %v", signed, m.Answer)
-			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -251,6 +221,72 @@ func BenchmarkSteeredDO(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSteeredDORatio answers the queries of BenchmarkSteeredDO
+// unsigned and signed with DO in alternating batches of 256, so that both
+// see the same load on a shared machine, and reports the signed time over
+// the unsigned time (issue 26 asks for at most 1/0.9).
+func BenchmarkSteeredDORatio(b *testing.B) {
+	hu, ru := steeredBench(b, false)
+	hs, rs := steeredBench(b, true)
+	buf := make([]byte, 0, 65535)
+	from := netip.MustParseAddr("192.0.2.150")
+	var tu, ts time.Duration
+	i := 0
+	for b.Loop() {
+		t0 := time.Now()
+		for j := range 256 {
+			hu.HandleFrom(ru[(i+j)&4095], dnsserver.UDP, from, buf)
+		}
+		t1 := time.Now()
+		for j := range 256 {
+			hs.HandleFrom(rs[(i+j)&4095], dnsserver.UDP, from, buf)
+		}
+		ts += time.Since(t1)
+		tu += t1.Sub(t0)
+		i += 256
+	}
+	b.ReportMetric(float64(ts)/float64(tu), "signed/unsigned")
+	b.ReportMetric(float64(tu.Nanoseconds())/float64(i), "ns/unsigned")
+	b.ReportMetric(float64(ts.Nanoseconds())/float64(i), "ns/signed")
+}
+
+// steeredBench is a handler (signed: example.com signed, queries with
+// DO) and 4096 queries for the steered name from client /24s all over
+// the address space, with the handler's clock running.
+func steeredBench(b *testing.B, signed bool) (*dnsserver.Handler, [][]byte) {
+	var h *dnsserver.Handler
+	if signed {
+		h, _, _ = signedHandler(b, "")
+	} else {
+		h, _ = steeredHandler(b)
+	}
+	var reqs [][]byte
+	for i := range 4096 {
+		m := new(dns.Msg)
+		m.SetQuestion("steered.example.com.", dns.TypeA)
+		m.SetEdns0(1232, signed)
+		o := m.IsEdns0()
+		o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24,
+			Address: net.IPv4(byte(1+i/256)*3, byte(i), byte(i*7), 0).To4()})
+		req, err := m.Pack()
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs = append(reqs, req)
+	}
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop) })
+	go h.RunClock(stop) // as a running server does
+	m := new(dns.Msg)
+	if err := m.Unpack(h.HandleFrom(reqs[0], dnsserver.UDP, netip.MustParseAddr("192.0.2.150"), nil)); err != nil || len(m.Answer) == 0 {
+		b.Fatalf("%v %v", err, m)
+	}
+	if _, ok := m.Answer[len(m.Answer)-1].(*dns.RRSIG); ok != signed {
+		b.Fatalf("signed %v, answer %v", signed, m.Answer)
+	}
+	return h, reqs
 }
 
 // TestPresignedKeptAcrossReload: a reload of the same configuration
