@@ -3,6 +3,7 @@ package zone
 import (
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -35,6 +36,32 @@ import (
 
 // clock is when signatures made on demand start; tests replace it.
 var clock = time.Now
+
+// DenialCacher is a Signing that says where the signatures of denials are
+// kept: the node's cache (its signing.cache_entries), shared by its
+// snapshots so that a reload keeps them.
+type DenialCacher interface {
+	DenialCache() *dnssec.Cache
+}
+
+// processCache keeps denials when neither the query's Signing nor the
+// zone's Signer names a cache; made at the first signed denial.
+var processCache = sync.OnceValue(func() *dnssec.Cache { return dnssec.NewCache(0) })
+
+// denialCache returns the cache a signed zone's denials are kept in: the
+// query's Signing's (a DenialCacher), else the Signer's, else the
+// process's.
+func denialCache(s *dnssec.Signer, sg Signing) *dnssec.Cache {
+	if dc, ok := sg.(DenialCacher); ok {
+		if c := dc.DenialCache(); c != nil {
+			return c
+		}
+	}
+	if s.Cache != nil {
+		return s.Cache
+	}
+	return processCache()
+}
 
 // deny makes the negative answer for name (canonical): NXDOMAIN when n is
 // nil, else NODATA for qtype at n, whose records (a wildcard's when
@@ -142,13 +169,14 @@ func (z *Zone) addNSEC(a *Answer, dst *[]dns.RR, name string, kind byte, types [
 	ttl := z.NegSOA.Hdr.Ttl
 	key := dnssec.DenialKey(name, ttl, types)
 	key.Sum ^= uint64(kind) // kindAt is 0: the key the fast path computes
-	if s.Cache != nil {
-		if e := s.Cache.Get(key, uint32(now.Unix())); e != nil && len(e.RRs) == 1 {
-			if nsec, ok := e.RRs[0].(*dns.NSEC); ok && slices.Equal(nsec.TypeBitMap, types) {
-				*dst = append(*dst, nsec)
-				*dst = append(*dst, e.Sigs...)
-				return
-			}
+	cache := denialCache(s, a.opts.Signing)
+	if e := cache.Get(key, uint32(now.Unix())); e != nil && len(e.RRs) == 1 {
+		// The cache may be shared by zones and outlive a key change:
+		// the entry serves when this zone's keys made its signatures.
+		if nsec, ok := e.RRs[0].(*dns.NSEC); ok && slices.Equal(nsec.TypeBitMap, types) && s.Fresh(e.Sigs, dns.TypeNSEC, now) {
+			*dst = append(*dst, nsec)
+			*dst = append(*dst, e.Sigs...)
+			return
 		}
 	}
 	if a.opts.Signing == nil || !a.opts.Signing.Allow() {
@@ -176,9 +204,7 @@ func (z *Zone) addNSEC(a *Answer, dst *[]dns.RR, name string, kind byte, types [
 		a.NeedSignature = true
 		return
 	}
-	if s.Cache != nil {
-		s.Cache.Put(dnssec.NewEntry(key, []dns.RR{nsec}, sigs, s.RefreshOf(sigs)))
-	}
+	cache.Put(dnssec.NewEntry(key, []dns.RR{nsec}, sigs, s.RefreshOf(sigs)))
 	*dst = append(*dst, nsec)
 	*dst = append(*dst, sigs...)
 }

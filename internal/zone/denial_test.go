@@ -406,3 +406,54 @@ func TestDenialNSECQuery(t *testing.T) {
 		verifySigned(t, f.key, a.Answer)
 	}
 }
+
+// cacher is a Signing that names the node's denial cache.
+type cacher struct {
+	allow
+	c *dnssec.Cache
+}
+
+func (c *cacher) DenialCache() *dnssec.Cache { return c.c }
+
+// TestDenialCacheChoice: denials are kept in the cache the query's Signing
+// names (the node's), else the signer's, else one of the process; an
+// entry another key signed is never served.
+func TestDenialCacheChoice(t *testing.T) {
+	f := newSignedFixture(t)
+	node := dnssec.NewCache(64)
+	sg := &cacher{c: node}
+	var a zone.Answer
+	f.set.LookupWith(&a, "choice.example.com.", dns.TypeA, nil, &zone.LookupOptions{DO: true, Signing: sg})
+	_, _, nodeInserts := node.Stats()
+	_, _, signerInserts := f.signer.Cache.Stats()
+	if nodeInserts != 1 || signerInserts != 0 {
+		t.Fatalf("inserts: node cache %d, signer's %d; want 1 and 0", nodeInserts, signerInserts)
+	}
+
+	// The same zone signed with another key, sharing the node's cache:
+	// the first key's NSEC is not served.
+	z, _ := mustParse(t, "example.com.", signedZone)
+	key2 := denialKey(t, "example.com.")
+	s2, err := dnssec.NewSigner("example.com.", []*dnssec.Key{key2}, dnssec.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Sign(s2, time.Now(), 1); err != nil {
+		t.Fatal(err)
+	}
+	set := zone.NewSet([]*zone.Zone{z})
+	set.Precompile()
+	set.LookupWith(&a, "choice.example.com.", dns.TypeA, nil, &zone.LookupOptions{DO: true, Signing: sg})
+	if s2.Made(dnssec.ReasonDenial) != 1 || len(nsecs(a.Ns)) != 1 {
+		t.Fatalf("new key: %d denial signatures, NSECs %v", s2.Made(dnssec.ReasonDenial), nsecs(a.Ns))
+	}
+	verifySigned(t, &dnssec.Key{DNSKEY: key2.DNSKEY}, a.Ns)
+
+	// No cache named anywhere: the process's keeps the denial.
+	s2.Cache = nil
+	set.LookupWith(&a, "nocache.example.com.", dns.TypeA, nil, &zone.LookupOptions{DO: true, Signing: &allow{}})
+	set.LookupWith(&a, "nocache.example.com.", dns.TypeA, nil, &zone.LookupOptions{DO: true})
+	if a.NeedSignature || s2.Made(dnssec.ReasonDenial) != 2 {
+		t.Fatalf("no cache: NeedSignature %v, %d signatures", a.NeedSignature, s2.Made(dnssec.ReasonDenial))
+	}
+}
