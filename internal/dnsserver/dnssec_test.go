@@ -3,10 +3,13 @@ package dnsserver_test
 import (
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -310,5 +313,91 @@ func TestPresignedKeptAcrossReload(t *testing.T) {
 	}
 	if len(m.Answer) != 2 || m.Answer[1].(*dns.RRSIG).Verify(k.DNSKEY, m.Answer[:1]) != nil {
 		t.Fatalf("after the reload: %v", m)
+	}
+}
+
+// TestSignedSteeredCNAME: a CNAME-type steered record of a signed zone
+// answers a DO query with its pre-signed CNAME and the target's signed
+// RRset, each RRSIG verifying, with no signature made on the query's
+// behalf.
+func TestSignedSteeredCNAME(t *testing.T) {
+	k, err := dnssec.GenerateKey("example.com.", dns.ECDSAP256SHA256, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	base, err := dnssec.WriteKey(dir, k, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	zoneData, err := os.ReadFile(filepath.Join("testdata", "example.com.zone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := `zones:
+  - origin: example.com
+    file: example.com.zone
+    dnssec: { keys: [` + base + `] }
+geo: { databases: [embedded] }
+records:
+  - name: cdn.example.com
+    type: CNAME
+    pools:
+      a: { target: www.example.com. }
+      b: { target: mail.example.com. }
+    rules:
+      - match: { continent: EU }
+        pool: b
+      - default: { pool: a }
+`
+	for name, body := range map[string]string{"steer.yaml": cfg, "example.com.zone": string(zoneData)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := config.Load(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := snapshot.Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dnsserver.NewHandler(snap)
+	for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeCNAME} {
+		m := new(dns.Msg)
+		if err := m.Unpack(h.HandleFrom(doQuery(t, "cdn.example.com.", qt, false, ""), dnsserver.UDP, netip.MustParseAddr("192.0.2.1"), nil)); err != nil {
+			t.Fatal(err)
+		}
+		sets := map[uint16][]dns.RR{}
+		var sigs []*dns.RRSIG
+		for _, rr := range m.Answer {
+			if s, ok := rr.(*dns.RRSIG); ok {
+				sigs = append(sigs, s)
+			} else {
+				sets[rr.Header().Rrtype] = append(sets[rr.Header().Rrtype], rr)
+			}
+		}
+		want := 2 // the CNAME and the target's RRset
+		if qt == dns.TypeCNAME {
+			want = 1
+		}
+		if len(sigs) != want || len(sets[dns.TypeCNAME]) != 1 {
+			t.Fatalf("%s: %v", dns.TypeToString[qt], m)
+		}
+		for _, s := range sigs {
+			var set []dns.RR
+			for _, rr := range sets[s.TypeCovered] {
+				if rr.Header().Name == s.Hdr.Name {
+					set = append(set, rr)
+				}
+			}
+			if err := s.Verify(k.DNSKEY, set); err != nil {
+				t.Fatalf("%s: RRSIG %v: %v", dns.TypeToString[qt], s, err)
+			}
+		}
+	}
+	if n := snap.Zones.Zone("example.com.").Signer().Made(dnssec.ReasonOnline); n != 0 {
+		t.Fatalf("%d signatures made online", n)
 	}
 }
