@@ -108,6 +108,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		now = time.Now()
 	}
 	signWorkers := policy.Workers(opts.Previous != nil)
+	sg := signingFor(cfg, opts.Previous) // the online signing state zones' signers share
 	warnSources(cfg, &warns)
 	var geoSet *geo.Set
 	var geoFiles []string
@@ -175,7 +176,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				continue // the keys' problems are among errs
 			}
 			var err error
-			if signer, err = zoneSigner(origin, zc.DNSSEC, keys, opts.Previous); err != nil {
+			if signer, err = zoneSigner(origin, zc.DNSSEC, keys, opts.Previous, sg); err != nil {
 				errs.Add(cfg.File, zc.DNSSEC.Line, "zones: %s: dnssec: %v", origin, err)
 				continue
 			}
@@ -339,7 +340,6 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	transferWarnings(cfg, marks, zones, &warns)
 	set := zone.NewSet(zones)
 	set.Precompile()
-	sg := signingFor(cfg, opts.Previous)
 	presigned, err := presignSteered(sg, set, table, live, opts.Previous, now)
 	if err != nil {
 		errs.Add(cfg.File, 0, "signing the steered answers: %v", err)

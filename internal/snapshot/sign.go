@@ -19,10 +19,11 @@ import (
 // SERVFAIL, never unsigned.
 
 // zoneSigner returns the signer of the zone origin with keys and the
-// options of its dnssec section dc (nil: the zone is not signed): the
-// signer of the zone prev serves for origin when it has the same keys
-// and options, else a new one.
-func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snapshot) (*dnssec.Signer, error) {
+// options of its dnssec section dc (nil: the zone is not signed), drawing
+// on the node's online signing state sg: the signer of the zone prev
+// serves for origin when it has the same keys, options and state (a
+// published signer is never written), else a new one.
+func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snapshot, sg *Signing) (*dnssec.Signer, error) {
 	if dc == nil {
 		return nil, nil
 	}
@@ -30,6 +31,7 @@ func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snap
 	if err != nil {
 		return nil, err
 	}
+	s.Budget, s.Cache = sg.Budget, sg.Cache
 	if pz := previousZone(prev, origin); pz != nil && sameSigner(pz.Signer(), s) {
 		return pz.Signer(), nil
 	}
@@ -37,9 +39,9 @@ func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snap
 }
 
 // sameSigner reports whether a and b sign alike: the same keys, each
-// with the same DNSKEY, and the same options.
+// with the same DNSKEY, the same options, budget and cache.
 func sameSigner(a, b *dnssec.Signer) bool {
-	if a == nil || b == nil || a.Zone != b.Zone || a.Options() != b.Options() {
+	if a == nil || b == nil || a.Zone != b.Zone || a.Options() != b.Options() || a.Budget != b.Budget || a.Cache != b.Cache {
 		return false
 	}
 	ka, kb := a.Keys(), b.Keys()

@@ -201,3 +201,34 @@ func TestBuildNewKeyResigns(t *testing.T) {
 	verifyAnswer(t, next, "www.example.com.", dns.TypeA, now)
 	verifyAnswer(t, next, "example.com.", dns.TypeDNSKEY, now)
 }
+
+// A reload that changes the signing section gives the zone a signer
+// drawing on the new budget (the published one is never written), and
+// keeps every signature.
+func TestBuildSigningSectionChange(t *testing.T) {
+	_, dir, _ := signedConfig(t)
+	now := time.Now()
+	first, _, err := snapshot.BuildWith(reload(t, dir), snapshot.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := first.Zones.Zone("example.com.").Signer()
+	if s1.Budget == nil || s1.Budget != first.Signing.Budget || s1.Cache != first.Signing.Cache {
+		t.Fatal("the zone's signer does not draw on the node's budget and cache")
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "steer.yaml"))
+	writeFile(t, filepath.Join(dir, "steer.yaml"), string(b)+"signing:\n  budget_per_core: 100\n")
+	next, _, err := snapshot.BuildWith(reload(t, dir), snapshot.Options{Previous: first, Now: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := next.Zones.Zone("example.com.").Signer()
+	if s2 == s1 || s2.Budget != next.Signing.Budget || next.Signing.Budget == first.Signing.Budget {
+		t.Fatalf("signer kept %v, on the new budget %v", s2 == s1, s2.Budget == next.Signing.Budget)
+	}
+	if n := s2.Made(dnssec.ReasonLoad); n != 0 {
+		t.Errorf("a new budget made %d signatures, want 0 (all fresh)", n)
+	}
+	verifyAnswer(t, next, "www.example.com.", dns.TypeA, now)
+	verifyAnswer(t, next, "example.com.", dns.TypeDNSKEY, now)
+}
