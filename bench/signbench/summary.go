@@ -339,8 +339,13 @@ func floodTable(dir string, w io.Writer) error {
 			if r.fl != nil && r.fl.Answered > 0 {
 				cells[6] = fmt.Sprintf("%.1f", sv.CPUs*1e6/float64(r.fl.Answered))
 			}
+			// signatures are made while the flood runs: per second of it
+			secs := sv.WallS
+			if r.fl != nil && r.fl.Seconds > 0 {
+				secs = r.fl.Seconds
+			}
 			if sv.Signatures >= 0 {
-				cells[7] = fmt.Sprintf("%.0f", sv.Signatures/sv.WallS)
+				cells[7] = fmt.Sprintf("%.0f", sv.Signatures/secs)
 			} else {
 				cells[7] = "not reported"
 			}
@@ -348,7 +353,7 @@ func floodTable(dir string, w io.Writer) error {
 				cells[7] += fmt.Sprintf(" (%.0f)", sv.Budget)
 			}
 			if sv.Refused > 0 {
-				cells[7] += fmt.Sprintf("; refused %.0f/s", sv.Refused/sv.WallS)
+				cells[7] += fmt.Sprintf("; refused %.0f/s", sv.Refused/secs)
 			}
 		}
 		if rs := r.rs; rs != nil {
