@@ -49,6 +49,7 @@ FLOOD_SECONDS=${FLOOD_SECONDS:-20}
 FLOOD_SRC=${FLOOD_SRC:-127.7.7.7}
 RESOLVER_QPS=${RESOLVER_QPS:-50}
 BUDGET=${BUDGET:-20000}          # steer's signing budget per core (the default)
+FLOOD_BUDGETS=${FLOOD_BUDGETS:-"20000 2000"} # steer-signed is flooded once per budget
 START_NAMES=${START_NAMES:-10000}
 START_POLICIES=${START_POLICIES:-5}
 START_ROUNDS=${START_ROUNDS:-3}
@@ -66,7 +67,7 @@ usage: bench/dnssec.sh [--quick] [--rounds N] [--duration S] [--parts "load floo
 Environment: the upper-case forms of the flags, and STEER_PORT
 STEER_SIGNED_PORT GDNSD_PORT KNOT_PORT UNBOUND_PORT STEER_API_PORT START_PORT
 BIND SERVER_CPU CLIENT_CPU DNSPERF_ARGS WARMUP SAMPLE QUERIES FLOOD_SRC
-RESOLVER_QPS BUDGET START_POLICIES START_LIMIT.
+RESOLVER_QPS BUDGET FLOOD_BUDGETS START_POLICIES START_LIMIT.
 EOF
 }
 
@@ -400,10 +401,10 @@ start_server() { # NAME
 		die "port $port (for $s) is already in use; set its _PORT variable"
 	fi
 	case "$s" in
-	steer | steer-signed) GOMAXPROCS=1 "${pin[@]}" "$BIN/steer" serve --config "$d/$s/steer.yaml" >"$logf" 2>&1 & ;;
-	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >"$logf" 2>&1 & ;;
-	knot-online) "${pin[@]}" knotd -c "$d/knot/knot.conf" >"$logf" 2>&1 & ;;
-	knot-signed) "${pin[@]}" knotd -c "$d/knot-signed/knot.conf" >"$logf" 2>&1 & ;;
+	steer | steer-signed) GOMAXPROCS=1 "${pin[@]}" "$BIN/steer" serve --config "$d/$s/${STEER_SIGNED_CONFIG:-steer.yaml}" >>"$logf" 2>&1 & ;;
+	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >>"$logf" 2>&1 & ;;
+	knot-online) "${pin[@]}" knotd -c "$d/knot/knot.conf" >>"$logf" 2>&1 & ;;
+	knot-signed) "${pin[@]}" knotd -c "$d/knot-signed/knot.conf" >>"$logf" 2>&1 & ;;
 	esac
 	PID[$s]=$!
 	local i
@@ -574,50 +575,66 @@ EOF
 }
 
 part_flood() {
-	local s out=$RESULTS/flood.jsonl
+	local s b
 	for s in $SERVERS; do
 		signed "$s" || continue
 		[ "$s" = steer-signed ] && [ "$STEER_SIGNS" = 0 ] && continue
-		start_server "$s"
-		[ -n "${CHECK[$s]:-}" ] || check_server "$s"
-		if [[ ${CHECK[$s]} != ok* ]]; then
-			log "flood: $s left out: its answers did not validate (${CHECK[$s]})"
-			printf '{"class":"server","label":"%s","cpu_s":0,"wall_s":0,"budget_per_s":0,"signatures":-1,"note":"not flooded: its answers did not validate before load (%s)"}\n' "$s" "${CHECK[$s]//\"/}" >>"$out"
-			stop_server "$s"
-			continue
+		if [ "$s" = steer-signed ]; then
+			# steer once per budget: the default, and one the flood
+			# certainly exceeds on this machine
+			for b in $FLOOD_BUDGETS; do
+				sed "s/budget_per_core: $BUDGET/budget_per_core: $b/" "$WORK/conf/steer-signed/steer.yaml" >"$WORK/conf/steer-signed/steer-b$b.yaml"
+				STEER_SIGNED_CONFIG=steer-b$b.yaml flood_one "$s" "$s, budget $b" "$b"
+			done
+		else
+			flood_one "$s" "$s" 0
 		fi
-		start_unbound "$s"
-		log "$s: flood $FLOOD_QPS q/s from $FLOOD_SRC for ${FLOOD_SECONDS}s, resolver $RESOLVER_QPS q/s through Unbound over TCP"
-		local t0 t1 w0 w1 budget=0
-		[ "$s" = steer-signed ] && budget=$BUDGET
-		local g0=-1 r0=-1 g1=-1 r1=-1
-		[ "$s" = steer-signed ] && read -r g0 r0 < <(steer_signing)
-		t0=$(cpu_ticks "${PID[$s]}")
-		w0=$(date +%s.%N)
-		taskset -c "$CLIENT_CPU" "$BIN/signbench" resolve -server "127.0.0.1:$UNBOUND_PORT" -qps "$RESOLVER_QPS" \
-			-duration "${FLOOD_SECONDS}s" -label "$s" >"$WORK/resolve.json" 2>"$RESULTS/logs/resolve-$s.err" &
-		local rp=$!
-		taskset -c "$CLIENT_CPU" "$BIN/signbench" flood -server "$BIND:$(port_of "$s")" -src "$FLOOD_SRC" -qps "$FLOOD_QPS" \
-			-duration "${FLOOD_SECONDS}s" -label "$s" >>"$out" 2>"$RESULTS/logs/flood-$s.err" ||
-			{ cat "$RESULTS/logs/flood-$s.err" >&2; die "flood failed against $s"; }
-		wait "$rp" || { cat "$RESULTS/logs/resolve-$s.err" >&2; die "resolver client failed against $s"; }
-		t1=$(cpu_ticks "${PID[$s]}")
-		w1=$(date +%s.%N)
-		[ "$s" = steer-signed ] && read -r g1 r1 < <(steer_signing)
-		cat "$WORK/resolve.json" >>"$out"
-		kill -0 "${PID[$s]}" 2>/dev/null || die "$s died under the flood"
-		local sigs=-1 refused=-1
-		[ "$g0" -ge 0 ] && [ "$g1" -ge 0 ] && sigs=$((g1 - g0))
-		[ "$r0" -ge 0 ] && [ "$r1" -ge 0 ] && refused=$((r1 - r0))
-		printf '{"class":"server","label":"%s","cpu_s":%s,"wall_s":%s,"budget_per_s":%s,"signatures":%s,"refused":%s,"note":"%s"}\n' \
-			"$s" "$(awk -v t=$((t1 - t0)) -v hz="$HZ" 'BEGIN{printf "%.2f", t/hz}')" \
-			"$(awk -v a="$w1" -v b="$w0" 'BEGIN{printf "%.2f", a-b}')" "$budget" "$sigs" "$refused" \
-			"$(case $s in knot-*) echo "Knot has no signing budget and reports no signature count" ;; *) echo "GOMAXPROCS=1: budget $BUDGET signatures/s" ;; esac)" >>"$out"
-		log "$s: $(grep '"class":"flood"' "$out" | tail -1 | head -c 250)"
-		log "$s: $(tail -2 "$out" | head -1 | head -c 250)"
-		stop_server unbound
-		stop_server "$s"
 	done
+}
+
+flood_one() { # SERVER LABEL BUDGET
+	local s=$1 label=$2 budget=$3 out=$RESULTS/flood.jsonl f=${2//[ ,]/_}
+	start_server "$s"
+	[ -n "${CHECK[$s]:-}" ] || check_server "$s"
+	if [[ ${CHECK[$s]} != ok* ]]; then
+		log "flood: $s left out: its answers did not validate (${CHECK[$s]})"
+		printf '{"class":"server","label":"%s","cpu_s":0,"wall_s":0,"budget_per_s":0,"signatures":-1,"note":"not flooded: its answers did not validate before load (%s)"}\n' "$label" "${CHECK[$s]//\"/}" >>"$out"
+		stop_server "$s"
+		return
+	fi
+	start_unbound "$s"
+	log "$label: flood $FLOOD_QPS q/s from $FLOOD_SRC for ${FLOOD_SECONDS}s, resolver $RESOLVER_QPS q/s through Unbound over TCP"
+	local t0 t1 w0 w1 g0=-1 r0=-1 g1=-1 r1=-1
+	[ "$s" = steer-signed ] && read -r g0 r0 < <(steer_signing)
+	t0=$(cpu_ticks "${PID[$s]}")
+	w0=$(date +%s.%N)
+	taskset -c "$CLIENT_CPU" "$BIN/signbench" resolve -server "127.0.0.1:$UNBOUND_PORT" -qps "$RESOLVER_QPS" \
+		-duration "${FLOOD_SECONDS}s" -label "$label" >"$WORK/resolve.json" 2>"$RESULTS/logs/resolve-$f.err" &
+	local rp=$!
+	taskset -c "$CLIENT_CPU" "$BIN/signbench" flood -server "$BIND:$(port_of "$s")" -src "$FLOOD_SRC" -qps "$FLOOD_QPS" \
+		-duration "${FLOOD_SECONDS}s" -label "$label" >>"$out" 2>"$RESULTS/logs/flood-$f.err" ||
+		{ cat "$RESULTS/logs/flood-$f.err" >&2; die "flood failed against $label"; }
+	wait "$rp" || { cat "$RESULTS/logs/resolve-$f.err" >&2; die "resolver client failed against $label"; }
+	t1=$(cpu_ticks "${PID[$s]}")
+	w1=$(date +%s.%N)
+	[ "$s" = steer-signed ] && read -r g1 r1 < <(steer_signing)
+	cat "$WORK/resolve.json" >>"$out"
+	kill -0 "${PID[$s]}" 2>/dev/null || die "$label died under the flood"
+	local sigs=-1 refused=-1 note
+	[ "$g0" -ge 0 ] && [ "$g1" -ge 0 ] && sigs=$((g1 - g0))
+	[ "$r0" -ge 0 ] && [ "$r1" -ge 0 ] && refused=$((r1 - r0))
+	case $s in
+	knot-*) note="Knot has no signing budget and reports no signature count" ;;
+	*) note="GOMAXPROCS=1: signing.budget_per_core $budget" ;;
+	esac
+	printf '{"class":"server","label":"%s","cpu_s":%s,"wall_s":%s,"budget_per_s":%s,"signatures":%s,"refused":%s,"note":"%s"}\n' \
+		"$label" "$(awk -v t=$((t1 - t0)) -v hz="$HZ" 'BEGIN{printf "%.2f", t/hz}')" \
+		"$(awk -v a="$w1" -v b="$w0" 'BEGIN{printf "%.2f", a-b}')" "$budget" "$sigs" "$refused" "$note" >>"$out"
+	log "$label: $(grep '"class":"flood"' "$out" | tail -1 | head -c 250)"
+	log "$label: $(tail -2 "$out" | head -1 | head -c 250)"
+	log "$label: $(tail -1 "$out" | head -c 250)"
+	stop_server unbound
+	stop_server "$s"
 }
 
 # ---- start time --------------------------------------------------------------------
@@ -690,7 +707,7 @@ rm -f "$RESULTS"/configs/conf/*/*.private
 	echo "date: $STAMP"
 	echo "git: $(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null)$(cd "$REPO" && git diff --quiet 2>/dev/null || echo ' (dirty)')"
 	echo "parts: $PARTS  servers: $SERVERS  rounds: $ROUNDS  duration: ${DURATION}s  queries: $QUERIES  dnsperf args: $DNSPERF_ARGS"
-	echo "flood: $FLOOD_QPS q/s from $FLOOD_SRC for ${FLOOD_SECONDS}s  resolver: $RESOLVER_QPS q/s  budget: $BUDGET/core"
+	echo "flood: $FLOOD_QPS q/s from $FLOOD_SRC for ${FLOOD_SECONDS}s  resolver: $RESOLVER_QPS q/s  budget: $BUDGET/core (flood: $FLOOD_BUDGETS)"
 	echo "start: $START_NAMES names over $START_POLICIES policies, $START_ROUNDS round(s)"
 	echo "steer signs: $STEER_SIGNS ${NOTE[steer-signed]:-}  key: $KEYGEN"
 	echo "cpus: $NCPU ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo))  kernel: $(uname -r)"
