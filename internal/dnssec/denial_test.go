@@ -250,3 +250,24 @@ func TestSubtreeSuccessor(t *testing.T) {
 		}
 	}
 }
+
+// FuzzEpsilon: for any name, Predecessor and Successor either refuse it
+// or return names on either side of it in canonical order.
+func FuzzEpsilon(f *testing.F) {
+	for _, s := range []string{"b.example.com.", `\000.example.com.`, `ab\000.x.`, `a\255.b.`, "*.x.", `\@.y.`, "A.", "."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if _, err := wireName(name); err != nil {
+			return
+		}
+		p, perr := Predecessor(name)
+		s, serr := Successor(name)
+		if perr == nil && canonicalCompare(t, p, name) >= 0 {
+			t.Fatalf("Predecessor(%q) = %q, not before it", name, p)
+		}
+		if serr == nil && canonicalCompare(t, name, s) >= 0 {
+			t.Fatalf("Successor(%q) = %q, not after it", name, s)
+		}
+	})
+}
