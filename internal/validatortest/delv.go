@@ -107,16 +107,32 @@ type DelvQuery struct {
 // All runs the queries, a few delv processes at a time, and returns their
 // results in order.
 func (d *Delv) All(qs []DelvQuery) []DelvResult {
-	out := make([]DelvResult, len(qs))
+	jobs := make([]DelvJob, len(qs))
+	for i, q := range qs {
+		jobs[i] = DelvJob{d, q}
+	}
+	return RunDelv(jobs)
+}
+
+// DelvJob is one query for one Delv.
+type DelvJob struct {
+	Delv  *Delv
+	Query DelvQuery
+}
+
+// RunDelv runs the jobs, four delv processes at a time, and returns their
+// results in order.
+func RunDelv(jobs []DelvJob) []DelvResult {
+	out := make([]DelvResult, len(jobs))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	for i, q := range qs {
+	for i, j := range jobs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i] = d.Query(q.Name, q.Qtype)
+			out[i] = j.Delv.Query(j.Query.Name, j.Query.Qtype)
 		}()
 	}
 	wg.Wait()
