@@ -31,8 +31,10 @@ import (
 // NSEC TTLs are the negative-caching TTL (RFC 9077). The NSECs are signed
 // when first needed, if LookupOptions.Signing allows it (the signing
 // budget), else the answer is marked NeedSignature; they are kept in the
-// signer's dnssec.Cache under their name and a digest of their type
-// bitmap, so that a hit costs neither a signature nor an allocation.
+// node's dnssec.Cache (see DenialCacher) under their name and a digest of
+// their type bitmap and TTL (dnssec.DenialKey, the fast path's key), so
+// that a hit costs neither a signature nor an allocation. A query of type
+// NSEC gets the NSEC as its answer.
 
 // clock is when signatures made on demand start; tests replace it.
 var clock = time.Now
