@@ -50,8 +50,9 @@ type zoneSigs struct {
 	refresh, expire time.Time
 }
 
-// sigView is the signatures of one served snapshot, computed once per
-// snapshot (a walk of every signed zone that changed).
+// sigView is the signatures of one served snapshot, the zone's own and
+// its steered answers', computed once per snapshot (a walk of every
+// signed zone that changed, and of the steered answers' table).
 type sigView struct {
 	snap  *snapshot.Snapshot
 	zones []zoneSigs
@@ -72,6 +73,12 @@ func viewOf(snap *snapshot.Snapshot, prev *sigView) *sigView {
 			known[zs.z] = zs
 		}
 	}
+	// The steered answers' signatures count with their zone's.
+	steered := map[string][2]uint32{}
+	snap.Presigned.SignatureTimes(func(zone string, refresh, expire uint32) {
+		steered[zone] = [2]uint32{refresh, expire}
+	})
+	sameTable := prev != nil && prev.snap != nil && prev.snap.Presigned == snap.Presigned
 	for _, z := range snap.Zones.Zones() {
 		s := z.Signer()
 		if s == nil {
@@ -81,13 +88,24 @@ func viewOf(snap *snapshot.Snapshot, prev *sigView) *sigView {
 			v.validity = val
 		}
 		zs, ok := known[z]
-		if !ok {
+		if !ok || !sameTable {
 			r, e := z.SignatureTimes()
+			if st, ok := steered[z.Origin]; ok {
+				r, e = earlier(r, st[0]), earlier(e, st[1])
+			}
 			zs = zoneSigs{z: z, refresh: unixTime(r), expire: unixTime(e)}
 		}
 		v.zones = append(v.zones, zs)
 	}
 	return v
+}
+
+// earlier is the earlier of two Unix times, 0 being none.
+func earlier(a, b uint32) uint32 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
 }
 
 func unixTime(t uint32) time.Time {
@@ -223,6 +241,7 @@ func (n *Node) renew(res *Result) {
 		if serr := n.swap(old, snap, false); serr != nil {
 			err = serr
 			snap = old
+			old.Presigned.Watch(old.Live) // health signs into the served table again
 		}
 	}
 	if err != nil {
@@ -284,8 +303,8 @@ func dnssecStatus(z *zonedata.Zone, v *sigView, now time.Time) *api.ZoneDNSSEC {
 			if csk {
 				ks.Role = "CSK"
 			}
-			if ds := k.DNSKEY.ToDS(dns.SHA256); ds != nil {
-				ks.DS = ds.String()
+			if ds := k.DS(); ds != nil {
+				ks.DS = dnssec.DSLine(ds) // as steer dnssec ds prints it
 			}
 		}
 		st.Keys = append(st.Keys, ks)

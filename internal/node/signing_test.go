@@ -109,7 +109,7 @@ func TestExpiryAlarm(t *testing.T) {
 		t.Fatalf("status expiring after expiry: %q", st.Expiring)
 	}
 	if len(st.Keys) != 1 || st.Keys[0].Role != "CSK" || st.Keys[0].Algorithm != "ECDSAP256SHA256" ||
-		st.Keys[0].File != "keys/Kexample.com.+013+00001" || !strings.HasPrefix(st.Keys[0].DS, "example.com.\t") {
+		st.Keys[0].File != "keys/Kexample.com.+013+00001" || !strings.HasPrefix(st.Keys[0].DS, "example.com. IN DS ") {
 		t.Fatalf("status keys: %+v", st.Keys)
 	}
 	if st.Made["load"] == 0 || st.Made["renew"] != 0 || st.Validity != "336h0m0s" || st.Refresh != 0.75 {
