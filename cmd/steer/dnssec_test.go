@@ -27,10 +27,7 @@ func runSteer(args ...string) (int, string, string) {
 func TestDNSSECCommands(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys")
-	if err := os.Mkdir(keys, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	keys := filepath.Join(dir, "keys") // made by the first keygen
 	keygen := func(args ...string) []string {
 		t.Helper()
 		code, out, errOut := runSteer(append([]string{"dnssec", "keygen"}, args...)...)
@@ -40,6 +37,9 @@ func TestDNSSECCommands(t *testing.T) {
 		return strings.Fields(out)
 	}
 	csk := keygen("example.com", "--dir", keys)
+	if fi, err := os.Stat(keys); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("keygen made the keys directory with %v (%v), want 0700", fi.Mode(), err)
+	}
 	pair := keygen("--ksk-zsk", "--algorithm", "ed25519", "example.org", "--dir", keys)
 	other := keygen("example.org", "--dir", keys)
 	spare := keygen("example.com", "--dir", keys, "--role", "ksk")
@@ -149,9 +149,9 @@ signing: { budget_per_core: 1000 }
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	// keygen writes nothing into a directory that is not there.
-	if code, _, _ := runSteer("dnssec", "keygen", "example.com", "--dir", filepath.Join(dir, "nope")); code != 1 {
-		t.Errorf("keygen into a missing directory: exit %d", code)
+	// keygen cannot write where a file stands in for its directory.
+	if code, _, errOut := runSteer("dnssec", "keygen", "example.com", "--dir", filepath.Join(csk[0]+".key", "x")); code != 1 || !strings.Contains(errOut, "not a directory") {
+		t.Errorf("keygen into a file: exit %d, %q", code, errOut)
 	}
 }
 

@@ -99,6 +99,11 @@ func (k *Key) Files(now time.Time) (pub, priv []byte) {
 // replaces a file: when either exists, it fails with an error that
 // errors.Is fs.ErrExist.
 func WriteKey(dir string, k *Key, now time.Time) (string, error) {
+	// A keys directory that does not exist yet is made, for its owner
+	// alone: it holds private keys.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
 	base := filepath.Join(dir, k.BaseName())
 	pub, priv := k.Files(now)
 	// The private half first, created exclusively and readable by its
