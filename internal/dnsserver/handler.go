@@ -592,7 +592,7 @@ func responseOPT(req *dns.OPT) *dns.OPT {
 func (h *Handler) signing(snap *snapshot.Snapshot, t Transport) zone.Signing {
 	q := &presign.Query{T: snap.Presigned, TCP: t == TCP, Now: h.clock().UnixNano()}
 	if snap.Signing != nil {
-		q.Budget = snap.Signing.Budget
+		q.Budget, q.Cache = snap.Signing.Budget, snap.Signing.Cache
 	}
 	return q
 }

@@ -270,6 +270,8 @@ type Query struct {
 	T *Table
 	// Budget is the node's signing budget (nil: T's; none: unlimited).
 	Budget *dnssec.Budget
+	// Cache is the node's cache of signatures made on demand (nil: T's).
+	Cache *dnssec.Cache
 	TCP    bool
 	// Now is the query's time in Unix nanoseconds (the budget's clock).
 	Now int64
@@ -285,6 +287,15 @@ func (q *Query) Allow() bool {
 		b = q.T.Budget
 	}
 	return b.Take(q.Now)
+}
+
+// DenialCache implements zone.DenialCacher: denials are kept in the
+// node's cache, which its snapshots share.
+func (q *Query) DenialCache() *dnssec.Cache {
+	if q.Cache == nil && q.T != nil {
+		return q.T.Cache
+	}
+	return q.Cache
 }
 
 // Steered implements zone.Signing: the RRSIGs over rrs, the set the
@@ -359,4 +370,7 @@ func withTTL(sigs []dns.RR, ttl uint32) []dns.RR {
 	return out
 }
 
-var _ zone.Signing = (*Query)(nil)
+var (
+	_ zone.Signing      = (*Query)(nil)
+	_ zone.DenialCacher = (*Query)(nil)
+)

@@ -39,21 +39,10 @@ func signingFor(cfg *config.Config, prev *Snapshot) *Signing {
 		perCore: perCore, entries: entries}
 }
 
-// presignSteered gives every signed zone's signer the node's budget and
-// cache, and signs the steered answer sets of the records in signed zones
+// presignSteered signs the steered answer sets of the records in signed zones
 // (presign.Build, at now: the previous snapshot's fresh signatures are
 // kept); the live state's health changes sign what they make reachable.
 func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *policy.Live, prev *Snapshot, now time.Time) (*presign.Table, error) {
-	for _, z := range set.Zones() {
-		if s := z.Signer(); s != nil {
-			if s.Budget == nil {
-				s.Budget = sg.Budget
-			}
-			if s.Cache == nil {
-				s.Cache = sg.Cache
-			}
-		}
-	}
 	var prevTable *presign.Table
 	if prev != nil {
 		prevTable = prev.Presigned
