@@ -272,7 +272,7 @@ type Query struct {
 	Budget *dnssec.Budget
 	// Cache is the node's cache of signatures made on demand (nil: T's).
 	Cache *dnssec.Cache
-	TCP    bool
+	TCP   bool
 	// Now is the query's time in Unix nanoseconds (the budget's clock).
 	Now int64
 }
