@@ -31,26 +31,37 @@ type Signature struct {
 	Check    string `json:"check"`
 }
 
-// keyFinder returns the DNSKEY of zone signer with tag and algorithm,
-// nil when the served zone has none.
-type keyFinder func(signer string, tag uint16, alg uint8) *dns.DNSKEY
+// keyFinder returns the DNSKEY of zone signer with tag and algorithm and
+// its role there (CSK, KSK or ZSK), nil when the served zone has none.
+type keyFinder func(signer string, tag uint16, alg uint8) (*dns.DNSKEY, string)
 
 // zoneKeys finds keys among the signed zones of snap.
 func zoneKeys(snap *snapshot.Snapshot) keyFinder {
-	return func(signer string, tag uint16, alg uint8) *dns.DNSKEY {
+	return func(signer string, tag uint16, alg uint8) (*dns.DNSKEY, string) {
 		if snap == nil {
-			return nil
+			return nil, ""
 		}
 		z := snap.Zones.Zone(dns.CanonicalName(signer))
 		if z == nil || z.Signer() == nil {
-			return nil
+			return nil, ""
 		}
-		for _, k := range z.Signer().Keys() {
+		keys := z.Signer().Keys()
+		csk := true
+		for _, k := range keys {
+			csk = csk && k.SEP()
+		}
+		for _, k := range keys {
 			if k.Tag == tag && k.DNSKEY.Algorithm == alg {
-				return k.DNSKEY
+				switch {
+				case csk:
+					return k.DNSKEY, "CSK"
+				case k.SEP():
+					return k.DNSKEY, "KSK"
+				}
+				return k.DNSKEY, "ZSK"
 			}
 		}
-		return nil
+		return nil, ""
 	}
 }
 
@@ -100,7 +111,7 @@ func verify(sig *dns.RRSIG, set []dns.RR, keys keyFinder, now time.Time) (bool, 
 	if len(set) == 0 {
 		return false, "the " + typeString(sig.TypeCovered) + " RRset it covers is not in the section"
 	}
-	k := keys(sig.SignerName, sig.KeyTag, sig.Algorithm)
+	k, role := keys(sig.SignerName, sig.KeyTag, sig.Algorithm)
 	if k == nil {
 		return false, fmt.Sprintf("no DNSKEY %d of %s is served", sig.KeyTag, sig.SignerName)
 	}
@@ -109,10 +120,6 @@ func verify(sig *dns.RRSIG, set []dns.RR, keys keyFinder, now time.Time) (bool, 
 	}
 	if !sig.ValidityPeriod(now) {
 		return false, fmt.Sprintf("verifies with DNSKEY %d but is not valid now", sig.KeyTag)
-	}
-	role := "ZSK"
-	if k.Flags&dns.SEP != 0 {
-		role = "KSK"
 	}
 	return true, fmt.Sprintf("verified with DNSKEY %d (%s)", sig.KeyTag, role)
 }

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"crypto"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,11 +38,11 @@ func TestSignaturesVerified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := func(signer string, tag uint16, alg uint8) *dns.DNSKEY {
+	keys := func(signer string, tag uint16, alg uint8) (*dns.DNSKEY, string) {
 		if signer == "example.com." && tag == key.Tag && alg == dk.Algorithm {
-			return dk
+			return dk, "CSK"
 		}
-		return nil
+		return nil, ""
 	}
 	m := new(dns.Msg)
 	m.Answer = []dns.RR{a, asig[0]}
@@ -52,7 +53,7 @@ func TestSignaturesVerified(t *testing.T) {
 	}
 	for i, want := range []struct{ section, covers string }{{"answer", "A"}, {"authority", "SOA"}} {
 		g := got[i]
-		if g.Section != want.section || g.Covers != want.covers || !g.Verified || !strings.HasPrefix(g.Check, "verified with DNSKEY") {
+		if g.Section != want.section || g.Covers != want.covers || !g.Verified || g.Check != fmt.Sprintf("verified with DNSKEY %d (CSK)", key.Tag) {
 			t.Errorf("signature %d: %+v", i, g)
 		}
 		if g.KeyTag != key.Tag || g.Algorithm != "ECDSAP256SHA256" || g.Signer != "example.com." {
@@ -74,7 +75,7 @@ func TestSignaturesVerified(t *testing.T) {
 	}
 	// No key of the zone has the tag.
 	m.Answer = []dns.RR{a, asig[0]}
-	none := func(string, uint16, uint8) *dns.DNSKEY { return nil }
+	none := func(string, uint16, uint8) (*dns.DNSKEY, string) { return nil, "" }
 	if g := signatures(m, none, now)[0]; g.Verified || !strings.Contains(g.Check, "no DNSKEY") {
 		t.Errorf("unknown key: %+v", g)
 	}
