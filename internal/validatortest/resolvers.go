@@ -136,6 +136,7 @@ func StartUnbound(t testing.TB, server netip.AddrPort, a Anchor) *Resolver {
 	outgoing-interface: 127.0.0.1
 	do-not-query-localhost: no
 	qname-minimisation: no
+	infra-keep-probing: yes
 	module-config: "subnetcache validator iterator"
 	send-client-subnet: %s
 	max-client-subnet-ipv4: 32
@@ -173,6 +174,8 @@ func StartPDNSRecursor(t testing.TB, server netip.AddrPort, a Anchor) *Resolver 
 		fmt.Fprintf(&lua, "addTA(%q, %q)\n", a.Zone, dsRdata(ds))
 	}
 	luaFile := writeFile(t, dir, "recursor.lua", lua.String())
+	// A loaded test machine may make the server slow to answer once: no
+	// SERVFAIL is cached and the server is never throttled as down.
 	// dont-query lists every address but loopback; query-local-address
 	// 127.0.0.1 could not reach anything else anyway. The root hints are
 	// a loopback address nothing serves, so priming stays on loopback.
@@ -192,6 +195,8 @@ forward-zones=%s=%s
 dnssec=validate
 dnssec-log-bogus=yes
 packetcache-servfail-ttl=0
+server-down-max-fails=0
+network-timeout=3000
 security-poll-suffix=
 lua-config-file=%s
 edns-subnet-allow-list=%s
