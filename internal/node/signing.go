@@ -15,18 +15,20 @@ import (
 // Signatures in the background. A signed zone's signatures are made when
 // it is loaded and hold for the zone's validity (14 days by default); each
 // falls due for renewal at a share of it (75 %), jittered per RRset. The
-// node keeps one timer (renewLoop): it sleeps until the first signature
-// of the served snapshot falls due, then asks the reload path for a
-// renewal (kindResign), which makes the served snapshot again with the
-// signatures due made anew (snapshot.Resigned: every zone's renewal step,
-// sharing what is fresh; no file is read, so a pending edit or a key file
-// gone does not matter) and swaps it in through the one swap. Renewals are at least renewGap
-// apart, so the signatures a jittered zone has falling due one after the
-// other are renewed in a few batches, not one rebuild each. The timer is
-// derived from the signatures themselves: a validity of seconds (tests)
-// renews within seconds. When a signature would expire within
-// expiryAlarm (renewal is not keeping up: it fails, or the node was
-// stopped for long), the node logs an ERROR and the zone's status says so.
+// steered answers' pre-signed sets count with their zone. The node keeps
+// one timer (renewLoop): it sleeps until the first signature of the
+// served snapshot falls due, then asks the reload path for a renewal
+// (kindResign), which makes the served snapshot again with the signatures
+// due made anew (snapshot.Resigned: every zone's renewal step, sharing
+// what is fresh, and the steered sets' table; no file is read, so a
+// pending edit or a key file gone does not matter) and swaps it in
+// through the one swap. Renewals are at least renewGap apart, so the
+// signatures a jittered zone has falling due one after the other are
+// renewed in a few batches, not one rebuild each. The timer is derived
+// from the signatures themselves: a validity of seconds (tests) renews
+// within seconds. When a signature would expire within expiryAlarm
+// (renewal is not keeping up: it fails, or the node was stopped for long),
+// the node logs an ERROR and the zone's status says so.
 
 // expiryAlarm is how close to its expiration a signature makes the node
 // log an ERROR and the zone's status say so.
