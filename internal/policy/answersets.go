@@ -142,6 +142,16 @@ func (l *Live) OnHealth(fn func(r *Record, qtype uint16, rrs []dns.RR)) {
 	l.onHealth.Store(&fn)
 }
 
+// Reachable calls fn with each set the current health state lets a
+// record answer with (as OnHealth, for every record): what a table built
+// while the state is served signs beside AnswerSets. Without a health
+// state it calls nothing (AnswerSets has them).
+func (l *Live) Reachable(fn func(r *Record, qtype uint16, rrs []dns.RR)) {
+	if h := l.health.Load(); h != nil {
+		l.reachable(h, nil, fn)
+	}
+}
+
 // reachable calls fn for the sets h makes reachable for the records whose
 // state differs from prev's (all of them without prev).
 func (l *Live) reachable(h, prev *Health, fn func(r *Record, qtype uint16, rrs []dns.RR)) {

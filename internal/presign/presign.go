@@ -62,6 +62,10 @@ type Options struct {
 	// Previous is the table of the snapshot being served: its fresh
 	// signatures over the same sets are kept.
 	Previous *Table
+	// Live, when it has a health state (a reload keeps it, or the table
+	// was built anew while pools are down), adds the sets that state
+	// makes reachable (policy.Live.Reachable).
+	Live *policy.Live
 	// Budget and Cache are the node's (nil: the previous table's, or new).
 	Budget *dnssec.Budget
 	Cache  *dnssec.Cache
@@ -106,28 +110,36 @@ func Build(o Options) (*Table, error) {
 	}
 	var jobs []job
 	signed := false
+	add := func(r *policy.Record, s *dnssec.Signer, qt uint16, rrs []dns.RR) {
+		k := dnssec.CacheKey{Name: r.Name, Type: qt, Sum: dnssec.SetSum(rrs)}
+		if _, ok := t.sets[k]; ok {
+			return
+		}
+		if e := o.Previous.lookup(k); e != nil && reusable(s, e, rrs, now) {
+			t.sets[k] = e
+			t.Reused++
+			return
+		}
+		t.sets[k] = nil // claimed: signed below
+		jobs = append(jobs, job{k, append([]dns.RR(nil), rrs...), s})
+	}
 	for _, r := range o.Policies.Records {
 		s := o.Signer(r.Name)
 		if s == nil {
 			continue
 		}
 		signed = true
-		r.AnswerSets(func(qt uint16, rrs []dns.RR) {
-			k := dnssec.CacheKey{Name: r.Name, Type: qt, Sum: dnssec.SetSum(rrs)}
-			if _, ok := t.sets[k]; ok {
-				return
-			}
-			if e := o.Previous.lookup(k); e != nil && reusable(s, e, rrs, now) {
-				t.sets[k] = e
-				t.Reused++
-				return
-			}
-			t.sets[k] = nil // claimed: signed below
-			jobs = append(jobs, job{k, append([]dns.RR(nil), rrs...), s})
-		})
+		r.AnswerSets(func(qt uint16, rrs []dns.RR) { add(r, s, qt, rrs) })
 	}
 	if !signed {
 		return nil, nil
+	}
+	if o.Live != nil && o.Live.Table() == o.Policies {
+		o.Live.Reachable(func(r *policy.Record, qt uint16, rrs []dns.RR) {
+			if s := o.Signer(r.Name); s != nil {
+				add(r, s, qt, rrs)
+			}
+		})
 	}
 	workers := o.Workers
 	if workers <= 0 {

@@ -200,6 +200,25 @@ func TestHealthSignsBeforePublishing(t *testing.T) {
 	if err := sigs[0].(*dns.RRSIG).Verify(k.DNSKEY, []dns.RR{c3d, c1d}); err != nil {
 		t.Fatalf("served with TTL 10: %v", err)
 	}
+	// A reload while the address is still down (the live state kept, so
+	// no health change follows) keeps the set, signed by the health
+	// change, without signing it again; a table built anew against the
+	// live state signs it.
+	made := s.Made(dnssec.ReasonSteered)
+	next, err := presign.Build(presign.Options{Policies: pt, Signer: onlyExampleCom(s), Previous: tb, Live: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Lookup(r.Name, dns.TypeA, dnssec.SetSum(set)) != e || next.Signed != 0 || s.Made(dnssec.ReasonSteered) != made {
+		t.Fatalf("reload while degraded: signed %d, the degraded set %v", next.Signed, next.Lookup(r.Name, dns.TypeA, dnssec.SetSum(set)))
+	}
+	fresh, err := presign.Build(presign.Options{Policies: pt, Signer: onlyExampleCom(s), Live: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Lookup(r.Name, dns.TypeA, dnssec.SetSum(set)) == nil {
+		t.Fatal("a table built while degraded lacks the degraded set")
+	}
 }
 
 // TestOnlineWithinBudget: a set no enumeration gave is signed once on a

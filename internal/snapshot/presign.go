@@ -56,6 +56,7 @@ func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *polic
 			return nil
 		},
 		Previous: prevTable,
+		Live:     live,
 		Budget:   sg.Budget,
 		Cache:    sg.Cache,
 		Workers:  policy.Workers(prev != nil),
