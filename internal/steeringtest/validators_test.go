@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/servertest"
 	"github.com/steer-dns/steer/internal/validatortest"
 )
@@ -118,7 +119,9 @@ records:
 // and PowerDNS Recursor (passing its clients' ECS on) return AD=1 and the
 // right site for every ECS case and validate the same names; Knot
 // Resolver (no ECS) validates them all and the steered name as 127.0.0.1
-// gets it. dnsviz reports no error, warning or insecure status.
+// gets it. dnsviz reports no error, warning or insecure status. Then,
+// with the eu-central pool drained, a fresh Unbound and delv validate the
+// other pool steer now gives Europe's clients.
 func TestValidatorsCSK(t *testing.T) {
 	t.Parallel()
 	validateSigned(t, cskKeys, 100, true)
@@ -174,56 +177,6 @@ func validateSigned(t *testing.T, v keyVariant, delvNX int, dnsviz bool) {
 		{Name: "x.shop.example.com.", Qtype: dns.TypeA}, // below the steered name: nothing
 	}
 	isENT := func(name string) bool { return name == "_tcp.example.com." }
-
-	t.Run("delv", func(t *testing.T) {
-		t.Parallel()
-		d := validatortest.NewDelv(t, srv.V4, anchor)
-		all := append(append(append(append([]validatortest.DelvQuery{}, positive...), wild), nx[:delvNX]...), nodata...)
-		validated, negative := 0, 0
-		for i, r := range d.All(all) {
-			if r.Validated {
-				validated++
-			}
-			if r.Negative {
-				negative++
-			}
-			switch {
-			case r.Err != nil && !strings.Contains(r.Out, "resolution failed"):
-				t.Errorf("%v %s", r.Err, r)
-			case i < len(positive)+1:
-				if !r.Validated || len(r.Answer) == 0 {
-					t.Errorf("want fully validated: %s", r)
-				}
-				if all[i] == wild && (len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "192.0.2.99") {
-					t.Errorf("the wildcard's expansion: %s", r)
-				}
-			default:
-				if !r.Negative {
-					t.Errorf("want negative response, fully validated: %s", r)
-				}
-			}
-		}
-		// The steered name, for every ECS case: validated, and the site
-		// steering gives that subnet.
-		cases := seedCases
-		jobs := make([]validatortest.DelvJob, len(cases))
-		for i, c := range cases {
-			relay := validatortest.ECSRelay(t, srv.V4, netip.MustParsePrefix(c.subnet))
-			jobs[i] = validatortest.DelvJob{Delv: d.Via(relay), Query: validatortest.DelvQuery{Name: shop, Qtype: dns.TypeA}}
-		}
-		res := validatortest.RunDelv(jobs)
-		for i, c := range cases {
-			r := res[i]
-			if r.Validated {
-				validated++
-			}
-			if !r.Validated || len(r.Answer) != 1 || !contains(c.want, addrOf(r.Answer[0])) {
-				t.Errorf("%s (ECS %s): want fully validated, one A in %v: %s", c.city, c.subnet, c.want, r)
-			}
-		}
-		t.Logf("%s: delv: %d fully validated (%d RRsets, the wildcard, %d ECS cases of %s), %d negative responses fully validated (%d nonexistent names, %d NODATA/ENT)",
-			v.name, validated, len(positive), len(cases), shop, negative, delvNX, len(nodata))
-	})
 
 	var resolvers []*validatortest.Resolver
 	resolvers = append(resolvers,
@@ -292,19 +245,112 @@ func validateSigned(t *testing.T, v keyVariant, delvNX int, dnsviz bool) {
 		})
 	}
 
-	if dnsviz {
-		t.Run("dnsviz", func(t *testing.T) {
-			rep := validatortest.Dnsviz(t, srv.V4, anchor, []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeMX, dns.TypeTXT, dns.TypeSRV},
-				"example.com", "shop.example.com", "www.example.com", "static.example.com", "mail.example.com",
-				nx[0].Name, wild.Name, "_tcp.example.com", "_https._tcp.example.com")
-			for name, p := range rep.Problems {
-				t.Errorf("dnsviz: %s:\n\t%s", name, strings.Join(p, "\n\t"))
+	// delv (many processes) and dnsviz (mostly waiting on its probe) side
+	// by side, after the resolvers.
+	t.Run("delv and dnsviz", func(t *testing.T) {
+		t.Run("delv", func(t *testing.T) {
+			t.Parallel()
+			d := validatortest.NewDelv(t, srv.V4, anchor)
+			all := append(append(append(append([]validatortest.DelvQuery{}, positive...), wild), nx[:delvNX]...), nodata...)
+			validated, negative := 0, 0
+			for i, r := range d.All(all) {
+				if r.Validated {
+					validated++
+				}
+				if r.Negative {
+					negative++
+				}
+				switch {
+				case r.Err != nil && !strings.Contains(r.Out, "resolution failed"):
+					t.Errorf("%v %s", r.Err, r)
+				case i < len(positive)+1:
+					if !r.Validated || len(r.Answer) == 0 {
+						t.Errorf("want fully validated: %s", r)
+					}
+					if all[i] == wild && (len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "192.0.2.99") {
+						t.Errorf("the wildcard's expansion: %s", r)
+					}
+				default:
+					if !r.Negative {
+						t.Errorf("want negative response, fully validated: %s", r)
+					}
+				}
 			}
-			if len(rep.Problems) > 0 {
-				t.Logf("dnsviz print:\n%s", rep.Text)
+			// The steered name, for every ECS case: validated, and the site
+			// steering gives that subnet.
+			cases := seedCases
+			jobs := make([]validatortest.DelvJob, len(cases))
+			for i, c := range cases {
+				relay := validatortest.ECSRelay(t, srv.V4, netip.MustParsePrefix(c.subnet))
+				jobs[i] = validatortest.DelvJob{Delv: d.Via(relay), Query: validatortest.DelvQuery{Name: shop, Qtype: dns.TypeA}}
 			}
+			res := validatortest.RunDelv(jobs)
+			for i, c := range cases {
+				r := res[i]
+				if r.Validated {
+					validated++
+				}
+				if !r.Validated || len(r.Answer) != 1 || !contains(c.want, addrOf(r.Answer[0])) {
+					t.Errorf("%s (ECS %s): want fully validated, one A in %v: %s", c.city, c.subnet, c.want, r)
+				}
+			}
+			t.Logf("%s: delv: %d fully validated (%d RRsets, the wildcard, %d ECS cases of %s), %d negative responses fully validated (%d nonexistent names, %d NODATA/ENT)",
+				v.name, validated, len(positive), len(cases), shop, negative, delvNX, len(nodata))
 		})
-	}
+
+		if dnsviz {
+			t.Run("dnsviz", func(t *testing.T) {
+				t.Parallel()
+				rep := validatortest.Dnsviz(t, srv.V4, anchor, []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeMX, dns.TypeTXT, dns.TypeSRV},
+					"example.com", "shop.example.com", "www.example.com", "static.example.com", "mail.example.com",
+					nx[0].Name, wild.Name, "_tcp.example.com", "_https._tcp.example.com")
+				for name, p := range rep.Problems {
+					t.Errorf("dnsviz: %s:\n\t%s", name, strings.Join(p, "\n\t"))
+				}
+				if len(rep.Problems) > 0 {
+					t.Logf("dnsviz print:\n%s", rep.Text)
+				}
+			})
+		}
+	})
+
+	// A health change: with eu-central drained, Europe's clients get
+	// another pool; a fresh Unbound (no cached answer) and delv validate
+	// what steer now answers them.
+	t.Run("health", func(t *testing.T) {
+		live := srv.Handler().Snapshot().Live
+		drain := func(pool string) {
+			live.SetHealth(func(netip.Addr, string) bool { return true }, func(_, p string) policy.PoolOverride {
+				if p == pool {
+					return policy.PoolDrain
+				}
+				return policy.PoolAuto
+			})
+		}
+		drain("eu-central")
+		t.Cleanup(func() { drain("") })
+		unbound := validatortest.StartUnbound(t, srv.V4, anchor)
+		d := validatortest.NewDelv(t, srv.V4, anchor)
+		for _, c := range seedCases {
+			if !slices.Contains(c.want, euCentral) {
+				continue
+			}
+			direct, _ := exchangeRaw(t, srv.V4, ecsQuery(shop, dns.TypeA, c.subnet))
+			want := addrs(direct, shop)
+			if len(want) != 1 || want[0] == euCentral {
+				t.Fatalf("%s with eu-central drained: steer answers %v\n%v", c.city, want, direct)
+			}
+			resp := unbound.Query(t, shop, dns.TypeA, netip.MustParsePrefix(c.subnet))
+			validatortest.Validated(t, "unbound "+c.city+" with eu-central drained", resp)
+			if got := addrs(resp, shop); len(got) != 1 || got[0] != want[0] {
+				t.Errorf("unbound %s with eu-central drained: %v, want %v", c.city, got, want)
+			}
+			r := d.Via(validatortest.ECSRelay(t, srv.V4, netip.MustParsePrefix(c.subnet))).Query(shop, dns.TypeA)
+			if !r.Validated || len(r.Answer) != 1 || addrOf(r.Answer[0]) != want[0] {
+				t.Errorf("%s with eu-central drained: want fully validated %v: %s", c.city, want, r)
+			}
+		}
+	})
 }
 
 // answerOf returns the records of resp's answer section owned by q's name
