@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -237,7 +238,7 @@ func (n *Node) alarm(v *sigView, now time.Time, logged map[string]time.Time) {
 // changes.
 func (n *Node) renew(res *Result) {
 	old := n.srv.Handler().Snapshot()
-	before := madeBy(n.signatures(), dnssec.ReasonRenew)
+	before := madeBy(n.signatures())
 	snap, err := old.Resigned(time.Now())
 	if snap != old {
 		if serr := n.swap(old, snap, false); serr != nil {
@@ -262,24 +263,39 @@ func (n *Node) renew(res *Result) {
 		"next_renewal", refresh.UTC().Format(time.RFC3339), "earliest_expiry", expire.UTC().Format(time.RFC3339))
 }
 
-// madeBy returns how many signatures of reason each zone of v has made.
-func madeBy(v *sigView, r dnssec.Reason) map[string]uint64 {
-	out := map[string]uint64{}
+// madeBy returns how many signatures each zone of v has made renewing
+// its data and signing steered answer sets.
+func madeBy(v *sigView) map[string][2]uint64 {
+	out := map[string][2]uint64{}
 	for _, zs := range v.zones {
-		out[zs.z.Origin] = zs.z.Signer().Made(r)
+		s := zs.z.Signer()
+		out[zs.z.Origin] = [2]uint64{s.Made(dnssec.ReasonRenew), s.Made(dnssec.ReasonSteered)}
 	}
 	return out
 }
 
 // renewed says, per zone whose signatures a renewal changed, how many it
-// made (was: the counts before it).
-func renewed(was map[string]uint64, after *sigView) []string {
+// made (was: madeBy before it); the steered answers' table signs its due
+// sets again as "steered" signatures.
+func renewed(was map[string][2]uint64, after *sigView) []string {
 	var out []string
-	for _, zs := range after.zones {
-		if d := zs.z.Signer().Made(dnssec.ReasonRenew) - was[zs.z.Origin]; d > 0 {
-			out = append(out, fmt.Sprintf("zone %s: %d signatures renewed, next due %s", zs.z.Origin, d, zs.refresh.UTC().Format(time.RFC3339)))
+	for zone, now := range madeBy(after) {
+		d, st := now[0]-was[zone][0], now[1]-was[zone][1]
+		if d+st == 0 {
+			continue
 		}
+		line := fmt.Sprintf("zone %s: %d signatures renewed", zone, d+st)
+		if st > 0 {
+			line += fmt.Sprintf(" (%d of steered answers)", st)
+		}
+		for _, zs := range after.zones {
+			if zs.z.Origin == zone {
+				line += ", next due " + zs.refresh.UTC().Format(time.RFC3339)
+			}
+		}
+		out = append(out, line)
 	}
+	sort.Strings(out)
 	return out
 }
 
