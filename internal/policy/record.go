@@ -21,6 +21,12 @@
 // Live.Decide is the one decision step: the server's fast and general
 // paths, explain and a simulation all call it, with the caller's clock,
 // so nothing here runs a goroutine or reads a ticker of its own.
+//
+// answersets.go enumerates every RRset a record can answer with (for a
+// signed zone to sign each ahead of time, package presign): a multivalue
+// limit answers a rotation window of its addresses so there are n such
+// sets, not n-choose-limit; Live.OnHealth hands over the sets a health
+// change makes reachable before the change is published.
 package policy
 
 import (
