@@ -639,7 +639,7 @@ flood_one() { # SERVER LABEL BUDGET
 
 # ---- start time --------------------------------------------------------------------
 part_start() {
-	local d=$WORK/start r v key last want t0 t args
+	local d=$WORK/start r v key last want t0 t args cpu
 	mkdir -p "$d/unsigned" "$d/signed"
 	make_key "$d/signed"
 	for v in unsigned signed; do
@@ -673,8 +673,9 @@ part_start() {
 			PID[start-$v]=$!
 			if t=$("$BIN/signbench" wait -server "$BIND:$START_PORT" -name "$last" -want "$want" "${args[@]}" \
 				-since "$t0" -pid "${PID[start-$v]}" -limit "${START_LIMIT}s"); then
-				printf '%s\t%s\t%s\t%s\n' "$r" "$v" "$t" "$START_NAMES" >>"$RESULTS/start.tsv"
-				log "start r$r $v: ${t}s"
+				cpu=$(awk -v t="$(cpu_ticks "${PID[start-$v]}")" -v hz="$HZ" 'BEGIN{printf "%.2f", t/hz}')
+				printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$v" "$t" "$START_NAMES" "$cpu" >>"$RESULTS/start.tsv"
+				log "start r$r $v: ${t}s, ${cpu}s of CPU"
 			else
 				log "WARNING: start r$r $v: no right answer within ${START_LIMIT}s (log: $RESULTS/logs/start-$v-r$r.log)"
 				printf '%s\t%s\tnone within %ss\t%s\n' "$r" "$v" "$START_LIMIT" "$START_NAMES" >>"$RESULTS/start.tsv"

@@ -66,7 +66,7 @@ func TestSummary(t *testing.T) {
 {"class":"resolver","label":"steer-signed","seconds":10,"asked":500,"validated":500,"p50_ms":1.5,"p99_ms":9}
 {"class":"server","label":"steer-signed","cpu_s":6,"wall_s":10,"budget_per_s":20000,"signatures":200000,"refused":3800000,"note":"n"}
 `)
-	write(t, filepath.Join(dir, "start.tsv"), "1\tunsigned\t2.0\t10000\n1\tsigned\t3.0\t10000\n2\tunsigned\t4.0\t10000\n2\tsigned\t4.0\t10000\n")
+	write(t, filepath.Join(dir, "start.tsv"), "1\tunsigned\t2.0\t10000\t1.0\n1\tsigned\t3.0\t10000\t1.5\n2\tunsigned\t4.0\t10000\t2.0\n2\tsigned\t4.0\t10000\n")
 	var out bytes.Buffer
 	if err := summary(dir, &out); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestSummary(t *testing.T) {
 		"| steered | gdnsd | ✗ WRONG 3/201 |",
 		"| steer-signed | 40000 | 100.0 | 95.0 | 2000 | 60 | 15.0 | 20000 (20000); refused 380000/s | 500 | 100.0 | 1.5 / 9.0 |  |",
 		"#### Start: 10000 steered names",
-		"| signed | 3.50 (3.00–4.00) | 1.25 (1.00–1.50) |",
+		"| signed | 3.50 (3.00–4.00) | 1.25 (1.00–1.50) | 1.50 | 1.50 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks\n%s\ngot:\n%s", want, got)

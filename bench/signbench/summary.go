@@ -382,7 +382,8 @@ func startTable(dir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	byVariant := map[string]map[int]float64{}
+	type start struct{ secs, cpu float64 }
+	byVariant := map[string]map[int]start{}
 	var variants []string
 	names := ""
 	for _, r := range rows {
@@ -391,25 +392,32 @@ func startTable(dir string, w io.Writer) error {
 		}
 		round, _ := strconv.Atoi(r[0])
 		if byVariant[r[1]] == nil {
-			byVariant[r[1]] = map[int]float64{}
+			byVariant[r[1]] = map[int]start{}
 			variants = append(variants, r[1])
 		}
-		byVariant[r[1]][round] = num(r[2])
+		st := start{num(r[2]), math.NaN()}
+		if len(r) >= 5 {
+			st.cpu = num(r[4])
+		}
+		byVariant[r[1]][round] = st
 		names = r[3]
 	}
 	fmt.Fprintf(w, "#### Start: %s steered names, exec to the first right answer of the last name\n\n", names)
-	fmt.Fprintln(w, "| variant | seconds | ×unsigned (per round) |")
-	fmt.Fprintln(w, "|---|--:|--:|")
+	fmt.Fprintln(w, "| variant | seconds | ×unsigned (per round) | CPU seconds by then | ×unsigned (per round) |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|")
 	base := byVariant["unsigned"]
 	for _, v := range variants {
-		var xs, rs []float64
+		var xs, rs, cs, crs []float64
 		for round, t := range byVariant[v] {
-			xs = append(xs, t)
-			if b, ok := base[round]; ok && b > 0 {
-				rs = append(rs, t/b)
+			xs = append(xs, t.secs)
+			cs = append(cs, t.cpu)
+			if b, ok := base[round]; ok && b.secs > 0 {
+				rs = append(rs, t.secs/b.secs)
+				crs = append(crs, t.cpu/b.cpu)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", v, statsOf(xs).format(2), statsOf(rs).format(2))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", v, statsOf(xs).format(2), statsOf(rs).format(2),
+			statsOf(cs).format(2), statsOf(crs).format(2))
 	}
 	fmt.Fprintln(w)
 	return nil
