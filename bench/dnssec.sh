@@ -508,7 +508,10 @@ part_load() {
 		local note=${NOTE[$s]:-}
 		case "$s" in
 		steer) note="GOMAXPROCS=1, unsigned, queries without DO" ;;
-		steer-signed) note="GOMAXPROCS=1, CSK ECDSA P-256 ($KEYGEN), queries with DO${note:+; $note}" ;;
+		steer-signed)
+			local sg rf
+			read -r sg rf < <(steer_signing)
+			note="GOMAXPROCS=1, CSK ECDSA P-256 ($KEYGEN), queries with DO; signatures made on queries' behalf (online + denial) by the end of the load: $sg, budget refusals: $rf${note:+; $note}" ;;
 		gdnsd) note="udp_threads=1, no DNSSEC, queries without DO" ;;
 		knot-online) note="udp-workers=1, mod-geoip + mod-onlinesign (KASP: ECDSA P-256 CSK, automatic keys), queries with DO" ;;
 		knot-signed) note="udp-workers=1, automatic signing (dnssec-signing: on, the same KASP) + mod-geoip, which signs its answers when it loads; queries with DO" ;;
