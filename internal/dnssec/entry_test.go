@@ -29,7 +29,7 @@ func TestNewEntryWire(t *testing.T) {
 	sigs = append(sigs, &sig2)
 	k := DenialKey("nope.example.com.", 60, []uint16{TypeNXNAME})
 	e := NewEntry(k, []dns.RR{nsec}, sigs, s.RefreshOf(sigs))
-	if e.Key != k || len(e.Wire) != 2 || e.RRs[0] != nsec {
+	if e.Key != k || len(e.Wire) != len(sigs) || e.RRs[0] != nsec {
 		t.Fatalf("entry %+v", e)
 	}
 	if e.Refresh != RefreshAt(sigs[0].(*dns.RRSIG), DefaultRefresh) || e.Refresh <= uint32(now.Unix()) {

@@ -89,6 +89,9 @@ type Signer struct {
 	zsk  []*Key
 	opts Options
 	csk  bool // one key signs everything
+	// forKeys and forData are the keys that sign the apex's key RRsets
+	// (DNSKEY, CDS, CDNSKEY) and every other RRset (see keysFor).
+	forKeys, forData []*Key
 	// Budget caps signatures made on queries' behalf; nil: no cap.
 	Budget *Budget
 	// Cache keeps signatures made on demand; nil: none.
@@ -118,7 +121,29 @@ func NewSigner(zone string, keys []*Key, o Options) (*Signer, error) {
 	case len(s.zsk) == 0:
 		s.zsk, s.csk = s.ksk, true // a CSK signs everything
 	}
+	s.forKeys = withEveryAlgorithm(s.ksk, s.zsk)
+	s.forData = withEveryAlgorithm(s.zsk, s.ksk)
 	return s, nil
+}
+
+// withEveryAlgorithm returns the keys of first and, for each algorithm
+// only others have, the first of others with it: RFC 4035 §2.2 wants each
+// RRset signed by at least one key of every algorithm in the DNSKEY RRset
+// (so an RSASHA256 KSK beside an ECDSA ZSK, as in an algorithm rollover,
+// signs the data too, and the ZSK signs the DNSKEY RRset). With one
+// algorithm, it is first.
+func withEveryAlgorithm(first, others []*Key) []*Key {
+	out := first
+	for _, k := range others {
+		have := false
+		for _, o := range out {
+			have = have || o.DNSKEY.Algorithm == k.DNSKEY.Algorithm
+		}
+		if !have {
+			out = append(append([]*Key(nil), out...), k)
+		}
+	}
+	return out
 }
 
 // Keys returns every key of the zone, the SEP keys first.
@@ -136,13 +161,16 @@ func (s *Signer) Options() Options { return s.opts }
 // Made returns how many signatures were made for reason.
 func (s *Signer) Made(r Reason) uint64 { return s.made[r].Load() }
 
-// keysFor returns the keys that sign an RRset of type t.
+// keysFor returns the keys that sign an RRset of type t: the SEP keys for
+// the apex's DNSKEY, CDS and CDNSKEY RRsets, the others (or the CSK) for
+// the rest, each list with a key of every algorithm of the zone's keys
+// (withEveryAlgorithm).
 func (s *Signer) keysFor(t uint16) []*Key {
 	switch t {
 	case dns.TypeDNSKEY, dns.TypeCDS, dns.TypeCDNSKEY:
-		return s.ksk
+		return s.forKeys
 	}
-	return s.zsk
+	return s.forData
 }
 
 // Sign returns the RRSIGs over rrs, one RRset (same owner, type and

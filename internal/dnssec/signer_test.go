@@ -44,12 +44,28 @@ func TestSignVerifies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// One signature by the ZSK (or CSK) and, RFC 4035 §2.2, one by
+			// a key of each other algorithm of the zone's keys.
 			zsk := tc.keys[len(tc.keys)-1]
-			if len(sigs) != 1 || sigs[0].(*dns.RRSIG).KeyTag != zsk.Tag {
-				t.Fatalf("sigs %v, want one by key %d", sigs, zsk.Tag)
+			algs := map[uint8]*Key{}
+			for _, k := range tc.keys {
+				if algs[k.DNSKEY.Algorithm] == nil || !k.SEP() {
+					algs[k.DNSKEY.Algorithm] = k
+				}
 			}
-			if err := sigs[0].(*dns.RRSIG).Verify(zsk.DNSKEY, []dns.RR{a2, a1}); err != nil {
-				t.Fatalf("verify: %v", err)
+			if len(sigs) != len(algs) || sigs[0].(*dns.RRSIG).KeyTag != zsk.Tag {
+				t.Fatalf("sigs %v, want %d, the first by key %d", sigs, len(algs), zsk.Tag)
+			}
+			for _, rr := range sigs {
+				sig := rr.(*dns.RRSIG)
+				k := algs[sig.Algorithm]
+				if k == nil || sig.KeyTag != k.Tag {
+					t.Fatalf("signature by key %d (algorithm %d), want one per algorithm", sig.KeyTag, sig.Algorithm)
+				}
+				if err := sig.Verify(k.DNSKEY, []dns.RR{a2, a1}); err != nil {
+					t.Fatalf("verify: %v", err)
+				}
+				delete(algs, sig.Algorithm)
 			}
 			if !s.Fresh(sigs, dns.TypeA, now) || s.Fresh(sigs, dns.TypeA, now.Add(12*24*time.Hour)) {
 				t.Error("Fresh: want fresh now and due after 12 of 14 days")
@@ -64,6 +80,9 @@ func TestSignVerifies(t *testing.T) {
 			}
 			if err := ksigs[0].(*dns.RRSIG).Verify(tc.keys[0].DNSKEY, dnskey); err != nil {
 				t.Fatalf("DNSKEY verify: %v", err)
+			}
+			if len(ksigs) != len(sigs) {
+				t.Fatalf("DNSKEY RRset has %d signatures, want one per algorithm (%d)", len(ksigs), len(sigs))
 			}
 			w, _ := dns.NewRR("*.example.com. 300 IN TXT x")
 			wsig, _ := s.Sign([]dns.RR{w}, now, ReasonLoad)
