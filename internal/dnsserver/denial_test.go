@@ -10,7 +10,8 @@ import (
 
 // TestDenialInNodeCache: a compact denial signed for one query (over TCP,
 // beyond the budget) is kept in the node's cache, so the same denial over
-// UDP is answered signed instead of TC=1, with NXDOMAIN kept for CO.
+// UDP is answered signed instead of TC=1, with NXDOMAIN kept for CO and
+// the CO flag echoed.
 func TestDenialInNodeCache(t *testing.T) {
 	h, snap, _ := signedHandler(t, "signing: { budget_per_core: 1 }\n")
 	from := netip.MustParseAddr("192.0.2.151")
@@ -40,6 +41,11 @@ func TestDenialInNodeCache(t *testing.T) {
 		}
 		if m.Truncated || m.Rcode != want || nsec == nil || nsec.NextDomain != `\000.cached-nope.example.com.` {
 			t.Fatalf("UDP, CO %v: want the cached denial, rcode %s:\n%v", co, dns.RcodeToString[want], m)
+		}
+		// RFC 9824: the CO flag is echoed, so a resolver knows the
+		// NXDOMAIN with NXNAME is a compact answer kept for it.
+		if o := m.IsEdns0(); o == nil || !o.Do() || o.Co() != co {
+			t.Fatalf("UDP, CO %v: OPT %v, want DO and CO echoed", co, o)
 		}
 	}
 }

@@ -66,9 +66,8 @@ func doQuery(tb testing.TB, name string, qtype uint16, co bool, subnet string) [
 // carries an RRSIG that verifies over the records served (every subnet,
 // both families, a pool down and the degraded TTL), on the fast path
 // with no allocation and on the general path alike; no signature is made
-// on the query's behalf; AD is never set; DO is echoed (CO is not: it
-// asks for NXDOMAIN, which a positive answer does not touch); without DO
-// no RRSIG.
+// on the query's behalf; AD is never set; DO is echoed, and CO when the
+// query sets it (RFC 9824); without DO no RRSIG.
 func TestSignedSteeredAnswers(t *testing.T) {
 	h, snap, k := signedHandler(t, "")
 	s := snap.Zones.Zone("example.com.").Signer()
@@ -98,8 +97,8 @@ func TestSignedSteeredAnswers(t *testing.T) {
 						t.Fatalf("%s %s %s: flags %v", state, sn, dns.TypeToString[qt], m.MsgHdr)
 					}
 					o := m.IsEdns0()
-					if o == nil || !o.Do() || o.Co() {
-						t.Fatalf("%s %s: OPT %v, want DO echoed alone", state, sn, o)
+					if o == nil || !o.Do() || o.Co() != (sn == "") {
+						t.Fatalf("%s %s: OPT %v, want DO echoed, and CO when asked", state, sn, o)
 					}
 					var rrs []dns.RR
 					var sig *dns.RRSIG

@@ -44,8 +44,12 @@ func TestEDNS(t *testing.T) {
 		}, positive},
 		{"all unknown EDNS flags, DO echoed alone", func(m *dns.Msg) {
 			m.SetEdns0(4096, true)
-			m.IsEdns0().Hdr.Ttl |= 0x7FFF
+			m.IsEdns0().Hdr.Ttl |= 0x3FFF // every flag but DO and CO
 		}, with(func(w *want) { w.opt = &wantOPT{do: true} })},
+		{"all EDNS flags, DO and CO echoed", func(m *dns.Msg) {
+			m.SetEdns0(4096, true)
+			m.IsEdns0().Hdr.Ttl |= 0x7FFF // CO (RFC 9824) is known
+		}, with(func(w *want) { w.opt = &wantOPT{do: true, co: true} })},
 		{"Z bit cleared", func(m *dns.Msg) { m.Zero = true }, positive},
 		{"Z bit cleared with EDNS", func(m *dns.Msg) { m.Zero = true; m.SetEdns0(1232, false) }, positive},
 		{"RD copied", func(m *dns.Msg) { m.RecursionDesired = true }, positive},

@@ -40,6 +40,7 @@ type fastQuery struct {
 	opt     bool
 	udpSize uint16
 	do      bool
+	co      bool // Compact Answers OK (RFC 9824): echoed
 	// opts lists the options steer answers, in request order (the general
 	// path answers them in that order).
 	opts   [2]uint16
@@ -103,6 +104,7 @@ func parseFast(req []byte, q *fastQuery) bool {
 		q.opt = true
 		q.udpSize = binary.BigEndian.Uint16(req[off+3:])
 		q.do = req[off+7]&0x80 != 0
+		q.co = req[off+7]&0x40 != 0
 		rdlen := int(binary.BigEndian.Uint16(req[off+9:]))
 		off += 11
 		if off+rdlen != len(req) {
@@ -366,7 +368,7 @@ func (h *Handler) negative(out, req []byte, q *fastQuery, z *zone.Zone, rcode in
 }
 
 // appendOPT writes the response OPT as the general path does: our UDP
-// size, version 0, DO echoed, NSID and TCP keepalive in request order,
+// size, version 0, DO and CO echoed, NSID and TCP keepalive in request order,
 // the cookie (when ck is not empty), then ECS with sc, the scope as the
 // option carries it.
 func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, ck []byte, hasECS bool, s *ecs.Subnet, sc int) []byte {
@@ -375,6 +377,9 @@ func appendOPT(out []byte, snap *snapshot.Snapshot, q *fastQuery, t Transport, c
 	var flags byte
 	if q.do {
 		flags = 0x80
+	}
+	if q.co {
+		flags |= 0x40
 	}
 	out = append(out, 0, 0, byte(dns.TypeOPT), byte(AdvertisedUDPSize>>8), byte(AdvertisedUDPSize&0xFF), 0, 0, flags, 0, 0, 0)
 	rdStart := len(out)

@@ -576,13 +576,18 @@ func parse(req []byte, q *query) error {
 }
 
 // responseOPT starts the response's OPT: our UDP size, version 0, the DO
-// bit echoed (RFC 3225) and no other flag (unknown flags are not echoed;
-// CO, RFC 9824, changes the answer, not the OPT).
+// bit echoed (RFC 3225), the CO bit too (RFC 9824 §5: a server that gives
+// compact answers and keeps NXDOMAIN for CO says so; a resolver may take
+// an NXDOMAIN with NXNAME as such only with CO in the response), and no
+// other flag (unknown flags are not echoed).
 func responseOPT(req *dns.OPT) *dns.OPT {
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	o.SetUDPSize(AdvertisedUDPSize)
 	if req.Do() {
 		o.SetDo()
+	}
+	if req.Co() {
+		o.SetCo()
 	}
 	return o
 }

@@ -209,6 +209,7 @@ type want struct {
 // (UDP size 1232, version 0, no flag but DO).
 type wantOPT struct {
 	do   bool
+	co   bool   // Compact Answers OK echoed (RFC 9824)
 	nsid string // the identity, when NSID is expected
 	// keepalive is the expected edns-tcp-keepalive timeout, in 100 ms units.
 	keepalive uint16
@@ -312,13 +313,16 @@ func checkOPT(t testing.TB, q, r *dns.Msg, w want) {
 	}
 	wo := w.opt
 	if wo == nil {
-		wo = &wantOPT{do: q.IsEdns0().Do()}
+		wo = &wantOPT{do: q.IsEdns0().Do(), co: q.IsEdns0().Co()}
 	}
 	if ro.Do() != wo.do {
 		t.Errorf("DO = %v, want %v", ro.Do(), wo.do)
 	}
-	if flags := ro.Hdr.Ttl & 0x7FFF; flags != 0 {
-		t.Errorf("EDNS flags other than DO set: %#04x", flags)
+	if ro.Co() != wo.co {
+		t.Errorf("CO = %v, want %v", ro.Co(), wo.co)
+	}
+	if flags := ro.Hdr.Ttl & 0x3FFF; flags != 0 {
+		t.Errorf("EDNS flags other than DO and CO set: %#04x", flags)
 	}
 	var wantOpts []string
 	if wo.nsid != "" {
