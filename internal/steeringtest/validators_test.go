@@ -136,10 +136,13 @@ func TestValidatorsED25519(t *testing.T) {
 }
 
 // TestValidatorsRSAKSK is TestValidatorsCSK with an RSASHA256 KSK over an
-// ECDSAP256SHA256 ZSK (20 of the nonexistent names through delv).
+// ECDSAP256SHA256 ZSK (20 of the nonexistent names through delv). dnsviz
+// probes this one too: with two algorithms it reports an RRset without a
+// signature of each (MISSING_RRSIG_FOR_ALG_DNSKEY, RFC 4035 §2.2), which
+// the validators, taking one good path, let pass.
 func TestValidatorsRSAKSK(t *testing.T) {
 	t.Parallel()
-	validateSigned(t, rsaKSKKeys, 20, false)
+	validateSigned(t, rsaKSKKeys, 20, true)
 }
 
 // validateSigned runs the acceptance for one key variant: delvNX of the
