@@ -322,26 +322,30 @@ func (q *Query) Steered(z *zone.Zone, name string, qtype uint16, rrs []dns.RR) [
 	k := dnssec.CacheKey{Name: name, Type: h.Rrtype, Sum: dnssec.SetSum(rrs)}
 	e := q.T.lookup(k)
 	if e == nil {
-		e = q.T.Cache.Get(k, uint32(q.Now/int64(time.Second)))
-		if e == nil {
-			e = q.sign(z, k, rrs)
-			if e == nil {
-				return nil
-			}
+		s := q.signer(z, k.Name)
+		// The node's cache outlives a key change: an entry serves only
+		// when this zone's keys made it and it is fresh.
+		if c := q.DenialCache().Get(k, uint32(q.Now/int64(time.Second))); c != nil && s != nil && s.Fresh(c.Sigs, k.Type, time.Unix(0, q.Now)) {
+			e = c
+		} else if e = q.sign(s, k, rrs); e == nil {
+			return nil
 		}
 	}
 	return withTTL(e.Sigs, h.Ttl)
 }
 
-// sign signs rrs on the query's behalf, within the budget.
-func (q *Query) sign(z *zone.Zone, k dnssec.CacheKey, rrs []dns.RR) *dnssec.Entry {
-	var s *dnssec.Signer
+// signer is the signer of the zone answering name.
+func (q *Query) signer(z *zone.Zone, name string) *dnssec.Signer {
 	if z != nil {
-		s = z.Signer()
+		if s := z.Signer(); s != nil {
+			return s
+		}
 	}
-	if s == nil {
-		s = q.T.signer(k.Name)
-	}
+	return q.T.signer(name)
+}
+
+// sign signs rrs with s on the query's behalf, within the budget.
+func (q *Query) sign(s *dnssec.Signer, k dnssec.CacheKey, rrs []dns.RR) *dnssec.Entry {
 	if s == nil || !q.Allow() {
 		return nil
 	}
@@ -364,7 +368,9 @@ func (q *Query) sign(z *zone.Zone, k dnssec.CacheKey, rrs []dns.RR) *dnssec.Entr
 		return nil
 	}
 	q.T.add(e)
-	q.T.Cache.Put(e)
+	if c := q.DenialCache(); c != nil {
+		c.Put(e)
+	}
 	return e
 }
 

@@ -257,4 +257,15 @@ func TestOnlineWithinBudget(t *testing.T) {
 	if tcp.Steered(nil, name, dns.TypeA, odd(1000)) == nil {
 		t.Fatal("TCP refused a signature")
 	}
+	// The node's cache outlives a key change: a table signing with a new
+	// key never serves the old key's signature from it.
+	s2, k2 := signer(t)
+	tb2, err := presign.Build(presign.Options{Policies: pt, Signer: onlyExampleCom(s2), Cache: tb.Cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs = (&presign.Query{T: tb2, TCP: true, Now: now}).Steered(nil, name, dns.TypeA, odd(0))
+	if len(sigs) != 1 || sigs[0].(*dns.RRSIG).Verify(k2.DNSKEY, odd(0)) != nil {
+		t.Fatalf("after a key change: %v", sigs)
+	}
 }
