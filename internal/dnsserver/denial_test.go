@@ -1,11 +1,14 @@
 package dnsserver_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnsserver"
+	"github.com/steer-dns/steer/internal/rrl"
 )
 
 // TestDenialInNodeCache: a compact denial signed for one query (over TCP,
@@ -46,6 +49,47 @@ func TestDenialInNodeCache(t *testing.T) {
 		// NXDOMAIN with NXNAME is a compact answer kept for it.
 		if o := m.IsEdns0(); o == nil || !o.Do() || o.Co() != co {
 			t.Fatalf("UDP, CO %v: OPT %v, want DO and CO echoed", co, o)
+		}
+	}
+}
+
+// TestRateLimitCompactDenial: a compact denial answers NOERROR, but rate
+// limiting counts it as the NXDOMAIN it is, per zone: a random-subdomain
+// flood with DO from one source is limited as one without DO.
+func TestRateLimitCompactDenial(t *testing.T) {
+	from := netip.MustParseAddr("192.0.2.152")
+	for _, do := range []bool{false, true} {
+		h, _, _ := signedHandler(t, "")
+		l, err := rrl.New(rrlConfig(3, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.SetGuard(&dnsserver.Guard{RRL: l})
+		h.SetClock(func() time.Time { return testNow })
+		n := map[string]int{}
+		for i := range 10 {
+			m := new(dns.Msg)
+			m.SetQuestion(fmt.Sprintf("flood%d.example.com.", i), dns.TypeA)
+			m.SetEdns0(1232, do)
+			req, err := m.Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := h.HandleFrom(req, dnsserver.UDP, from, make([]byte, 0, 4096))
+			var r *dns.Msg
+			if out != nil {
+				r = new(dns.Msg)
+				if err := r.Unpack(out); err != nil {
+					t.Fatal(err)
+				}
+				if v := verdict(r); v == "pass" && do && (r.Rcode != dns.RcodeSuccess || len(r.Ns) < 4) {
+					t.Fatalf("DO: want a compact denial:\n%v", r)
+				}
+			}
+			n[verdict(r)]++
+		}
+		if n["pass"] != 3 {
+			t.Errorf("DO %v: %v, want 3 answered (the zone's NXDOMAIN bucket)", do, n)
 		}
 	}
 }

@@ -396,6 +396,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	needTC := false             // a signature the budget refused: TC=1
 	limitName := lower(q.qname) // what rate limiting keys the response on
 	referral := false
+	nxname := false // a compact denial of a name that does not exist
 	switch q.qclass {
 	case dns.ClassINET:
 		switch q.qtype {
@@ -431,9 +432,10 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 			scope = a.Scope
 			ede = extendedError(&a)
 			referral = a.Referral
+			nxname = a.NXName
 			switch {
-			case a.Rcode == dns.RcodeNameError && a.Zone != nil:
-				limitName = a.Zone.Origin // NXDOMAIN per zone
+			case (a.Rcode == dns.RcodeNameError || a.NXName) && a.Zone != nil:
+				limitName = a.Zone.Origin // NXDOMAIN per zone (a compact one too)
 			case a.Wildcard != "":
 				limitName = a.Wildcard
 			}
@@ -462,7 +464,11 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 		resp.Truncated = true
 		resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
 	}
-	switch v := gd.limit(t, from, rrl.Classify(resp.Rcode, len(resp.Answer) > 0, referral), limitName, q.qtype, ecsAddr, optScope, st); v {
+	limitRcode := resp.Rcode
+	if nxname {
+		limitRcode = dns.RcodeNameError // RFC 9824's NOERROR is an NXDOMAIN to the limiter
+	}
+	switch v := gd.limit(t, from, rrl.Classify(limitRcode, len(resp.Answer) > 0, referral), limitName, q.qtype, ecsAddr, optScope, st); v {
 	case rrl.Drop:
 		return nil
 	case rrl.Slip:

@@ -80,6 +80,7 @@ func (z *Zone) deny(a *Answer, name string, n *node, qtype uint16, synthesized b
 		return
 	}
 	var buf [24]uint16
+	a.NXName = n == nil
 	if qtype == dns.TypeNSEC {
 		// The NSEC a denial would carry lists NSEC: it is the answer
 		// (as ldns-walk and other zone walkers ask), not a NODATA the

@@ -71,6 +71,11 @@ type Answer struct {
 	// was synthesised from (RFC 4592), "" when none: rate limiting counts
 	// every name a wildcard answers as one.
 	Wildcard string
+	// NXName is set when the query name does not exist but a compact
+	// denial (RFC 9824) answers NOERROR (or NXDOMAIN with CO): rate
+	// limiting counts it as the NXDOMAIN it is, per zone, so that a
+	// random-subdomain flood with DO is limited as one without.
+	NXName bool
 	// NeedSignature is set when a DNSSEC answer needed a signature made
 	// on the query's behalf and LookupOptions.Signing refused it (the
 	// signing budget): over UDP the server answers TC=1, so only a
