@@ -226,7 +226,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			}
 			if signed {
 				var sigs int
-				if out, sigs = appendSteeredSigs(out, start, snap, rec.Name, q.qtype, st.TTL); sigs == 0 {
+				if out, sigs = appendSteeredSigs(out, start, snap, rec, q.qtype, st.TTL); sigs == 0 {
 					return nil // not signed ahead: the general path signs or truncates
 				}
 				n += sigs
@@ -312,14 +312,14 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 // of the records' RdataSums), owner compressed to the question and with
 // the TTL the records carry, as the general path packs them. It returns 0
 // signatures when the set was not signed ahead. It does not allocate.
-func appendSteeredSigs(out []byte, start int, snap *snapshot.Snapshot, name string, qtype uint16, ttl uint32) ([]byte, int) {
+func appendSteeredSigs(out []byte, start int, snap *snapshot.Snapshot, rec *policy.Record, qtype uint16, ttl uint32) ([]byte, int) {
 	var sum uint64
 	for off := start; off+12 <= len(out); {
 		l := int(binary.BigEndian.Uint16(out[off+10:]))
 		sum += dnssec.RdataSum(out[off+12 : off+12+l])
 		off += 12 + l
 	}
-	e := snap.Presigned.Lookup(name, qtype, sum)
+	e := snap.Presigned.LookupRecord(rec, qtype, sum)
 	if e == nil {
 		return out, 0
 	}

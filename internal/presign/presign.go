@@ -34,6 +34,10 @@ import (
 // keyed by owner (canonical), type and dnssec.SetSum.
 type Table struct {
 	sets map[dnssec.CacheKey]*dnssec.Entry // made by Build, read-only
+	// byRec indexes sets by record (policy.Record.Index) and family (A
+	// or CNAME 0, AAAA 1), then sum: the fast path's lookup hashes a
+	// 64-bit sum, not the owner name.
+	byRec [][2]map[uint64]*dnssec.Entry
 	// late holds the sets signed after Build (health, a query): a map
 	// replaced whole under mu, read lock-free.
 	late atomic.Pointer[map[dnssec.CacheKey]*dnssec.Entry]
@@ -172,7 +176,40 @@ func Build(o Options) (*Table, error) {
 		t.sets[j.key] = entries[i]
 	}
 	t.Signed = len(jobs)
+	t.byRec = make([][2]map[uint64]*dnssec.Entry, len(o.Policies.Records))
+	for k, e := range t.sets {
+		r := o.Policies.Get(k.Name)
+		if r == nil || r.Index >= len(t.byRec) {
+			continue
+		}
+		m := &t.byRec[r.Index][family(k.Type)]
+		if *m == nil {
+			*m = map[uint64]*dnssec.Entry{}
+		}
+		(*m)[k.Sum] = e
+	}
 	return t, nil
+}
+
+func family(qtype uint16) int {
+	if qtype == dns.TypeAAAA {
+		return 1
+	}
+	return 0
+}
+
+// LookupRecord is Lookup for the steered record r of the table's
+// policies: the fast path's, which hashes the sum alone.
+func (t *Table) LookupRecord(r *policy.Record, qtype uint16, sum uint64) *dnssec.Entry {
+	if t == nil {
+		return nil
+	}
+	if r.Index < len(t.byRec) && t.policies.Records[r.Index] == r {
+		if e := t.byRec[r.Index][family(qtype)][sum]; e != nil && e.Key.Type == qtype {
+			return e
+		}
+	}
+	return t.lookup(dnssec.CacheKey{Name: r.Name, Type: qtype, Sum: sum})
 }
 
 // reusable reports whether e, a previous table's entry for the same key,
