@@ -93,3 +93,36 @@ func TestRateLimitCompactDenial(t *testing.T) {
 		}
 	}
 }
+
+// TestNXNAMEQuery: a query for the NXNAME meta-type is FORMERR with EDE
+// 30 (RFC 9824 §3.5), on both paths.
+func TestNXNAMEQuery(t *testing.T) {
+	h, _, _ := signedHandler(t, "")
+	from := netip.MustParseAddr("192.0.2.153")
+	for _, do := range []bool{false, true} {
+		m := new(dns.Msg)
+		m.SetQuestion("www.example.com.", dns.TypeNXNAME)
+		m.SetEdns0(1232, do)
+		req, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast := h.HandleFrom(req, dnsserver.UDP, from, make([]byte, 0, 4096))
+		general := h.HandleGeneral(req, dnsserver.UDP, from, make([]byte, 0, 4096))
+		r := new(dns.Msg)
+		if err := r.Unpack(fast); err != nil || string(fast) != string(general) {
+			t.Fatalf("DO %v: fast and general differ, or %v", do, err)
+		}
+		var ede *dns.EDNS0_EDE
+		if o := r.IsEdns0(); o != nil {
+			for _, opt := range o.Option {
+				if e, ok := opt.(*dns.EDNS0_EDE); ok {
+					ede = e
+				}
+			}
+		}
+		if r.Rcode != dns.RcodeFormatError || len(r.Answer)+len(r.Ns) != 0 || ede == nil || ede.InfoCode != 30 {
+			t.Fatalf("DO %v: want FORMERR with EDE 30:\n%v", do, r)
+		}
+	}
+}

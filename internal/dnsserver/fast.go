@@ -163,7 +163,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		return nil
 	}
 	switch q.qtype {
-	case dns.TypeANY, dns.TypeDS, dns.TypeAXFR, dns.TypeIXFR, dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
+	case dns.TypeANY, dns.TypeDS, dns.TypeAXFR, dns.TypeIXFR, dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB, dns.TypeNXNAME:
 		return nil
 	}
 	var gd guarded

@@ -405,6 +405,11 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 			ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited} // as NSD says it
 		case dns.TypeOPT:
 			resp.Rcode = dns.RcodeFormatError
+		case dns.TypeNXNAME:
+			// RFC 9824 §3.5: NXNAME is a meta-type of compact answers'
+			// bitmaps only; a query for it is a format error.
+			resp.Rcode = dns.RcodeFormatError
+			ede = &dns.EDNS0_EDE{InfoCode: 30} // Invalid Query Type
 		case dns.TypeTSIG, dns.TypeTKEY, dns.TypeMAILA, dns.TypeMAILB:
 			resp.Rcode = dns.RcodeNotImplemented
 		default:
