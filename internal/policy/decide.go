@@ -71,6 +71,16 @@ type Decision struct {
 	Input Input
 }
 
+// Families reports whether the record has pools with IPv4 and with IPv6
+// addresses (an A-type record answers A and AAAA with them); both false
+// for a CNAME record.
+func (r *Record) Families() (v4, v6 bool) {
+	if r.Type == dns.TypeCNAME {
+		return false, false
+	}
+	return r.hasV4 != 0, r.hasV6 != 0
+}
+
 // family returns the pools that can answer qtype.
 func (r *Record) family(qtype uint16) uint64 {
 	switch {

@@ -421,18 +421,18 @@ func sameSteered(a, b []*policy.Record) bool {
 		return false
 	}
 	i := 0
-	for i < len(a) && a[i].Name == b[i].Name && steeredType(a[i]) == steeredType(b[i]) {
+	for i < len(a) && a[i].Name == b[i].Name && steeredKind(a[i]) == steeredKind(b[i]) {
 		i++
 	}
 	if i == len(a) {
 		return true
 	}
-	rest := make(map[string]uint16, len(a)-i)
+	rest := make(map[string]uint32, len(a)-i)
 	for _, r := range a[i:] {
-		rest[r.Name] = steeredType(r)
+		rest[r.Name] = steeredKind(r)
 	}
 	for _, r := range b[i:] {
-		if t, ok := rest[r.Name]; !ok || t != steeredType(r) {
+		if t, ok := rest[r.Name]; !ok || t != steeredKind(r) {
 			return false
 		}
 		delete(rest, r.Name) // a name twice in b is not in a twice
@@ -448,13 +448,31 @@ func steeredType(r *policy.Record) uint16 {
 	return dns.TypeA
 }
 
+// steeredKind is what a zone's marks of a record depend on: its type and
+// the address families its pools have (the NSECs of signed denials list
+// them), so a zone is kept across a reload only when they are the same.
+func steeredKind(r *policy.Record) uint32 {
+	v4, v6 := r.Families()
+	k := uint32(steeredType(r))
+	if v4 {
+		k |= 1 << 16
+	}
+	if v6 {
+		k |= 1 << 17
+	}
+	return k
+}
+
 // mark makes the records' names steered in z, which is not published yet.
 func mark(cfg *config.Config, z *zone.Zone, recs []*policy.Record) diag.Problems {
 	var errs diag.Problems
 	for _, r := range recs {
 		if err := z.MarkSteered(r.Name, steeredType(r)); err != nil {
 			errs.Add(cfg.File, r.Line, "record %s: %v", r.Name, err)
+			continue
 		}
+		v4, v6 := r.Families()
+		z.SteeredFamilies(r.Name, v4, v6)
 	}
 	return errs
 }

@@ -130,13 +130,14 @@ func (n *node) bitmap(types []uint16, qtype uint16, synthesized bool) []uint16 {
 				types = addType(types, dns.TypeCNAME)
 			}
 		default:
-			// Both families: claiming a type the name might lack only
-			// costs a resolver a query; leaving out one it has would let
+			// The families its pools have addresses of (both when not
+			// told, SteeredFamilies): claiming a type the name lacks only
+			// costs a resolver a query, leaving out one it has would let
 			// it deny that type from its cache (RFC 8198).
-			if qtype != dns.TypeA && qtype != dns.TypeANY {
+			if qtype != dns.TypeA && qtype != dns.TypeANY && !n.steerNoV4 {
 				types = addType(types, dns.TypeA)
 			}
-			if qtype != dns.TypeAAAA {
+			if qtype != dns.TypeAAAA && !n.steerNoV6 {
 				types = addType(types, dns.TypeAAAA)
 			}
 		}

@@ -76,6 +76,11 @@ func newSignedFixture(t testing.TB) *signedFixture {
 	if err := z.MarkSteered("steer.example.com.", dns.TypeA); err != nil {
 		t.Fatal(err)
 	}
+	// steer4 has pools with IPv4 addresses only.
+	if err := z.MarkSteered("steer4.example.com.", dns.TypeA); err != nil {
+		t.Fatal(err)
+	}
+	z.SteeredFamilies("steer4.example.com.", true, false)
 	key := denialKey(t, "example.com.")
 	s, err := dnssec.NewSigner("example.com.", []*dnssec.Key{key}, dnssec.Options{})
 	if err != nil {
@@ -190,6 +195,8 @@ func TestCompactDenialShapes(t *testing.T) {
 			owner: "steer.example.com.", types: "A RRSIG NSEC"},
 		{name: "steered-nodata-mx", qname: "steer.example.com.", qtype: dns.TypeMX, rcode: dns.RcodeSuccess,
 			owner: "steer.example.com.", types: "A AAAA RRSIG NSEC"},
+		{name: "steered-v4-only-nodata-mx", qname: "steer4.example.com.", qtype: dns.TypeMX, rcode: dns.RcodeSuccess,
+			owner: "steer4.example.com.", types: "A RRSIG NSEC"},
 		{name: "cname-to-nxdomain", qname: "alias.example.com.", qtype: dns.TypeA, rcode: dns.RcodeSuccess, answers: 1,
 			owner: "nowhere.example.com.", types: nx},
 		{name: "cname-to-wildcard", qname: "walias.example.com.", qtype: dns.TypeTXT, rcode: dns.RcodeSuccess, answers: 2,

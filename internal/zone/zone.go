@@ -103,6 +103,10 @@ type node struct {
 	// steerType is what MarkSteered made the name's steered records: A
 	// (for A and AAAA) or CNAME; the NSEC of a denial lists them.
 	steerType uint16
+	// steerNoV4 and steerNoV6 say an A-type steered name has no pool
+	// with addresses of that family (SteeredFamilies): its NSECs do not
+	// claim the type.
+	steerNoV4, steerNoV6 bool
 	// below is set on names at or under a delegation point or a DNAME other
 	// than the cut itself: data there is glue or occluded, never answered.
 	occluded bool
@@ -274,7 +278,23 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 	}
 	n.steered = true
 	n.steerType = rtype
+	n.steerNoV4, n.steerNoV6 = false, false
 	return nil
+}
+
+// SteeredFamilies says which address families the A-type steered name
+// (marked by MarkSteered) has records of, as configured: the NSEC of a
+// denial at the name lists A only with v4 and AAAA only with v6. Without
+// it, both are listed. It must be called before the zone is published.
+func (z *Zone) SteeredFamilies(name string, v4, v6 bool) {
+	n := z.nodes[name]
+	if n == nil || !n.steered || n.steerType != dns.TypeA {
+		return
+	}
+	if z.borrowed(n) {
+		n = z.own(n)
+	}
+	n.steerNoV4, n.steerNoV6 = !v4, !v6
 }
 
 // borrowed reports whether n is the served zone's node, shared by this
