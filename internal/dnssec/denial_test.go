@@ -185,7 +185,7 @@ func TestEpsilonExamples(t *testing.T) {
 }
 
 func TestCoveringNSECVerifies(t *testing.T) {
-	k := testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true)
+	k := testKey(t, "example.com.", dns.ECDSAP256SHA256, true)
 	s, err := NewSigner("example.com.", []*Key{k}, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 // TestNewEntryWire: an entry's Wire is, byte for byte, the RDATA of each
 // RRSIG in a message miekg/dns packs with compression on.
 func TestNewEntryWire(t *testing.T) {
-	keys := []*Key{testKey(t, "Example.com.", dns.ED25519, 256, true), testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, false)}
+	keys := []*Key{testKey(t, "Example.com.", dns.ED25519, true), testKey(t, "example.com.", dns.ECDSAP256SHA256, false)}
 	keys[0].DNSKEY.Hdr.Name = "example.com."
 	s, err := NewSigner("example.com.", keys, Options{})
 	if err != nil {

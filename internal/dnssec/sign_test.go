@@ -20,9 +20,9 @@ var (
 func algKeys(t testing.TB) map[string]*Key {
 	keysOnce.Do(func() {
 		keyByAlg = map[string]*Key{
-			"ecdsa":   testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true),
-			"ed25519": testKey(t, "example.com.", dns.ED25519, 256, true),
-			"rsa":     testKey(t, "example.com.", dns.RSASHA256, 2048, true),
+			"ecdsa":   testKey(t, "example.com.", dns.ECDSAP256SHA256, true),
+			"ed25519": testKey(t, "example.com.", dns.ED25519, true),
+			"rsa":     testKey(t, "example.com.", dns.RSASHA256, true),
 		}
 	})
 	return keyByAlg
@@ -43,7 +43,7 @@ func FuzzSignVerifies(f *testing.F) {
 	f.Add("www", []byte("hello"), []byte("world"))
 	f.Add("*", []byte{}, []byte{0xff, 0})
 	f.Add("A.b-C", bytes.Repeat([]byte{'x'}, 255), []byte("x"))
-	k := testKey(f, "example.com.", dns.ED25519, 256, true)
+	k := testKey(f, "example.com.", dns.ED25519, true)
 	s, err := NewSigner("example.com.", []*Key{k}, Options{})
 	if err != nil {
 		f.Fatal(err)
@@ -119,7 +119,7 @@ func BenchmarkSign(b *testing.B) {
 		rrs := benchRRset(b)
 		if alg == "rsa" {
 			rrs, _, _ = s.Apex(3600)
-			zsk := testKey(b, "example.com.", dns.ECDSAP256SHA256, 256, false)
+			zsk := testKey(b, "example.com.", dns.ECDSAP256SHA256, false)
 			d := *zsk.DNSKEY
 			rrs = append(rrs, &d)
 		}

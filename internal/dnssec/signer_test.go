@@ -1,26 +1,20 @@
 package dnssec
 
 import (
-	"crypto"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 )
 
-// testKey makes a key pair for zone in memory.
-func testKey(t testing.TB, zone string, alg uint8, bits int, sep bool) *Key {
+// testKey makes a key pair for zone in memory with GenerateKey.
+func testKey(t testing.TB, zone string, alg uint8, sep bool) *Key {
 	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE, Protocol: 3, Algorithm: alg}
-	if sep {
-		dk.Flags |= dns.SEP
-	}
-	pk, err := dk.Generate(bits)
+	k, err := GenerateKey(zone, alg, sep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
+	return k
 }
 
 func TestSignVerifies(t *testing.T) {
@@ -28,9 +22,9 @@ func TestSignVerifies(t *testing.T) {
 		name string
 		keys []*Key
 	}{
-		{"csk-p256", []*Key{testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true)}},
-		{"ksk-zsk-ed25519", []*Key{testKey(t, "example.com.", dns.ED25519, 256, true), testKey(t, "example.com.", dns.ED25519, 256, false)}},
-		{"rsa-ksk-p256-zsk", []*Key{algKeys(t)["rsa"], testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, false)}},
+		{"csk-p256", []*Key{testKey(t, "example.com.", dns.ECDSAP256SHA256, true)}},
+		{"ksk-zsk-ed25519", []*Key{testKey(t, "example.com.", dns.ED25519, true), testKey(t, "example.com.", dns.ED25519, false)}},
+		{"rsa-ksk-p256-zsk", []*Key{algKeys(t)["rsa"], testKey(t, "example.com.", dns.ECDSAP256SHA256, false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := NewSigner("Example.COM.", tc.keys, Options{})
@@ -143,7 +137,7 @@ func TestSetSumOrderFree(t *testing.T) {
 // signature just made is fresh and falls due before it expires, near
 // the refresh share of its validity.
 func TestShortValidityFresh(t *testing.T) {
-	k := testKey(t, "example.com.", dns.ECDSAP256SHA256, 256, true)
+	k := testKey(t, "example.com.", dns.ECDSAP256SHA256, true)
 	s, err := NewSigner("example.com.", []*Key{k}, Options{Validity: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

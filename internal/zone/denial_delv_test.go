@@ -4,7 +4,6 @@ package zone_test
 
 import (
 	"context"
-	"crypto"
 	"fmt"
 	"net"
 	"os"
@@ -88,21 +87,6 @@ func serveZone(t *testing.T, set *zone.Set) string {
 	return addr
 }
 
-// keyOf makes a key for zone in memory.
-func keyOf(t testing.TB, zoneName string, alg uint8, bits int, sep bool) *dnssec.Key {
-	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: zoneName, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE, Protocol: 3, Algorithm: alg}
-	if sep {
-		dk.Flags |= dns.SEP
-	}
-	pk, err := dk.Generate(bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dnssec.Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
-}
-
 // TestDenialDelv has delv (BIND 9.18) validate every shape of answer a
 // signed zone gives with DO, with the zone's SEP key as trust anchor:
 // "fully validated" for answers, "negative response, fully validated"
@@ -115,13 +99,13 @@ func TestDenialDelv(t *testing.T) {
 		keys func(t testing.TB) []*dnssec.Key
 	}{
 		{"csk-p256", func(t testing.TB) []*dnssec.Key {
-			return []*dnssec.Key{keyOf(t, "example.com.", dns.ECDSAP256SHA256, 256, true)}
+			return []*dnssec.Key{memKey(t, "example.com.", dns.ECDSAP256SHA256, true)}
 		}},
 		{"ksk-zsk-ed25519", func(t testing.TB) []*dnssec.Key {
-			return []*dnssec.Key{keyOf(t, "example.com.", dns.ED25519, 256, true), keyOf(t, "example.com.", dns.ED25519, 256, false)}
+			return []*dnssec.Key{memKey(t, "example.com.", dns.ED25519, true), memKey(t, "example.com.", dns.ED25519, false)}
 		}},
 		{"rsa-ksk-p256-zsk", func(t testing.TB) []*dnssec.Key {
-			return []*dnssec.Key{keyOf(t, "example.com.", dns.RSASHA256, 2048, true), keyOf(t, "example.com.", dns.ECDSAP256SHA256, 256, false)}
+			return []*dnssec.Key{memKey(t, "example.com.", dns.RSASHA256, true), memKey(t, "example.com.", dns.ECDSAP256SHA256, false)}
 		}},
 	} {
 		t.Run(ks.name, func(t *testing.T) {

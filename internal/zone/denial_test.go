@@ -1,7 +1,6 @@
 package zone_test
 
 import (
-	"crypto"
 	"fmt"
 	"net"
 	"slices"
@@ -30,18 +29,6 @@ sec      DS    12345 13 2 0123456789abcdef0123456789abcdef0123456789abcdef012345
 alias    CNAME nowhere
 walias   CNAME x.w
 `
-
-// denialKey makes an ECDSA P-256 CSK for zone in memory.
-func denialKey(t testing.TB, zoneName string) *dnssec.Key {
-	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: zoneName, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE | dns.SEP, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
-	pk, err := dk.Generate(256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dnssec.Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
-}
 
 // allow is a zone.Signing that allows every signature and counts them.
 type allow struct{ n atomic.Int64 }
@@ -81,7 +68,7 @@ func newSignedFixture(t testing.TB) *signedFixture {
 		t.Fatal(err)
 	}
 	z.SteeredFamilies("steer4.example.com.", true, false)
-	key := denialKey(t, "example.com.")
+	key := memKey(t, "example.com.", dns.ECDSAP256SHA256, true)
 	s, err := dnssec.NewSigner("example.com.", []*dnssec.Key{key}, dnssec.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +427,7 @@ func TestDenialCacheChoice(t *testing.T) {
 	// The same zone signed with another key, sharing the node's cache:
 	// the first key's NSEC is not served.
 	z, _ := mustParse(t, "example.com.", signedZone)
-	key2 := denialKey(t, "example.com.")
+	key2 := memKey(t, "example.com.", dns.ECDSAP256SHA256, true)
 	s2, err := dnssec.NewSigner("example.com.", []*dnssec.Key{key2}, dnssec.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -39,9 +39,9 @@ func TestSignedPositiveDelv(t *testing.T) {
 		return z, keys[0]
 	}
 	z1, k1 := sign("sign.test.", signText+"srv._tcp IN SRV 0 5 443 www\nother IN CNAME www.other.test.\nhinfo IN HINFO \"pc\" \"os\"\n",
-		keyOf(t, "sign.test.", dns.ED25519, 256, true), keyOf(t, "sign.test.", dns.ECDSAP256SHA256, 256, false))
+		memKey(t, "sign.test.", dns.ED25519, true), memKey(t, "sign.test.", dns.ECDSAP256SHA256, false))
 	z2, k2 := sign("other.test.", "$ORIGIN other.test.\n@ 300 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 300 IN NS ns1\nns1 300 IN A 192.0.2.8\nwww 300 IN AAAA 2001:db8::8\n",
-		keyOf(t, "other.test.", dns.ECDSAP256SHA256, 256, true))
+		memKey(t, "other.test.", dns.ECDSAP256SHA256, true))
 	// The renewal step, a day and a half on: every signature due again.
 	later := now.Add(36 * time.Hour)
 	z1, err := z1.Resigned(later, 2)

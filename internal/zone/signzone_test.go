@@ -37,25 +37,20 @@ www.other IN A 192.0.2.7
 deep.ent.x IN TXT "below an empty non-terminal"
 `
 
-// memKey makes a key pair for zone in memory.
-func memKey(t testing.TB, zone string, alg uint8, bits int, sep bool) *dnssec.Key {
+// memKey makes a key pair for zone in memory with dnssec.GenerateKey.
+func memKey(t testing.TB, zone string, alg uint8, sep bool) *dnssec.Key {
 	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE, Protocol: 3, Algorithm: alg}
-	if sep {
-		dk.Flags |= dns.SEP
-	}
-	pk, err := dk.Generate(bits)
+	k, err := dnssec.GenerateKey(zone, alg, sep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &dnssec.Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
+	return k
 }
 
 func newSigner(t testing.TB, origin string, o dnssec.Options, keys ...*dnssec.Key) *dnssec.Signer {
 	t.Helper()
 	if len(keys) == 0 {
-		keys = []*dnssec.Key{memKey(t, origin, dns.ECDSAP256SHA256, 256, true)}
+		keys = []*dnssec.Key{memKey(t, origin, dns.ECDSAP256SHA256, true)}
 	}
 	s, err := dnssec.NewSigner(origin, keys, o)
 	if err != nil {
@@ -154,10 +149,10 @@ func TestSignedAnswers(t *testing.T) {
 		keys func(t *testing.T) []*dnssec.Key
 	}{
 		{"csk-p256", func(t *testing.T) []*dnssec.Key {
-			return []*dnssec.Key{memKey(t, "sign.test.", dns.ECDSAP256SHA256, 256, true)}
+			return []*dnssec.Key{memKey(t, "sign.test.", dns.ECDSAP256SHA256, true)}
 		}},
 		{"ksk-zsk-ed25519", func(t *testing.T) []*dnssec.Key {
-			return []*dnssec.Key{memKey(t, "sign.test.", dns.ED25519, 256, true), memKey(t, "sign.test.", dns.ED25519, 256, false)}
+			return []*dnssec.Key{memKey(t, "sign.test.", dns.ED25519, true), memKey(t, "sign.test.", dns.ED25519, false)}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -537,7 +532,7 @@ func (failingKey) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
 // TestSignFails checks that a zone whose signing fails says so (the
 // snapshot then serves it as a zone that failed to load).
 func TestSignFails(t *testing.T) {
-	k := memKey(t, "sign.test.", dns.ECDSAP256SHA256, 256, true)
+	k := memKey(t, "sign.test.", dns.ECDSAP256SHA256, true)
 	k.Signer = failingKey{k.Signer}
 	s := newSigner(t, "sign.test.", dnssec.Options{}, k)
 	z, _ := mustParse(t, "sign.test.", signText)
