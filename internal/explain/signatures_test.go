@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"crypto"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,13 +15,10 @@ import (
 // changed data or by a key the zone does not serve, or past its
 // expiration, says why not.
 func TestSignaturesVerified(t *testing.T) {
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: "example.com.", Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE | dns.SEP, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
-	pk, err := dk.Generate(256)
+	key, err := dnssec.GenerateKey("example.com.", dns.ECDSAP256SHA256, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := &dnssec.Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
 	s, err := dnssec.NewSigner("example.com.", []*dnssec.Key{key}, dnssec.Options{Validity: 48 * time.Hour, Jitter: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +35,8 @@ func TestSignaturesVerified(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := func(signer string, tag uint16, alg uint8) (*dns.DNSKEY, string) {
-		if signer == "example.com." && tag == key.Tag && alg == dk.Algorithm {
-			return dk, "CSK"
+		if signer == "example.com." && tag == key.Tag && alg == key.DNSKEY.Algorithm {
+			return key.DNSKEY, "CSK"
 		}
 		return nil, ""
 	}

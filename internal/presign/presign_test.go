@@ -2,7 +2,6 @@ package presign_test
 
 import (
 	"bytes"
-	"crypto"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -70,13 +69,10 @@ func table(t testing.TB) *policy.Table {
 
 func signer(t testing.TB) (*dnssec.Signer, *dnssec.Key) {
 	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: "example.com.", Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE | dns.SEP, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
-	pk, err := dk.Generate(256)
+	k, err := dnssec.GenerateKey("example.com.", dns.ECDSAP256SHA256, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &dnssec.Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
 	s, err := dnssec.NewSigner("example.com.", []*dnssec.Key{k}, dnssec.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"crypto"
 	"testing"
 	"time"
 
@@ -15,13 +14,10 @@ import (
 // CSK and the validity given, and returns the precompiled set and signer.
 func signedSet(t *testing.T, origin string, validity time.Duration, now time.Time) (*zone.Set, *dnssec.Signer) {
 	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: origin, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE | dns.SEP, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
-	pk, err := dk.Generate(256)
+	key, err := dnssec.GenerateKey(origin, dns.ECDSAP256SHA256, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := &dnssec.Key{DNSKEY: dk, Signer: pk.(crypto.Signer), Tag: dk.KeyTag(), File: "mem"}
 	s, err := dnssec.NewSigner(origin, []*dnssec.Key{key}, dnssec.Options{Validity: validity})
 	if err != nil {
 		t.Fatal(err)

@@ -18,23 +18,15 @@ import (
 // returns its base name (relative to dir).
 func writeKey(t *testing.T, dir, zone string, sep bool) string {
 	t.Helper()
-	dk := &dns.DNSKEY{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 3600},
-		Flags: dns.ZONE, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
-	if sep {
-		dk.Flags |= dns.SEP
-	}
-	pk, err := dk.Generate(256)
+	k, err := dnssec.GenerateKey(zone, dns.ECDSAP256SHA256, sep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := fmt.Sprintf("K%s+013+%05d", zone, dk.KeyTag())
-	if err := os.WriteFile(filepath.Join(dir, base+".key"), []byte(dk.String()+"\n"), 0o644); err != nil {
+	base, err := dnssec.WriteKey(dir, k, time.Now())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, base+".private"), []byte(dk.PrivateKeyString(pk)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return base
+	return filepath.Base(base)
 }
 
 const signedZone = `$ORIGIN example.com.
