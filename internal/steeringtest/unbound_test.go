@@ -2,7 +2,6 @@ package steeringtest
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/servertest"
+	"github.com/steer-dns/steer/internal/validatortest"
 )
 
 // unboundConf is a recursive resolver on 127.0.0.1:port that sends ECS to
@@ -22,35 +22,7 @@ import (
 // clients' /28s to 192.0.2.0/24 before steer sees them, and every Larkbook
 // city there would get Pune's answer.
 func unboundConf(dir string, port int, steer netip.AddrPort) string {
-	return fmt.Sprintf(`server:
-	interface: 127.0.0.1
-	port: %d
-	do-ip6: no
-	do-daemonize: no
-	username: ""
-	chroot: ""
-	pidfile: ""
-	directory: %q
-	use-syslog: no
-	logfile: ""
-	verbosity: 1
-	num-threads: 1
-	so-reuseport: no
-	outgoing-range: 64
-	num-queries-per-thread: 32
-	access-control: 127.0.0.0/8 allow
-	do-not-query-localhost: no
-	qname-minimisation: no
-	module-config: "subnetcache iterator"
-	send-client-subnet: %s
-	max-client-subnet-ipv4: 32
-	max-client-subnet-ipv6: 56
-remote-control:
-	control-enable: no
-stub-zone:
-	name: "example.com"
-	stub-addr: %s@%d
-`, port, dir, steer.Addr(), steer.Addr(), steer.Port())
+	return validatortest.UnboundConf(port, dir, "subnetcache iterator", "example.com", steer, "")
 }
 
 // TestUnboundForwardsECS runs Unbound as a real recursive resolver in front

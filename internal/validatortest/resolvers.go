@@ -104,18 +104,13 @@ func (r *Resolver) waitReady(t testing.TB, zone string) {
 	}
 }
 
-// StartUnbound runs Unbound with `module-config: "subnetcache validator
-// iterator"`: the anchor as its trust anchor, the zone a stub zone served
-// by server, and ECS sent to it (the client's own, or the client's
-// address when it sends none; up to /32 and /56, so the server sees the
-// client's subnet as the client sent it).
-func StartUnbound(t testing.TB, server netip.AddrPort, a Anchor) *Resolver {
-	t.Helper()
-	dnstest.NeedTool(t, "unbound-checkconf")
-	dir := t.TempDir()
-	port := dnstest.FreePort(t)
-	var b strings.Builder
-	fmt.Fprintf(&b, `server:
+// UnboundConf is the configuration of an Unbound on 127.0.0.1:port,
+// working in dir, with module-config modules, that resolves zone through
+// the stub server and sends it ECS (send-client-subnet; up to /32 and
+// /56, so the server sees the client's subnet as the client sent it);
+// extra is added, as lines, to its server clause.
+func UnboundConf(port int, dir, modules, zone string, server netip.AddrPort, extra string) string {
+	return fmt.Sprintf(`server:
 	interface: 127.0.0.1
 	port: %d
 	do-ip6: no
@@ -127,7 +122,6 @@ func StartUnbound(t testing.TB, server netip.AddrPort, a Anchor) *Resolver {
 	use-syslog: no
 	logfile: ""
 	verbosity: 1
-	val-log-level: 2
 	num-threads: 1
 	so-reuseport: no
 	outgoing-range: 64
@@ -137,23 +131,41 @@ func StartUnbound(t testing.TB, server netip.AddrPort, a Anchor) *Resolver {
 	do-not-query-localhost: no
 	qname-minimisation: no
 	infra-keep-probing: yes
-	module-config: "subnetcache validator iterator"
+	module-config: %q
 	send-client-subnet: %s
 	max-client-subnet-ipv4: 32
 	max-client-subnet-ipv6: 56
-`, port, dir, server.Addr())
+%sremote-control:
+	control-enable: no
+stub-zone:
+	name: %q
+	stub-addr: %s@%d
+`, port, dir, modules, server.Addr(), extra, zone, server.Addr(), server.Port())
+}
+
+// StartUnbound runs Unbound with `module-config: "subnetcache validator
+// iterator"`: the anchor as its trust anchor, the zone a stub zone served
+// by server, and ECS sent to it (the client's own, or the client's
+// address when it sends none; up to /32 and /56, so the server sees the
+// client's subnet as the client sent it).
+func StartUnbound(t testing.TB, server netip.AddrPort, a Anchor) *Resolver {
+	t.Helper()
+	dnstest.NeedTool(t, "unbound-checkconf")
+	dir := t.TempDir()
+	port := dnstest.FreePort(t)
+	var extra strings.Builder
+	extra.WriteString("\tval-log-level: 2\n")
 	for _, p := range notLoopbackV4 {
-		fmt.Fprintf(&b, "\tdo-not-query-address: %s\n", p)
+		fmt.Fprintf(&extra, "\tdo-not-query-address: %s\n", p)
 	}
-	b.WriteString("\tdo-not-query-address: ::/0\n")
+	extra.WriteString("\tdo-not-query-address: ::/0\n")
 	for _, k := range a.Keys {
-		fmt.Fprintf(&b, "\ttrust-anchor: \"%s IN DNSKEY %d %d %d %s\"\n", a.Zone, k.Flags, k.Protocol, k.Algorithm, k.PublicKey)
+		fmt.Fprintf(&extra, "\ttrust-anchor: \"%s IN DNSKEY %d %d %d %s\"\n", a.Zone, k.Flags, k.Protocol, k.Algorithm, k.PublicKey)
 	}
-	fmt.Fprintf(&b, "remote-control:\n\tcontrol-enable: no\nstub-zone:\n\tname: %q\n\tstub-addr: %s@%d\n",
-		a.Zone, server.Addr(), server.Port())
-	conf := writeFile(t, dir, "unbound.conf", b.String())
+	text := UnboundConf(port, dir, "subnetcache validator iterator", a.Zone, server, extra.String())
+	conf := writeFile(t, dir, "unbound.conf", text)
 	if out, err := runTool(30*time.Second, "unbound-checkconf", conf); err != nil {
-		t.Fatalf("unbound-checkconf: %v\n%s\n%s", err, out, b.String())
+		t.Fatalf("unbound-checkconf: %v\n%s\n%s", err, out, text)
 	}
 	r := &Resolver{Name: "unbound", Addr: loopback(port), ECS: true}
 	r.p = startProcess(t, "unbound", dir, "unbound", "-d", "-c", conf)
