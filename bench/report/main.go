@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/steer-dns/steer/bench/internal/dnsperf"
 )
 
 func main() {
@@ -108,57 +110,8 @@ func pct(xs []float64, p float64) float64 {
 	return xs[k]
 }
 
-// dnsperf is what a dnsperf run printed.
-type dnsperf struct {
-	sent, completed, lost float64
-	qps, runtime          float64
-	p50, p99              float64
-	ok                    bool
-}
-
-func parseDnsperf(path string) (dnsperf, error) {
-	var d dnsperf
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return d, err
-	}
-	d.p50, d.p99 = math.NaN(), math.NaN()
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case strings.HasPrefix(line, "  Queries sent:"):
-			d.sent = num(f[2])
-		case strings.HasPrefix(line, "  Queries completed:"):
-			d.completed = num(f[2])
-		case strings.HasPrefix(line, "  Queries lost:"):
-			d.lost = num(f[2])
-		case strings.HasPrefix(line, "  Run time (s):"):
-			d.runtime = num(f[3])
-		case strings.HasPrefix(line, "  Queries per second:"):
-			d.qps = num(f[3])
-			d.ok = true
-		case strings.HasPrefix(line, "LATENCY "):
-			for _, kv := range f[1:] {
-				k, v, _ := strings.Cut(kv, "=")
-				switch k {
-				case "p50_us":
-					d.p50 = num(v)
-				case "p99_us":
-					d.p99 = num(v)
-				}
-			}
-		}
-	}
-	return d, nil
-}
-
-func num(s string) float64 {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return math.NaN()
-	}
-	return v
-}
+// num is s as a number, NaN when it is not one.
+var num = dnsperf.Num
 
 func median(xs []float64) float64 {
 	var v []float64
@@ -234,31 +187,31 @@ func summary(dir string, out io.Writer) error {
 			data[k] = &acc{}
 		}
 		a := data[k]
-		d, err := parseDnsperf(filepath.Join(dir, raw))
+		d, err := dnsperf.ParseFile(filepath.Join(dir, raw))
 		if err != nil {
 			return err
 		}
 		switch kind {
 		case "tput":
-			if !d.ok {
+			if !d.OK {
 				a.qps = append(a.qps, math.NaN())
 				continue
 			}
-			a.qps = append(a.qps, d.qps)
-			if d.completed > 0 && hz > 0 && !math.IsNaN(ticks) {
-				a.cpu = append(a.cpu, ticks/hz*1e6/d.completed)
+			a.qps = append(a.qps, d.QPS)
+			if d.Completed > 0 && hz > 0 && !math.IsNaN(ticks) {
+				a.cpu = append(a.cpu, ticks/hz*1e6/d.Completed)
 			}
-			if d.runtime > 0 && hz > 0 && !math.IsNaN(ticks) {
-				a.util = append(a.util, 100*ticks/hz/d.runtime)
+			if d.Runtime > 0 && hz > 0 && !math.IsNaN(ticks) {
+				a.util = append(a.util, 100*ticks/hz/d.Runtime)
 			}
-			if d.sent > 0 {
-				a.lostPct = append(a.lostPct, 100*d.lost/d.sent)
+			if d.Sent > 0 {
+				a.lostPct = append(a.lostPct, 100*d.Lost/d.Sent)
 			}
 		case "lat":
-			a.p50 = append(a.p50, d.p50)
-			a.p99 = append(a.p99, d.p99)
-			if d.ok {
-				a.latLost = append(a.latLost, d.lost)
+			a.p50 = append(a.p50, d.P50)
+			a.p99 = append(a.p99, d.P99)
+			if d.OK {
+				a.latLost = append(a.latLost, d.Lost)
 			}
 		}
 	}

@@ -31,6 +31,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/steer-dns/steer/bench/internal/dnsperf"
 )
 
 func summaryCmd(args []string) error {
@@ -58,42 +60,8 @@ func summary(dir string, w io.Writer) error {
 	return startTable(dir, w)
 }
 
-// perf is what one dnsperf max-load pass printed.
-type perf struct {
-	sent, completed, qps, runtime float64
-	ok                            bool
-}
-
-func parsePerf(path string) (perf, error) {
-	var p perf
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return p, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case strings.HasPrefix(line, "  Queries sent:"):
-			p.sent = num(f[2])
-		case strings.HasPrefix(line, "  Queries completed:"):
-			p.completed = num(f[2])
-		case strings.HasPrefix(line, "  Run time (s):"):
-			p.runtime = num(f[3])
-		case strings.HasPrefix(line, "  Queries per second:"):
-			p.qps = num(f[3])
-			p.ok = true
-		}
-	}
-	return p, nil
-}
-
-func num(s string) float64 {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return math.NaN()
-	}
-	return v
-}
+// num is s as a number, NaN when it is not one.
+var num = dnsperf.Num
 
 func readRows(path string) ([][]string, error) {
 	b, err := os.ReadFile(path)
@@ -164,16 +132,16 @@ func loadTable(dir string, w io.Writer) error {
 			return fmt.Errorf("passes.tsv: short row %q", strings.Join(r, "\t"))
 		}
 		round, _ := strconv.Atoi(r[0])
-		p, err := parsePerf(filepath.Join(dir, r[3]))
+		p, err := dnsperf.ParseFile(filepath.Join(dir, r[3]))
 		if err != nil {
 			return err
 		}
 		ticks, hz := num(r[4]), num(r[5])
 		ps := pass{math.NaN(), math.NaN()}
-		if p.ok {
-			ps.qps = p.qps
-			if p.completed > 0 && hz > 0 {
-				ps.cpu = ticks / hz * 1e6 / p.completed
+		if p.OK {
+			ps.qps = p.QPS
+			if p.Completed > 0 && hz > 0 {
+				ps.cpu = ticks / hz * 1e6 / p.Completed
 			}
 		}
 		passes[rk{round, r[1], r[2]}] = ps
