@@ -378,6 +378,7 @@ func TestAnycastStandby(t *testing.T) {
 // TestAnycastCheck: steer check rejects bad anycast settings with
 // file:line and the reason.
 func TestAnycastCheck(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	dnstest.WriteFiles(t, dir, map[string]string{
 		"ok.zone": zoneText(1, "x"),

@@ -64,6 +64,7 @@ func queryECS(addr, name string, subnet netip.Prefix) (string, int, error) {
 // version is one anti-flap update, bad input changes nothing, and explain,
 // status and metrics show the map.
 func TestLatencySteering(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
@@ -209,6 +210,7 @@ zones:
 // TestLatencyStaleTimer: with no update at all, a measurement that turns
 // stale stops steering once max_age passes (the estimate takes over).
 func TestLatencyStaleTimer(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	city, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))

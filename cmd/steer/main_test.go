@@ -291,6 +291,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // command runs (on its fixed port when free) and checks the documented
 // answer, then that SIGTERM exits 0.
 func TestServeDemo(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	for _, a := range []string{"127.0.0.1:5353"} {
 		if l, err := net.ListenPacket("udp", a); err != nil {
 			t.Skipf("%s is busy; the demo config needs it", a)
@@ -331,6 +332,7 @@ func TestServeDemo(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	dnstest.WriteFiles(t, dir, map[string]string{
 		"good.yaml": "zones:\n  - origin: example.com\n    file: ok.zone\n",
@@ -436,6 +438,7 @@ zones:
 // server: a corrupt file is rejected and the old data keeps answering; a
 // valid new file takes over without a signal.
 func TestGeoDatabaseReload(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	port := dnstest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -498,6 +501,7 @@ records:
 // address the query went to (IP_PKTINFO), or a client's connected socket
 // drops it. Needs root and unshare(1).
 func TestWildcardListenRepliesFromQueriedAddress(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace")
 	}
@@ -633,6 +637,7 @@ records:
 // readiness, status, explain, pool drain and target overrides changing
 // answers at once, and reload; /v1/ needs the bearer token.
 func TestAdminAPI(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
@@ -757,6 +762,7 @@ records:
 // restart with the state file, before its first new check (a long
 // interval keeps that check away), instead of starting as usable.
 func TestHealthStateFileRestored(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	deadPort := dnstest.FreePort(t) // nothing listens there
@@ -810,6 +816,7 @@ records:
 // TestQueryLog: with query_log on, every sampled query becomes one JSON
 // line naming the rule and pool that decided, the answer and the scope.
 func TestQueryLog(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
@@ -865,6 +872,7 @@ records:
 // TestHealthFeedFile: the watched feed file sets pools and targets, entries
 // that disappear go back to auto, and a bad file changes nothing.
 func TestHealthFeedFile(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	feedPath := filepath.Join(dir, "feed.json")
@@ -920,6 +928,7 @@ records:
 // whose pools all fail falls through to the next (on_unhealthy: next_rule),
 // and with nothing healthy the record fails open to the first rule's pools.
 func TestHealthHTTPSAndDNSTargets(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	// HTTPS targets on 127.0.0.2 and 127.0.0.3, one port.
 	var healthy [2]atomic.Bool
 	var web [2]*httptest.Server

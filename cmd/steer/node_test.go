@@ -102,6 +102,7 @@ func poolStates(t *testing.T, apiAddr string) map[string]poolJSON {
 // file, stay so across a restart with the same state file, with their
 // expiries; an expiry that passes while the node is down is honoured.
 func TestOperatorStateSurvivesRestart(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
@@ -154,6 +155,7 @@ func TestOperatorStateSurvivesRestart(t *testing.T) {
 // node) names the same pool and address as the live answer; --offline
 // says so on its first line and does not know the target is down.
 func TestExplainMatchesLiveAnswer(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
@@ -210,6 +212,7 @@ func TestExplainMatchesLiveAnswer(t *testing.T) {
 // reload returns a result, the zone written last is served within 1 s
 // after the burst, and the log shows reloads one after the other.
 func TestSIGHUPBurstWithAPIReloads(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
@@ -284,6 +287,7 @@ zones:
 
 // mv of the query log, then SIGHUP (or SIGUSR1): a new file is written.
 func TestQueryLogRotation(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	writeAtomic(t, filepath.Join(dir, "example.com.zone"), zoneText(1, "x"))
@@ -322,6 +326,7 @@ zones:
 
 // serve --listen replaces the configuration's addresses.
 func TestServeListenFlag(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	p := startSteer(t, "", "--listen", addr)
 	_ = p

@@ -61,6 +61,7 @@ func serveLog(t *testing.T, env []string, args ...string) (first, all string) {
 // it exists, and otherwise serves the demo and says so first, as a
 // warning; check uses the default path or asks for --config.
 func TestDefaultConfig(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
 	missing := filepath.Join(dir, "absent.yaml")
@@ -100,6 +101,7 @@ func TestDefaultConfig(t *testing.T) {
 // TestSdNotify runs serve with $NOTIFY_SOCKET: READY=1 once serving,
 // RELOADING=1 then READY=1 around a SIGHUP, STOPPING=1 at SIGTERM.
 func TestSdNotify(t *testing.T) {
+	t.Parallel()                        // a subprocess waited on: overlaps the others
 	dir, err := os.MkdirTemp("", "sdn") // short: unix socket paths are limited
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +177,7 @@ func steerOut(t *testing.T, args ...string) string {
 // TestCompletion: each script names every command and flag and parses in
 // its shell (where the shell is installed).
 func TestCompletion(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		script := steerOut(t, "completion", sh)
 		for _, c := range commands {
@@ -227,6 +230,7 @@ func runCapture(args ...string) (int, string, string) {
 // TestManpages: steer(1) documents every command and flag; both pages
 // are valid roff (groff reports no warnings, where it is installed).
 func TestManpages(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	page := steerOut(t, "manpage", "1")
 	for _, c := range commands {
 		if !strings.Contains(page, "steer "+c.name) {
@@ -258,6 +262,7 @@ func TestManpages(t *testing.T) {
 
 // TestUsageFromDefinitions: --help lists what the man page does.
 func TestUsageFromDefinitions(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
 	code, out, _ := runCapture("--help")
 	if code != 0 {
 		t.Fatalf("--help: exit %d", code)
