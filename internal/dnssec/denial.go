@@ -2,6 +2,7 @@ package dnssec
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/miekg/dns"
@@ -149,6 +150,20 @@ func presentation(wire []byte) (string, error) {
 	return s, err
 }
 
+// firstLabel is name in wire form, lower-cased, with its first label and
+// the rest after it; the root, which has no what (predecessor, successor)
+// below an apex, is an error.
+func firstLabel(name, what string) (w, label, rest []byte, err error) {
+	if w, err = wireName(name); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(w) == 1 {
+		return nil, nil, nil, fmt.Errorf("dnssec: the root has no %s below an apex", what)
+	}
+	l := int(w[0])
+	return w, w[1 : 1+l], w[1+l:], nil
+}
+
 // Predecessor returns the immediate predecessor of name in canonical
 // order (RFC 4034 §6.1), by the absolute method of RFC 4471 §3.1.1: no
 // name can exist between the two. The name is lower-cased first; it must
@@ -159,15 +174,11 @@ func presentation(wire []byte) (string, error) {
 // its parent, a name that exists: an NSEC there must carry the parent's
 // real types.
 func Predecessor(name string) (string, error) {
-	w, err := wireName(name)
+	_, label, rest, err := firstLabel(name, "predecessor")
 	if err != nil {
 		return "", err
 	}
-	if len(w) == 1 {
-		return "", errors.New("dnssec: the root has no predecessor below an apex")
-	}
-	l := int(w[0])
-	label, rest := w[1:1+l], w[1+l:]
+	l := len(label)
 	switch {
 	case l == 1 && label[0] == 0:
 		// Step 2: \000.parent follows parent directly.
@@ -266,15 +277,11 @@ func Successor(name string) (string, error) {
 // dropped. The name is lower-cased first; it must be strictly below its
 // zone's apex.
 func SubtreeSuccessor(name string) (string, error) {
-	w, err := wireName(name)
+	w, label, rest, err := firstLabel(name, "successor")
 	if err != nil {
 		return "", err
 	}
-	if len(w) == 1 {
-		return "", errors.New("dnssec: the root has no successor below an apex")
-	}
-	l := int(w[0])
-	label, rest := w[1:1+l], w[1+l:]
+	l := len(label)
 	if l < maxLabel && len(w)+1 <= maxName {
 		out := append([]byte{byte(l + 1)}, label...)
 		out = append(out, 0)
