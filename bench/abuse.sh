@@ -100,14 +100,10 @@ port_of() {
 	esac
 }
 
-listening_on() {
-	ss -Hlnup "sport = :$1" 2>/dev/null
-	ss -Hlntp "sport = :$1" 2>/dev/null
-}
-
 # ---- install (bench/lib/install.sh) ------------------------------------------
 PKGS="bind9 knot nsd"
 . "$REPO/bench/lib/install.sh"
+. "$REPO/bench/lib/server.sh"
 
 # ---- build -------------------------------------------------------------------
 build() {
@@ -304,23 +300,6 @@ EOF
 }
 
 # ---- processes -----------------------------------------------------------------
-tree_pids() {
-	local p c
-	for p in "$@"; do
-		echo "$p"
-		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree_pids "$c"; done
-	done
-}
-
-cpu_ticks() { # PID -> utime+stime of the process tree, in clock ticks
-	local t=0 p v
-	for p in $(tree_pids "$1"); do
-		v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12+$13}') || v=0
-		t=$((t + ${v:-0}))
-	done
-	echo "$t"
-}
-
 machine_busy_ticks() { # -> busy ticks of all CPUs (user nice system irq softirq steal)
 	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
 }
@@ -332,10 +311,7 @@ udp_drops() { # PORT -> receive-buffer drops of the UDP sockets bound to it (/pr
 start_server() { # NAME
 	local s=$1 d=$WORK/conf port pin=() logf=$RESULTS/logs/$1.log
 	port=$(port_of "$s")
-	if [ -n "$(listening_on "$port")" ]; then
-		listening_on "$port" >&2
-		die "port $port (for $s) is already in use; set ${s^^}_PORT"
-	fi
+	need_free_port "$s" "$port" "${s^^}_PORT"
 	[ "$PIN" = 1 ] && pin=(taskset -c "$SERVER_CPU")
 	case "$s" in
 	steer) GOMAXPROCS=1 "${pin[@]}" "$BIN/steer" serve --config "$d/steer/steer.yaml" >"$logf" 2>&1 & ;;
@@ -344,33 +320,7 @@ start_server() { # NAME
 	nsd) "${pin[@]}" nsd -d -c "$d/nsd/nsd.conf" >"$logf" 2>&1 & ;;
 	esac
 	PID[$s]=$!
-	local i
-	for i in $(seq 1 300); do
-		if ! kill -0 "${PID[$s]}" 2>/dev/null; then
-			tail -20 "$logf" >&2
-			unset "PID[$s]"
-			die "$s exited at startup (log: $logf)"
-		fi
-		if "$BIN/abuse" -probe -server "$ADDR:$port" -timeout 200ms >/dev/null 2>&1; then
-			log "$s up on $ADDR:$port (pid ${PID[$s]})"
-			return
-		fi
-		sleep 0.2
-	done
-	die "$s did not answer on $ADDR:$port within 60s (log: $logf)"
-}
-
-stop_server() {
-	local s=$1 pid=${PID[$1]:-} i
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	unset "PID[$s]"
+	wait_answering "$s" "$logf" "$ADDR:$port" "$BIN/abuse" -probe -server "$ADDR:$port" -timeout 200ms
 }
 
 version_of() {

@@ -137,13 +137,10 @@ port_of() {
 }
 signed() { [ "$1" = steer-signed ] || [ "$1" = knot-online ] || [ "$1" = knot-signed ]; }
 
-listening_on() {
-	ss -Hlnup "sport = :$1" 2>/dev/null
-	ss -Hlntp "sport = :$1" 2>/dev/null
-}
-
 PKGS="dnsperf gdnsd knot knot-module-geoip unbound bind9-dnsutils"
 . "$REPO/bench/lib/install.sh"
+. "$REPO/bench/lib/server.sh"
+. "$REPO/bench/lib/larkbook-servers.sh"
 . "$REPO/bench/lib/scale-records.sh"
 
 build() {
@@ -168,25 +165,6 @@ make_data() {
 }
 
 # ---- keys and configs ------------------------------------------------------------
-zone_base() {
-	cat <<'EOF'
-$ORIGIN example.com.
-$TTL 3600
-@       300 IN SOA  ns1.example.com. hostmaster.example.com. (
-                2026120201 7200 3600 1209600 300 )
-        IN NS   ns1
-        IN NS   ns2
-        IN MX   10 mail
-        IN TXT  "v=spf1 mx -all"
-ns1     IN A    192.0.2.53
-ns2     IN A    198.51.100.53
-        IN AAAA 2001:db8::53
-mail    IN A    192.0.2.25
-static  IN A    192.0.2.80
-        IN AAAA 2001:db8::80
-EOF
-}
-
 # make_key DIR: a CSK for example.com (ECDSA P-256), made by steer when it
 # can, else by BIND's dnssec-keygen (steer reads BIND pairs); sets KEYBASE
 # to its base name and KEYGEN to what made it.
@@ -256,63 +234,14 @@ EOF
 	fi
 
 	{ zone_base; echo 'shop    60 DYNA geoip!shop'; } >"$d/gdnsd/zones/example.com"
-	cat >"$d/gdnsd/config" <<EOF
-options => {
-  listen => [ $BIND:$GDNSD_PORT ]
-  run_dir => $d/gdnsd/run
-  state_dir => $d/gdnsd/state
-  zones_default_ttl => 3600
-  udp_threads => 1
-  tcp_threads => 1
-  edns_client_subnet => true
-}
-plugins => {
-  geoip => {
-    maps => {
-      larkbook => {
-        geoip2_db => $db
-        datacenters => [ virginia, mumbai, frankfurt ]
-        map => {
-          default => [ virginia ]
-          AS => { default => [ virginia ], IN => [ mumbai ], LK => [ mumbai ], BD => [ mumbai ], NP => [ mumbai ] }
-          EU => [ frankfurt ]
-          NA => [ virginia ]
-          SA => [ virginia ]
-        }
-      }
-    }
-    resources => {
-      shop => {
-        map => larkbook
-        dcmap => { virginia => 192.0.2.30, mumbai => 203.0.113.10, frankfurt => 198.51.100.20 }
-      }
-    }
-  }
-}
-EOF
+	gdnsd_config "$d/gdnsd" "$db" 1
 
 	# Knot: mod-geoip (as in run.sh) stacked under mod-onlinesign, which
 	# signs every answer as it goes out with a key it makes and manages
 	# itself (automatic key management, a KASP policy: ECDSA P-256, one
 	# CSK, 14-day signatures).
 	{ zone_base; echo 'shop    60 IN A 192.0.2.30'; } >"$d/knot/example.com.zone"
-	cat >"$d/knot/geo.conf" <<'EOF'
-shop.example.com:
-  - geo: "AS;IN"
-    A: 203.0.113.10
-  - geo: "AS;LK"
-    A: 203.0.113.10
-  - geo: "AS;BD"
-    A: 203.0.113.10
-  - geo: "AS;NP"
-    A: 203.0.113.10
-  - geo: "EU;*"
-    A: 198.51.100.20
-  - geo: "NA;*"
-    A: 192.0.2.30
-  - geo: "SA;*"
-    A: 192.0.2.30
-EOF
+	knot_geo_conf "$d/knot/geo.conf"
 	cat >"$d/knot/knot.conf" <<EOF
 server:
     rundir: $d/knot/run
@@ -367,39 +296,10 @@ EOF
 }
 
 # ---- processes -----------------------------------------------------------------
-tree_pids() {
-	local p c
-	for p in "$@"; do
-		echo "$p"
-		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree_pids "$c"; done
-	done
-}
-
-cpu_ticks() {
-	local t=0 p v
-	for p in $(tree_pids "$1"); do
-		v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12+$13}') || v=0
-		t=$((t + ${v:-0}))
-	done
-	echo "$t"
-}
-
-peak_rss_kb() {
-	local t=0 p v
-	for p in $(tree_pids "$1"); do
-		v=$(awk '/^VmHWM:/{print $2}' "/proc/$p/status" 2>/dev/null) || v=0
-		t=$((t + ${v:-0}))
-	done
-	echo "$t"
-}
-
 start_server() { # NAME
 	local s=$1 d=$WORK/conf port pin=(taskset -c "$SERVER_CPU") logf=$RESULTS/logs/$1.log
 	port=$(port_of "$s")
-	if [ -n "$(listening_on "$port")" ]; then
-		listening_on "$port" >&2
-		die "port $port (for $s) is already in use; set its _PORT variable"
-	fi
+	need_free_port "$s" "$port" "its _PORT variable"
 	case "$s" in
 	steer | steer-signed) GOMAXPROCS=1 "${pin[@]}" "$BIN/steer" serve --config "$d/$s/${STEER_SIGNED_CONFIG:-steer.yaml}" >>"$logf" 2>&1 & ;;
 	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >>"$logf" 2>&1 & ;;
@@ -407,20 +307,7 @@ start_server() { # NAME
 	knot-signed) "${pin[@]}" knotd -c "$d/knot-signed/knot.conf" >>"$logf" 2>&1 & ;;
 	esac
 	PID[$s]=$!
-	local i
-	for i in $(seq 1 300); do
-		if ! kill -0 "${PID[$s]}" 2>/dev/null; then
-			tail -20 "$logf" >&2
-			unset "PID[$s]"
-			die "$s exited at startup (log: $logf)"
-		fi
-		if "$BIN/check" -server "$BIND:$port" -static-only -timeout 200ms >/dev/null 2>&1; then
-			log "$s up on $BIND:$port (pid ${PID[$s]})"
-			break
-		fi
-		sleep 0.2
-	done
-	[ "$i" = 300 ] && die "$s did not answer on $BIND:$port within 60s (log: $logf)"
+	wait_answering "$s" "$logf" "$BIND:$port" "$BIN/check" -server "$BIND:$port" -static-only -timeout 200ms
 	# mod-geoip signs its answers when it loads, with the zone's key; at
 	# Knot's very first start the key is made after the module loaded, and
 	# the module then answers nothing (every client gets the zone's
@@ -431,19 +318,6 @@ start_server() { # NAME
 		stop_server "$s"
 		start_server "$s"
 	fi
-}
-
-stop_server() {
-	local s=$1 pid=${PID[$1]:-} i
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	unset "PID[$s]"
 }
 
 # ---- load ----------------------------------------------------------------------

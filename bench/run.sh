@@ -107,14 +107,11 @@ port_of() {
 	esac
 }
 
-listening_on() { # PORT -> prints listeners (udp or tcp) on that port
-	ss -Hlnup "sport = :$1" 2>/dev/null
-	ss -Hlntp "sport = :$1" 2>/dev/null
-}
-
 # ---- install ---------------------------------------------------------------
 PKGS="dnsperf gdnsd knot knot-module-geoip nsd"
 . "$REPO/bench/lib/install.sh"
+. "$REPO/bench/lib/server.sh"
+. "$REPO/bench/lib/larkbook-servers.sh"
 
 # ---- build -----------------------------------------------------------------
 build() {
@@ -141,27 +138,6 @@ make_data() {
 }
 
 # ---- configs ---------------------------------------------------------------
-# The zone every server serves: the Larkbook zone's SOA, NS, MX, TXT, glue
-# and static.example.com. shop.example.com is added per server.
-zone_base() {
-	cat <<'EOF'
-$ORIGIN example.com.
-$TTL 3600
-@       300 IN SOA  ns1.example.com. hostmaster.example.com. (
-                2026113001 7200 3600 1209600 300 )
-        IN NS   ns1
-        IN NS   ns2
-        IN MX   10 mail
-        IN TXT  "v=spf1 mx -all"
-ns1     IN A    192.0.2.53
-ns2     IN A    198.51.100.53
-        IN AAAA 2001:db8::53
-mail    IN A    192.0.2.25
-static  IN A    192.0.2.80
-        IN AAAA 2001:db8::80
-EOF
-}
-
 write_configs() { # MODE THREADS
 	local mode=$1 threads=$2 d=$WORK/$1 db=$WORK/geo-country.mmdb
 	mkdir -p "$d"/steer "$d"/gdnsd/zones "$d"/knot/storage "$d"/knot/run "$d"/nsd
@@ -195,62 +171,13 @@ EOF
 	# gdnsd: shop is a DYNA record of the geoip plugin; the map is
 	# continent -> country, with Virginia as every default.
 	{ zone_base; echo 'shop    60 DYNA geoip!shop'; } >"$d/gdnsd/zones/example.com"
-	cat >"$d/gdnsd/config" <<EOF
-options => {
-  listen => [ $BIND:$GDNSD_PORT ]
-  run_dir => $d/gdnsd/run
-  state_dir => $d/gdnsd/state
-  zones_default_ttl => 3600
-  udp_threads => $threads
-  tcp_threads => 1
-  edns_client_subnet => true
-}
-plugins => {
-  geoip => {
-    maps => {
-      larkbook => {
-        geoip2_db => $db
-        datacenters => [ virginia, mumbai, frankfurt ]
-        map => {
-          default => [ virginia ]
-          AS => { default => [ virginia ], IN => [ mumbai ], LK => [ mumbai ], BD => [ mumbai ], NP => [ mumbai ] }
-          EU => [ frankfurt ]
-          NA => [ virginia ]
-          SA => [ virginia ]
-        }
-      }
-    }
-    resources => {
-      shop => {
-        map => larkbook
-        dcmap => { virginia => 192.0.2.30, mumbai => 203.0.113.10, frankfurt => 198.51.100.20 }
-      }
-    }
-  }
-}
-EOF
+	gdnsd_config "$d/gdnsd" "$db" "$threads"
 
 	# Knot: mod-geoip in geodb mode keyed on continent and country; a client
 	# no view matches (other continents, not in the database) falls through
 	# to the zone's own shop record, Virginia.
 	{ zone_base; echo 'shop    60 IN A 192.0.2.30'; } >"$d/knot/example.com.zone"
-	cat >"$d/knot/geo.conf" <<'EOF'
-shop.example.com:
-  - geo: "AS;IN"
-    A: 203.0.113.10
-  - geo: "AS;LK"
-    A: 203.0.113.10
-  - geo: "AS;BD"
-    A: 203.0.113.10
-  - geo: "AS;NP"
-    A: 203.0.113.10
-  - geo: "EU;*"
-    A: 198.51.100.20
-  - geo: "NA;*"
-    A: 192.0.2.30
-  - geo: "SA;*"
-    A: 192.0.2.30
-EOF
+	knot_geo_conf "$d/knot/geo.conf"
 	cat >"$d/knot/knot.conf" <<EOF
 server:
     rundir: $d/knot/run
@@ -313,39 +240,10 @@ EOF
 }
 
 # ---- processes ---------------------------------------------------------------
-tree_pids() { # PID -> the pid and all its descendants
-	local p c
-	for p in "$@"; do
-		echo "$p"
-		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree_pids "$c"; done
-	done
-}
-
-cpu_ticks() { # PID -> utime+stime of the process tree, in clock ticks
-	local t=0 p v
-	for p in $(tree_pids "$1"); do
-		v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12+$13}') || v=0
-		t=$((t + ${v:-0}))
-	done
-	echo "$t"
-}
-
-peak_rss_kb() { # PID -> VmHWM summed over the process tree
-	local t=0 p v
-	for p in $(tree_pids "$1"); do
-		v=$(awk '/^VmHWM:/{print $2}' "/proc/$p/status" 2>/dev/null) || v=0
-		t=$((t + ${v:-0}))
-	done
-	echo "$t"
-}
-
 start_server() { # NAME MODE
 	local s=$1 mode=$2 d=$WORK/$2 port pin=() envs=()
 	port=$(port_of "$s")
-	if [ -n "$(listening_on "$port")" ]; then
-		listening_on "$port" >&2
-		die "port $port (for $s) is already in use; set ${s^^}_PORT"
-	fi
+	need_free_port "$s" "$port" "${s^^}_PORT"
 	if [ "$mode" = pinned ]; then
 		pin=(taskset -c "$SERVER_CPU")
 		envs=(GOMAXPROCS=1)
@@ -359,33 +257,7 @@ start_server() { # NAME MODE
 	esac
 	PID[$s]=$!
 	# ready when it answers the static name
-	local i
-	for i in $(seq 1 300); do
-		if ! kill -0 "${PID[$s]}" 2>/dev/null; then
-			tail -20 "$logf" >&2
-			unset "PID[$s]"
-			die "$s exited at startup (log: $logf)"
-		fi
-		if "$BIN/check" -server "$BIND:$port" -static-only -timeout 200ms >/dev/null 2>&1; then
-			log "$s up on $BIND:$port (pid ${PID[$s]}, $mode)"
-			return
-		fi
-		sleep 0.2
-	done
-	die "$s did not answer on $BIND:$port within 60s (log: $logf)"
-}
-
-stop_server() { # NAME
-	local s=$1 pid=${PID[$1]:-} i
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	unset "PID[$s]"
+	wait_answering "$s" "$logf" "$BIND:$port ($mode)" "$BIN/check" -server "$BIND:$port" -static-only -timeout 200ms
 }
 
 # ---- load ------------------------------------------------------------------

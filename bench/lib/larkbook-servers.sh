@@ -1,0 +1,87 @@
+# Shared by the bench harnesses that serve the Larkbook zone with gdnsd
+# and Knot next to steer (sourced; bench/run.sh, bench/dnssec.sh).
+
+# The zone every server serves: the Larkbook zone's SOA, NS, MX, TXT, glue
+# and static.example.com. shop.example.com is added per server.
+zone_base() {
+	cat <<'EOF'
+$ORIGIN example.com.
+$TTL 3600
+@       300 IN SOA  ns1.example.com. hostmaster.example.com. (
+                2026113001 7200 3600 1209600 300 )
+        IN NS   ns1
+        IN NS   ns2
+        IN MX   10 mail
+        IN TXT  "v=spf1 mx -all"
+ns1     IN A    192.0.2.53
+ns2     IN A    198.51.100.53
+        IN AAAA 2001:db8::53
+mail    IN A    192.0.2.25
+static  IN A    192.0.2.80
+        IN AAAA 2001:db8::80
+EOF
+}
+
+# gdnsd_config DIR DB THREADS: gdnsd's configuration in DIR/config,
+# listening on $BIND:$GDNSD_PORT with THREADS UDP threads: shop is a DYNA
+# record of the geoip plugin (database DB); the map is continent ->
+# country, with Virginia as every default.
+gdnsd_config() {
+	local d=$1 db=$2 threads=$3
+	cat >"$d/config" <<EOF
+options => {
+  listen => [ $BIND:$GDNSD_PORT ]
+  run_dir => $d/run
+  state_dir => $d/state
+  zones_default_ttl => 3600
+  udp_threads => $threads
+  tcp_threads => 1
+  edns_client_subnet => true
+}
+plugins => {
+  geoip => {
+    maps => {
+      larkbook => {
+        geoip2_db => $db
+        datacenters => [ virginia, mumbai, frankfurt ]
+        map => {
+          default => [ virginia ]
+          AS => { default => [ virginia ], IN => [ mumbai ], LK => [ mumbai ], BD => [ mumbai ], NP => [ mumbai ] }
+          EU => [ frankfurt ]
+          NA => [ virginia ]
+          SA => [ virginia ]
+        }
+      }
+    }
+    resources => {
+      shop => {
+        map => larkbook
+        dcmap => { virginia => 192.0.2.30, mumbai => 203.0.113.10, frankfurt => 198.51.100.20 }
+      }
+    }
+  }
+}
+EOF
+}
+
+# knot_geo_conf FILE: Knot mod-geoip's geodb views for shop, keyed on
+# continent and country, the same map as gdnsd's.
+knot_geo_conf() {
+	cat >"$1" <<'EOF'
+shop.example.com:
+  - geo: "AS;IN"
+    A: 203.0.113.10
+  - geo: "AS;LK"
+    A: 203.0.113.10
+  - geo: "AS;BD"
+    A: 203.0.113.10
+  - geo: "AS;NP"
+    A: 203.0.113.10
+  - geo: "EU;*"
+    A: 198.51.100.20
+  - geo: "NA;*"
+    A: 192.0.2.30
+  - geo: "SA;*"
+    A: 192.0.2.30
+EOF
+}
