@@ -2,6 +2,7 @@ package dnssec
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,30 +70,18 @@ func TestCompactNSEC(t *testing.T) {
 	}
 	nodata := CompactNSEC("www.example.com.", 60, dns.TypeAAAA, dns.TypeA, dns.TypeNSEC, dns.TypeCAA)
 	want := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeCAA}
-	if !slicesEqual(nodata.TypeBitMap, want) {
+	if !slices.Equal(nodata.TypeBitMap, want) {
 		t.Errorf("bitmap %v, want %v", nodata.TypeBitMap, want)
 	}
 	if _, err := dns.PackRR(nodata, buf, 0, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if ent := CompactNSEC("a.example.com.", 60); !slicesEqual(ent.TypeBitMap, []uint16{dns.TypeRRSIG, dns.TypeNSEC}) {
+	if ent := CompactNSEC("a.example.com.", 60); !slices.Equal(ent.TypeBitMap, []uint16{dns.TypeRRSIG, dns.TypeNSEC}) {
 		t.Errorf("empty non-terminal bitmap %v", ent.TypeBitMap)
 	}
 	if CompactNSEC(".", 1).NextDomain != `\000.` {
 		t.Error("root's zero child")
 	}
-}
-
-func slicesEqual(a, b []uint16) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestTypesSum(t *testing.T) {

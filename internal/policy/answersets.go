@@ -1,6 +1,10 @@
 package policy
 
-import "github.com/miekg/dns"
+import (
+	"slices"
+
+	"github.com/miekg/dns"
+)
 
 // Answer sets: every RRset a steered record can answer a type with, so
 // that a signed zone can sign each once, off the query path (DNSSEC signs
@@ -160,23 +164,11 @@ func (l *Live) reachable(h, prev *Health, fn func(r *Record, qtype uint16, rrs [
 		if r.Type == dns.TypeCNAME {
 			continue // every target is in AnswerSets
 		}
-		if prev != nil && i < len(prev.pools) && prev.pools[i] == h.pools[i] && equalMasks(prev.addrs[i], h.addrs[i]) {
+		if prev != nil && i < len(prev.pools) && prev.pools[i] == h.pools[i] && slices.Equal(prev.addrs[i], h.addrs[i]) {
 			continue
 		}
 		each := func(qt uint16, rrs []dns.RR) { fn(r, qt, rrs) }
 		buf = r.sets(dns.TypeA, r.Enabled&h.pools[i][0], h.addrs[i], buf, each)
 		buf = r.sets(dns.TypeAAAA, r.Enabled&h.pools[i][1], h.addrs[i], buf, each)
 	}
-}
-
-func equalMasks(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
