@@ -82,14 +82,7 @@ HZ=$(getconf CLK_TCK)
 declare -A PID=()
 CREATED_POLICY_RC=0
 
-cleanup() {
-	local rc=$?
-	set +e
-	for s in "${!PID[@]}"; do stop_server "$s"; done
-	if [ "$CREATED_POLICY_RC" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-	if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
-	exit $rc
-}
+. "$REPO/bench/lib/server.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -103,7 +96,6 @@ port_of() {
 # ---- install (bench/lib/install.sh) ------------------------------------------
 PKGS="bind9 knot nsd"
 . "$REPO/bench/lib/install.sh"
-. "$REPO/bench/lib/server.sh"
 
 # ---- build -------------------------------------------------------------------
 build() {

@@ -117,14 +117,7 @@ declare -A NOTE=()
 CREATED_POLICY_RC=0
 STEER_SIGNS=0
 
-cleanup() {
-	local rc=$?
-	set +e
-	for s in "${!PID[@]}"; do stop_server "$s"; done
-	if [ "$CREATED_POLICY_RC" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-	if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
-	exit $rc
-}
+. "$REPO/bench/lib/server.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -139,7 +132,6 @@ signed() { [ "$1" = steer-signed ] || [ "$1" = knot-online ] || [ "$1" = knot-si
 
 PKGS="dnsperf gdnsd knot knot-module-geoip unbound bind9-dnsutils"
 . "$REPO/bench/lib/install.sh"
-. "$REPO/bench/lib/server.sh"
 . "$REPO/bench/lib/larkbook-servers.sh"
 . "$REPO/bench/lib/scale-records.sh"
 

@@ -89,14 +89,7 @@ NCPU=$(nproc)
 declare -A PID=()       # server name -> pid (the current mode's)
 CREATED_POLICY_RC=0
 
-cleanup() {
-	local rc=$?
-	set +e
-	for s in "${!PID[@]}"; do stop_server "$s"; done
-	if [ "$CREATED_POLICY_RC" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-	if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
-	exit $rc
-}
+. "$REPO/bench/lib/server.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -110,7 +103,6 @@ port_of() {
 # ---- install ---------------------------------------------------------------
 PKGS="dnsperf gdnsd knot knot-module-geoip nsd"
 . "$REPO/bench/lib/install.sh"
-. "$REPO/bench/lib/server.sh"
 . "$REPO/bench/lib/larkbook-servers.sh"
 
 # ---- build -----------------------------------------------------------------

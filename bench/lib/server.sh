@@ -1,6 +1,18 @@
 # Shared by the bench harnesses that start servers and measure them
-# (sourced; they define log, die and an associative array PID of the
-# servers they started, by name).
+# (sourced; they define log, die, WORK, KEEP and an associative array PID
+# of the servers they started, by name).
+
+# cleanup, the harnesses' EXIT trap: stops every server still running,
+# removes the policy-rc.d that bench/lib/install.sh made, and WORK unless
+# KEEP=1; exits with the status the script had.
+cleanup() {
+	local rc=$?
+	set +e
+	for s in "${!PID[@]}"; do stop_server "$s"; done
+	if [ "$CREATED_POLICY_RC" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+	if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+	exit $rc
+}
 
 # listening_on PORT: prints the listeners (UDP or TCP) on PORT.
 listening_on() {
