@@ -252,18 +252,8 @@ func Successor(name string) (string, error) {
 	// of \255 octets only is removed and the next one incremented.
 	for len(w) > 1 {
 		l = int(w[0])
-		label := w[1 : 1+l]
-		for i := l - 1; i >= 0; i-- {
-			if label[i] == 0xff {
-				continue
-			}
-			c := label[i] + 1
-			if 'A' <= c && c <= 'Z' {
-				c = 'Z' + 1
-			}
-			out := append([]byte{byte(i + 1)}, label[:i]...)
-			out = append(out, c)
-			return presentation(append(out, w[1+l:]...))
+		if out, ok := incremented(w[1:1+l], w[1+l:]); ok {
+			return presentation(out)
 		}
 		w = w[1+l:]
 	}
@@ -287,7 +277,17 @@ func SubtreeSuccessor(name string) (string, error) {
 		out = append(out, 0)
 		return presentation(append(out, rest...))
 	}
-	for i := l - 1; i >= 0; i-- {
+	if out, ok := incremented(label, rest); ok {
+		return presentation(out)
+	}
+	return "", errors.New("dnssec: no name after a label of \\255 octets only")
+}
+
+// incremented is the wire name label.rest with the last octet of label
+// below \255 increased (skipping upper case, which sorts as lower case)
+// and the octets after it dropped; false when label is \255 octets only.
+func incremented(label, rest []byte) ([]byte, bool) {
+	for i := len(label) - 1; i >= 0; i-- {
 		if label[i] == 0xff {
 			continue
 		}
@@ -297,7 +297,7 @@ func SubtreeSuccessor(name string) (string, error) {
 		}
 		out := append([]byte{byte(i + 1)}, label[:i]...)
 		out = append(out, c)
-		return presentation(append(out, rest...))
+		return append(out, rest...), true
 	}
-	return "", errors.New("dnssec: no name after a label of \\255 octets only")
+	return nil, false
 }
