@@ -135,22 +135,10 @@ PKGS="dnsperf gdnsd knot knot-module-geoip unbound bind9-dnsutils"
 . "$REPO/bench/lib/larkbook-servers.sh"
 . "$REPO/bench/lib/scale-records.sh"
 
-build() {
-	command -v go >/dev/null || die "Go is needed (the repository's toolchain, see go.mod)"
-	mkdir -p "$BIN"
-	log "building steer and the bench tools"
-	(cd "$REPO" && go build -o "$BIN/steer" ./cmd/steer &&
-		go build -o "$BIN/" ./bench/geoconv ./bench/querygen ./bench/check ./bench/signbench)
-}
+build() { build_tools geoconv querygen check signbench; }
 
 make_data() {
-	log "converting the embedded geo database"
-	"$BIN/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" \
-		-out "$WORK/geo-country.mmdb" -flat-out "$WORK/geo-flat.mmdb" 2>"$WORK/geoconv.log" ||
-		{ cat "$WORK/geoconv.log" >&2; die "geoconv failed"; }
-	log "generating queries ($QUERIES client subnets)"
-	"$BIN/querygen" -db "$WORK/geo-flat.mmdb" -out "$WORK/queries" -n "$QUERIES" -sample "$SAMPLE" 2>"$WORK/querygen.log" ||
-		{ cat "$WORK/querygen.log" >&2; die "querygen failed"; }
+	larkbook_queries
 	# the signed servers get the same queries with DO (and EDNS 1232 for static)
 	"$BIN/signbench" dofile -in "$WORK/queries/steered.bin" -out "$WORK/queries/steered-do.bin"
 	"$BIN/signbench" static -out "$WORK/queries/static-do.bin"

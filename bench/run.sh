@@ -106,28 +106,10 @@ PKGS="dnsperf gdnsd knot knot-module-geoip nsd"
 . "$REPO/bench/lib/larkbook-servers.sh"
 
 # ---- build -----------------------------------------------------------------
-build() {
-	command -v go >/dev/null || die "Go is needed (the repository's toolchain, see go.mod)"
-	mkdir -p "$BIN"
-	log "building steer and the bench tools"
-	(cd "$REPO" && go build -o "$BIN/steer" ./cmd/steer &&
-		go build -o "$BIN/" ./bench/geoconv ./bench/querygen ./bench/check ./bench/report)
-}
+build() { build_tools geoconv querygen check report; }
 
 # ---- data ------------------------------------------------------------------
-make_data() {
-	log "converting the embedded geo database"
-	"$BIN/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" \
-		-out "$WORK/geo-country.mmdb" -flat-out "$WORK/geo-flat.mmdb" 2>"$WORK/geoconv.log" ||
-		{ cat "$WORK/geoconv.log" >&2; die "geoconv failed"; }
-	cat "$WORK/geoconv.log" >&2
-	log "generating queries ($QUERIES client subnets)"
-	# Subnets and expected answers come from the original flat database, so
-	# the answer check also checks the conversion.
-	"$BIN/querygen" -db "$WORK/geo-flat.mmdb" -out "$WORK/queries" -n "$QUERIES" -sample "$SAMPLE" 2>"$WORK/querygen.log" ||
-		{ cat "$WORK/querygen.log" >&2; die "querygen failed"; }
-	cat "$WORK/querygen.log" >&2
-}
+make_data() { larkbook_queries; }
 
 # ---- configs ---------------------------------------------------------------
 write_configs() { # MODE THREADS

@@ -1,5 +1,33 @@
 # Shared by the bench harnesses that serve the Larkbook zone with gdnsd
-# and Knot next to steer (sourced; bench/run.sh, bench/dnssec.sh).
+# and Knot next to steer (sourced; bench/run.sh, bench/dnssec.sh; they
+# define log, die, REPO, WORK, BIN, QUERIES and SAMPLE).
+
+# build_tools TOOL...: steer and the programs bench/TOOL built into $BIN.
+build_tools() {
+	local t pkgs=()
+	command -v go >/dev/null || die "Go is needed (the repository's toolchain, see go.mod)"
+	mkdir -p "$BIN"
+	log "building steer and the bench tools"
+	for t in "$@"; do pkgs+=("./bench/$t"); done
+	(cd "$REPO" && go build -o "$BIN/steer" ./cmd/steer && go build -o "$BIN/" "${pkgs[@]}")
+}
+
+# larkbook_queries: the embedded geo database converted by geoconv (into
+# $WORK/geo-country.mmdb and $WORK/geo-flat.mmdb) and the queries of
+# $QUERIES client subnets written by querygen into $WORK/queries.
+# Subnets and expected answers come from the original flat database, so
+# the answer check also checks the conversion.
+larkbook_queries() {
+	log "converting the embedded geo database"
+	"$BIN/geoconv" -in "$REPO/internal/geo/embedded/iptoasn-country.mmdb.gz" \
+		-out "$WORK/geo-country.mmdb" -flat-out "$WORK/geo-flat.mmdb" 2>"$WORK/geoconv.log" ||
+		{ cat "$WORK/geoconv.log" >&2; die "geoconv failed"; }
+	cat "$WORK/geoconv.log" >&2
+	log "generating queries ($QUERIES client subnets)"
+	"$BIN/querygen" -db "$WORK/geo-flat.mmdb" -out "$WORK/queries" -n "$QUERIES" -sample "$SAMPLE" 2>"$WORK/querygen.log" ||
+		{ cat "$WORK/querygen.log" >&2; die "querygen failed"; }
+	cat "$WORK/querygen.log" >&2
+}
 
 # The zone every server serves: the Larkbook zone's SOA, NS, MX, TXT, glue
 # and static.example.com. shop.example.com is added per server.
