@@ -168,37 +168,15 @@ write_configs() {
 	mkdir -p "$d"/steer "$d"/steer-signed "$d"/gdnsd/zones "$d"/knot/storage "$d"/knot/run
 
 	zone_base >"$d/steer/example.com.zone"
-	cat >"$d/steer/steer.yaml" <<EOF
-listen: ["$BIND:$STEER_PORT"]
-identity: steer-bench
-zones:
-  - origin: example.com
-    file: example.com.zone
-geo:
-  databases: [$db]
-ecs: { enabled: true, max_source_v4: 24, max_source_v6: 56 }
-records:
-$(cat "$REPO/bench/lib/larkbook-records.yaml")
-EOF
+	larkbook_steer_config "$STEER_PORT" "$db" >"$d/steer/steer.yaml"
 
 	zone_base >"$d/steer-signed/example.com.zone"
 	make_key "$d/steer-signed"
 	key=$KEYBASE
-	cat >"$d/steer-signed/steer.yaml" <<EOF
-listen: ["$BIND:$STEER_SIGNED_PORT"]
-identity: steer-bench
-api: { listen: "127.0.0.1:$STEER_API_PORT" }
-zones:
-  - origin: example.com
-    file: example.com.zone
-    dnssec: { keys: [$key] }
-signing: { budget_per_core: $BUDGET }
-geo:
-  databases: [$db]
-ecs: { enabled: true, max_source_v4: 24, max_source_v6: 56 }
-records:
-$(cat "$REPO/bench/lib/larkbook-records.yaml")
-EOF
+	larkbook_steer_config "$STEER_SIGNED_PORT" "$db" \
+		"api: { listen: \"127.0.0.1:$STEER_API_PORT\" }
+signing: { budget_per_core: $BUDGET }" \
+		"    dnssec: { keys: [$key] }" >"$d/steer-signed/steer.yaml"
 	if "$BIN/steer" check --config "$d/steer-signed/steer.yaml" >"$WORK/steer-signed-check.txt" 2>&1; then
 		STEER_SIGNS=1
 	else

@@ -118,18 +118,7 @@ write_configs() { # MODE THREADS
 
 	# steer: the zone without shop; shop is the steered record.
 	zone_base >"$d/steer/example.com.zone"
-	cat >"$d/steer/steer.yaml" <<EOF
-listen: ["$BIND:$STEER_PORT"]
-identity: steer-bench
-zones:
-  - origin: example.com
-    file: example.com.zone
-geo:
-  databases: [$db]
-ecs: { enabled: true, max_source_v4: 24, max_source_v6: 56 }
-records:
-$(cat "$REPO/bench/lib/larkbook-records.yaml")
-EOF
+	larkbook_steer_config "$STEER_PORT" "$db" >"$d/steer/steer.yaml"
 
 	# steer-guard: the same with rate limiting and cookies deciding every
 	# query (loopback not exempt; rates no pass reaches, so every query

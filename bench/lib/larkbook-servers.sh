@@ -50,6 +50,25 @@ static  IN A    192.0.2.80
 EOF
 }
 
+# larkbook_steer_config PORT DB [TOP_LINES [ZONE_LINES]]: steer's
+# configuration, on stdout, serving example.com.zone (zone_base: shop is
+# the steered record of bench/lib/larkbook-records.yaml) on $BIND:PORT
+# with the geo database DB; TOP_LINES are added at the top level,
+# ZONE_LINES to the zone's entry.
+larkbook_steer_config() {
+	printf 'listen: ["%s:%s"]\nidentity: steer-bench\n' "$BIND" "$1"
+	if [ -n "${3:-}" ]; then printf '%s\n' "$3"; fi
+	printf 'zones:\n  - origin: example.com\n    file: example.com.zone\n'
+	if [ -n "${4:-}" ]; then printf '%s\n' "$4"; fi
+	cat <<EOF
+geo:
+  databases: [$2]
+ecs: { enabled: true, max_source_v4: 24, max_source_v6: 56 }
+records:
+$(cat "$REPO/bench/lib/larkbook-records.yaml")
+EOF
+}
+
 # gdnsd_config DIR DB THREADS: gdnsd's configuration in DIR/config,
 # listening on $BIND:$GDNSD_PORT with THREADS UDP threads: shop is a DYNA
 # record of the geoip plugin (database DB); the map is continent ->
