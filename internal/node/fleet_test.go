@@ -280,7 +280,7 @@ func TestFleetHealthQuorum(t *testing.T) {
 		down = append(down, newFakeObserver(t, s, key, fmt.Sprintf("down-%d", i), false))
 	}
 	start := time.Now()
-	answers("192.0.2.2", 3*time.Second, "5 of 6 down")
+	answers("192.0.2.2", 10*time.Second, "5 of 6 down")
 	t.Logf("5 of 6 observers down: withdrawn after %v (hold_down 300ms)", time.Since(start).Round(10*time.Millisecond))
 	if el := time.Since(start); el < 250*time.Millisecond {
 		t.Errorf("withdrawn after %v, before hold_down", el)
@@ -289,7 +289,7 @@ func TestFleetHealthQuorum(t *testing.T) {
 	for _, f := range down {
 		f.leave()
 	}
-	answers("127.0.0.1", 3*time.Second, "the observers left")
+	answers("127.0.0.1", 10*time.Second, "the observers left")
 
 	// Down again by quorum, then cut from the store: after view_grace the
 	// node's own check decides; healed, the fleet's verdict is back.
@@ -297,7 +297,7 @@ func TestFleetHealthQuorum(t *testing.T) {
 	for i := range 5 {
 		down = append(down, newFakeObserver(t, s, key, fmt.Sprintf("again-%d", i), false))
 	}
-	answers("192.0.2.2", 3*time.Second, "5 of 6 down again")
+	answers("192.0.2.2", 10*time.Second, "5 of 6 down again")
 	bridge.Cut()
 	cut := time.Now()
 	answers("127.0.0.1", 5*time.Second, "cut from the store past view_grace")
