@@ -96,3 +96,19 @@ func BenchmarkCheck100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUpdate100k: one Update of a store with 100,000 measurements
+// into a fresh store (TestLargeUpdateConcurrentLookups checks that
+// lookups go on during it).
+func BenchmarkUpdate100k(b *testing.B) {
+	ms, err := ParseCSV("bench.csv", bytes.NewReader(benchCSV(100_000)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewStore(Options{HalfLife: time.Hour, MaxAge: 24 * time.Hour})
+		s.Update(ms, now)
+	}
+}

@@ -291,9 +291,8 @@ func TestLargeUpdateConcurrentLookups(t *testing.T) {
 	wg.Wait()
 	t.Logf("Update of %d measurements took %v; %d lookups ran during it, slowest %v",
 		n, took, during, time.Duration(maxLookup.Load()))
-	if took > 2*time.Second {
-		t.Fatalf("Update took %v, want < 2s", took)
-	}
+	// How long the update takes is BenchmarkUpdate's to show: a bound
+	// here failed under the race detector on a loaded 2-core machine.
 	if during == 0 {
 		t.Fatalf("no lookup completed during the update: lookups blocked")
 	}
