@@ -44,7 +44,7 @@ type Options struct {
 	// live state, hooks and all.
 	Hooks policy.Hooks
 	// Now is the time signed zones are signed at (zero: the current
-	// time). A zone kept from Previous has the signatures due by then
+	// time as each is signed). A zone kept from Previous has the signatures due by then
 	// renewed (zone.Resigned).
 	Now time.Time
 }
@@ -103,9 +103,14 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	checks := healthChecks(cfg, &errs)
 	keys := loadTSIG(cfg, &errs, &warns)
 	zoneKeys := loadDNSSECKeys(cfg, &errs) // the keys of the zones signed
-	now := opts.Now
-	if now.IsZero() {
-		now = time.Now()
+	// The time each zone is signed at: read when it is signed, not when
+	// the build starts, so a build that compiles for long (seconds under
+	// load) publishes signatures as young as its last step.
+	now := func() time.Time {
+		if !opts.Now.IsZero() {
+			return opts.Now
+		}
+		return time.Now()
 	}
 	signWorkers := policy.Workers(opts.Previous != nil)
 	sg := signingFor(cfg, opts.Previous) // the online signing state zones' signers share
@@ -215,7 +220,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// The same bytes, the same steered names and the same keys:
 			// the zone being served is kept as it is (marked, signed and
 			// precompiled already), but for signatures due for renewal.
-			kz, err := pz.Resigned(now, signWorkers)
+			kz, err := pz.Resigned(now(), signWorkers)
 			if err != nil {
 				warns.Add(cfg.File, zc.Line, "zone %s: renewing signatures: %v (the current ones are kept)", origin, err)
 				kz = pz
@@ -273,7 +278,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if z != nil && len(zerrs) == 0 && len(merrs) == 0 {
 			// Signed before it is precompiled; a zone that cannot be
 			// signed is not served unsigned: it fails, alone.
-			if err := signZone(z, signer, now, signWorkers); err != nil {
+			if err := signZone(z, signer, now(), signWorkers); err != nil {
 				zerrs.Add(cfg.File, zc.Line, "%v", err)
 			}
 		}
@@ -290,7 +295,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			errs = append(errs, merrs...)
 			continue
 		}
-		fz, serving, notes := fallback(cfg, origin, recs, opts, signer, now)
+		fz, serving, notes := fallback(cfg, origin, recs, opts, signer, now())
 		if fz == nil && len(zerrs) == 0 {
 			// The file loads but conflicts with the steered records, and
 			// no last good copy agrees with them: the configuration is at
@@ -340,7 +345,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	transferWarnings(cfg, marks, zones, &warns)
 	set := zone.NewSet(zones)
 	set.Precompile()
-	presigned, err := presignSteered(sg, set, table, live, opts.Previous, now)
+	presigned, err := presignSteered(sg, set, table, live, opts.Previous, now())
 	if err != nil {
 		errs.Add(cfg.File, 0, "signing the steered answers: %v", err)
 		return nil, warns, errs.Err()
