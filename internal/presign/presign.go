@@ -18,7 +18,6 @@
 package presign
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -157,7 +156,7 @@ func Build(o Options) (*Table, error) {
 		wg.Go(func() {
 			for i := w; i < len(jobs); i += workers {
 				j := jobs[i]
-				e, err := newEntry(j.s, j.key, j.rrs, now, dnssec.ReasonSteered)
+				e, err := j.s.SignEntry(j.key, j.rrs, now, dnssec.ReasonSteered)
 				if err != nil {
 					errs[w] = err
 					return
@@ -219,25 +218,6 @@ func reusable(s *dnssec.Signer, e *dnssec.Entry, rrs []dns.RR, now time.Time) bo
 		return false
 	}
 	return e.Sigs[0].(*dns.RRSIG).OrigTtl == rrs[0].Header().Ttl
-}
-
-// newEntry signs rrs (the set named k) with s.
-func newEntry(s *dnssec.Signer, k dnssec.CacheKey, rrs []dns.RR, now time.Time, why dnssec.Reason) (*dnssec.Entry, error) {
-	sigs, err := s.Sign(rrs, now, why)
-	if err != nil {
-		return nil, err
-	}
-	refresh := ^uint32(0)
-	for _, rr := range sigs {
-		refresh = min(refresh, dnssec.RefreshAt(rr.(*dns.RRSIG), s.Options().Refresh))
-	}
-	e := dnssec.NewEntry(k, rrs, sigs, refresh)
-	for _, w := range e.Wire {
-		if w == nil {
-			return nil, fmt.Errorf("presign: the RRSIG of %s does not pack", k.Name)
-		}
-	}
-	return e, nil
 }
 
 // Lookup returns the signed set named (name, qtype, sum), nil when it
@@ -305,7 +285,7 @@ func (t *Table) Watch(live *policy.Live) {
 		if s == nil {
 			return
 		}
-		if e, err := newEntry(s, k, append([]dns.RR(nil), rrs...), t.now(), dnssec.ReasonSteered); err == nil {
+		if e, err := s.SignEntry(k, append([]dns.RR(nil), rrs...), t.now(), dnssec.ReasonSteered); err == nil {
 			t.add(e)
 		}
 	})
@@ -400,7 +380,7 @@ func (q *Query) sign(s *dnssec.Signer, k dnssec.CacheKey, rrs []dns.RR) *dnssec.
 		}
 		set[i] = rr
 	}
-	e, err := newEntry(s, k, set, q.T.now(), dnssec.ReasonOnline)
+	e, err := s.SignEntry(k, set, q.T.now(), dnssec.ReasonOnline)
 	if err != nil {
 		return nil
 	}

@@ -203,14 +203,14 @@ func (z *Zone) addNSEC(a *Answer, dst *[]dns.RR, name string, kind byte, types [
 	}
 	nsec.Hdr.Rrtype, nsec.Hdr.Class, nsec.Hdr.Ttl = dns.TypeNSEC, dns.ClassINET, ttl
 	nsec.TypeBitMap = slices.Clone(types)
-	sigs, err := s.Sign([]dns.RR{nsec}, now, dnssec.ReasonDenial)
-	if err != nil || len(sigs) == 0 {
+	e, err := s.SignEntry(key, []dns.RR{nsec}, now, dnssec.ReasonDenial)
+	if err != nil || len(e.Sigs) == 0 {
 		a.NeedSignature = true
 		return
 	}
-	cache.Put(dnssec.NewEntry(key, []dns.RR{nsec}, sigs, s.RefreshOf(sigs)))
+	cache.Put(e)
 	*dst = append(*dst, nsec)
-	*dst = append(*dst, sigs...)
+	*dst = append(*dst, e.Sigs...)
 }
 
 // delegation adds to a referral to cut of an unsigned child, with DO in a
