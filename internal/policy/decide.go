@@ -43,6 +43,10 @@ type Query struct {
 	// name) instead of drawing one. A transfer's exported fallback is
 	// decided so, so that its serial moves only when health does.
 	Stable bool
+	// Rand, when set, draws a non-sticky split's member instead of the
+	// process's random source: a simulation gives a seeded one so that
+	// a run can be repeated (internal/simulate).
+	Rand *rand.Rand
 }
 
 // Decision is the outcome of a query.
@@ -291,7 +295,12 @@ func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, 
 			}
 			return 0, 0, 0
 		}
-		x := rand.Uint64N(total)
+		var x uint64
+		if q.Rand != nil {
+			x = q.Rand.Uint64N(total)
+		} else {
+			x = rand.Uint64N(total)
+		}
 		for i, p := range a.Pools {
 			if avail&(1<<p) == 0 {
 				continue

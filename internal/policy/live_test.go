@@ -1,7 +1,9 @@
 package policy_test
 
 import (
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,5 +122,56 @@ func TestLiveDecideAllocatesNothing(t *testing.T) {
 	}
 	if d := live.Decide(r, &q, now); poolNames(r, d.Pools) != "iad" && poolNames(r, d.Pools) != "fra" || d.WidenedFrom == 0 {
 		t.Errorf("bom down: %s scope /%d widened from %d, want another pool on a widened scope", poolNames(r, d.Pools), d.Scope, d.WidenedFrom)
+	}
+}
+
+// TestQueryRandSeeded: a non-sticky split drawn with the query's own
+// source repeats for the same seed and follows the weights (what steer
+// simulate relies on to repeat a run); without one it still draws.
+func TestQueryRandSeeded(t *testing.T) {
+	table := mustBuild(t, configYAML(t, []string{cityDB}, `
+  - name: c.example.com
+    ttl: 60
+    pools:
+      stable: { address: 192.0.2.30 }
+      canary: { address: 192.0.2.31 }
+    rules:
+      - default:
+          split: [{ pool: stable, weight: 95 }, { pool: canary, weight: 5 }]
+`))
+	r := table.Get("c.example.com.")
+	live := policy.NewLive(table, policy.LiveOptions{})
+	client := addr("10.17.3.4")
+	var canaryBit uint64
+	for _, p := range r.Pools {
+		if p.Name == "canary" {
+			canaryBit = 1 << p.Index
+		}
+	}
+	draws := func(src *rand.Rand) (seq []uint64, canary int) {
+		for range 4000 {
+			q := policy.Query{Qtype: dns.TypeA, Client: client, ClientBits: 32, Resolver: client, Rand: src}
+			s := live.Decide(r, &q, 0)
+			seq = append(seq, s.Pools)
+			if s.Pools == canaryBit {
+				canary++
+			}
+		}
+		return seq, canary
+	}
+	a, na := draws(rand.New(rand.NewPCG(7, 1)))
+	b, _ := draws(rand.New(rand.NewPCG(7, 1)))
+	c, _ := draws(rand.New(rand.NewPCG(8, 1)))
+	if !slices.Equal(a, b) {
+		t.Errorf("the same seed drew different members")
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("two seeds drew the same 4,000 members")
+	}
+	if na < 140 || na > 260 { // 5 % of 4,000 = 200, ±4.3 σ
+		t.Errorf("canary drawn %d times in 4,000, want about 200", na)
+	}
+	if _, n := draws(nil); n < 100 || n > 320 {
+		t.Errorf("the process's source drew the canary %d times in 4,000", n)
 	}
 }
