@@ -1,0 +1,915 @@
+package simulate
+
+// fromlog.go: a scenario population inferred from steer's own query log.
+//
+// The authoritative sees only the resolvers' cache misses. For one record
+// the entries are grouped by key = (resolver address, ECS block), the ECS
+// block being the ECS source prefix masked to the scope steer returned:
+// the cache entry a resolver that honours the scope keeps. Without ECS the
+// key is the resolver alone.
+//
+// Per key, n misses over the log's span S give the miss rate m = n / (s·S)
+// (s: the log's sample rate). A cache that keeps an answer for T and then
+// waits for the next user query is a renewal process with cycle T + 1/λ',
+// so with k independent caches behind the address, each getting λ/k of the
+// users' Poisson queries,
+//
+//	m = λ / (1 + λT/k)   and   λ̂ = m / (1 − mT/k).
+//
+// When mT/k ≥ 0.9 the caches almost never sit idle: the count of misses
+// then says little about how many users ask (a 1 % error in m is a 10 %
+// or larger error in λ̂), so the key is flagged saturated and λ̂ is set to
+// the lower bound 9k/T, the rate at which k caches would be busy 90 % of
+// the time.
+//
+// k is estimated per resolver from pairs of misses of one key closer than
+// w = 0.8·T: one cache never misses twice within its TTL, while with k
+// caches each miss is followed within w by (k−1)/k · m·w misses of the
+// other caches on average (they are independent and stationary). Pooling
+// a resolver's keys, r = pairs / Σ n·m·w estimates (k−1)/k, and
+// k̂ = round(1/(1−r)). The window is 0.8·T rather than T so that a
+// resolver refreshing an entry shortly before it expires (Unbound's
+// prefetch at 90 % of the TTL) is not mistaken for a second cache.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FromLogOptions say what the query log cannot.
+type FromLogOptions struct {
+	// TTL is the record's TTL (what a resolver keeps an answer for); 0:
+	// from the log's lines when they have it (steer's log does not), else
+	// FromLog fails asking for it.
+	TTL time.Duration
+	// Record is the name to model; "": the most asked steered name (one
+	// whose entries have a pool).
+	Record string
+	// Sample is the log's sample rate (query_log.sample), 0 < Sample ≤ 1;
+	// 0 means 1 (every query logged), and the report says it assumed so.
+	Sample float64
+}
+
+// LogReport is what FromLog inferred and what it could not.
+type LogReport struct {
+	// Record is the modelled name (canonical, final dot) and Type its
+	// query type.
+	Record string
+	Type   string
+	// TTL is the TTL used and TTLFrom where it came from ("--ttl" or
+	// "log").
+	TTL     time.Duration
+	TTLFrom string
+	Sample  float64
+	// Start and End are the first and last entry's times; Span = End −
+	// Start is every key's observation span.
+	Start, End time.Time
+	Span       time.Duration
+	// Lines counts the lines read (blank ones included), Entries the
+	// parseable ones and RecordEntries those of the modelled record and
+	// type. Bad counts unparseable lines; BadLines are the first few.
+	Lines, Entries, RecordEntries, Bad int
+	BadLines                           []BadLine
+	// Names are the names seen, most entries first (at most 10).
+	Names []NameCount
+	// Keys are the (resolver, ECS block) keys, highest λ̂ first.
+	Keys []LogKey
+	// Resolvers are the resolver addresses with their cache estimate.
+	Resolvers []LogResolver
+	// Totals over the keys.
+	Misses    int
+	MissRate  float64 // misses per second (sample-corrected)
+	UserRate  float64 // Σ λ̂, user queries per second (a lower bound when any key is saturated)
+	Saturated int     // saturated keys
+	ECSKeys   int     // keys with an ECS block
+	Sites     int     // resolver sites in the scenario
+	Groups    int     // client groups in the scenario
+	// Unknown lists what could not be inferred, one sentence each.
+	Unknown []string
+}
+
+// BadLine is an unparseable line of the log.
+type BadLine struct {
+	Line   int
+	Reason string
+}
+
+// NameCount is a name in the log and its number of entries.
+type NameCount struct {
+	Name    string
+	Entries int
+	Steered bool
+}
+
+// LogKey is one cache entry as the log shows it: a resolver and, with
+// ECS, the block its cache keeps the answer for.
+type LogKey struct {
+	Resolver netip.Addr
+	// Block is the ECS source masked to the returned scope; invalid
+	// without ECS.
+	Block netip.Prefix
+	// Sources is the number of distinct ECS source prefixes seen in the
+	// block.
+	Sources int
+	Site    string
+	Misses  int
+	Span    time.Duration
+	// MissRate is m, misses per second (sample-corrected); Rate λ̂, the
+	// users' queries per second behind the key.
+	MissRate float64
+	Rate     float64
+	// Saturated: mT/k ≥ 0.9, Rate is the lower bound 9k/T.
+	Saturated bool
+	// Caches is the resolver's k̂.
+	Caches int
+}
+
+// LogResolver is one resolver address.
+type LogResolver struct {
+	Addr netip.Addr
+	Site string
+	Keys int
+	// ECS: it sent ECS, with these source lengths (the most common per
+	// family; 0 when that family was not seen).
+	ECS                bool
+	SourceV4, SourceV6 int
+	// Pairs is the number of pairs of misses of one key closer than
+	// w = 0.8·T; Ratio = Pairs / Σ n·m·w over its keys estimates (k−1)/k;
+	// Caches is k̂.
+	Pairs  int
+	Ratio  float64
+	Caches int
+}
+
+// logLine is the part of a query-log line FromLog reads (querylog's line
+// type; TTL is read when a log has it, steer's does not yet).
+type logLine struct {
+	Time   string   `json:"time"`
+	Client string   `json:"client"`
+	ECS    string   `json:"ecs"`
+	Scope  *int     `json:"scope"`
+	Name   string   `json:"name"`
+	Type   string   `json:"type"`
+	Pool   string   `json:"pool"`
+	TTL    *float64 `json:"ttl"`
+}
+
+type logEntry struct {
+	t      time.Time
+	client netip.Addr
+	ecs    netip.Prefix // invalid: none (or source /0)
+	scope  int          // -1: no ECS option returned
+	name   string
+	qtype  string
+	pool   bool
+	ttl    float64 // seconds, -1 unknown
+}
+
+// maxBadLines is how many unparseable lines the report quotes.
+const maxBadLines = 5
+
+// satThreshold is the mT/k above which a key is saturated.
+const satThreshold = 0.9
+
+// pairWindow is the fraction of the TTL within which two misses of one key
+// reveal a second cache.
+const pairWindow = 0.8
+
+// maxCaches caps k̂.
+const maxCaches = 64
+
+// FromLog reads steer's query log (JSON lines) and infers a scenario
+// population for one record: client groups with prefixes and rates,
+// resolver sites with their caches and ECS behaviour, over the log's span
+// in 1-minute bins, with no events. The report says per key what was
+// measured and inferred, and what could not be.
+func FromLog(r io.Reader, o FromLogOptions) (*Scenario, *LogReport, error) {
+	rep := &LogReport{Sample: o.Sample}
+	if o.Sample == 0 {
+		rep.Sample = 1
+	} else if !(o.Sample > 0 && o.Sample <= 1) {
+		return nil, nil, fmt.Errorf("from-log: sample %v out of range (0, 1]", o.Sample)
+	}
+	if o.TTL < 0 {
+		return nil, nil, fmt.Errorf("from-log: negative TTL %v", o.TTL)
+	}
+	entries, err := readLog(r, rep)
+	if err != nil {
+		return nil, rep, err
+	}
+	if len(entries) == 0 {
+		if rep.Bad > 0 {
+			return nil, rep, fmt.Errorf("from-log: no parseable entry in %d lines (%s)", rep.Lines, badLinesText(rep.BadLines))
+		}
+		return nil, rep, errors.New("from-log: the log is empty")
+	}
+	names := countNames(entries)
+	rep.Names = names
+	if len(rep.Names) > 10 {
+		rep.Names = rep.Names[:10]
+	}
+	rec, err := chooseRecord(o.Record, names)
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.Record = rec
+
+	// The span is the whole log's: a key's silence is information too.
+	rep.Start, rep.End = entries[0].t, entries[0].t
+	for _, e := range entries {
+		if e.t.Before(rep.Start) {
+			rep.Start = e.t
+		}
+		if e.t.After(rep.End) {
+			rep.End = e.t
+		}
+	}
+	rep.Span = rep.End.Sub(rep.Start)
+
+	// The record's entries, of its most asked type.
+	types := map[string]int{}
+	for _, e := range entries {
+		if e.name == rec {
+			types[e.qtype]++
+		}
+	}
+	qtype := ""
+	for t, n := range types {
+		if n > types[qtype] || (n == types[qtype] && t < qtype) {
+			qtype = t
+		}
+	}
+	rep.Type = qtype
+	if len(types) > 1 {
+		var other []string
+		for t, n := range types {
+			if t != qtype {
+				other = append(other, fmt.Sprintf("%s (%d)", t, n))
+			}
+		}
+		sort.Strings(other)
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("only %s queries are modelled; the log also has %s for %s", qtype, strings.Join(other, ", "), rec))
+	}
+	var mine []logEntry
+	for _, e := range entries {
+		if e.name == rec && e.qtype == qtype {
+			mine = append(mine, e)
+		}
+	}
+	rep.RecordEntries = len(mine)
+
+	// The TTL.
+	switch {
+	case o.TTL > 0:
+		rep.TTL, rep.TTLFrom = o.TTL, "--ttl"
+	default:
+		var ttls []float64
+		for _, e := range mine {
+			if e.ttl > 0 {
+				ttls = append(ttls, e.ttl)
+			}
+		}
+		if len(ttls) == 0 {
+			return nil, rep, fmt.Errorf("from-log: the TTL of %s is not in the log: give --ttl", rec)
+		}
+		sort.Float64s(ttls)
+		rep.TTL = time.Duration(ttls[len(ttls)-1] * float64(time.Second)) // the record's TTL: the largest (answers from a cache count down)
+		rep.TTLFrom = "log"
+	}
+	if rep.Span <= 0 {
+		return nil, rep, fmt.Errorf("from-log: the log spans no time (one instant, %s): nothing to measure a rate over", rep.Start.Format(time.RFC3339))
+	}
+
+	infer(mine, rep)
+	sc := buildScenario(rep, mine)
+	notes(rep, mine, o)
+	return sc, rep, nil
+}
+
+// readLog parses every line; unparseable ones are counted.
+func readLog(r io.Reader, rep *LogReport) ([]logEntry, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var out []logEntry
+	bad := func(n int, reason string) {
+		rep.Bad++
+		if len(rep.BadLines) < maxBadLines {
+			rep.BadLines = append(rep.BadLines, BadLine{n, reason})
+		}
+	}
+	for sc.Scan() {
+		rep.Lines++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var l logLine
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			bad(rep.Lines, "not a JSON object: "+err.Error())
+			continue
+		}
+		e, reason := parseEntry(&l)
+		if reason != "" {
+			bad(rep.Lines, reason)
+			continue
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("from-log: line %d: %w", rep.Lines+1, err)
+	}
+	rep.Entries = len(out)
+	return out, nil
+}
+
+func parseEntry(l *logLine) (logEntry, string) {
+	e := logEntry{scope: -1, ttl: -1}
+	t, err := time.Parse(time.RFC3339Nano, l.Time)
+	if err != nil {
+		return e, fmt.Sprintf("time %q is not RFC 3339", l.Time)
+	}
+	e.t = t
+	if e.client, err = netip.ParseAddr(l.Client); err != nil {
+		return e, fmt.Sprintf("client %q is not an address", l.Client)
+	}
+	e.client = e.client.Unmap()
+	if l.ECS != "" {
+		p, err := netip.ParsePrefix(l.ECS)
+		if err != nil {
+			return e, fmt.Sprintf("ecs %q is not a prefix", l.ECS)
+		}
+		if p.Bits() > 0 { // source /0: the resolver asks for no tailoring (RFC 7871 §7.1.2)
+			e.ecs = p.Masked()
+		}
+	}
+	if l.Scope != nil {
+		e.scope = *l.Scope
+	}
+	if l.Name == "" {
+		return e, "no name"
+	}
+	e.name = canonical(l.Name)
+	e.qtype = strings.ToUpper(l.Type)
+	if e.qtype == "" {
+		e.qtype = "A"
+	}
+	e.pool = l.Pool != ""
+	if l.TTL != nil {
+		e.ttl = *l.TTL
+	}
+	return e, ""
+}
+
+func canonical(name string) string {
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !strings.HasSuffix(name, ".") {
+		name += "."
+	}
+	return name
+}
+
+func countNames(entries []logEntry) []NameCount {
+	idx := map[string]int{}
+	var out []NameCount
+	for _, e := range entries {
+		i, ok := idx[e.name]
+		if !ok {
+			i = len(out)
+			idx[e.name] = i
+			out = append(out, NameCount{Name: e.name})
+		}
+		out[i].Entries++
+		out[i].Steered = out[i].Steered || e.pool
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Entries != out[j].Entries {
+			return out[i].Entries > out[j].Entries
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func namesText(names []NameCount) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i == 10 {
+			fmt.Fprintf(&b, ", and %d more", len(names)-10)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d", n.Name, n.Entries)
+		if n.Steered {
+			b.WriteString(", steered")
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func chooseRecord(want string, names []NameCount) (string, error) {
+	if want != "" {
+		w := canonical(want)
+		for _, n := range names {
+			if n.Name == w {
+				return w, nil
+			}
+		}
+		return "", fmt.Errorf("from-log: no entry for %s in the log; names seen: %s", w, namesText(names))
+	}
+	for _, n := range names { // most entries first
+		if n.Steered {
+			return n.Name, nil
+		}
+	}
+	return "", fmt.Errorf("from-log: no steered name in the log (no entry has a pool): give --record; names seen: %s", namesText(names))
+}
+
+func badLinesText(bl []BadLine) string {
+	var parts []string
+	for _, b := range bl {
+		parts = append(parts, fmt.Sprintf("line %d: %s", b.Line, b.Reason))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// keyOf is the cache entry a miss fills.
+type keyOf struct {
+	res   netip.Addr
+	block netip.Prefix
+}
+
+type keyData struct {
+	times   []time.Time
+	sources map[netip.Prefix]int
+}
+
+// blockOf is the ECS source masked to the returned scope (the source's
+// own length when the scope is longer); invalid without ECS or without a
+// returned scope (the answer then holds for every client of the resolver).
+func blockOf(e *logEntry) netip.Prefix {
+	if !e.ecs.IsValid() || e.scope < 0 {
+		return netip.Prefix{}
+	}
+	bits := min(e.scope, e.ecs.Bits())
+	p, _ := e.ecs.Addr().Prefix(bits)
+	return p
+}
+
+// infer fills rep.Keys and rep.Resolvers.
+func infer(mine []logEntry, rep *LogReport) {
+	keys := map[keyOf]*keyData{}
+	var order []keyOf
+	type resData struct {
+		keys       []keyOf
+		ecs        bool
+		src4, src6 map[int]int
+	}
+	res := map[netip.Addr]*resData{}
+	var resOrder []netip.Addr
+	for i := range mine {
+		e := &mine[i]
+		k := keyOf{e.client, blockOf(e)}
+		kd := keys[k]
+		if kd == nil {
+			kd = &keyData{sources: map[netip.Prefix]int{}}
+			keys[k] = kd
+			order = append(order, k)
+		}
+		kd.times = append(kd.times, e.t)
+		if e.ecs.IsValid() {
+			kd.sources[e.ecs]++
+		}
+		rd := res[e.client]
+		if rd == nil {
+			rd = &resData{src4: map[int]int{}, src6: map[int]int{}}
+			res[e.client] = rd
+			resOrder = append(resOrder, e.client)
+		}
+		if e.ecs.IsValid() {
+			rd.ecs = true
+			if e.ecs.Addr().Is4() {
+				rd.src4[e.ecs.Bits()]++
+			} else {
+				rd.src6[e.ecs.Bits()]++
+			}
+		}
+	}
+	for _, k := range order {
+		res[k.res].keys = append(res[k.res].keys, k)
+	}
+	span := rep.Span.Seconds()
+	T := rep.TTL.Seconds()
+	w := pairWindow * T
+	for _, a := range resOrder {
+		rd := res[a]
+		lr := LogResolver{Addr: a, Keys: len(rd.keys), ECS: rd.ecs, SourceV4: mode(rd.src4), SourceV6: mode(rd.src6)}
+		// Pairs of misses of one key closer than w, and what (k−1)/k = 1
+		// would give: Σ n·m·w with m the observed miss rate.
+		denom := 0.0
+		maxWin := 1
+		for _, k := range rd.keys {
+			ts := keys[k].times
+			sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+			n := len(ts)
+			denom += float64(n) * float64(n) / span * w
+			j := 0
+			for i := range ts {
+				if j < i+1 {
+					j = i + 1
+				}
+				for j < n && ts[j].Sub(ts[i]).Seconds() < w {
+					j++
+				}
+				lr.Pairs += j - i - 1
+				maxWin = max(maxWin, j-i)
+			}
+		}
+		lr.Caches = 1
+		if denom > 0 {
+			lr.Ratio = float64(lr.Pairs) / denom
+		}
+		// Three pairs at least before claiming a second cache: a lone
+		// pair is as likely a resolver restart or a clock step.
+		if lr.Pairs >= 3 {
+			if lr.Ratio < 1-1.0/maxCaches {
+				lr.Caches = int(math.Round(1 / (1 - lr.Ratio)))
+			} else {
+				lr.Caches = maxWin
+			}
+			lr.Caches = max(1, min(lr.Caches, maxCaches))
+		}
+		rep.Resolvers = append(rep.Resolvers, lr)
+	}
+	resIdx := map[netip.Addr]int{}
+	for i, lr := range rep.Resolvers {
+		resIdx[lr.Addr] = i
+	}
+	for _, k := range order {
+		kd := keys[k]
+		lr := &rep.Resolvers[resIdx[k.res]]
+		n := len(kd.times)
+		m := float64(n) / (rep.Sample * span)
+		kk := float64(lr.Caches)
+		lk := LogKey{Resolver: k.res, Block: k.block, Sources: len(kd.sources), Misses: n, Span: rep.Span, MissRate: m, Caches: lr.Caches}
+		if m*T/kk >= satThreshold {
+			lk.Saturated = true
+			lk.Rate = satThreshold / (1 - satThreshold) * kk / T
+		} else {
+			lk.Rate = m / (1 - m*T/kk)
+		}
+		rep.Keys = append(rep.Keys, lk)
+		rep.Misses += n
+		rep.MissRate += m
+		rep.UserRate += lk.Rate
+		if lk.Saturated {
+			rep.Saturated++
+		}
+		if k.block.IsValid() {
+			rep.ECSKeys++
+		}
+	}
+}
+
+func mode(c map[int]int) int {
+	best := 0
+	for v, n := range c {
+		if n > c[best] || (n == c[best] && v > best) {
+			best = v
+		}
+	}
+	return best
+}
+
+// siteKey is what makes resolvers one site: their /24 (/48) and their
+// behaviour.
+type siteKey struct {
+	net        netip.Prefix
+	ecs        bool
+	src4, src6 int
+	caches     int
+}
+
+// usersPrefix is the subnet the users of a resolver without ECS are
+// modelled as: the resolver's own /24 (/56).
+func usersPrefix(a netip.Addr) netip.Prefix {
+	bits := 24
+	if a.Is6() {
+		bits = 56
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+func siteNet(a netip.Addr) netip.Prefix {
+	bits := 24
+	if a.Is6() {
+		bits = 48
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+func siteName(p netip.Prefix) string {
+	return fmt.Sprintf("res-%s-%d", p.Addr(), p.Bits())
+}
+
+// buildScenario turns the keys into client groups and resolver sites.
+func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
+	// Sites: resolvers grouped by /24 (/48) and behaviour.
+	type site struct {
+		key   siteKey
+		name  string
+		addrs []netip.Addr
+	}
+	var sites []*site
+	byKey := map[siteKey]*site{}
+	resSite := map[netip.Addr]*site{}
+	for _, lr := range rep.Resolvers {
+		sk := siteKey{net: siteNet(lr.Addr), ecs: lr.ECS, caches: lr.Caches}
+		if lr.ECS {
+			sk.src4, sk.src6 = lr.SourceV4, lr.SourceV6
+		}
+		s := byKey[sk]
+		if s == nil {
+			s = &site{key: sk}
+			byKey[sk] = s
+			sites = append(sites, s)
+		}
+		s.addrs = append(s.addrs, lr.Addr)
+		resSite[lr.Addr] = s
+	}
+	sort.Slice(sites, func(i, j int) bool {
+		a, b := sites[i].key, sites[j].key
+		if a.net != b.net {
+			if c := a.net.Addr().Compare(b.net.Addr()); c != 0 {
+				return c < 0
+			}
+			return a.net.Bits() < b.net.Bits()
+		}
+		if a.ecs != b.ecs {
+			return !a.ecs
+		}
+		if a.src4 != b.src4 {
+			return a.src4 < b.src4
+		}
+		if a.src6 != b.src6 {
+			return a.src6 < b.src6
+		}
+		return a.caches < b.caches
+	})
+	// Names: the /24 (/48), with the behaviour appended only when one
+	// network holds sites that differ.
+	perNet := map[netip.Prefix]int{}
+	for _, s := range sites {
+		perNet[s.key.net]++
+	}
+	for _, s := range sites {
+		s.name = siteName(s.key.net)
+		if perNet[s.key.net] > 1 {
+			if s.key.ecs {
+				s.name += fmt.Sprintf("-ecs%d", max(s.key.src4, s.key.src6))
+			} else {
+				s.name += "-noecs"
+			}
+			if s.key.caches > 1 {
+				s.name += fmt.Sprintf("-k%d", s.key.caches)
+			}
+		}
+	}
+	for i := range rep.Resolvers {
+		rep.Resolvers[i].Site = resSite[rep.Resolvers[i].Addr].name
+	}
+	for i := range rep.Keys {
+		rep.Keys[i].Site = resSite[rep.Keys[i].Resolver].name
+	}
+
+	// Per site, the users' subnets and their rates: a key's λ̂ split over
+	// the ECS sources seen in its block in proportion to their misses
+	// (the first query after an expiry comes from each subnet in
+	// proportion to its rate); without ECS, the resolver's /24 (/56).
+	srcMisses := map[keyOf]map[netip.Prefix]int{}
+	for i := range mine {
+		e := &mine[i]
+		k := keyOf{e.client, blockOf(e)}
+		if srcMisses[k] == nil {
+			srcMisses[k] = map[netip.Prefix]int{}
+		}
+		p := e.ecs
+		if !p.IsValid() {
+			p = usersPrefix(e.client)
+		}
+		srcMisses[k][p]++
+	}
+	siteRates := map[*site]map[netip.Prefix]float64{}
+	for _, lk := range rep.Keys {
+		s := resSite[lk.Resolver]
+		if siteRates[s] == nil {
+			siteRates[s] = map[netip.Prefix]float64{}
+		}
+		sm := srcMisses[keyOf{lk.Resolver, lk.Block}]
+		for p, n := range sm {
+			siteRates[s][p] += lk.Rate * float64(n) / float64(lk.Misses)
+		}
+	}
+
+	sc := &Scenario{
+		Duration: Duration(roundUp(rep.Span, time.Minute)),
+		Bin:      Duration(time.Minute),
+		Record:   strings.TrimSuffix(rep.Record, "."),
+		Type:     rep.Type,
+	}
+	for _, s := range sites {
+		rates := siteRates[s]
+		// Client groups: the site's subnets in rate classes a factor of 4
+		// apart (a group weights its subnets equally), busiest first.
+		classes := map[int][]netip.Prefix{}
+		for p, r := range rates {
+			c := int(math.Floor(math.Log(r) / math.Log(4)))
+			classes[c] = append(classes[c], p)
+		}
+		var cs []int
+		for c := range classes {
+			cs = append(cs, c)
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(cs)))
+		var groups []string
+		for i, c := range cs {
+			ps := classes[c]
+			sort.Slice(ps, func(i, j int) bool {
+				if c := ps[i].Addr().Compare(ps[j].Addr()); c != 0 {
+					return c < 0
+				}
+				return ps[i].Bits() < ps[j].Bits()
+			})
+			g := ClientGroup{Name: "users-" + s.name}
+			if len(cs) > 1 {
+				g.Name += fmt.Sprintf("-%d", i+1)
+			}
+			for _, p := range ps {
+				g.Prefixes = append(g.Prefixes, p.String())
+				g.Rate += rates[p]
+			}
+			sc.Clients = append(sc.Clients, g)
+			groups = append(groups, g.Name)
+		}
+		one := 1.0
+		rs := ResolverSite{Name: s.name, Share: &one, Groups: groups, Caches: s.key.caches}
+		if len(s.addrs) == 1 {
+			rs.Address = s.addrs[0].String()
+		} else {
+			rs.Count = len(s.addrs)
+			rs.Address = s.key.net.String()
+		}
+		if s.key.caches == 1 {
+			rs.Caches = 0 // the default
+		}
+		if s.key.ecs {
+			rs.ECS = &ECSSpec{Enabled: true, V4: s.key.src4, V6: s.key.src6}
+		}
+		sc.Resolvers = append(sc.Resolvers, rs)
+	}
+	rep.Sites = len(sc.Resolvers)
+	rep.Groups = len(sc.Clients)
+	sort.SliceStable(rep.Keys, func(i, j int) bool { return rep.Keys[i].Rate > rep.Keys[j].Rate })
+	return sc
+}
+
+func roundUp(d, unit time.Duration) time.Duration {
+	n := (d + unit - 1) / unit
+	return max(n, 1) * unit
+}
+
+// notes fills rep.Unknown.
+func notes(rep *LogReport, mine []logEntry, o FromLogOptions) {
+	anyECS, noECS := false, 0
+	for _, r := range rep.Resolvers {
+		if r.ECS {
+			anyECS = true
+		} else {
+			noECS++
+		}
+	}
+	switch {
+	case !anyECS:
+		rep.Unknown = append(rep.Unknown, "no ECS fields in the log: every resolver's users are modelled as one subnet at the resolver's address (its /24 or /56); the split between clients behind one resolver is unknown")
+	case noECS > 0:
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s send no ECS: their users are modelled as one subnet at the resolver's address (its /24 or /56); the split between clients behind one resolver is unknown", plural(noECS, "resolver", "resolvers")))
+	}
+	if anyECS {
+		rep.Unknown = append(rep.Unknown, "whether ECS resolvers honour the returned scope cannot be seen: assumed they do (a resolver caching per source prefix would look like more caches)")
+		noScope := 0
+		for _, e := range mine {
+			if e.ecs.IsValid() && e.scope < 0 {
+				noScope++
+			}
+		}
+		if noScope > 0 {
+			rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s with ECS got no scope back: each is counted as one entry for all of its resolver's users", plural(noScope, "entry", "entries")))
+		}
+	}
+	if rep.Saturated > 0 {
+		sat := map[netip.Addr]bool{}
+		for _, k := range rep.Keys {
+			if k.Saturated {
+				sat[k.Resolver] = true
+			}
+		}
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s saturated (%s with miss rate × TTL ≥ %.1f per cache): their rates are lower bounds (9 × caches / TTL)", plural(len(sat), "resolver", "resolvers"), plural(rep.Saturated, "key", "keys"), satThreshold))
+	}
+	few := 0
+	for _, k := range rep.Keys {
+		if k.Misses < 3 {
+			few++
+		}
+	}
+	if few > 0 {
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s fewer than 3 misses: their rates are rough", plural(few, "key has", "keys have")))
+	}
+	multi := 0
+	for _, r := range rep.Resolvers {
+		if r.Caches > 1 {
+			multi++
+		}
+	}
+	if multi > 0 {
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s several caches; a TTL clamp below %.0f %% of the TTL would look the same", plural(multi, "resolver shows", "resolvers show"), pairWindow*100))
+	}
+	if o.Sample == 0 {
+		rep.Unknown = append(rep.Unknown, "the sample rate is not in the log: assumed every query was logged (give --sample if query_log.sample was below 1)")
+	}
+	rep.Unknown = append(rep.Unknown, "the users' rates are constant over the log's span (no diurnal profile is inferred), and no TTL violators are assumed")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// Text is the report as a page of text: the log, the record, the keys
+// (the busiest 30), the totals, and what could not be inferred.
+func (r *LogReport) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "query log: %s, %s parsed", plural(r.Lines, "line", "lines"), plural(r.Entries, "entry", "entries"))
+	if r.Bad > 0 {
+		fmt.Fprintf(&b, ", %d unparseable (%s", r.Bad, badLinesText(r.BadLines))
+		if r.Bad > len(r.BadLines) {
+			fmt.Fprintf(&b, "; and %d more", r.Bad-len(r.BadLines))
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("\n")
+	if !r.Start.IsZero() {
+		fmt.Fprintf(&b, "span:      %s to %s (%s)\n", r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Span.Round(time.Second))
+	}
+	if r.Record == "" {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "record:    %s %s, %s entries; TTL %s (%s); sample %g\n", r.Record, r.Type, strconv.Itoa(r.RecordEntries), r.TTL, r.TTLFrom, r.Sample)
+	fmt.Fprintf(&b, "keys:      %d (%d with an ECS block) from %s, in %s and %s\n", len(r.Keys), r.ECSKeys, plural(len(r.Resolvers), "resolver", "resolvers"), plural(r.Sites, "site", "sites"), plural(r.Groups, "client group", "client groups"))
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "%-28s %-20s %7s %10s %10s %6s  %s\n", "resolver", "ecs block", "misses", "miss/s", "users q/s", "caches", "")
+	for i, k := range r.Keys {
+		if i == 30 {
+			fmt.Fprintf(&b, "... and %d more keys\n", len(r.Keys)-30)
+			break
+		}
+		block := "-"
+		if k.Block.IsValid() {
+			block = k.Block.String()
+			if k.Sources > 1 {
+				block += fmt.Sprintf(" (%d)", k.Sources)
+			}
+		}
+		flag, rate := "", fmt.Sprintf("%.4g", k.Rate)
+		if k.Saturated {
+			flag, rate = "saturated", "≥"+rate
+		}
+		fmt.Fprintf(&b, "%-28s %-20s %7d %10.4g %10s %6d  %s\n", k.Resolver, block, k.Misses, k.MissRate, rate, k.Caches, flag)
+	}
+	fmt.Fprintf(&b, "\ntotal:     %d misses, %.4g misses/s, users %.4g q/s", r.Misses, r.MissRate, r.UserRate)
+	if r.Saturated > 0 {
+		fmt.Fprintf(&b, " (at least: %s saturated)", plural(r.Saturated, "key", "keys"))
+	}
+	b.WriteString("\n")
+	if len(r.Unknown) > 0 {
+		b.WriteString("\ncould not infer:\n")
+		for _, u := range r.Unknown {
+			fmt.Fprintf(&b, "  - %s\n", u)
+		}
+	}
+	return b.String()
+}
