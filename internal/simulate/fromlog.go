@@ -805,7 +805,7 @@ func notes(rep *LogReport, mine []logEntry, o FromLogOptions) {
 	case !anyECS:
 		rep.Unknown = append(rep.Unknown, "no ECS fields in the log: every resolver's users are modelled as one subnet at the resolver's address (its /24 or /56); the split between clients behind one resolver is unknown")
 	case noECS > 0:
-		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s send no ECS: their users are modelled as one subnet at the resolver's address (its /24 or /56); the split between clients behind one resolver is unknown", plural(noECS, "resolver", "resolvers")))
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s no ECS: their users are modelled as one subnet at the resolver's address (its /24 or /56); the split between clients behind one resolver is unknown", plural(noECS, "resolver sends", "resolvers send")))
 	}
 	if anyECS {
 		rep.Unknown = append(rep.Unknown, "whether ECS resolvers honour the returned scope cannot be seen: assumed they do (a resolver caching per source prefix would look like more caches)")
