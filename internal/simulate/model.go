@@ -217,7 +217,9 @@ type Bin struct {
 	Entries float64
 }
 
-// Deviation is one pool's deviation from its configured share.
+// Deviation is one pool's deviation from its configured share (its
+// bands in percentage points; ConfiguredMean, the pool's mean
+// configured share over the bins, a fraction 0..1 like Bin.Configured).
 type Deviation struct {
 	Pool           string
 	Median, P95    Band
@@ -232,8 +234,9 @@ type DrainResult struct {
 	Label string
 	// SafeAt is the time after the drain from which every bin has ≤ 1 %
 	// of user queries reaching the pool; LastQuery the time after the
-	// drain of the last user query answered with it. Both over runs;
-	// Never counts the runs where it was not safe before the end.
+	// drain of the last user query answered with it. Both over runs, in
+	// seconds after the drain; Never counts the runs where it was not
+	// safe before the end.
 	SafeAt, LastQuery Band
 	Never             int
 }
