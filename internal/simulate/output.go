@@ -1,0 +1,418 @@
+package simulate
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Write writes a result's files into dir (created 0755 when missing;
+// files 0644, overwritten):
+//
+//	share.csv      per bin and pool: the share of user queries (percent),
+//	               its p5, p50, p95 and mean over runs, and the configured share
+//	sites.csv      per bin, resolver site and pool: the share of the site's
+//	               user queries answered with the pool (percent, mean over runs)
+//	bins.csv       per bin: user q/s, authoritative q/s (mean and band) and
+//	               live cache entries
+//	deviation.csv  per pool: median, p95 and max of |observed − configured|
+//	               (percentage points) with their band over runs
+//	drains.csv     per drain: "safe at" and the last query (seconds after
+//	               the drain) with their bands, and the runs never safe
+//	cost.csv       per phase and site: authoritative q/s, cache entries, user q/s
+//	result.json    everything above as ResultJSON (shares as fractions)
+//	share.png/.svg   share over time per pool: p50 line, p5–p95 band, the
+//	                 configured share dashed, phase changes marked
+//	cost.png/.svg    authoritative q/s per resolver site and phase (bars)
+//	entries.png/.svg cache entries per resolver site and phase (bars)
+//
+// Every file is attempted; Write returns the first error.
+func Write(dir string, r *Result) error {
+	if r == nil {
+		return fmt.Errorf("simulate: write %s: no result", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	file := func(name string, data []byte, err error) {
+		if err != nil {
+			keep(fmt.Errorf("simulate: %s: %w", name, err))
+			return
+		}
+		keep(writeFile(filepath.Join(dir, name), data))
+	}
+	for _, t := range []struct {
+		name string
+		rows func(*Result) [][]string
+	}{
+		{"share.csv", shareRows}, {"sites.csv", siteRows}, {"bins.csv", binRows},
+		{"deviation.csv", deviationRows}, {"drains.csv", drainRows}, {"cost.csv", costRows},
+	} {
+		data, err := csvBytes(t.rows(r))
+		file(t.name, data, err)
+	}
+	js, err := json.MarshalIndent(r.JSON(), "", " ")
+	if err == nil {
+		js = append(js, '\n')
+	}
+	file("result.json", js, err)
+	for _, ch := range charts(r) {
+		for _, format := range []string{"png", "svg"} {
+			name := ch.name + "." + format
+			data, err := renderChart(ch, format)
+			file(name, data, err)
+		}
+	}
+	return first
+}
+
+func writeFile(path string, data []byte) error {
+	// os.WriteFile keeps an existing file's mode: make overwritten
+	// files 0644 too.
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o644)
+}
+
+// csvBytes encodes rows (the first the header) as CSV.
+func csvBytes(rows [][]string) ([]byte, error) {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	if err := w.WriteAll(rows); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// num formats v with prec decimals, without locale; non-finite values
+// (no data) are empty cells.
+func num(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return ""
+	}
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	if s == "-"+strconv.FormatFloat(0, 'f', prec, 64) {
+		s = s[1:]
+	}
+	return s
+}
+
+// pct formats a fraction as percent with 4 decimals.
+func pct(v float64) string { return num(v*100, 4) }
+
+// secs formats a duration as seconds.
+func secs(d time.Duration) string { return num(d.Seconds(), 3) }
+
+// clock formats an offset from the simulated start as HH:MM:SS (hours
+// run past 24).
+func clock(d time.Duration) string {
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	s := int64(d / time.Second)
+	out := fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// at returns v[i], or 0 when the slice is short (a result built by hand
+// or a pool that did not exist in some phase).
+func at[T any](v []T, i int) T {
+	if i < len(v) {
+		return v[i]
+	}
+	var zero T
+	return zero
+}
+
+func shareRows(r *Result) [][]string {
+	rows := [][]string{{"bin_start_s", "bin_start", "pool", "share_p5", "share_p50", "share_p95", "share_mean", "configured"}}
+	for _, b := range r.Bins {
+		for p, pool := range r.Pools {
+			s := at(b.Share, p)
+			rows = append(rows, []string{secs(b.Start), clock(b.Start), pool,
+				pct(s.P5), pct(s.P50), pct(s.P95), pct(s.Mean), pct(at(b.Configured, p))})
+		}
+	}
+	return rows
+}
+
+func siteRows(r *Result) [][]string {
+	rows := [][]string{{"bin_start_s", "bin_start", "site", "pool", "share"}}
+	for _, b := range r.Bins {
+		for s, site := range r.Sites {
+			ss := at(b.SiteShare, s)
+			for p, pool := range r.Pools {
+				rows = append(rows, []string{secs(b.Start), clock(b.Start), site, pool, pct(at(ss, p))})
+			}
+		}
+	}
+	return rows
+}
+
+func binRows(r *Result) [][]string {
+	rows := [][]string{{"bin_start_s", "bin_start", "user_qps", "auth_qps", "auth_qps_p5", "auth_qps_p50", "auth_qps_p95", "cache_entries"}}
+	for _, b := range r.Bins {
+		rows = append(rows, []string{secs(b.Start), clock(b.Start), num(b.Queries, 4), num(b.AuthQPS, 6),
+			num(b.AuthQPSBand.P5, 6), num(b.AuthQPSBand.P50, 6), num(b.AuthQPSBand.P95, 6), num(b.Entries, 3)})
+	}
+	return rows
+}
+
+func deviationRows(r *Result) [][]string {
+	rows := [][]string{{"pool", "configured_mean", "statistic", "p5", "p50", "p95", "mean"}}
+	for _, d := range r.Deviation {
+		for _, st := range []struct {
+			name string
+			b    Band
+		}{{"median", d.Median}, {"p95", d.P95}, {"max", d.Max}} {
+			rows = append(rows, []string{d.Pool, pct(d.ConfiguredMean), st.name,
+				num(st.b.P5, 4), num(st.b.P50, 4), num(st.b.P95, 4), num(st.b.Mean, 4)})
+		}
+	}
+	return rows
+}
+
+func drainRows(r *Result) [][]string {
+	rows := [][]string{{"pool", "label", "at_s", "at", "safe_at_p5_s", "safe_at_p50_s", "safe_at_p95_s", "safe_at_mean_s",
+		"last_query_p5_s", "last_query_p50_s", "last_query_p95_s", "last_query_mean_s", "never_safe_runs", "runs"}}
+	for _, d := range r.Drains {
+		rows = append(rows, []string{d.Pool, d.Label, secs(d.At), clock(d.At),
+			num(d.SafeAt.P5, 3), num(d.SafeAt.P50, 3), num(d.SafeAt.P95, 3), num(d.SafeAt.Mean, 3),
+			num(d.LastQuery.P5, 3), num(d.LastQuery.P50, 3), num(d.LastQuery.P95, 3), num(d.LastQuery.Mean, 3),
+			strconv.Itoa(d.Never), strconv.Itoa(r.Runs)})
+	}
+	return rows
+}
+
+func costRows(r *Result) [][]string {
+	rows := [][]string{{"phase", "site", "auth_qps", "cache_entries", "user_qps"}}
+	for _, c := range r.Cost {
+		rows = append(rows, []string{c.Phase, c.Site, num(c.AuthQPS, 6), num(c.Entries, 3), num(c.UserQPS, 4)})
+	}
+	return rows
+}
+
+// ResultJSON is a prediction as result.json and the admin API's
+// POST /v1/simulate carry it. Times are seconds (float) from the
+// simulated start unless said otherwise, in keys ending in "_s"; shares
+// and deviations are fractions of the user queries (0.05 is 5 %, a
+// deviation of 0.081 is 8.1 percentage points); rates are per second.
+// Arrays never encode as null; values with no data (NaN, ±Inf) are 0.
+type ResultJSON struct {
+	// Record is the steered name the users ask for.
+	Record string `json:"record"`
+	// Pools and Sites name the entries of every per-pool and per-site
+	// array below, in this order.
+	Pools []string `json:"pools"`
+	Sites []string `json:"sites"`
+	// BinS is the width of a time bin, DurationS the simulated time.
+	BinS      float64 `json:"bin_s"`
+	DurationS float64 `json:"duration_s"`
+	// Runs is the number of Monte-Carlo runs, seeded Seed, Seed+1, …
+	Runs int    `json:"runs"`
+	Seed uint64 `json:"seed"`
+	// ElapsedS is the wall time the simulation took.
+	ElapsedS float64 `json:"elapsed_s"`
+	// Phases are the policy states in time order (the first at 0).
+	Phases []PhaseJSON `json:"phases"`
+	// Bins are the time bins in order.
+	Bins []BinJSON `json:"bins"`
+	// Deviation is, per pool, the distance from the configured share.
+	Deviation []DeviationJSON `json:"deviation"`
+	// Drains say when a drained pool stops receiving user queries.
+	Drains []DrainJSON `json:"drains"`
+	// Cost is the authoritative and cache cost per phase and site.
+	Cost []CostJSON `json:"cost"`
+	// Notable are the largest excursions from the configured shares.
+	Notable []ExcursionJSON `json:"notable"`
+}
+
+// BandJSON is a statistic over the runs: 5th, 50th, 95th percentile and
+// the mean.
+type BandJSON struct {
+	P5   float64 `json:"p5"`
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	Mean float64 `json:"mean"`
+}
+
+// PhaseJSON is when a phase starts and what started it.
+type PhaseJSON struct {
+	AtS   float64 `json:"at_s"`
+	Label string  `json:"label"`
+}
+
+// BinJSON is one time bin.
+type BinJSON struct {
+	// StartS is the bin's start; it lasts bin_s.
+	StartS float64 `json:"start_s"`
+	// Share, per pool: the share of user queries answered with the
+	// pool, over the runs.
+	Share []BandJSON `json:"share"`
+	// Configured, per pool: the share steer's decisions give the pool
+	// without caches (what the deviation is measured from).
+	Configured []float64 `json:"configured"`
+	// SiteShare, per site then per pool: the share of the site's user
+	// queries answered with the pool (mean over runs).
+	SiteShare [][]float64 `json:"site_share"`
+	// UserQPS is the user queries per second; AuthQPS the queries steer
+	// answers (cache misses) per second, mean over runs, and
+	// AuthQPSBand their band.
+	UserQPS     float64  `json:"user_qps"`
+	AuthQPS     float64  `json:"auth_qps"`
+	AuthQPSBand BandJSON `json:"auth_qps_band"`
+	// Entries is the mean number of live resolver cache entries.
+	Entries float64 `json:"entries"`
+}
+
+// DeviationJSON is one pool's |observed − configured| share over the
+// bins: its median, 95th percentile and maximum, each a band over runs.
+type DeviationJSON struct {
+	Pool           string   `json:"pool"`
+	ConfiguredMean float64  `json:"configured_mean"`
+	Median         BandJSON `json:"median"`
+	P95            BandJSON `json:"p95"`
+	Max            BandJSON `json:"max"`
+}
+
+// DrainJSON is the prediction for one drain: from SafeAtS after the
+// drain every bin has ≤ 1 % of user queries reaching the pool;
+// LastQueryS after the drain the last user query reaches it (bands over
+// runs); Never runs were not safe before the end.
+type DrainJSON struct {
+	Pool       string   `json:"pool"`
+	AtS        float64  `json:"at_s"`
+	Label      string   `json:"label"`
+	SafeAtS    BandJSON `json:"safe_at_s"`
+	LastQueryS BandJSON `json:"last_query_s"`
+	Never      int      `json:"never"`
+}
+
+// CostJSON is one resolver site's cost in one phase: the queries it
+// sends steer per second, the cache entries it holds and the user
+// queries it answers per second (means over runs).
+type CostJSON struct {
+	Phase   string  `json:"phase"`
+	Site    string  `json:"site"`
+	AuthQPS float64 `json:"auth_qps"`
+	Entries float64 `json:"entries"`
+	UserQPS float64 `json:"user_qps"`
+}
+
+// ExcursionJSON is a bin where a pool's share was far from its
+// configured share (Share is the run where it peaked), the resolver
+// site that carried most of the excess and its share of the users, and
+// the fraction of runs with an excursion at least half as large.
+type ExcursionJSON struct {
+	BinS       float64 `json:"bin_s"`
+	Pool       string  `json:"pool"`
+	Share      float64 `json:"share"`
+	Configured float64 `json:"configured"`
+	Site       string  `json:"site"`
+	SiteShare  float64 `json:"site_share"`
+	Runs       float64 `json:"runs"`
+}
+
+// fin maps values with no data to 0: JSON has no NaN or Inf.
+func fin(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func bandJSON(b Band, scale float64) BandJSON {
+	return BandJSON{P5: fin(b.P5 * scale), P50: fin(b.P50 * scale), P95: fin(b.P95 * scale), Mean: fin(b.Mean * scale)}
+}
+
+func finAll(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = fin(x)
+	}
+	return out
+}
+
+func strs(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+// JSON returns the result as the JSON shape result.json and the admin
+// API share.
+func (r *Result) JSON() ResultJSON {
+	j := ResultJSON{
+		Record:    r.Record,
+		Pools:     strs(r.Pools),
+		Sites:     strs(r.Sites),
+		BinS:      r.Bin.Seconds(),
+		DurationS: (time.Duration(len(r.Bins)) * r.Bin).Seconds(),
+		Runs:      r.Runs,
+		Seed:      r.Seed,
+		ElapsedS:  r.Elapsed.Seconds(),
+		Phases:    make([]PhaseJSON, 0, len(r.Phases)),
+		Bins:      make([]BinJSON, 0, len(r.Bins)),
+		Deviation: make([]DeviationJSON, 0, len(r.Deviation)),
+		Drains:    make([]DrainJSON, 0, len(r.Drains)),
+		Cost:      make([]CostJSON, 0, len(r.Cost)),
+		Notable:   make([]ExcursionJSON, 0, len(r.Notable)),
+	}
+	for _, p := range r.Phases {
+		j.Phases = append(j.Phases, PhaseJSON{AtS: p.At.Seconds(), Label: p.Label})
+	}
+	for _, b := range r.Bins {
+		bj := BinJSON{
+			StartS:      b.Start.Seconds(),
+			Share:       make([]BandJSON, len(b.Share)),
+			Configured:  finAll(b.Configured),
+			SiteShare:   make([][]float64, len(b.SiteShare)),
+			UserQPS:     fin(b.Queries),
+			AuthQPS:     fin(b.AuthQPS),
+			AuthQPSBand: bandJSON(b.AuthQPSBand, 1),
+			Entries:     fin(b.Entries),
+		}
+		for i, s := range b.Share {
+			bj.Share[i] = bandJSON(s, 1)
+		}
+		for i, s := range b.SiteShare {
+			bj.SiteShare[i] = finAll(s)
+		}
+		j.Bins = append(j.Bins, bj)
+	}
+	for _, d := range r.Deviation {
+		// Result.Deviation is in percentage points; JSON carries fractions.
+		j.Deviation = append(j.Deviation, DeviationJSON{Pool: d.Pool, ConfiguredMean: fin(d.ConfiguredMean),
+			Median: bandJSON(d.Median, 0.01), P95: bandJSON(d.P95, 0.01), Max: bandJSON(d.Max, 0.01)})
+	}
+	for _, d := range r.Drains {
+		j.Drains = append(j.Drains, DrainJSON{Pool: d.Pool, AtS: d.At.Seconds(), Label: d.Label,
+			SafeAtS: bandJSON(d.SafeAt, 1), LastQueryS: bandJSON(d.LastQuery, 1), Never: d.Never})
+	}
+	for _, c := range r.Cost {
+		j.Cost = append(j.Cost, CostJSON{Phase: c.Phase, Site: c.Site, AuthQPS: fin(c.AuthQPS), Entries: fin(c.Entries), UserQPS: fin(c.UserQPS)})
+	}
+	for _, e := range r.Notable {
+		j.Notable = append(j.Notable, ExcursionJSON{BinS: e.Bin.Seconds(), Pool: e.Pool, Share: fin(e.Share),
+			Configured: fin(e.Configured), Site: e.Site, SiteShare: fin(e.SiteShare), Runs: fin(e.Runs)})
+	}
+	return j
+}

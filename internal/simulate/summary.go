@@ -1,0 +1,650 @@
+package simulate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Summary explains a result in words on one page (about 40 lines): what
+// was simulated, per pool the configured and observed shares and the
+// deviation, the biggest excursion and which resolver site caused it,
+// when each drain is safe, and the authoritative and cache cost per
+// phase and site. The text depends only on r.
+func Summary(r *Result) string {
+	if r == nil {
+		return "steer simulate: no result\n"
+	}
+	var b strings.Builder
+	summaryHead(&b, r)
+	summaryPools(&b, r)
+	summaryExcursion(&b, r)
+	summaryDrains(&b, r)
+	summaryCost(&b, r)
+	return b.String()
+}
+
+const (
+	maxSummaryPoolLines = 14
+	maxSummaryCost      = 10
+	maxSummaryPhases    = 6
+)
+
+func summaryHead(b *strings.Builder, r *Result) {
+	dur := time.Duration(len(r.Bins)) * r.Bin
+	users := 0.0
+	for _, bin := range r.Bins {
+		users += fin(bin.Queries)
+	}
+	if len(r.Bins) > 0 {
+		users /= float64(len(r.Bins))
+	}
+	fmt.Fprintf(b, "steer simulate: %s\n", recordName(r))
+	seeds := fmt.Sprintf("seed %d", r.Seed)
+	if r.Runs > 1 {
+		seeds = fmt.Sprintf("seeds %d…%d", r.Seed, r.Seed+uint64(r.Runs)-1)
+	}
+	runs := "runs"
+	if r.Runs == 1 {
+		runs = "run"
+	}
+	fmt.Fprintf(b, "simulated %s in %s bins of %s, %s %s (%s), %s user q/s on average",
+		durWords(dur), grouped(float64(len(r.Bins))), durWords(r.Bin), grouped(float64(r.Runs)), runs, seeds, qps(users))
+	if r.Elapsed > 0 {
+		fmt.Fprintf(b, "; took %s", r.Elapsed.Round(time.Millisecond))
+	}
+	b.WriteString("\n")
+	if len(r.Phases) > 0 {
+		parts := make([]string, 0, len(r.Phases))
+		for i, ph := range r.Phases {
+			if i == maxSummaryPhases {
+				parts = append(parts, fmt.Sprintf("%d more", len(r.Phases)-i))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %q", clockShort(ph.At), ph.Label))
+		}
+		fmt.Fprintf(b, "phases: %s\n", strings.Join(parts, "; "))
+	}
+}
+
+// poolStats are a pool's shares over some bins, from the per-bin bands.
+type poolStats struct {
+	configured float64 // query-weighted mean of the configured share
+	median     float64 // median over bins of the per-bin p50
+	mean       float64 // query-weighted mean of the per-bin mean (the long-run share)
+	p95        float64 // the highest per-bin p95
+	p95At      time.Duration
+}
+
+// statsOf is pool's poolStats over bins (at least one).
+func statsOf(bins []Bin, pool int) poolStats {
+	var s poolStats
+	p50s := make([]float64, 0, len(bins))
+	var wsum, conf, mean float64
+	s.p95 = -1
+	for _, bin := range bins {
+		band := at(bin.Share, pool)
+		p50s = append(p50s, fin(band.P50))
+		w := fin(bin.Queries)
+		if w <= 0 {
+			w = 1e-12 // a bin without users still counts, barely
+		}
+		wsum += w
+		conf += w * fin(at(bin.Configured, pool))
+		mean += w * fin(band.Mean)
+		if v := fin(band.P95); v > s.p95 {
+			s.p95, s.p95At = v, bin.Start
+		}
+	}
+	slices.Sort(p50s)
+	n := len(p50s)
+	s.median = p50s[n/2]
+	if n%2 == 0 {
+		s.median = (p50s[n/2-1] + p50s[n/2]) / 2
+	}
+	s.configured, s.mean = conf/wsum, mean/wsum
+	return s
+}
+
+// segment is the bins of one phase.
+type segment struct {
+	label string
+	bins  []Bin
+	from  time.Duration
+	to    time.Duration // exclusive
+}
+
+// segments splits the bins by phase (a phase starting inside a bin
+// starts its segment at the next bin).
+func segments(r *Result) []segment {
+	var out []segment
+	for i, ph := range r.Phases {
+		end := time.Duration(math.MaxInt64)
+		if i+1 < len(r.Phases) {
+			end = r.Phases[i+1].At
+		}
+		var seg segment
+		seg.label, seg.from, seg.to = ph.Label, ph.At, end
+		for _, b := range r.Bins {
+			if b.Start >= ph.At && b.Start < end {
+				seg.bins = append(seg.bins, b)
+			}
+		}
+		if len(seg.bins) > 0 {
+			out = append(out, seg)
+		}
+	}
+	if len(out) == 0 && len(r.Bins) > 0 {
+		out = append(out, segment{bins: r.Bins, to: time.Duration(math.MaxInt64)})
+	}
+	return out
+}
+
+func summaryPools(b *strings.Builder, r *Result) {
+	if len(r.Pools) == 0 {
+		b.WriteString("pools: none\n")
+		return
+	}
+	segs := segments(r)
+	fmt.Fprintf(b, "share of user queries per pool (per %s; bands are p5–p95 over runs):\n", binUnit(r))
+	width := 0
+	for _, p := range r.Pools {
+		width = max(width, len(p))
+	}
+	lines := 0
+	for i, pool := range r.Pools {
+		if lines >= maxSummaryPoolLines {
+			fmt.Fprintf(b, "  … %d more pools in share.csv\n", len(r.Pools)-i)
+			break
+		}
+		// Consecutive phases with the same configured share for the
+		// pool are one stretch.
+		var groups []segment
+		for _, seg := range segs {
+			c := statsOf(seg.bins, i).configured
+			if n := len(groups); n > 0 && math.Abs(statsOf(groups[n-1].bins, i).configured-c) < 0.0005 {
+				g := &groups[n-1]
+				g.bins = append(slices.Clip(g.bins), seg.bins...)
+				g.to = seg.to
+				g.label = strings.SplitN(g.label, "\" … \"", 2)[0] + "\" … \"" + seg.label
+				continue
+			}
+			groups = append(groups, seg)
+		}
+		for _, seg := range groups {
+			s := statsOf(seg.bins, i)
+			if s.configured < 0.0005 && s.mean < 0.0005 && s.p95 < 0.0005 {
+				continue // not in play in this phase
+			}
+			if lines >= maxSummaryPoolLines {
+				break
+			}
+			name := ""
+			if len(segs) > 1 {
+				name = fmt.Sprintf("in \"%s\": ", seg.label)
+			}
+			fmt.Fprintf(b, "  %-*s %sconfigured %s %%; observed median %s %%, mean %s %%, highest p95 %s %% (%s)",
+				width, pool, name, fmtPct(s.configured), fmtPct(s.median), fmtPct(s.mean), fmtPct(s.p95), clockShort(s.p95At))
+			if e, ok := excursionOf(r, pool); ok && e.Bin >= seg.from && e.Bin < seg.to {
+				word := "peak"
+				if e.Share < e.Configured {
+					word = "low"
+				}
+				fmt.Fprintf(b, "; %s %s %% in one run (%s)", word, fmtPct(e.Share), clockShort(e.Bin))
+			}
+			b.WriteString("\n")
+			lines++
+		}
+		for _, d := range r.Deviation {
+			if d.Pool != pool {
+				continue
+			}
+			fmt.Fprintf(b, "  %-*s |observed − configured| over all bins: median %s pp (%s), p95 %s pp (%s), max %s pp (%s)\n",
+				width, "", fmtPP(d.Median.P50), ppBand(d.Median), fmtPP(d.P95.P50), ppBand(d.P95), fmtPP(d.Max.P50), ppBand(d.Max))
+			lines++
+			break
+		}
+	}
+}
+
+// excursionOf is the largest excursion of pool among r.Notable.
+func excursionOf(r *Result, pool string) (Excursion, bool) {
+	var best Excursion
+	found := false
+	for _, e := range r.Notable {
+		if e.Pool == pool && (!found || math.Abs(e.Share-e.Configured) > math.Abs(best.Share-best.Configured)) {
+			best, found = e, true
+		}
+	}
+	return best, found
+}
+
+// biggestExcursion is the excursion furthest from its configured share.
+func biggestExcursion(r *Result) (Excursion, bool) {
+	var best Excursion
+	found := false
+	for _, e := range r.Notable {
+		if !found || math.Abs(e.Share-e.Configured) > math.Abs(best.Share-best.Configured) {
+			best, found = e, true
+		}
+	}
+	return best, found
+}
+
+func summaryExcursion(b *strings.Builder, r *Result) {
+	e, ok := biggestExcursion(r)
+	if !ok {
+		worst := 0.0
+		for _, d := range r.Deviation {
+			worst = max(worst, fin(d.Max.P95))
+		}
+		if len(r.Deviation) > 0 {
+			fmt.Fprintf(b, "biggest excursion: none notable; every pool stayed within %s pp of its configured share (max, p95 over runs)\n", fmtPP(worst))
+		} else {
+			b.WriteString("biggest excursion: none recorded\n")
+		}
+		return
+	}
+	unit := binUnit(r)
+	c, s := e.Configured, e.SiteShare
+	up := e.Share >= c
+	verb := "reached"
+	if !up {
+		verb = "fell to"
+	}
+	fmt.Fprintf(b, "biggest excursion: %s %s %s %% for one %s in one run (bin %s, configured %s %%)",
+		e.Pool, verb, fmtPct(e.Share), unit, clockShort(e.Bin), fmtPct(c))
+	if e.Runs > 0 {
+		fmt.Fprintf(b, "; %s %% of the runs have an excursion at least half as large", fmtPct(e.Runs))
+	}
+	b.WriteString(".\n")
+	if e.Site == "" || s <= 0 {
+		return
+	}
+	if up {
+		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached the %s answer for its TTL", e.Site, fmtPct(s), e.Pool)
+		// The peak is the site's whole share plus the pool's configured
+		// share of everybody else: say so when the numbers agree.
+		if want := s + c*(1-s); math.Abs(e.Share-want) <= 0.03 {
+			fmt.Fprintf(b, ": %s %% (%s, all on %s) + %s %% of the other %s %% = %s %%",
+				fmtPct(s), e.Site, e.Pool, fmtPct(c), fmtPct(1-s), fmtPct(want))
+		}
+		b.WriteString(".\n")
+		if c > 0 && c < 0.5 {
+			fmt.Fprintf(b, "  Each of its cache fills draws %s with the configured %s %%, about one fill in %s; the other %s %% of the users are spread over %s, whose caches average out.\n",
+				e.Pool, fmtPct(c), grouped(math.Round(1/c)), fmtPct(1-s), otherSites(r, e))
+		}
+	} else {
+		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached another pool's answer for its TTL.\n", e.Site, fmtPct(s))
+	}
+	// A cached answer lives one TTL; when TTL windows straddle bins,
+	// most spikes split into two bins of about half the excess: the
+	// bins' p95 sits near the configured share plus half the peak's
+	// excess. Say so only when the data look like that.
+	pi := indexOf(r.Pools, e.Pool)
+	if !up || pi < 0 || e.Share-c < 0.05 {
+		return
+	}
+	var p95s []float64
+	for _, bin := range r.Bins {
+		if math.Abs(at(bin.Configured, pi)-c) < 0.005 {
+			p95s = append(p95s, fin(at(bin.Share, pi).P95))
+		}
+	}
+	if len(p95s) < 4 {
+		return
+	}
+	slices.Sort(p95s)
+	q := p95s[len(p95s)/2]
+	if f := (q - c) / (e.Share - c); f >= 0.3 && f <= 0.7 {
+		fmt.Fprintf(b, "  Most spikes look smaller: a cached answer lives one TTL, and a TTL window that straddles two %ss splits its spike between them, so it shows as two %ss of about %s %% (the typical %s's p95 over runs) rather than one of %s %%.\n",
+			unit, unit, fmtPct(q), unit, fmtPct(e.Share))
+	}
+}
+
+// otherSites names the sites other than e.Site with their share of the
+// users (from the cost of the phase the excursion is in).
+func otherSites(r *Result, e Excursion) string {
+	phase := ""
+	for _, ph := range r.Phases {
+		if ph.At <= e.Bin {
+			phase = ph.Label
+		}
+	}
+	if indexOf(costPhases(r), phase) < 0 && len(r.Cost) > 0 {
+		phase = r.Cost[0].Phase
+	}
+	total := 0.0
+	type siteUsers struct {
+		name  string
+		users float64
+	}
+	var others []siteUsers
+	for _, c := range r.Cost {
+		if c.Phase != phase {
+			continue
+		}
+		total += fin(c.UserQPS)
+		if c.Site != e.Site && c.UserQPS > 0 {
+			others = append(others, siteUsers{c.Site, fin(c.UserQPS)})
+		}
+	}
+	if len(others) == 0 || total <= 0 {
+		return "the other resolver sites"
+	}
+	slices.SortStableFunc(others, func(a, b siteUsers) int {
+		switch {
+		case a.users > b.users:
+			return -1
+		case a.users < b.users:
+			return 1
+		}
+		return 0
+	})
+	parts := []string{}
+	for i, o := range others {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d more", len(others)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s %%)", o.name, fmtPct(o.users/total)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func costPhases(r *Result) []string {
+	phases, _ := costAxes(r)
+	return phases
+}
+
+func summaryDrains(b *strings.Builder, r *Result) {
+	if len(r.Drains) == 0 {
+		b.WriteString("drains: none\n")
+		return
+	}
+	b.WriteString("drains:\n")
+	for _, d := range r.Drains {
+		fmt.Fprintf(b, "  %s drained at %s (%q) is safe (≤ 1 %% of user queries) at %s (p5–p95 %s)",
+			d.Pool, clockShort(d.At), d.Label, rel(d.SafeAt.P50), relBand(d.SafeAt))
+		lq := d.LastQuery
+		// TTL violators keep an answer long after its TTL: their queries
+		// are the tail after the drain is safe.
+		if lq.P50 > 2*d.SafeAt.P50+60 {
+			fmt.Fprintf(b, "; with TTL violators the last user query reaches it only at %s (p5–p95 %s), long after it is safe", rel(lq.P50), relBand(lq))
+		} else {
+			fmt.Fprintf(b, "; the last user query reaches it at %s (p5–p95 %s)", rel(lq.P50), relBand(lq))
+		}
+		if d.Never > 0 {
+			fmt.Fprintf(b, "; in %d of %d runs it was not safe before the end", d.Never, r.Runs)
+		}
+		b.WriteString(".\n")
+	}
+}
+
+func summaryCost(b *strings.Builder, r *Result) {
+	if len(r.Cost) == 0 {
+		b.WriteString("cost: none recorded\n")
+		return
+	}
+	phases, sites := costAxes(r)
+	pw, sw := len("phase"), len("site")
+	for _, p := range phases {
+		pw = max(pw, len(p))
+	}
+	for _, s := range sites {
+		sw = max(sw, len(s))
+	}
+	pw, sw = min(pw, 28), min(sw, 24)
+	b.WriteString("cost (the ECS cache-cost calculator; auth q/s are the cache misses steer answers):\n")
+	fmt.Fprintf(b, "  %-*s  %-*s  %12s  %12s  %12s\n", pw, "phase", sw, "site", "auth q/s", "entries", "user q/s")
+	rows := r.Cost
+	for i, c := range rows {
+		if i == maxSummaryCost {
+			fmt.Fprintf(b, "  … %d more rows in cost.csv\n", len(rows)-i)
+			break
+		}
+		fmt.Fprintf(b, "  %-*s  %-*s  %12s  %12s  %12s\n", pw, clip(c.Phase, pw), sw, clip(c.Site, sw), qps(c.AuthQPS), qps(c.Entries), qps(c.UserQPS))
+	}
+	lines := 0
+	for _, m := range ecsMultipliers(r, phases) {
+		if lines == 3 {
+			break
+		}
+		b.WriteString("  " + m + "\n")
+		lines++
+	}
+	for _, m := range phaseChanges(r, phases, sites) {
+		if lines == 5 {
+			break
+		}
+		b.WriteString("  " + m + "\n")
+		lines++
+	}
+}
+
+// ecsMultipliers compares, in each phase, a site whose name says it
+// sends ECS ("bigpublic-ecs") with the same site without ECS
+// ("bigpublic"): how many more authoritative queries per user query and
+// cache entries ECS costs.
+func ecsMultipliers(r *Result, phases []string) []string {
+	var out []string
+	for _, ph := range phases {
+		var rows []Cost
+		for _, c := range r.Cost {
+			if c.Phase == ph {
+				rows = append(rows, c)
+			}
+		}
+		for _, a := range rows {
+			base, ok := withoutECS(a.Site)
+			if !ok {
+				continue
+			}
+			for _, n := range rows {
+				if n.Site != base || n.AuthQPS <= 0 {
+					continue
+				}
+				ra, rn := a.AuthQPS, n.AuthQPS
+				per := ""
+				if a.UserQPS > 0 && n.UserQPS > 0 {
+					ra, rn = a.AuthQPS/a.UserQPS, n.AuthQPS/n.UserQPS
+					per = " per user query"
+				}
+				line := fmt.Sprintf("ECS multiplier (%s): %s sends steer %s the queries%s of %s without ECS",
+					ph, a.Site, times(ra/rn), per, n.Site)
+				if n.Entries > 0 {
+					line += fmt.Sprintf(", and holds %s the cache entries", times(a.Entries/n.Entries))
+				}
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// withoutECS strips an "ecs" word from a site name: "bigpublic-ecs",
+// "ecs-bigpublic" and "bigpublic_ecs" are "bigpublic".
+func withoutECS(name string) (string, bool) {
+	lower := strings.ToLower(name)
+	for _, cut := range []string{"-ecs", "_ecs", ".ecs"} {
+		if strings.HasSuffix(lower, cut) {
+			return name[:len(name)-len(cut)], true
+		}
+	}
+	for _, cut := range []string{"ecs-", "ecs_", "ecs."} {
+		if strings.HasPrefix(lower, cut) {
+			return name[len(cut):], true
+		}
+	}
+	return "", false
+}
+
+// phaseChanges says, per site, how its cost changed from the first to
+// the last phase when it changed by half or more.
+func phaseChanges(r *Result, phases, sites []string) []string {
+	if len(phases) < 2 {
+		return nil
+	}
+	find := func(ph, site string) (Cost, bool) {
+		for _, c := range r.Cost {
+			if c.Phase == ph && c.Site == site {
+				return c, true
+			}
+		}
+		return Cost{}, false
+	}
+	first, last := phases[0], phases[len(phases)-1]
+	var out []string
+	for _, s := range sites {
+		a, okA := find(first, s)
+		z, okZ := find(last, s)
+		if !okA || !okZ || a.AuthQPS <= 0 {
+			continue
+		}
+		f := z.AuthQPS / a.AuthQPS
+		if f >= 1.5 || f <= 1/1.5 {
+			out = append(out, fmt.Sprintf("%s: %s → %s auth q/s (%s) and %s → %s entries from %q to %q",
+				s, qps(a.AuthQPS), qps(z.AuthQPS), times(f), qps(a.Entries), qps(z.Entries), first, last))
+		}
+	}
+	return out
+}
+
+func clip(s string, w int) string {
+	if len(s) <= w {
+		return s
+	}
+	return s[:w-1] + "…"
+}
+
+// binUnit names a bin: "minute" for 1-minute bins, else "bin".
+func binUnit(r *Result) string {
+	if r.Bin == time.Minute {
+		return "minute"
+	}
+	return "bin"
+}
+
+// fmtPct formats a fraction as a percentage with one decimal.
+func fmtPct(v float64) string { return strconv.FormatFloat(fin(v)*100, 'f', 1, 64) }
+
+// fmtPP formats percentage points with one decimal.
+func fmtPP(v float64) string { return strconv.FormatFloat(fin(v), 'f', 1, 64) }
+
+func ppBand(b Band) string { return fmtPP(b.P5) + "–" + fmtPP(b.P95) }
+
+// rel formats seconds after an event: "+61 s", "+2.5 s", "+59m40s".
+func rel(s float64) string {
+	s = fin(s)
+	sign := "+"
+	if s < 0 {
+		sign, s = "-", -s
+	}
+	switch {
+	case s < 10 && s != math.Trunc(s):
+		return sign + strconv.FormatFloat(s, 'f', 1, 64) + " s"
+	case s < 120:
+		return sign + strconv.FormatFloat(math.Round(s), 'f', 0, 64) + " s"
+	}
+	return sign + (time.Duration(math.Round(s)) * time.Second).String()
+}
+
+// relBand formats a band of seconds after an event from p5 to p95:
+// "+60…+62 s", "+59m0s…+1h0m30s".
+func relBand(b Band) string {
+	lo, hi := rel(b.P5), rel(b.P95)
+	if strings.HasSuffix(lo, " s") && strings.HasSuffix(hi, " s") {
+		return strings.TrimSuffix(lo, " s") + "…" + hi
+	}
+	return lo + "…" + hi
+}
+
+// clockShort formats an offset from the start as HH:MM, or HH:MM:SS
+// when it is not a whole minute.
+func clockShort(d time.Duration) string {
+	c := clock(d)
+	if d%time.Minute == 0 {
+		return c[:len(c)-3]
+	}
+	return c
+}
+
+// shortDur names a bin width for a title: "1-min", "10-s", "1-h".
+func shortDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0-s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "-h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "-min"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "-s"
+	}
+	return d.String()
+}
+
+// durWords formats a duration for reading: "24 h", "90 min", "1 min",
+// "10 s", "1h30m".
+func durWords(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0 s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + " h"
+	case d%time.Minute == 0 && d < 2*time.Hour:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + " min"
+	case d%time.Second == 0 && d < 2*time.Minute:
+		return strconv.FormatInt(int64(d/time.Second), 10) + " s"
+	}
+	return d.String()
+}
+
+// grouped formats a whole number with thousands separators: 1,440.
+func grouped(v float64) string {
+	s := strconv.FormatFloat(math.Round(fin(v)), 'f', 0, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// qps formats a rate or count: grouped whole numbers from 100 on,
+// three significant digits below (71.4, 9.80, 0.0167).
+func qps(v float64) string {
+	v = fin(v)
+	switch a := math.Abs(v); {
+	case v == 0:
+		return "0"
+	case a >= 100:
+		return grouped(v)
+	case a >= 0.001:
+		digits := 2 - int(math.Floor(math.Log10(a)))
+		return strconv.FormatFloat(v, 'f', max(digits, 0), 64)
+	}
+	return strconv.FormatFloat(v, 'e', 2, 64)
+}
+
+// times formats a multiplier: ×4,284, ×8.0, ×0.50.
+func times(f float64) string {
+	f = fin(f)
+	switch {
+	case f >= 100:
+		return "×" + grouped(f)
+	case f >= 1:
+		return "×" + strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return "×" + strconv.FormatFloat(f, 'f', 2, 64)
+}

@@ -1,0 +1,185 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func checkLines(t *testing.T, text string) []string {
+	t.Helper()
+	if !strings.HasSuffix(text, "\n") {
+		t.Errorf("summary does not end in a newline")
+	}
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if len(lines) > 40 {
+		t.Errorf("summary has %d lines, want one page (≤ 40):\n%s", len(lines), text)
+	}
+	return lines
+}
+
+func wantIn(t *testing.T, text string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(text, s) {
+			t.Errorf("summary lacks %q:\n%s", s, text)
+		}
+	}
+}
+
+func wantNotIn(t *testing.T, text string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if strings.Contains(text, s) {
+			t.Errorf("summary has %q:\n%s", s, text)
+		}
+	}
+}
+
+func TestSummaryCanary(t *testing.T) {
+	r := canaryResult()
+	text := Summary(r)
+	if again := Summary(canaryResult()); again != text {
+		t.Errorf("summary is not deterministic")
+	}
+	lines := checkLines(t, text)
+	if lines[0] != "steer simulate: shop.example.com" {
+		t.Errorf("first line %q", lines[0])
+	}
+	wantIn(t, text,
+		"simulated 24 h in 1,440 bins of 1 min, 200 runs (seeds 1…200), 1,000 user q/s on average",
+		`phases: 00:00 "start"; 12:00 "drain us-east-canary"`,
+		// per pool and phase: configured against observed
+		`us-east-canary in "start": configured 5.0 %; observed median 4.0 %, mean 5.0 %, highest p95 24.0 % (05:05); peak 24.8 % in one run (05:05)`,
+		`us-east        in "start": configured 95.0 %`, "low 75.2 % in one run",
+		"|observed − configured| over all bins: median 0.5 pp (0.4–0.6), p95 8.1 pp (7.5–8.9), max 19.8 pp (17.1–21.0)",
+		// the excursion, explained
+		"biggest excursion: us-east-canary reached 24.8 % for one minute in one run (bin 05:05, configured 5.0 %)",
+		"resolver site bigpublic-us holds 20.0 % of the users and cached the us-east-canary answer for its TTL",
+		"20.0 % (bigpublic-us, all on us-east-canary) + 5.0 % of the other 80.0 % = 24.0 %",
+		"about one fill in 20", "isp-small (80.0 %)",
+		"a TTL window that straddles two minutes splits its spike", "two minutes of about 13.5 %",
+		// the drain
+		`us-east-canary drained at 12:00 ("drain us-east-canary") is safe (≤ 1 % of user queries) at +61 s (p5–p95 +60…+62 s); the last user query reaches it at +60 s (p5–p95 +58…+62 s).`,
+		// the cost
+		"auth q/s", "entries", "user q/s",
+	)
+	wantNotIn(t, text, "TTL violators", "not safe before the end", "ECS multiplier", "NaN")
+	// The drained canary is not listed for the phase where it is out of play.
+	wantNotIn(t, text, `us-east-canary in "drain us-east-canary": configured 0.0 %; observed median 0.0 %, mean 0.0 %, highest p95 0.0 %`)
+	var costRows int
+	for _, l := range lines {
+		if strings.Contains(l, "bigpublic-us") && strings.Contains(l, "0.0167") && strings.Contains(l, "200") {
+			costRows++
+		}
+	}
+	if costRows != 2 {
+		t.Errorf("%d cost rows for bigpublic-us, want one per phase:\n%s", costRows, text)
+	}
+}
+
+func TestSummaryStraddleOnlyWhenShown(t *testing.T) {
+	// A long TTL: the minutes' p95 is the whole spike, not half of
+	// it; the straddling sentence would be wrong.
+	r := canaryResult()
+	for i := range r.Bins {
+		if r.Bins[i].Configured[1] > 0 {
+			r.Bins[i].Share[1].P95 = 0.24
+		}
+	}
+	text := Summary(r)
+	wantNotIn(t, text, "straddles")
+	wantIn(t, text, "cached the us-east-canary answer for its TTL")
+}
+
+func TestSummaryDrainViolators(t *testing.T) {
+	r := canaryResult()
+	r.Drains[0].LastQuery = Band{P5: 2400, P50: 3540, P95: 3600, Mean: 3300}
+	r.Drains[0].Never = 3
+	text := Summary(r)
+	wantIn(t, text,
+		"with TTL violators the last user query reaches it only at +59m0s (p5–p95 +40m0s…+1h0m0s), long after it is safe",
+		"in 3 of 200 runs it was not safe before the end")
+}
+
+func TestSummaryNoDrainsNoDeviation(t *testing.T) {
+	r := canaryResult()
+	r.Drains, r.Deviation, r.Notable = nil, nil, nil
+	text := Summary(r)
+	checkLines(t, text)
+	wantIn(t, text, "drains: none", "biggest excursion: none recorded")
+	wantNotIn(t, text, "|observed − configured|", "why:", "drained at")
+
+	// Deviation but nothing notable: the largest deviation in words.
+	r = canaryResult()
+	r.Notable = nil
+	text = Summary(r)
+	wantIn(t, text, "biggest excursion: none notable; every pool stayed within 21.0 pp of its configured share")
+}
+
+func TestSummaryOnePool(t *testing.T) {
+	text := Summary(onePoolResult())
+	lines := checkLines(t, text)
+	wantIn(t, text,
+		"steer simulate: www.example.com",
+		"simulated 5 min in 30 bins of 10 s, 1 run (seed 42), 50.0 user q/s on average",
+		"share of user queries per pool (per bin;",
+		"  only configured 100.0 %; observed median 100.0 %, mean 100.0 %",
+		"drains: none",
+	)
+	wantNotIn(t, text, " in \"start\":", "ECS multiplier")
+	if len(lines) > 12 {
+		t.Errorf("one-pool summary has %d lines", len(lines))
+	}
+}
+
+func TestSummaryECSCost(t *testing.T) {
+	// The ECS cache-cost calculator: the same site with and without
+	// ECS (500 q/s, TTL 60 s: one entry against 5,000 /24 scopes).
+	r := onePoolResult()
+	r.Sites = []string{"bigpublic", "bigpublic-ecs"}
+	r.Cost = []Cost{
+		{Phase: "start", Site: "bigpublic", AuthQPS: 1.0 / 60, Entries: 1, UserQPS: 500},
+		{Phase: "start", Site: "bigpublic-ecs", AuthQPS: 71.4, Entries: 5000, UserQPS: 500},
+	}
+	text := Summary(r)
+	wantIn(t, text,
+		"ECS multiplier (start): bigpublic-ecs sends steer ×4,284 the queries per user query of bigpublic without ECS, and holds ×5,000 the cache entries",
+		"0.0167", "71.4", "5,000")
+
+	// A config change that turns ECS on for one site: the change from
+	// the first to the last phase.
+	r.Sites = []string{"bigpublic"}
+	r.Phases = append(r.Phases, PhaseInfo{At: time.Minute, Label: "config ecs.yaml"})
+	r.Cost = []Cost{
+		{Phase: "start", Site: "bigpublic", AuthQPS: 1.0 / 60, Entries: 1, UserQPS: 500},
+		{Phase: "config ecs.yaml", Site: "bigpublic", AuthQPS: 9.8, Entries: 600, UserQPS: 500},
+	}
+	text = Summary(r)
+	wantIn(t, text, `bigpublic: 0.0167 → 9.80 auth q/s (×588) and 1.00 → 600 entries from "start" to "config ecs.yaml"`)
+}
+
+func TestSummaryDegenerate(t *testing.T) {
+	if got := Summary(nil); got != "steer simulate: no result\n" {
+		t.Errorf("Summary(nil) = %q", got)
+	}
+	text := Summary(&Result{})
+	checkLines(t, text)
+	wantIn(t, text, "pools: none", "drains: none", "cost: none recorded")
+
+	// Many pools, phases and cost rows: still one page.
+	r := canaryResult()
+	for i := range 20 {
+		r.Pools = append(r.Pools, "pool-"+string(rune('a'+i)))
+		r.Cost = append(r.Cost, Cost{Phase: "start", Site: "site-" + string(rune('a'+i)), AuthQPS: 1, Entries: 1, UserQPS: 1})
+		r.Phases = append(r.Phases, PhaseInfo{At: 12*time.Hour + time.Duration(1+i)*time.Hour/2, Label: "weights " + string(rune('a'+i))})
+	}
+	for i := range r.Bins {
+		for len(r.Bins[i].Share) < len(r.Pools) {
+			r.Bins[i].Share = append(r.Bins[i].Share, Band{P5: 0.01, P50: 0.01, P95: 0.01, Mean: 0.01})
+		}
+	}
+	text = Summary(r)
+	checkLines(t, text)
+	wantIn(t, text, "more pools in share.csv", "more rows in cost.csv", "more")
+}
