@@ -292,8 +292,19 @@ func FromLog(r io.Reader, o FromLogOptions) (*Scenario, *LogReport, error) {
 	infer(mine, rep)
 	sc := buildScenario(rep, mine)
 	notes(rep, mine, o)
-	return sc, rep, nil
+	// The scenario as a scenario file would give it: read back from its
+	// YAML, with ParseScenario's defaults and checks (a failure here is
+	// a bug in FromLog, reported with the file's lines).
+	parsed, err := ParseScenario(FromLogFile, FromLogYAML(sc, rep))
+	if err != nil {
+		return nil, rep, fmt.Errorf("from-log: the inferred scenario does not parse (a bug): %w", err)
+	}
+	return parsed, rep, nil
 }
+
+// FromLogFile is the file name a scenario from FromLog carries (in
+// Scenario.File and its errors' file:line).
+const FromLogFile = "(from-log)"
 
 // readLog parses every line; unparseable ones are counted.
 func readLog(r io.Reader, rep *LogReport) ([]logEntry, error) {
@@ -592,13 +603,12 @@ func mode(c map[int]int) int {
 	return best
 }
 
-// siteKey is what makes resolvers one site: their /24 (/48) and their
-// behaviour.
+// siteKey is what makes resolvers one site: without ECS, their /24 (/48)
+// and number of caches; with ECS, the address itself.
 type siteKey struct {
-	net        netip.Prefix
-	ecs        bool
-	src4, src6 int
-	caches     int
+	net    netip.Prefix
+	ecs    bool
+	caches int
 }
 
 // usersPrefix is the subnet the users of a resolver without ECS are
@@ -625,65 +635,87 @@ func siteName(p netip.Prefix) string {
 	return fmt.Sprintf("res-%s-%d", p.Addr(), p.Bits())
 }
 
+func lessPrefix(a, b netip.Prefix) bool {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c < 0
+	}
+	return a.Bits() < b.Bits()
+}
+
 // buildScenario turns the keys into client groups and resolver sites.
+//
+// Resolvers without ECS are grouped into one site per /24 (/48) and
+// number of caches, with one client group per resolver (its users, at
+// its own /24 or /56, with its rate): Compile deals a site's subnets to
+// its resolvers in turn, so resolver i serves group i. A resolver with
+// ECS is a site of its own, its client groups the ECS sources it sent
+// (in rate classes a factor of 4 apart, as a group weights its subnets
+// equally): one site per address keeps each ECS block with the resolver
+// whose cache held it (a site's subnets are dealt to its resolvers in
+// turn, which would split a block over several). A source seen from
+// several resolvers is in each one's group with the rate that one carried.
 func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
-	// Sites: resolvers grouped by /24 (/48) and behaviour.
 	type site struct {
-		key   siteKey
-		name  string
-		addrs []netip.Addr
+		key    siteKey
+		name   string
+		addrs  []netip.Addr
+		src4   int
+		src6   int
+		groups []string
 	}
 	var sites []*site
 	byKey := map[siteKey]*site{}
 	resSite := map[netip.Addr]*site{}
 	for _, lr := range rep.Resolvers {
-		sk := siteKey{net: siteNet(lr.Addr), ecs: lr.ECS, caches: lr.Caches}
+		sk := siteKey{net: siteNet(lr.Addr), caches: lr.Caches}
 		if lr.ECS {
-			sk.src4, sk.src6 = lr.SourceV4, lr.SourceV6
+			sk = siteKey{net: netip.PrefixFrom(lr.Addr, lr.Addr.BitLen()), ecs: true, caches: lr.Caches}
 		}
 		s := byKey[sk]
 		if s == nil {
-			s = &site{key: sk}
+			s = &site{key: sk, src4: lr.SourceV4, src6: lr.SourceV6}
 			byKey[sk] = s
 			sites = append(sites, s)
 		}
 		s.addrs = append(s.addrs, lr.Addr)
 		resSite[lr.Addr] = s
 	}
-	sort.Slice(sites, func(i, j int) bool {
-		a, b := sites[i].key, sites[j].key
-		if a.net != b.net {
-			if c := a.net.Addr().Compare(b.net.Addr()); c != 0 {
-				return c < 0
-			}
-			return a.net.Bits() < b.net.Bits()
-		}
-		if a.ecs != b.ecs {
-			return !a.ecs
-		}
-		if a.src4 != b.src4 {
-			return a.src4 < b.src4
-		}
-		if a.src6 != b.src6 {
-			return a.src6 < b.src6
-		}
-		return a.caches < b.caches
-	})
-	// Names: the /24 (/48), with the behaviour appended only when one
-	// network holds sites that differ.
-	perNet := map[netip.Prefix]int{}
 	for _, s := range sites {
-		perNet[s.key.net]++
+		sort.Slice(s.addrs, func(i, j int) bool { return s.addrs[i].Less(s.addrs[j]) })
+	}
+	sort.Slice(sites, func(i, j int) bool {
+		a, b := sites[i], sites[j]
+		if c := a.addrs[0].Compare(b.addrs[0]); c != 0 {
+			return c < 0
+		}
+		return a.key.caches < b.key.caches
+	})
+	// Names: the /24 (/48) when it holds one site; else the behaviour
+	// is appended ("-ecs24", "-noecs", "-k3"), and an ECS resolver that
+	// shares its /24 with other ECS resolvers is named by its address.
+	type netKind struct {
+		net netip.Prefix
+		ecs bool
+	}
+	perNet := map[netip.Prefix]int{}
+	perKind := map[netKind]int{}
+	for _, s := range sites {
+		n := siteNet(s.addrs[0])
+		perNet[n]++
+		perKind[netKind{n, s.key.ecs}]++
 	}
 	for _, s := range sites {
-		s.name = siteName(s.key.net)
-		if perNet[s.key.net] > 1 {
-			if s.key.ecs {
-				s.name += fmt.Sprintf("-ecs%d", max(s.key.src4, s.key.src6))
-			} else {
-				s.name += "-noecs"
-			}
-			if s.key.caches > 1 {
+		n := siteNet(s.addrs[0])
+		s.name = siteName(n)
+		switch {
+		case perNet[n] == 1:
+		case s.key.ecs && perKind[netKind{n, true}] > 1:
+			s.name = "res-" + s.addrs[0].String()
+		case s.key.ecs:
+			s.name += fmt.Sprintf("-ecs%d", max(s.src4, s.src6))
+		default:
+			s.name += "-noecs"
+			if perKind[netKind{n, false}] > 1 {
 				s.name += fmt.Sprintf("-k%d", s.key.caches)
 			}
 		}
@@ -695,9 +727,9 @@ func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
 		rep.Keys[i].Site = resSite[rep.Keys[i].Resolver].name
 	}
 
-	// Per site, the users' subnets and their rates: a key's λ̂ split over
-	// the ECS sources seen in its block in proportion to their misses
-	// (the first query after an expiry comes from each subnet in
+	// Per resolver, the users' subnets and their rates: a key's λ̂ split
+	// over the ECS sources seen in its block in proportion to their
+	// misses (the first query after an expiry comes from each subnet in
 	// proportion to its rate); without ECS, the resolver's /24 (/56).
 	srcMisses := map[keyOf]map[netip.Prefix]int{}
 	for i := range mine {
@@ -712,15 +744,13 @@ func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
 		}
 		srcMisses[k][p]++
 	}
-	siteRates := map[*site]map[netip.Prefix]float64{}
+	resRates := map[netip.Addr]map[netip.Prefix]float64{}
 	for _, lk := range rep.Keys {
-		s := resSite[lk.Resolver]
-		if siteRates[s] == nil {
-			siteRates[s] = map[netip.Prefix]float64{}
+		if resRates[lk.Resolver] == nil {
+			resRates[lk.Resolver] = map[netip.Prefix]float64{}
 		}
-		sm := srcMisses[keyOf{lk.Resolver, lk.Block}]
-		for p, n := range sm {
-			siteRates[s][p] += lk.Rate * float64(n) / float64(lk.Misses)
+		for p, n := range srcMisses[keyOf{lk.Resolver, lk.Block}] {
+			resRates[lk.Resolver][p] += lk.Rate * float64(n) / float64(lk.Misses)
 		}
 	}
 
@@ -731,9 +761,24 @@ func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
 		Type:     rep.Type,
 	}
 	for _, s := range sites {
-		rates := siteRates[s]
-		// Client groups: the site's subnets in rate classes a factor of 4
-		// apart (a group weights its subnets equally), busiest first.
+		if !s.key.ecs {
+			// One group per resolver, in address order (resolver i of
+			// the site serves the site's i-th subnet).
+			for _, a := range s.addrs {
+				g := ClientGroup{Name: "users-" + s.name}
+				if len(s.addrs) > 1 {
+					g.Name = "users-" + a.String()
+				}
+				for p, r := range resRates[a] {
+					g.Prefixes = append(g.Prefixes, p.String())
+					g.Rate += r
+				}
+				sc.Clients = append(sc.Clients, g)
+				s.groups = append(s.groups, g.Name)
+			}
+			continue
+		}
+		rates := resRates[s.addrs[0]]
 		classes := map[int][]netip.Prefix{}
 		for p, r := range rates {
 			c := int(math.Floor(math.Log(r) / math.Log(4)))
@@ -744,15 +789,9 @@ func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
 			cs = append(cs, c)
 		}
 		sort.Sort(sort.Reverse(sort.IntSlice(cs)))
-		var groups []string
 		for i, c := range cs {
 			ps := classes[c]
-			sort.Slice(ps, func(i, j int) bool {
-				if c := ps[i].Addr().Compare(ps[j].Addr()); c != 0 {
-					return c < 0
-				}
-				return ps[i].Bits() < ps[j].Bits()
-			})
+			sort.Slice(ps, func(i, j int) bool { return lessPrefix(ps[i], ps[j]) })
 			g := ClientGroup{Name: "users-" + s.name}
 			if len(cs) > 1 {
 				g.Name += fmt.Sprintf("-%d", i+1)
@@ -762,21 +801,21 @@ func buildScenario(rep *LogReport, mine []logEntry) *Scenario {
 				g.Rate += rates[p]
 			}
 			sc.Clients = append(sc.Clients, g)
-			groups = append(groups, g.Name)
+			s.groups = append(s.groups, g.Name)
 		}
+	}
+	for _, s := range sites {
 		one := 1.0
-		rs := ResolverSite{Name: s.name, Share: &one, Groups: groups, Caches: s.key.caches}
-		if len(s.addrs) == 1 {
-			rs.Address = s.addrs[0].String()
-		} else {
+		rs := ResolverSite{Name: s.name, Share: &one, Groups: s.groups, Address: s.addrs[0].String()}
+		if len(s.addrs) > 1 {
 			rs.Count = len(s.addrs)
-			rs.Address = s.key.net.String()
 		}
-		if s.key.caches == 1 {
-			rs.Caches = 0 // the default
+		if s.key.caches > 1 {
+			rs.Caches = s.key.caches
 		}
 		if s.key.ecs {
-			rs.ECS = &ECSSpec{Enabled: true, V4: s.key.src4, V6: s.key.src6}
+			honors := true // assumed: the log cannot tell (see the report)
+			rs.ECS = &ECSSpec{Enabled: true, V4: s.src4, V6: s.src6, HonorsScope: &honors}
 		}
 		sc.Resolvers = append(sc.Resolvers, rs)
 	}
