@@ -235,8 +235,9 @@ type DrainResult struct {
 	// SafeAt is the time after the drain from which every bin has ≤ 1 %
 	// of user queries reaching the pool; LastQuery the time after the
 	// drain of the last user query answered with it. Both over runs, in
-	// seconds after the drain; Never counts the runs where it was not
-	// safe before the end.
+	// seconds after the drain (SafeAt over the runs that became safe);
+	// Never counts the runs where it was not safe before the end (or
+	// before a later phase gave the pool a configured share again).
 	SafeAt, LastQuery Band
 	Never             int
 }
