@@ -1,5 +1,6 @@
 // Package examples holds complete example configurations (one directory
-// each) and the test that every one passes steer check.
+// each) and the test that every one passes steer check; examples/simulate
+// holds scenarios for steer simulate against examples/larkbook.
 package examples
 
 import (
@@ -8,7 +9,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/node"
+	"github.com/steer-dns/steer/internal/simulate"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // TestExamplesCheck runs steer check's validation on every
@@ -53,5 +57,39 @@ func TestLarkbookIsTheDemo(t *testing.T) {
 				t.Errorf("%s differs from %s (copy it again, keeping the first line)", ex, demo)
 			}
 		}
+	}
+}
+
+// TestSimulateScenarios parses every examples/simulate/*.yaml and compiles
+// it against the configuration it is written for (examples/larkbook).
+func TestSimulateScenarios(t *testing.T) {
+	scenarios, err := filepath.Glob("simulate/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scenarios) < 2 {
+		t.Fatalf("only %d scenarios: %v", len(scenarios), scenarios)
+	}
+	cfg, err := config.Load("larkbook/steer.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := snapshot.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := simulate.Base{Config: cfg, Geo: snap.Geo, Table: snap.Policies, LoadConfig: config.Load}
+	for _, p := range scenarios {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			sc, err := simulate.LoadScenario(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := simulate.Compile(sc, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d subnets, %d resolvers, %d phases", p, len(m.Subnets), len(m.Resolvers), len(m.Phases))
+		})
 	}
 }

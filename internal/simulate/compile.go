@@ -115,7 +115,7 @@ func (c *compiler) compile() (*Model, error) {
 	}
 	start, err := time.Parse(time.RFC3339, sc.Start)
 	if err != nil {
-		c.add(sc.Line, "start %q is not an RFC 3339 time", sc.Start)
+		c.add(sc.keyLine("start"), "start %q is not an RFC 3339 time", sc.Start)
 	}
 	m := &Model{Start: start, Duration: time.Duration(sc.Duration), Bin: time.Duration(sc.Bin),
 		Runs: sc.Runs, Seed: *sc.Seed, Qtype: dns.TypeA, Record: dns.CanonicalName(strings.TrimSpace(sc.Record))}
@@ -128,28 +128,28 @@ func (c *compiler) compile() (*Model, error) {
 	}
 	// Limits.
 	if m.Runs > c.lim.MaxRuns {
-		c.add(sc.Line, "runs %d is more than the limit of %d", m.Runs, c.lim.MaxRuns)
+		c.add(sc.keyLine("runs"), "runs %d is more than the limit of %d", m.Runs, c.lim.MaxRuns)
 	}
 	if n := int64(m.Duration / m.Bin); n > int64(c.lim.MaxBins) {
-		c.add(sc.Line, "duration %s in bins of %s is %d bins, more than the limit of %d", sc.Duration, sc.Bin, n, c.lim.MaxBins)
+		c.add(sc.keyLine("duration"), "duration %s in bins of %s is %d bins, more than the limit of %d", sc.Duration, sc.Bin, n, c.lim.MaxBins)
 	}
 	if c.lim.MaxDuration > 0 && m.Duration > c.lim.MaxDuration {
-		c.add(sc.Line, "duration %s is longer than the limit of %s", sc.Duration, fmtDuration(c.lim.MaxDuration))
+		c.add(sc.keyLine("duration"), "duration %s is longer than the limit of %s", sc.Duration, fmtDuration(c.lim.MaxDuration))
 	}
 	ri := c.recordIndex(b.Config, m.Record)
 	if ri < 0 {
-		c.add(sc.Line, "record %s is not a steered record of %s%s", strings.TrimSuffix(m.Record, "."), b.Config.File, steeredList(b.Config))
+		c.add(sc.keyLine("record"), "record %s is not a steered record of %s%s", strings.TrimSuffix(m.Record, "."), b.Config.File, steeredList(b.Config))
 	}
 	for _, g := range sc.Clients {
 		m.Groups = append(m.Groups, c.group(g))
 	}
 	c.subnets(m)
 	if len(m.Subnets) > c.lim.MaxSubnets {
-		c.add(sc.Line, "the client groups have %d subnets, more than the limit of %d", len(m.Subnets), c.lim.MaxSubnets)
+		c.add(sc.keyLine("clients"), "the client groups have %d subnets, more than the limit of %d", len(m.Subnets), c.lim.MaxSubnets)
 	}
 	c.sites(m)
 	if c.lim.MaxResolvers > 0 && len(m.Resolvers) > c.lim.MaxResolvers {
-		c.add(sc.Line, "the resolver sites have %d resolvers, more than the limit of %d", len(m.Resolvers), c.lim.MaxResolvers)
+		c.add(sc.keyLine("resolvers"), "the resolver sites have %d resolvers, more than the limit of %d", len(m.Resolvers), c.lim.MaxResolvers)
 	}
 	if ri < 0 || len(c.probs) > 0 {
 		return nil, c.probs.Err()

@@ -351,3 +351,217 @@ events:
 		t.Errorf("the base configuration's weight is now %d", w)
 	}
 }
+
+// compileErr compiles text (the scenario file file) against b and returns
+// the error, which must say each of want.
+func compileErr(t *testing.T, file, text string, b Base, want ...string) {
+	t.Helper()
+	sc := mustParse(t, file, text)
+	_, err := Compile(sc, b)
+	if err == nil {
+		t.Fatalf("no error, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error:\n%v\nwant %q", err, w)
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	b := larkbook(t)
+	ev := func(events string) string { return usScenario + "events:\n" + events }
+	for _, c := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"unknown record", strings.Replace(usScenario, "record: shop.example.com", "record: www.example.com", 1),
+			[]string{"s.yaml:3: record www.example.com is not a steered record of ../../examples/larkbook/steer.yaml (steered: shop.example.com)"}},
+		{"unknown drain pool", ev("  - at: 1h\n    drain: frankfurt\n"),
+			[]string{"s.yaml:17: pool frankfurt is not a pool of shop.example.com (pools: ap-south, eu-central, us-east, us-east-canary)"}},
+		{"unknown undrain pool", ev("  - { at: 1h, undrain: x }\n"), []string{"s.yaml:17: pool x is not a pool of shop.example.com"}},
+		{"unknown fail pool", ev("  - { at: 1h, fail: x }\n"), []string{"s.yaml:17: pool x is not a pool of shop.example.com"}},
+		{"unknown recover pool", ev("  - { at: 1h, recover: x }\n"), []string{"s.yaml:17: pool x is not a pool of shop.example.com"}},
+		{"unknown record of a pool", ev("  - { at: 1h, drain: www.example.com/us-east }\n"),
+			[]string{"s.yaml:17: www.example.com/us-east: record www.example.com is not a steered record"}},
+		{"unknown set_weights pool", ev("  - { at: 1h, set_weights: { us-east: 50, frankfurt: 50 } }\n"),
+			[]string{"s.yaml:17: pool frankfurt is not a pool of shop.example.com (pools: ap-south, eu-central, us-east, us-east-canary)"}},
+		{"set_weights pool in no split", ev("  - { at: 1h, set_weights: { ap-south: 50 } }\n"),
+			[]string{"s.yaml:17: set_weights: pool ap-south is in no split of shop.example.com"}},
+		{"set_weights all zero", ev("  - { at: 1h, set_weights: { us-east: 0, us-east-canary: 0 } }\n"),
+			[]string{"s.yaml:17: weights us-east=0 us-east-canary=0: compiling the policies: "}},
+		{"several", ev("  - { at: 1h, drain: x }\n  - { at: 90m, fail: y }\n") + "", []string{"s.yaml:17: pool x", "s.yaml:18: pool y"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { compileErr(t, "s.yaml", c.text, b, c.want...) })
+	}
+}
+
+func TestCompileLimits(t *testing.T) {
+	b := larkbook(t)
+	b.Limits = Limits{MaxSubnets: 5, MaxRuns: 10, MaxBins: 100, MaxResolvers: 2, MaxDuration: time.Hour}
+	compileErr(t, "l.yaml", "runs: 20\n"+usScenario, b,
+		"l.yaml:1: runs 20 is more than the limit of 10",
+		"l.yaml:3: duration 2h in bins of 1m is 120 bins, more than the limit of 100",
+		"l.yaml:3: duration 2h is longer than the limit of 1h",
+		"l.yaml:6: client group us has 6 subnets, more than the limit of 5")
+	b.Limits.MaxSubnets = 7
+	compileErr(t, "l.yaml", usScenario, b, "l.yaml:8: the resolver sites have 3 resolvers, more than the limit of 2")
+	compileErr(t, "l.yaml", strings.Replace(usScenario, "resolvers:", "  - name: more\n    prefixes: [192.0.2.0/23]\n    rate: 1\nresolvers:", 1), b,
+		"l.yaml:4: the client groups have 8 subnets, more than the limit of 7")
+	// The default: 100,000 subnets.
+	big := strings.Replace(usScenario, "8.34.208.0/23", "10.0.0.0/7", 1)
+	compileErr(t, "l.yaml", big, larkbook(t), "l.yaml:5: client group us has 131076 subnets, more than the limit of 100000 (set subnets: to take fewer")
+	// subnets: caps them.
+	m := mustCompile(t, mustParse(t, "l.yaml", strings.Replace(big, "rate: 100", "rate: 100\n    subnets: 1000", 1)), larkbook(t))
+	if len(m.Subnets) != 1000 {
+		t.Errorf("%d subnets, want 1,000", len(m.Subnets))
+	}
+}
+
+// A config event switches to another file's policies; the scenario's
+// ttl_override applies to every phase.
+func TestCompileConfigEvent(t *testing.T) {
+	dir := t.TempDir()
+	b := cityBase(t)
+	writeConfig(t, dir, "half.yaml", "geo:\n  databases: ["+b.Config.Geo.Databases[0]+"]\n", "50", "50")
+	writeConfig(t, dir, "embedded.yaml", "geo:\n  databases: [embedded]\n", "50", "50")
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("records:\n  - name: shop.example.com\n    tll: 60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scen := filepath.Join(dir, "s.yaml")
+	text := strings.Replace(usScenario, "8.8.0.0/22, 8.34.208.0/23", "8.8.8.0/24", 1) + "ttl_override: 20s\nevents:\n  - { at: 1h, config: half.yaml }\n"
+	m := mustCompile(t, mustParse(t, scen, text), b)
+	if len(m.Phases) != 2 || m.Phases[1].Label != "config half.yaml" || m.Phases[1].Table == m.Phases[0].Table {
+		t.Fatalf("phases %+v", m.Phases)
+	}
+	for i, ph := range m.Phases {
+		if ph.Record.TTL != 20 {
+			t.Errorf("phase %d: TTL %d, want the override's 20", i, ph.Record.TTL)
+		}
+	}
+	if s := share(t, m.Phases[0], "8.8.8.1", "us-east-canary", 10000); s < 0.04 || s > 0.06 {
+		t.Errorf("before: canary %.3f, want 0.05", s)
+	}
+	if s := share(t, m.Phases[1], "8.8.8.1", "us-east-canary", 10000); s < 0.47 || s > 0.53 {
+		t.Errorf("after the config event: canary %.3f, want 0.5", s)
+	}
+
+	for _, c := range []struct {
+		event string
+		b     func(Base) Base
+		want  []string
+	}{
+		{"config: missing.yaml", nil, []string{"s.yaml:17: config missing.yaml: " + filepath.Join(dir, "missing.yaml") + ": open"}},
+		{"config: broken.yaml", nil, []string{"s.yaml:17: config broken.yaml: " + filepath.Join(dir, "broken.yaml") + `:3: unknown key "tll"`}},
+		{"config: embedded.yaml", nil, []string{"s.yaml:17: config embedded.yaml: its geo databases (embedded) are not those of"}},
+		{"config: half.yaml", func(b Base) Base { b.LoadConfig = nil; return b },
+			[]string{"s.yaml:17: config half.yaml: config events need files: not available through the API"}},
+	} {
+		t.Run(c.event, func(t *testing.T) {
+			bb := b
+			if c.b != nil {
+				bb = c.b(b)
+			}
+			compileErr(t, scen, usScenario+"events:\n  - { at: 1h, "+c.event+" }\n", bb, c.want...)
+		})
+	}
+}
+
+// set_weights on a record using a shared policy changes the policy, and
+// the label says so.
+func TestCompileSetWeightsSharedPolicy(t *testing.T) {
+	db, _ := filepath.Abs("../../testdata/geo/larkbook-city.mmdb")
+	p := filepath.Join(t.TempDir(), "steer.yaml")
+	pools := "\n    pools:\n      stable: { address: 192.0.2.30 }\n      canary: { address: 192.0.2.31 }\n    policy: canary\n"
+	text := "geo:\n  databases: [" + db + "]\nrecords:\n  - name: a.example.com" + pools + "  - name: b.example.com" + pools +
+		"policies:\n  canary:\n    rules:\n      - default:\n          split: [{ pool: stable, weight: 95 }, { pool: canary, weight: 5 }]\n"
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Base{Config: cfg, Geo: openGeo(t, cfg)}
+	sc := mustParse(t, "p.yaml", strings.Replace(usScenario, "shop.example.com", "a.example.com", 1)+"events:\n  - { at: 1h, set_weights: { canary: 50 } }\n")
+	m := mustCompile(t, sc, b)
+	if got := m.Phases[1].Label; got != "weights canary=50 (in policy canary: every record using it)" {
+		t.Errorf("label %q", got)
+	}
+	if s := share(t, m.Phases[1], "8.8.8.1", "canary", 10000); s < 0.31 || s > 0.36 { // 50/145
+		t.Errorf("canary %.3f after weights 95/50, want 0.345", s)
+	}
+	if w := cfg.Policies["canary"].Rules[0].Default.Split[1].Weight; w != 5 {
+		t.Errorf("the base policy's weight is now %d", w)
+	}
+}
+
+// ECS off in the configuration: no site sends it.
+func TestCompileConfigWithoutECS(t *testing.T) {
+	b := cityBase(t)
+	cfg := *b.Config
+	off := false
+	cfg.ECS.Enabled = &off
+	b.Config = &cfg
+	m := mustCompile(t, mustParse(t, "e.yaml", strings.Replace(usScenario, "caches: 3", "caches: 3\n    ecs: true", 1)), b)
+	if m.Sites[1].ECS {
+		t.Errorf("site sends ECS though the configuration ignores it: %+v", m.Sites[1])
+	}
+}
+
+// from_geodb draws N /24s of the countries asked, the same for a seed.
+func TestCompileFromGeoDB(t *testing.T) {
+	b := cityBase(t)
+	text := `
+duration: 1h
+record: shop.example.com
+seed: 7
+clients:
+  - name: g
+    from_geodb: { countries: [IN, DE], subnets: 300, zipf: 1.2 }
+    rate: 50
+resolvers:
+  - name: r
+    count: 7
+`
+	draw := func(text string) ([]string, map[string]int) {
+		m := mustCompile(t, mustParse(t, "g.yaml", text), b)
+		var out []string
+		countries := map[string]int{}
+		for _, s := range m.Subnets {
+			info, _, err := b.Geo.LookupInfo(s.Prefix.Addr())
+			if err != nil || info.Country != s.Country || s.Prefix.Bits() != 24 || !s.Prefix.Addr().Is4() {
+				t.Fatalf("subnet %s country %s, the database says %s", s.Prefix, s.Country, info.Country)
+			}
+			if last := s.Prefix.Addr().As4(); true {
+				last[3] = 255
+				if i2, _, _ := b.Geo.LookupInfo(netip.AddrFrom4(last)); i2.Country != s.Country {
+					t.Fatalf("subnet %s is not all %s", s.Prefix, s.Country)
+				}
+			}
+			countries[s.Country]++
+			out = append(out, s.Prefix.String())
+		}
+		if len(m.Resolvers) != 7 {
+			t.Errorf("%d resolvers", len(m.Resolvers))
+		}
+		return out, countries
+	}
+	a, countries := draw(text)
+	if len(a) != 300 || countries["IN"] == 0 || countries["DE"] == 0 || len(countries) != 2 {
+		t.Errorf("%d subnets by country %v, want 300 of IN and DE", len(a), countries)
+	}
+	if again, _ := draw(text); strings.Join(again, " ") != strings.Join(a, " ") {
+		t.Errorf("the same seed drew different subnets")
+	}
+	if other, _ := draw(strings.Replace(text, "seed: 7", "seed: 8", 1)); strings.Join(other, " ") == strings.Join(a, " ") {
+		t.Errorf("two seeds drew the same subnets")
+	}
+	// More than the databases have: all of them; a country they lack: an error.
+	all, _ := draw(strings.Replace(text, "subnets: 300", "subnets: 99999", 1))
+	if len(all) != 1024+16384+1024+8192 { // IN 49.36/14, 117.192/10; DE 91.64/14, 80.128/11
+		t.Errorf("all /24s of IN and DE: %d", len(all))
+	}
+	compileErr(t, "g.yaml", strings.Replace(text, "[IN, DE]", "[IN, FR, CA]", 1), b,
+		"g.yaml:7: client group g: the geo databases (larkbook-city.mmdb) have no IPv4 /24 of FR, CA")
+}

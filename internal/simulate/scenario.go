@@ -37,6 +37,8 @@ type Scenario struct {
 	// Events are the timeline, in any order (sorted by at).
 	Events []Event `yaml:"events" json:"events,omitempty"`
 	Line   int     `yaml:"-" json:"-"`
+	// keys are the lines of the top-level keys (for Compile's errors).
+	keys map[string]int
 }
 
 // ClientGroup is a set of client subnets with a query rate.

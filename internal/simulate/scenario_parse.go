@@ -84,6 +84,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		keys[root.Content[i].Value] = root.Content[i].Line
 	}
+	sc.keys = keys
 	sc.applyDefaults()
 	sc.check(&probs, keys)
 	if err := probs.Err(); err != nil {
@@ -562,15 +563,15 @@ func (sc *Scenario) check(probs *diag.Problems, keys map[string]int) {
 					continue
 				}
 				sum += sh
-				parts = append(parts, fmt.Sprintf("%s %g", sc.Resolvers[si].Name, sh))
+				parts = append(parts, fmt.Sprintf("%s %.6g", sc.Resolvers[si].Name, sh))
 			}
 			switch {
 			case n == 0:
 				add(g.Line, "client group %s: no resolver site serves it", g.Name)
 			case unset > 0:
-				add(g.Line, "client group %s is served by several sites, so each needs a share: %s", g.Name, strings.Join(parts, ", "))
+				add(g.Line, "client group %s: several of the sites serving it have no share (one may leave it out and carry the rest): %s", g.Name, strings.Join(parts, ", "))
 			case math.Abs(sum-1) > shareTolerance:
-				add(g.Line, "client group %s: the shares of the sites serving it sum to %g, not 1 (%s)", g.Name, sum, strings.Join(parts, ", "))
+				add(g.Line, "client group %s: the shares of the sites serving it sum to %.6g, not 1 (%s)", g.Name, sum, strings.Join(parts, ", "))
 			}
 		}
 	}
@@ -625,6 +626,14 @@ func checkGroup(g *ClientGroup, add func(int, string, ...any)) {
 			add(d.Line, "client group %s: diurnal peak %q is not a time of day such as 18:00", name, d.Peak)
 		}
 	}
+}
+
+// keyLine is the line of a top-level key, or the scenario's first line.
+func (sc *Scenario) keyLine(key string) int {
+	if l := sc.keys[key]; l > 0 {
+		return l
+	}
+	return sc.Line
 }
 
 // parseTimeOfDay reads "HH:MM" (or "HH:MM:SS") as a duration since midnight.
@@ -729,8 +738,9 @@ func (e *Event) actions() []string {
 }
 
 // siteShares returns, per site, the share it carries of each group it
-// serves (by group index); NaN when the site sets no share and is not
-// the group's only site. A site serves its groups when it names them,
+// serves (by group index). A site that sets no share carries what the
+// group's other sites leave, when it is the only one of them without a
+// share; otherwise its share is NaN (reported by check). A site serves its groups when it names them,
 // else the groups its shares name when it has no share, else every
 // group.
 func siteShares(sc *Scenario) []map[int]float64 {
@@ -741,7 +751,6 @@ func siteShares(sc *Scenario) []map[int]float64 {
 		}
 	}
 	out := make([]map[int]float64, len(sc.Resolvers))
-	servers := make([]int, len(sc.Clients))
 	for si := range sc.Resolvers {
 		s := &sc.Resolvers[si]
 		m := map[int]float64{}
@@ -767,18 +776,27 @@ func siteShares(sc *Scenario) []map[int]float64 {
 			} else if s.Share != nil {
 				sh = *s.Share
 			}
-			if _, dup := m[gi]; !dup {
-				servers[gi]++
-			}
 			m[gi] = sh
 		}
 		out[si] = m
 	}
-	for _, m := range out {
-		for gi, sh := range m {
-			if math.IsNaN(sh) && servers[gi] == 1 {
-				m[gi] = 1 // the group's only site carries all of it
+	// A group's one site without a share carries what the others leave.
+	for gi := range sc.Clients {
+		unset, sum := -1, 0.0
+		for si, m := range out {
+			sh, ok := m[gi]
+			switch {
+			case !ok:
+			case math.IsNaN(sh) && unset == -1:
+				unset = si
+			case math.IsNaN(sh):
+				unset = -2 // several: reported
+			default:
+				sum += sh
 			}
+		}
+		if unset >= 0 && sum <= 1+shareTolerance {
+			out[unset][gi] = max(1-sum, 0)
 		}
 	}
 	return out
