@@ -8,14 +8,17 @@ import (
 // Networks calls yield with every network of the set's address space and
 // what the databases say about it (as LookupInfo would, without
 // Info.Networks), IPv4 then IPv6, each in address order, until yield
-// returns false. The networks cover the space without overlapping; a
-// range over which the answer is the same may come as several networks.
-// Space the databases know nothing of comes with an empty Info. The IPv6
-// networks include those a database aliases to its IPv4 ones
-// (::ffff:0:0/96, 2002::/16). It compiles a Partition (a walk over every
-// database) for the call.
-func (s *Set) Networks(yield func(netip.Prefix, Info) bool) error {
-	p, err := s.Partition(nil)
+// returns false. The networks cover the space without overlapping (IPv6
+// from ::1:0:0 when the databases keep IPv4 in ::/96); a range over which
+// the answer is the same may come as several networks. Space the
+// databases know nothing of comes with an empty Info. The IPv6 networks
+// include those a database aliases to its IPv4 ones (::ffff:0:0/96,
+// 2002::/16). skip, as for Partition, names IPv6 space not looked into
+// (it may come as one network); a caller that wants only IPv4 skips all
+// of it. It compiles a Partition (a walk over every database) for the
+// call.
+func (s *Set) Networks(skip func(netip.Prefix) bool, yield func(netip.Prefix, Info) bool) error {
+	p, err := s.Partition(skip)
 	if err != nil {
 		return err
 	}

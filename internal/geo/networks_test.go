@@ -19,7 +19,7 @@ func TestNetworksCoverTheSpace(t *testing.T) {
 			var next6 *big.Int
 			countries := map[string]int{}
 			n := 0
-			err := set.Networks(func(p netip.Prefix, info Info) bool {
+			err := set.Networks(nil, func(p netip.Prefix, info Info) bool {
 				n++
 				start := new(big.Int).SetBytes(p.Addr().AsSlice())
 				size := new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-p.Bits()))
@@ -62,10 +62,28 @@ func TestNetworksCoverTheSpace(t *testing.T) {
 	}
 }
 
+// Skipping IPv6 leaves it one network (with two databases, which are
+// walked; one database's list is read whole).
+func TestNetworksSkip(t *testing.T) {
+	var v6 []netip.Prefix
+	err := larkbookSet(t, "city", "asn").Networks(func(netip.Prefix) bool { return true }, func(p netip.Prefix, _ Info) bool {
+		if p.Addr().Is6() {
+			v6 = append(v6, p)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v6) != 1 || v6[0] != netip.MustParsePrefix("::/0") {
+		t.Errorf("IPv6 skipped: %v, want ::/0", v6)
+	}
+}
+
 // Networks stops when yield returns false.
 func TestNetworksStops(t *testing.T) {
 	n := 0
-	if err := larkbookSet(t, "city").Networks(func(netip.Prefix, Info) bool { n++; return n < 3 }); err != nil {
+	if err := larkbookSet(t, "city").Networks(nil, func(netip.Prefix, Info) bool { n++; return n < 3 }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 3 {

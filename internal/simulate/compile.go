@@ -110,8 +110,21 @@ func (c *compiler) compile() (*Model, error) {
 	if b.Config == nil {
 		return nil, errors.New("simulate: Compile needs a configuration")
 	}
-	if sc.Seed == nil || sc.Bin == 0 || sc.Runs == 0 {
-		sc.applyDefaults() // a Scenario built in code, not parsed
+	sc.applyDefaults() // again: a caller may have cleared a field (--runs 0)
+	if sc.keys == nil {
+		// Built in code (FromLog, a test), not parsed: check it as
+		// ParseScenario would, without lines.
+		keys := map[string]int{}
+		for k, set := range map[string]bool{"duration": sc.Duration != 0, "record": sc.Record != "", "clients": len(sc.Clients) > 0, "resolvers": len(sc.Resolvers) > 0} {
+			if set {
+				keys[k] = -1
+			}
+		}
+		var probs diag.Problems
+		sc.check(&probs, keys)
+		if err := probs.Err(); err != nil {
+			return nil, err
+		}
 	}
 	start, err := time.Parse(time.RFC3339, sc.Start)
 	if err != nil {
@@ -417,7 +430,8 @@ func (c *compiler) geoSubnets(g *ClientGroup) []Subnet {
 	}
 	if c.networks == nil {
 		c.networks = []geoNet{}
-		err := c.b.Geo.Networks(func(p netip.Prefix, info geo.Info) bool {
+		ipv4Only := func(netip.Prefix) bool { return true } // skip IPv6 when walking
+		err := c.b.Geo.Networks(ipv4Only, func(p netip.Prefix, info geo.Info) bool {
 			if p.Addr().Is4() && p.Bits() <= DefaultECSV4 && info.Country != "" {
 				c.networks = append(c.networks, geoNet{p, info.Country})
 			}

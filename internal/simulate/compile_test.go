@@ -565,3 +565,20 @@ resolvers:
 	compileErr(t, "g.yaml", strings.Replace(text, "[IN, DE]", "[IN, FR, CA]", 1), b,
 		"g.yaml:7: client group g: the geo databases (larkbook-city.mmdb) have no IPv4 /24 of FR, CA")
 }
+
+// A scenario built in code (not parsed) gets the defaults and the checks.
+func TestCompileUnparsedScenario(t *testing.T) {
+	half := 0.5
+	sc := &Scenario{File: "code", Duration: Duration(time.Hour), Record: "shop.example.com",
+		Clients:   []ClientGroup{{Name: "g", Prefixes: []string{"8.8.8.0/24"}, Rate: 10}},
+		Resolvers: []ResolverSite{{Name: "a", Share: &half}, {Name: "b", Share: &half, ECS: &ECSSpec{Enabled: true}}}}
+	m := mustCompile(t, sc, larkbook(t))
+	if m.Runs != 20 || m.Seed != 1 || m.Bin != time.Minute || !m.Sites[1].ECS || m.Sites[1].SourceV4 != 24 || len(m.Resolvers) != 2 {
+		t.Errorf("model runs %d seed %d bin %s sites %+v", m.Runs, m.Seed, m.Bin, m.Sites)
+	}
+	third := 0.3
+	sc.Resolvers[1].Share = &third
+	if _, err := Compile(sc, larkbook(t)); err == nil || err.Error() != "code: client group g: the shares of the sites serving it sum to 0.8, not 1 (a 0.5, b 0.3)" {
+		t.Errorf("error %v", err)
+	}
+}

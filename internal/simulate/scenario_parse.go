@@ -449,7 +449,7 @@ func (sc *Scenario) applyDefaults() {
 // configuration). keys are the top-level keys the file has, with their
 // lines.
 func (sc *Scenario) check(probs *diag.Problems, keys map[string]int) {
-	present := func(k string) bool { return keys[k] > 0 }
+	present := func(k string) bool { _, ok := keys[k]; return ok }
 	at := func(k string) int {
 		if l := keys[k]; l > 0 {
 			return l
@@ -715,6 +715,9 @@ func checkEvent(e *Event, dur time.Duration, hasDur bool, add func(int, string, 
 	case 1:
 	default:
 		add(e.Line, "event at %s has %d actions (%s): give one per event (several events may share a time)", e.At, len(acts), strings.Join(acts, ", "))
+	}
+	if e.SetWeights != nil && len(e.SetWeights) == 0 {
+		add(e.Line, "event at %s: set_weights names no pool (pool: weight, ...)", e.At)
 	}
 	for _, p := range sortedKeys(e.SetWeights) {
 		if w := e.SetWeights[p]; w < 0 {
