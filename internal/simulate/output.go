@@ -97,9 +97,9 @@ func csvBytes(rows [][]string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// num formats v with prec decimals, without locale; non-finite values
+// fmtNum formats v with prec decimals, without locale; non-finite values
 // (no data) are empty cells.
-func num(v float64, prec int) string {
+func fmtNum(v float64, prec int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ""
 	}
@@ -110,15 +110,15 @@ func num(v float64, prec int) string {
 	return s
 }
 
-// pct formats a fraction as percent with 4 decimals.
-func pct(v float64) string { return num(v*100, 4) }
+// csvPct formats a fraction as percent with 4 decimals.
+func csvPct(v float64) string { return fmtNum(v*100, 4) }
 
-// secs formats a duration as seconds.
-func secs(d time.Duration) string { return num(d.Seconds(), 3) }
+// fmtSecs formats a duration as seconds.
+func fmtSecs(d time.Duration) string { return fmtNum(d.Seconds(), 3) }
 
-// clock formats an offset from the simulated start as HH:MM:SS (hours
+// fmtClock formats an offset from the simulated start as HH:MM:SS (hours
 // run past 24).
-func clock(d time.Duration) string {
+func fmtClock(d time.Duration) string {
 	neg := d < 0
 	if neg {
 		d = -d
@@ -131,9 +131,9 @@ func clock(d time.Duration) string {
 	return out
 }
 
-// at returns v[i], or 0 when the slice is short (a result built by hand
+// elemAt returns v[i], or 0 when the slice is short (a result built by hand
 // or a pool that did not exist in some phase).
-func at[T any](v []T, i int) T {
+func elemAt[T any](v []T, i int) T {
 	if i < len(v) {
 		return v[i]
 	}
@@ -145,9 +145,9 @@ func shareRows(r *Result) [][]string {
 	rows := [][]string{{"bin_start_s", "bin_start", "pool", "share_p5", "share_p50", "share_p95", "share_mean", "configured"}}
 	for _, b := range r.Bins {
 		for p, pool := range r.Pools {
-			s := at(b.Share, p)
-			rows = append(rows, []string{secs(b.Start), clock(b.Start), pool,
-				pct(s.P5), pct(s.P50), pct(s.P95), pct(s.Mean), pct(at(b.Configured, p))})
+			s := elemAt(b.Share, p)
+			rows = append(rows, []string{fmtSecs(b.Start), fmtClock(b.Start), pool,
+				csvPct(s.P5), csvPct(s.P50), csvPct(s.P95), csvPct(s.Mean), csvPct(elemAt(b.Configured, p))})
 		}
 	}
 	return rows
@@ -157,9 +157,9 @@ func siteRows(r *Result) [][]string {
 	rows := [][]string{{"bin_start_s", "bin_start", "site", "pool", "share"}}
 	for _, b := range r.Bins {
 		for s, site := range r.Sites {
-			ss := at(b.SiteShare, s)
+			ss := elemAt(b.SiteShare, s)
 			for p, pool := range r.Pools {
-				rows = append(rows, []string{secs(b.Start), clock(b.Start), site, pool, pct(at(ss, p))})
+				rows = append(rows, []string{fmtSecs(b.Start), fmtClock(b.Start), site, pool, csvPct(elemAt(ss, p))})
 			}
 		}
 	}
@@ -169,8 +169,8 @@ func siteRows(r *Result) [][]string {
 func binRows(r *Result) [][]string {
 	rows := [][]string{{"bin_start_s", "bin_start", "user_qps", "auth_qps", "auth_qps_p5", "auth_qps_p50", "auth_qps_p95", "cache_entries"}}
 	for _, b := range r.Bins {
-		rows = append(rows, []string{secs(b.Start), clock(b.Start), num(b.Queries, 4), num(b.AuthQPS, 6),
-			num(b.AuthQPSBand.P5, 6), num(b.AuthQPSBand.P50, 6), num(b.AuthQPSBand.P95, 6), num(b.Entries, 3)})
+		rows = append(rows, []string{fmtSecs(b.Start), fmtClock(b.Start), fmtNum(b.Queries, 4), fmtNum(b.AuthQPS, 6),
+			fmtNum(b.AuthQPSBand.P5, 6), fmtNum(b.AuthQPSBand.P50, 6), fmtNum(b.AuthQPSBand.P95, 6), fmtNum(b.Entries, 3)})
 	}
 	return rows
 }
@@ -182,8 +182,8 @@ func deviationRows(r *Result) [][]string {
 			name string
 			b    Band
 		}{{"median", d.Median}, {"p95", d.P95}, {"max", d.Max}} {
-			rows = append(rows, []string{d.Pool, pct(d.ConfiguredMean), st.name,
-				num(st.b.P5, 4), num(st.b.P50, 4), num(st.b.P95, 4), num(st.b.Mean, 4)})
+			rows = append(rows, []string{d.Pool, csvPct(d.ConfiguredMean), st.name,
+				fmtNum(st.b.P5, 4), fmtNum(st.b.P50, 4), fmtNum(st.b.P95, 4), fmtNum(st.b.Mean, 4)})
 		}
 	}
 	return rows
@@ -193,9 +193,9 @@ func drainRows(r *Result) [][]string {
 	rows := [][]string{{"pool", "label", "at_s", "at", "safe_at_p5_s", "safe_at_p50_s", "safe_at_p95_s", "safe_at_mean_s",
 		"last_query_p5_s", "last_query_p50_s", "last_query_p95_s", "last_query_mean_s", "never_safe_runs", "runs"}}
 	for _, d := range r.Drains {
-		rows = append(rows, []string{d.Pool, d.Label, secs(d.At), clock(d.At),
-			num(d.SafeAt.P5, 3), num(d.SafeAt.P50, 3), num(d.SafeAt.P95, 3), num(d.SafeAt.Mean, 3),
-			num(d.LastQuery.P5, 3), num(d.LastQuery.P50, 3), num(d.LastQuery.P95, 3), num(d.LastQuery.Mean, 3),
+		rows = append(rows, []string{d.Pool, d.Label, fmtSecs(d.At), fmtClock(d.At),
+			fmtNum(d.SafeAt.P5, 3), fmtNum(d.SafeAt.P50, 3), fmtNum(d.SafeAt.P95, 3), fmtNum(d.SafeAt.Mean, 3),
+			fmtNum(d.LastQuery.P5, 3), fmtNum(d.LastQuery.P50, 3), fmtNum(d.LastQuery.P95, 3), fmtNum(d.LastQuery.Mean, 3),
 			strconv.Itoa(d.Never), strconv.Itoa(r.Runs)})
 	}
 	return rows
@@ -204,7 +204,7 @@ func drainRows(r *Result) [][]string {
 func costRows(r *Result) [][]string {
 	rows := [][]string{{"phase", "site", "auth_qps", "cache_entries", "user_qps"}}
 	for _, c := range r.Cost {
-		rows = append(rows, []string{c.Phase, c.Site, num(c.AuthQPS, 6), num(c.Entries, 3), num(c.UserQPS, 4)})
+		rows = append(rows, []string{c.Phase, c.Site, fmtNum(c.AuthQPS, 6), fmtNum(c.Entries, 3), fmtNum(c.UserQPS, 4)})
 	}
 	return rows
 }
@@ -330,8 +330,8 @@ type ExcursionJSON struct {
 	Runs       float64 `json:"runs"`
 }
 
-// fin maps values with no data to 0: JSON has no NaN or Inf.
-func fin(v float64) float64 {
+// finite maps values with no data to 0: JSON has no NaN or Inf.
+func finite(v float64) float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0
 	}
@@ -339,18 +339,18 @@ func fin(v float64) float64 {
 }
 
 func bandJSON(b Band, scale float64) BandJSON {
-	return BandJSON{P5: fin(b.P5 * scale), P50: fin(b.P50 * scale), P95: fin(b.P95 * scale), Mean: fin(b.Mean * scale)}
+	return BandJSON{P5: finite(b.P5 * scale), P50: finite(b.P50 * scale), P95: finite(b.P95 * scale), Mean: finite(b.Mean * scale)}
 }
 
-func finAll(v []float64) []float64 {
+func finiteAll(v []float64) []float64 {
 	out := make([]float64, len(v))
 	for i, x := range v {
-		out[i] = fin(x)
+		out[i] = finite(x)
 	}
 	return out
 }
 
-func strs(v []string) []string {
+func nonNil(v []string) []string {
 	if v == nil {
 		return []string{}
 	}
@@ -362,8 +362,8 @@ func strs(v []string) []string {
 func (r *Result) JSON() ResultJSON {
 	j := ResultJSON{
 		Record:    r.Record,
-		Pools:     strs(r.Pools),
-		Sites:     strs(r.Sites),
+		Pools:     nonNil(r.Pools),
+		Sites:     nonNil(r.Sites),
 		BinS:      r.Bin.Seconds(),
 		DurationS: (time.Duration(len(r.Bins)) * r.Bin).Seconds(),
 		Runs:      r.Runs,
@@ -383,24 +383,24 @@ func (r *Result) JSON() ResultJSON {
 		bj := BinJSON{
 			StartS:      b.Start.Seconds(),
 			Share:       make([]BandJSON, len(b.Share)),
-			Configured:  finAll(b.Configured),
+			Configured:  finiteAll(b.Configured),
 			SiteShare:   make([][]float64, len(b.SiteShare)),
-			UserQPS:     fin(b.Queries),
-			AuthQPS:     fin(b.AuthQPS),
+			UserQPS:     finite(b.Queries),
+			AuthQPS:     finite(b.AuthQPS),
 			AuthQPSBand: bandJSON(b.AuthQPSBand, 1),
-			Entries:     fin(b.Entries),
+			Entries:     finite(b.Entries),
 		}
 		for i, s := range b.Share {
 			bj.Share[i] = bandJSON(s, 1)
 		}
 		for i, s := range b.SiteShare {
-			bj.SiteShare[i] = finAll(s)
+			bj.SiteShare[i] = finiteAll(s)
 		}
 		j.Bins = append(j.Bins, bj)
 	}
 	for _, d := range r.Deviation {
 		// Result.Deviation is in percentage points; JSON carries fractions.
-		j.Deviation = append(j.Deviation, DeviationJSON{Pool: d.Pool, ConfiguredMean: fin(d.ConfiguredMean),
+		j.Deviation = append(j.Deviation, DeviationJSON{Pool: d.Pool, ConfiguredMean: finite(d.ConfiguredMean),
 			Median: bandJSON(d.Median, 0.01), P95: bandJSON(d.P95, 0.01), Max: bandJSON(d.Max, 0.01)})
 	}
 	for _, d := range r.Drains {
@@ -408,11 +408,11 @@ func (r *Result) JSON() ResultJSON {
 			SafeAtS: bandJSON(d.SafeAt, 1), LastQueryS: bandJSON(d.LastQuery, 1), Never: d.Never})
 	}
 	for _, c := range r.Cost {
-		j.Cost = append(j.Cost, CostJSON{Phase: c.Phase, Site: c.Site, AuthQPS: fin(c.AuthQPS), Entries: fin(c.Entries), UserQPS: fin(c.UserQPS)})
+		j.Cost = append(j.Cost, CostJSON{Phase: c.Phase, Site: c.Site, AuthQPS: finite(c.AuthQPS), Entries: finite(c.Entries), UserQPS: finite(c.UserQPS)})
 	}
 	for _, e := range r.Notable {
-		j.Notable = append(j.Notable, ExcursionJSON{BinS: e.Bin.Seconds(), Pool: e.Pool, Share: fin(e.Share),
-			Configured: fin(e.Configured), Site: e.Site, SiteShare: fin(e.SiteShare), Runs: fin(e.Runs)})
+		j.Notable = append(j.Notable, ExcursionJSON{BinS: e.Bin.Seconds(), Pool: e.Pool, Share: finite(e.Share),
+			Configured: finite(e.Configured), Site: e.Site, SiteShare: finite(e.SiteShare), Runs: finite(e.Runs)})
 	}
 	return j
 }

@@ -16,20 +16,20 @@ import (
 	vgdraw "gonum.org/v1/plot/vg/draw"
 )
 
-// chart is one figure, drawn once per output format.
-type chart struct {
+// outChart is one figure, drawn once per output format.
+type outChart struct {
 	name string
 	w, h vg.Length
 	draw func(c vgdraw.Canvas) error
 }
 
 // charts are the figures Write draws.
-func charts(r *Result) []chart {
-	return []chart{shareChart(r), costChart(r, "cost"), costChart(r, "entries")}
+func charts(r *Result) []outChart {
+	return []outChart{shareChart(r), costChart(r, "cost"), costChart(r, "entries")}
 }
 
 // renderChart draws ch in format ("png" or "svg").
-func renderChart(ch chart, format string) (data []byte, err error) {
+func renderChart(ch outChart, format string) (data []byte, err error) {
 	defer func() {
 		// gonum/plot panics on some degenerate input; a chart is not
 		// worth the process.
@@ -54,22 +54,22 @@ func renderChart(ch chart, format string) (data []byte, err error) {
 	return b.Bytes(), nil
 }
 
-// palette: distinguishable colours for pools and phases (the common
+// chartPalette: distinguishable colours for pools and phases (the common
 // "category 10" set).
-var palette = []color.NRGBA{
+var chartPalette = []color.NRGBA{
 	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
 	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
 	{188, 189, 34, 255}, {23, 190, 207, 255},
 }
 
-func colorOf(i int) color.NRGBA { return palette[i%len(palette)] }
+func chartColor(i int) color.NRGBA { return chartPalette[i%len(chartPalette)] }
 
 // bandAlpha is the p5–p95 band's opacity.
 const bandAlpha = 64
 
-func translucent(c color.NRGBA) color.NRGBA { c.A = bandAlpha; return c }
+func bandColor(c color.NRGBA) color.NRGBA { c.A = bandAlpha; return c }
 
-func textStyle(size vg.Length) text.Style {
+func chartText(size vg.Length) text.Style {
 	return text.Style{
 		Color:   color.Black,
 		Font:    font.From(plot.DefaultFont, size),
@@ -104,10 +104,10 @@ func legendBlock(c vgdraw.Canvas, legends []plot.Legend, drawIt bool) vg.Length 
 	return total + rowH + pad
 }
 
-// margin is the white space around a chart's plot.
-const margin = vg.Length(6)
+// chartMargin is the white space around a chart's plot.
+const chartMargin = vg.Length(6)
 
-func newPlot(title string) *plot.Plot {
+func newChartPlot(title string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.Padding = vg.Points(8)
@@ -115,9 +115,9 @@ func newPlot(title string) *plot.Plot {
 	return p
 }
 
-func newLegend() plot.Legend {
+func newChartLegend() plot.Legend {
 	l := plot.NewLegend()
-	l.TextStyle = textStyle(9)
+	l.TextStyle = chartText(9)
 	l.Top, l.Left = true, true
 	l.ThumbnailWidth = vg.Points(22)
 	l.Padding = vg.Points(2)
@@ -189,7 +189,7 @@ func stepXYs(r *Result, value func(b *Bin) float64) plotter.XYs {
 	w := r.Bin.Hours()
 	for i := range r.Bins {
 		b := &r.Bins[i]
-		v := fin(value(b)) * 100
+		v := finite(value(b)) * 100
 		x := b.Start.Hours()
 		xys = append(xys, plotter.XY{X: x, Y: v}, plotter.XY{X: x + w, Y: v})
 	}
@@ -207,7 +207,7 @@ type phaseMarks struct {
 func (m *phaseMarks) Plot(c vgdraw.Canvas, plt *plot.Plot) {
 	trX, _ := plt.Transforms(&c)
 	line := vgdraw.LineStyle{Color: color.Gray{Y: 90}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
-	sty := textStyle(8)
+	sty := chartText(8)
 	sty.Color = color.Gray{Y: 50}
 	sty.Rotation = math.Pi / 2
 	sty.XAlign, sty.YAlign = vgdraw.XRight, vgdraw.YTop
@@ -266,7 +266,7 @@ func (m *peakMark) Plot(c vgdraw.Canvas, plt *plot.Plot) {
 		return
 	}
 	c.DrawGlyph(vgdraw.GlyphStyle{Color: m.color, Radius: vg.Points(4), Shape: vgdraw.RingGlyph{}}, pt)
-	sty := textStyle(8)
+	sty := chartText(8)
 	sty.YAlign = vgdraw.YCenter
 	sty.XAlign = vgdraw.XLeft
 	if pt.X > (c.Min.X+c.Max.X)/2 {
@@ -280,10 +280,10 @@ func (m *peakMark) Plot(c vgdraw.Canvas, plt *plot.Plot) {
 
 func (m *peakMark) DataRange() (xmin, xmax, ymin, ymax float64) { return m.x, m.x, m.y, m.y }
 
-func shareChart(r *Result) chart {
-	return chart{name: "share", w: 12 * vg.Inch, h: 6.5 * vg.Inch, draw: func(dc vgdraw.Canvas) error {
-		p := newPlot(fmt.Sprintf("%s: share of user queries per pool (%d runs, %s; line p50, band p5–p95, dashed configured)",
-			recordName(r), r.Runs, shortDur(r.Bin)+" bins"))
+func shareChart(r *Result) outChart {
+	return outChart{name: "share", w: 12 * vg.Inch, h: 6.5 * vg.Inch, draw: func(dc vgdraw.Canvas) error {
+		p := newChartPlot(fmt.Sprintf("%s: share of user queries per pool (%d runs, %s; line p50, band p5–p95, dashed configured)",
+			recordName(r), r.Runs, fmtBinWidth(r.Bin)+" bins"))
 		p.X.Label.Text = "time (h)"
 		p.Y.Label.Text = "share of user queries (%)"
 		p.X.Tick.Marker = hoursTicker{}
@@ -291,15 +291,15 @@ func shareChart(r *Result) chart {
 		p.Add(plotter.NewGrid())
 		var legends []plot.Legend
 		for i, pool := range r.Pools {
-			col := colorOf(i)
-			upper := stepXYs(r, func(b *Bin) float64 { return at(b.Share, i).P95 })
-			lower := stepXYs(r, func(b *Bin) float64 { return at(b.Share, i).P5 })
+			col := chartColor(i)
+			upper := stepXYs(r, func(b *Bin) float64 { return elemAt(b.Share, i).P95 })
+			lower := stepXYs(r, func(b *Bin) float64 { return elemAt(b.Share, i).P5 })
 			ring := make(plotter.XYs, 0, len(upper)+len(lower))
 			ring = append(ring, upper...)
 			for j := len(lower) - 1; j >= 0; j-- {
 				ring = append(ring, lower[j])
 			}
-			l := newLegend()
+			l := newChartLegend()
 			var band *plotter.Polygon
 			if len(ring) > 0 {
 				var err error
@@ -307,16 +307,16 @@ func shareChart(r *Result) chart {
 				if err != nil {
 					return err
 				}
-				band.Color = translucent(col)
+				band.Color = bandColor(col)
 				band.LineStyle.Width = 0
 				p.Add(band)
 			}
-			med, err := plotter.NewLine(stepXYs(r, func(b *Bin) float64 { return at(b.Share, i).P50 }))
+			med, err := plotter.NewLine(stepXYs(r, func(b *Bin) float64 { return elemAt(b.Share, i).P50 }))
 			if err != nil {
 				return err
 			}
 			med.Color, med.Width = col, vg.Points(1.2)
-			conf, err := plotter.NewLine(stepXYs(r, func(b *Bin) float64 { return at(b.Configured, i) }))
+			conf, err := plotter.NewLine(stepXYs(r, func(b *Bin) float64 { return elemAt(b.Configured, i) }))
 			if err != nil {
 				return err
 			}
@@ -341,29 +341,29 @@ func shareChart(r *Result) chart {
 				continue
 			}
 			marks.at = append(marks.at, ph.At.Hours())
-			marks.labels = append(marks.labels, fmt.Sprintf("%s (%s)", ph.Label, clockShort(ph.At)))
+			marks.labels = append(marks.labels, fmt.Sprintf("%s (%s)", ph.Label, fmtClockShort(ph.At)))
 		}
 		if len(marks.at) > 0 {
 			p.Add(&marks)
 		}
 		if e, ok := biggestExcursion(r); ok {
-			pi := indexOf(r.Pools, e.Pool)
-			p.Add(&peakMark{x: e.Bin.Hours() + r.Bin.Hours()/2, y: e.Share * 100, color: colorOf(max(pi, 0)),
-				label: fmt.Sprintf("%s peak %s %% in one run (%s)", e.Pool, fmtPct(e.Share), clockShort(e.Bin))})
+			pi := indexOfName(r.Pools, e.Pool)
+			p.Add(&peakMark{x: e.Bin.Hours() + r.Bin.Hours()/2, y: e.Share * 100, color: chartColor(max(pi, 0)),
+				label: fmt.Sprintf("%s peak %s %% in one run (%s)", e.Pool, fmtPct(e.Share), fmtClockShort(e.Bin))})
 		}
 		p.X.Min, p.X.Max = 0, math.Max(float64(len(r.Bins))*r.Bin.Hours(), 1.0/60)
 		p.Y.Min, p.Y.Max = 0, 100
 		legH := legendBlock(dc, legends, false)
 		legendBlock(vgdraw.Crop(dc, 0, 0, 0, -(dc.Max.Y-dc.Min.Y-legH)), legends, true)
-		p.Draw(vgdraw.Crop(dc, margin, -margin, legH, -margin))
+		p.Draw(vgdraw.Crop(dc, chartMargin, -chartMargin, legH, -chartMargin))
 		return nil
 	}}
 }
 
 // costChart draws bars per resolver site (x) and phase (colour): the
 // authoritative q/s ("cost") or the cache entries ("entries").
-func costChart(r *Result, name string) chart {
-	return chart{name: name, w: 10 * vg.Inch, h: 6 * vg.Inch, draw: func(dc vgdraw.Canvas) error {
+func costChart(r *Result, name string) outChart {
+	return outChart{name: name, w: 10 * vg.Inch, h: 6 * vg.Inch, draw: func(dc vgdraw.Canvas) error {
 		phases, sites := costAxes(r)
 		value := func(c Cost) float64 { return c.AuthQPS }
 		title := fmt.Sprintf("%s: authoritative queries per second (cache misses) per resolver site and phase", recordName(r))
@@ -379,12 +379,12 @@ func costChart(r *Result, name string) chart {
 			vals[i] = make([]float64, len(sites))
 		}
 		for _, c := range r.Cost {
-			pi, si := indexOf(phases, c.Phase), indexOf(sites, c.Site)
-			v := fin(value(c))
+			pi, si := indexOfName(phases, c.Phase), indexOfName(sites, c.Site)
+			v := finite(value(c))
 			vals[pi][si] += v
 			top = max(top, vals[pi][si])
 		}
-		p := newPlot(title)
+		p := newChartPlot(title)
 		p.Y.Label.Text = ylabel
 		p.X.Label.Text = "resolver site"
 		if len(sites) == 0 {
@@ -402,12 +402,12 @@ func costChart(r *Result, name string) chart {
 		group := vg.Length(0.7) * dataW / vg.Length(max(len(sites), 1))
 		group = min(group, vg.Points(160))
 		barW := group / vg.Length(max(len(phases), 1))
-		lsty := textStyle(7)
+		lsty := chartText(7)
 		lsty.XAlign, lsty.YAlign = vgdraw.XCenter, vgdraw.YBottom
 		labelW := vg.Length(0)
 		for _, row := range vals {
 			for _, v := range row {
-				labelW = max(labelW, lsty.Width(shortNum(v)))
+				labelW = max(labelW, lsty.Width(fmtShortNum(v)))
 			}
 		}
 		rotate := labelW > barW*1.1
@@ -415,7 +415,7 @@ func costChart(r *Result, name string) chart {
 			lsty.Rotation = math.Pi / 2
 			lsty.XAlign, lsty.YAlign = vgdraw.XLeft, vgdraw.YCenter
 		}
-		l := newLegend()
+		var legends []plot.Legend // one per phase, so they flow in rows
 		for pi, ph := range phases {
 			if len(sites) == 0 {
 				break
@@ -424,7 +424,7 @@ func costChart(r *Result, name string) chart {
 			if err != nil {
 				return err
 			}
-			bars.Color = colorOf(pi)
+			bars.Color = chartColor(pi)
 			bars.LineStyle.Width = 0
 			bars.Offset = (vg.Length(pi) - vg.Length(len(phases)-1)/2) * barW
 			p.Add(bars)
@@ -432,7 +432,10 @@ func costChart(r *Result, name string) chart {
 			texts := make([]string, len(sites))
 			for si := range sites {
 				xys[si] = plotter.XY{X: float64(si), Y: vals[pi][si]}
-				texts[si] = shortNum(vals[pi][si])
+				if vals[pi][si] != 0 {
+					// No label on an empty bar: the axis says 0.
+					texts[si] = fmtShortNum(vals[pi][si])
+				}
 			}
 			labels, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
 			if err != nil {
@@ -443,7 +446,9 @@ func costChart(r *Result, name string) chart {
 			}
 			labels.Offset = vg.Point{X: bars.Offset, Y: vg.Points(2)}
 			p.Add(labels)
+			l := newChartLegend()
 			l.Add(fmt.Sprintf("phase %q", ph), bars)
+			legends = append(legends, l)
 		}
 		if len(sites) > 0 {
 			p.NominalX(sites...)
@@ -453,10 +458,9 @@ func costChart(r *Result, name string) chart {
 			p.X.Tick.Label.Rotation = math.Pi / 6
 			p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = vgdraw.XRight, vgdraw.YCenter
 		}
-		legends := []plot.Legend{l}
 		legH := legendBlock(dc, legends, false)
 		legendBlock(vgdraw.Crop(dc, 0, 0, 0, -(dc.Max.Y-dc.Min.Y-legH)), legends, true)
-		p.Draw(vgdraw.Crop(dc, margin, -margin, legH, -margin))
+		p.Draw(vgdraw.Crop(dc, chartMargin, -chartMargin, legH, -chartMargin))
 		return nil
 	}}
 }
@@ -470,7 +474,7 @@ func costAxes(r *Result) (phases, sites []string) {
 		hasP[c.Phase], hasS[c.Site] = true, true
 	}
 	add := func(list []string, name string, has map[string]bool) []string {
-		if has[name] && indexOf(list, name) < 0 {
+		if has[name] && indexOfName(list, name) < 0 {
 			list = append(list, name)
 		}
 		return list
@@ -488,7 +492,7 @@ func costAxes(r *Result) (phases, sites []string) {
 	return phases, sites
 }
 
-func indexOf(list []string, s string) int {
+func indexOfName(list []string, s string) int {
 	for i, x := range list {
 		if x == s {
 			return i
@@ -504,9 +508,9 @@ func recordName(r *Result) string {
 	return strings.TrimSuffix(r.Record, ".")
 }
 
-// shortNum formats a rate or count compactly with about 3 significant
+// fmtShortNum formats a rate or count compactly with about 3 significant
 // digits: 71.4, 0.0167, 5000, 1.2e+06.
-func shortNum(v float64) string {
+func fmtShortNum(v float64) string {
 	switch a := math.Abs(v); {
 	case v == 0:
 		return "0"

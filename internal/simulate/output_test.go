@@ -22,7 +22,7 @@ var outputFiles = []string{
 	"share.png", "share.svg", "cost.png", "cost.svg", "entries.png", "entries.svg",
 }
 
-func readCSV(t *testing.T, path string) [][]string {
+func readOutputCSV(t *testing.T, path string) [][]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -60,7 +60,7 @@ func TestWriteFiles(t *testing.T) {
 		}
 	}
 
-	share := readCSV(t, filepath.Join(dir, "share.csv"))
+	share := readOutputCSV(t, filepath.Join(dir, "share.csv"))
 	wantHead := "bin_start_s,bin_start,pool,share_p5,share_p50,share_p95,share_mean,configured"
 	if got := strings.Join(share[0], ","); got != wantHead {
 		t.Errorf("share.csv header %q, want %q", got, wantHead)
@@ -70,7 +70,7 @@ func TestWriteFiles(t *testing.T) {
 	}
 	// Bin 305 (05:05) is the canary's spike: p95 24 %, configured 5 %.
 	row := share[1+305*2+1]
-	if want := []string{"18300.000", "05:05:00", "us-east-canary"}; !equal(row[:3], want) {
+	if want := []string{"18300.000", "05:05:00", "us-east-canary"}; !sameStrings(row[:3], want) {
 		t.Errorf("share.csv bin 305 row %q, want it to start with %q", row, want)
 	}
 	if row[5] != "24.0000" || row[7] != "5.0000" {
@@ -80,7 +80,7 @@ func TestWriteFiles(t *testing.T) {
 		t.Errorf("share.csv last row %q: want 23:59:00 and a drained canary", last)
 	}
 
-	sites := readCSV(t, filepath.Join(dir, "sites.csv"))
+	sites := readOutputCSV(t, filepath.Join(dir, "sites.csv"))
 	if got := strings.Join(sites[0], ","); got != "bin_start_s,bin_start,site,pool,share" {
 		t.Errorf("sites.csv header %q", got)
 	}
@@ -88,25 +88,25 @@ func TestWriteFiles(t *testing.T) {
 		t.Errorf("sites.csv has %d rows, want %d", len(sites), 1+1440*2*2)
 	}
 
-	cost := readCSV(t, filepath.Join(dir, "cost.csv"))
+	cost := readOutputCSV(t, filepath.Join(dir, "cost.csv"))
 	if got := strings.Join(cost[0], ","); got != "phase,site,auth_qps,cache_entries,user_qps" {
 		t.Errorf("cost.csv header %q", got)
 	}
-	if want := []string{"start", "bigpublic-us", "0.016667", "1.000", "200.0000"}; len(cost) != 5 || !equal(cost[1], want) {
+	if want := []string{"start", "bigpublic-us", "0.016667", "1.000", "200.0000"}; len(cost) != 5 || !sameStrings(cost[1], want) {
 		t.Errorf("cost.csv %q, want 4 rows after the header, the first %q", cost, want)
 	}
 
-	dev := readCSV(t, filepath.Join(dir, "deviation.csv"))
+	dev := readOutputCSV(t, filepath.Join(dir, "deviation.csv"))
 	if len(dev) != 1+2*3 || dev[6][0] != "us-east-canary" || dev[6][2] != "max" || dev[6][4] != "19.8000" || dev[6][1] != "2.5000" {
 		t.Errorf("deviation.csv %q: want 3 statistics per pool, canary max p50 19.8 pp, configured mean 2.5 %%", dev)
 	}
 
-	drains := readCSV(t, filepath.Join(dir, "drains.csv"))
+	drains := readOutputCSV(t, filepath.Join(dir, "drains.csv"))
 	if len(drains) != 2 || drains[1][0] != "us-east-canary" || drains[1][3] != "12:00:00" || drains[1][5] != "61.000" || drains[1][13] != "200" {
 		t.Errorf("drains.csv %q", drains)
 	}
 
-	bins := readCSV(t, filepath.Join(dir, "bins.csv"))
+	bins := readOutputCSV(t, filepath.Join(dir, "bins.csv"))
 	if len(bins) != 1441 || bins[1][2] != "1000.0000" || bins[1][7] != "401.000" {
 		t.Errorf("bins.csv: %d rows, first %q", len(bins), bins[1])
 	}
@@ -115,12 +115,12 @@ func TestWriteFiles(t *testing.T) {
 	if err := Write(dir, onePoolResult()); err != nil {
 		t.Fatal(err)
 	}
-	if share := readCSV(t, filepath.Join(dir, "share.csv")); len(share) != 31 || share[30][1] != "00:04:50" {
+	if share := readOutputCSV(t, filepath.Join(dir, "share.csv")); len(share) != 31 || share[30][1] != "00:04:50" {
 		t.Errorf("share.csv after overwrite: %d rows, want 31", len(share))
 	}
 }
 
-func equal(a, b []string) bool {
+func sameStrings(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
@@ -210,7 +210,7 @@ func blend(c, a uint8) uint8 {
 // bandPixels counts the pixels of img showing pool's translucent band
 // over the white background.
 func bandPixels(img image.Image, pool int) int {
-	col := colorOf(pool)
+	col := chartColor(pool)
 	want := [3]uint8{blend(col.R, bandAlpha), blend(col.G, bandAlpha), blend(col.B, bandAlpha)}
 	n := 0
 	b := img.Bounds()
@@ -368,15 +368,15 @@ func TestHoursTicker(t *testing.T) {
 
 func TestFormatting(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
-		{clock(0), "00:00:00"}, {clock(25*time.Hour + 61*time.Second), "25:01:01"},
-		{clockShort(13*time.Hour + 5*time.Minute), "13:05"}, {clockShort(10 * time.Second), "00:00:10"},
-		{num(-0.0000001, 4), "0.0000"}, {num(math.NaN(), 2), ""}, {pct(0.05), "5.0000"},
-		{grouped(1440), "1,440"}, {grouped(1234567), "1,234,567"}, {grouped(-1000), "-1,000"},
-		{qps(1.0 / 60), "0.0167"}, {qps(71.4), "71.4"}, {qps(9.8), "9.80"}, {qps(5000), "5,000"},
-		{times(4284.2), "×4,284"}, {times(8), "×8.0"},
-		{rel(61), "+61 s"}, {rel(2.5), "+2.5 s"}, {rel(3600), "+1h0m0s"},
-		{relBand(Band{P5: 60, P95: 62}), "+60…+62 s"},
-		{shortDur(time.Minute), "1-min"}, {durWords(24 * time.Hour), "24 h"}, {durWords(10 * time.Second), "10 s"},
+		{fmtClock(0), "00:00:00"}, {fmtClock(25*time.Hour + 61*time.Second), "25:01:01"},
+		{fmtClockShort(13*time.Hour + 5*time.Minute), "13:05"}, {fmtClockShort(10 * time.Second), "00:00:10"},
+		{fmtNum(-0.0000001, 4), "0.0000"}, {fmtNum(math.NaN(), 2), ""}, {csvPct(0.05), "5.0000"},
+		{fmtGrouped(1440), "1,440"}, {fmtGrouped(1234567), "1,234,567"}, {fmtGrouped(-1000), "-1,000"},
+		{fmtQPS(1.0 / 60), "0.0167"}, {fmtQPS(71.4), "71.4"}, {fmtQPS(9.8), "9.80"}, {fmtQPS(5000), "5,000"},
+		{fmtTimes(4284.2), "×4,284"}, {fmtTimes(8), "×8.0"},
+		{fmtRel(61), "+61 s"}, {fmtRel(2.5), "+2.5 s"}, {fmtRel(3600), "+1h0m0s"},
+		{fmtRelBand(Band{P5: 60, P95: 62}), "+60…+62 s"},
+		{fmtBinWidth(time.Minute), "1-min"}, {fmtDurWords(24 * time.Hour), "24 h"}, {fmtDurWords(10 * time.Second), "10 s"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)

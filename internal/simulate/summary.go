@@ -37,7 +37,7 @@ func summaryHead(b *strings.Builder, r *Result) {
 	dur := time.Duration(len(r.Bins)) * r.Bin
 	users := 0.0
 	for _, bin := range r.Bins {
-		users += fin(bin.Queries)
+		users += finite(bin.Queries)
 	}
 	if len(r.Bins) > 0 {
 		users /= float64(len(r.Bins))
@@ -52,7 +52,7 @@ func summaryHead(b *strings.Builder, r *Result) {
 		runs = "run"
 	}
 	fmt.Fprintf(b, "simulated %s in %s bins of %s, %s %s (%s), %s user q/s on average",
-		durWords(dur), grouped(float64(len(r.Bins))), durWords(r.Bin), grouped(float64(r.Runs)), runs, seeds, qps(users))
+		fmtDurWords(dur), fmtGrouped(float64(len(r.Bins))), fmtDurWords(r.Bin), fmtGrouped(float64(r.Runs)), runs, seeds, fmtQPS(users))
 	if r.Elapsed > 0 {
 		fmt.Fprintf(b, "; took %s", r.Elapsed.Round(time.Millisecond))
 	}
@@ -64,7 +64,7 @@ func summaryHead(b *strings.Builder, r *Result) {
 				parts = append(parts, fmt.Sprintf("%d more", len(r.Phases)-i))
 				break
 			}
-			parts = append(parts, fmt.Sprintf("%s %q", clockShort(ph.At), ph.Label))
+			parts = append(parts, fmt.Sprintf("%s %q", fmtClockShort(ph.At), ph.Label))
 		}
 		fmt.Fprintf(b, "phases: %s\n", strings.Join(parts, "; "))
 	}
@@ -79,23 +79,23 @@ type poolStats struct {
 	p95At      time.Duration
 }
 
-// statsOf is pool's poolStats over bins (at least one).
-func statsOf(bins []Bin, pool int) poolStats {
+// poolStatsOf is pool's poolStats over bins (at least one).
+func poolStatsOf(bins []Bin, pool int) poolStats {
 	var s poolStats
 	p50s := make([]float64, 0, len(bins))
 	var wsum, conf, mean float64
 	s.p95 = -1
 	for _, bin := range bins {
-		band := at(bin.Share, pool)
-		p50s = append(p50s, fin(band.P50))
-		w := fin(bin.Queries)
+		band := elemAt(bin.Share, pool)
+		p50s = append(p50s, finite(band.P50))
+		w := finite(bin.Queries)
 		if w <= 0 {
 			w = 1e-12 // a bin without users still counts, barely
 		}
 		wsum += w
-		conf += w * fin(at(bin.Configured, pool))
-		mean += w * fin(band.Mean)
-		if v := fin(band.P95); v > s.p95 {
+		conf += w * finite(elemAt(bin.Configured, pool))
+		mean += w * finite(band.Mean)
+		if v := finite(band.P95); v > s.p95 {
 			s.p95, s.p95At = v, bin.Start
 		}
 	}
@@ -109,24 +109,24 @@ func statsOf(bins []Bin, pool int) poolStats {
 	return s
 }
 
-// segment is the bins of one phase.
-type segment struct {
+// phaseBins is the bins of one phase.
+type phaseBins struct {
 	label string
 	bins  []Bin
 	from  time.Duration
 	to    time.Duration // exclusive
 }
 
-// segments splits the bins by phase (a phase starting inside a bin
-// starts its segment at the next bin).
-func segments(r *Result) []segment {
-	var out []segment
+// phaseBinsOf splits the bins by phase (a phase starting inside a bin
+// starts its phaseBins at the next bin).
+func phaseBinsOf(r *Result) []phaseBins {
+	var out []phaseBins
 	for i, ph := range r.Phases {
 		end := time.Duration(math.MaxInt64)
 		if i+1 < len(r.Phases) {
 			end = r.Phases[i+1].At
 		}
-		var seg segment
+		var seg phaseBins
 		seg.label, seg.from, seg.to = ph.Label, ph.At, end
 		for _, b := range r.Bins {
 			if b.Start >= ph.At && b.Start < end {
@@ -138,7 +138,7 @@ func segments(r *Result) []segment {
 		}
 	}
 	if len(out) == 0 && len(r.Bins) > 0 {
-		out = append(out, segment{bins: r.Bins, to: time.Duration(math.MaxInt64)})
+		out = append(out, phaseBins{bins: r.Bins, to: time.Duration(math.MaxInt64)})
 	}
 	return out
 }
@@ -148,7 +148,7 @@ func summaryPools(b *strings.Builder, r *Result) {
 		b.WriteString("pools: none\n")
 		return
 	}
-	segs := segments(r)
+	segs := phaseBinsOf(r)
 	fmt.Fprintf(b, "share of user queries per pool (per %s; bands are p5–p95 over runs):\n", binUnit(r))
 	width := 0
 	for _, p := range r.Pools {
@@ -162,10 +162,10 @@ func summaryPools(b *strings.Builder, r *Result) {
 		}
 		// Consecutive phases with the same configured share for the
 		// pool are one stretch.
-		var groups []segment
+		var groups []phaseBins
 		for _, seg := range segs {
-			c := statsOf(seg.bins, i).configured
-			if n := len(groups); n > 0 && math.Abs(statsOf(groups[n-1].bins, i).configured-c) < 0.0005 {
+			c := poolStatsOf(seg.bins, i).configured
+			if n := len(groups); n > 0 && math.Abs(poolStatsOf(groups[n-1].bins, i).configured-c) < 0.0005 {
 				g := &groups[n-1]
 				g.bins = append(slices.Clip(g.bins), seg.bins...)
 				g.to = seg.to
@@ -175,7 +175,7 @@ func summaryPools(b *strings.Builder, r *Result) {
 			groups = append(groups, seg)
 		}
 		for _, seg := range groups {
-			s := statsOf(seg.bins, i)
+			s := poolStatsOf(seg.bins, i)
 			if s.configured < 0.0005 && s.mean < 0.0005 && s.p95 < 0.0005 {
 				continue // not in play in this phase
 			}
@@ -187,13 +187,13 @@ func summaryPools(b *strings.Builder, r *Result) {
 				name = fmt.Sprintf("in \"%s\": ", seg.label)
 			}
 			fmt.Fprintf(b, "  %-*s %sconfigured %s %%; observed median %s %%, mean %s %%, highest p95 %s %% (%s)",
-				width, pool, name, fmtPct(s.configured), fmtPct(s.median), fmtPct(s.mean), fmtPct(s.p95), clockShort(s.p95At))
+				width, pool, name, fmtPct(s.configured), fmtPct(s.median), fmtPct(s.mean), fmtPct(s.p95), fmtClockShort(s.p95At))
 			if e, ok := excursionOf(r, pool); ok && e.Bin >= seg.from && e.Bin < seg.to {
 				word := "peak"
 				if e.Share < e.Configured {
 					word = "low"
 				}
-				fmt.Fprintf(b, "; %s %s %% in one run (%s)", word, fmtPct(e.Share), clockShort(e.Bin))
+				fmt.Fprintf(b, "; %s %s %% in one run (%s)", word, fmtPct(e.Share), fmtClockShort(e.Bin))
 			}
 			b.WriteString("\n")
 			lines++
@@ -239,7 +239,7 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 	if !ok {
 		worst := 0.0
 		for _, d := range r.Deviation {
-			worst = max(worst, fin(d.Max.P95))
+			worst = max(worst, finite(d.Max.P95))
 		}
 		if len(r.Deviation) > 0 {
 			fmt.Fprintf(b, "biggest excursion: none notable; every pool stayed within %s pp of its configured share (max, p95 over runs)\n", fmtPP(worst))
@@ -256,7 +256,7 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 		verb = "fell to"
 	}
 	fmt.Fprintf(b, "biggest excursion: %s %s %s %% for one %s in one run (bin %s, configured %s %%)",
-		e.Pool, verb, fmtPct(e.Share), unit, clockShort(e.Bin), fmtPct(c))
+		e.Pool, verb, fmtPct(e.Share), unit, fmtClockShort(e.Bin), fmtPct(c))
 	if e.Runs > 0 {
 		fmt.Fprintf(b, "; %s %% of the runs have an excursion at least half as large", fmtPct(e.Runs))
 	}
@@ -275,7 +275,7 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 		b.WriteString(".\n")
 		if c > 0 && c < 0.5 {
 			fmt.Fprintf(b, "  Each of its cache fills draws %s with the configured %s %%, about one fill in %s; the other %s %% of the users are spread over %s, whose caches average out.\n",
-				e.Pool, fmtPct(c), grouped(math.Round(1/c)), fmtPct(1-s), otherSites(r, e))
+				e.Pool, fmtPct(c), fmtGrouped(math.Round(1/c)), fmtPct(1-s), otherSites(r, e))
 		}
 	} else {
 		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached another pool's answer for its TTL.\n", e.Site, fmtPct(s))
@@ -284,14 +284,14 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 	// most spikes split into two bins of about half the excess: the
 	// bins' p95 sits near the configured share plus half the peak's
 	// excess. Say so only when the data look like that.
-	pi := indexOf(r.Pools, e.Pool)
+	pi := indexOfName(r.Pools, e.Pool)
 	if !up || pi < 0 || e.Share-c < 0.05 {
 		return
 	}
 	var p95s []float64
 	for _, bin := range r.Bins {
-		if math.Abs(at(bin.Configured, pi)-c) < 0.005 {
-			p95s = append(p95s, fin(at(bin.Share, pi).P95))
+		if math.Abs(elemAt(bin.Configured, pi)-c) < 0.005 {
+			p95s = append(p95s, finite(elemAt(bin.Share, pi).P95))
 		}
 	}
 	if len(p95s) < 4 {
@@ -314,7 +314,7 @@ func otherSites(r *Result, e Excursion) string {
 			phase = ph.Label
 		}
 	}
-	if indexOf(costPhases(r), phase) < 0 && len(r.Cost) > 0 {
+	if indexOfName(costPhases(r), phase) < 0 && len(r.Cost) > 0 {
 		phase = r.Cost[0].Phase
 	}
 	total := 0.0
@@ -327,9 +327,9 @@ func otherSites(r *Result, e Excursion) string {
 		if c.Phase != phase {
 			continue
 		}
-		total += fin(c.UserQPS)
+		total += finite(c.UserQPS)
 		if c.Site != e.Site && c.UserQPS > 0 {
-			others = append(others, siteUsers{c.Site, fin(c.UserQPS)})
+			others = append(others, siteUsers{c.Site, finite(c.UserQPS)})
 		}
 	}
 	if len(others) == 0 || total <= 0 {
@@ -367,18 +367,23 @@ func summaryDrains(b *strings.Builder, r *Result) {
 	}
 	b.WriteString("drains:\n")
 	for _, d := range r.Drains {
-		fmt.Fprintf(b, "  %s drained at %s (%q) is safe (≤ 1 %% of user queries) at %s (p5–p95 %s)",
-			d.Pool, clockShort(d.At), d.Label, rel(d.SafeAt.P50), relBand(d.SafeAt))
 		lq := d.LastQuery
-		// TTL violators keep an answer long after its TTL: their queries
-		// are the tail after the drain is safe.
+		if r.Runs > 0 && d.Never >= r.Runs {
+			fmt.Fprintf(b, "  %s drained at %s (%q) is never safe (≤ 1 %% of user queries) before the end of the simulation; the last user query reaches it at %s (p5–p95 %s).\n",
+				d.Pool, fmtClockShort(d.At), d.Label, fmtRel(lq.P50), fmtRelBand(lq))
+			continue
+		}
+		fmt.Fprintf(b, "  %s drained at %s (%q) is safe (≤ 1 %% of user queries) at %s (p5–p95 %s)",
+			d.Pool, fmtClockShort(d.At), d.Label, fmtRel(d.SafeAt.P50), fmtRelBand(d.SafeAt))
+		// Resolvers that keep an answer long past its TTL (violators,
+		// clamps) are the tail after the drain is safe.
 		if lq.P50 > 2*d.SafeAt.P50+60 {
-			fmt.Fprintf(b, "; with TTL violators the last user query reaches it only at %s (p5–p95 %s), long after it is safe", rel(lq.P50), relBand(lq))
+			fmt.Fprintf(b, "; with TTL violators (resolvers keeping answers past the TTL) the last user query reaches it only at %s (p5–p95 %s), long after it is safe", fmtRel(lq.P50), fmtRelBand(lq))
 		} else {
-			fmt.Fprintf(b, "; the last user query reaches it at %s (p5–p95 %s)", rel(lq.P50), relBand(lq))
+			fmt.Fprintf(b, "; the last user query reaches it at %s (p5–p95 %s)", fmtRel(lq.P50), fmtRelBand(lq))
 		}
 		if d.Never > 0 {
-			fmt.Fprintf(b, "; in %d of %d runs it was not safe before the end", d.Never, r.Runs)
+			fmt.Fprintf(b, "; in %d of %d runs it was not safe before the end (the band is over the others)", d.Never, r.Runs)
 		}
 		b.WriteString(".\n")
 	}
@@ -406,7 +411,7 @@ func summaryCost(b *strings.Builder, r *Result) {
 			fmt.Fprintf(b, "  … %d more rows in cost.csv\n", len(rows)-i)
 			break
 		}
-		fmt.Fprintf(b, "  %-*s  %-*s  %12s  %12s  %12s\n", pw, clip(c.Phase, pw), sw, clip(c.Site, sw), qps(c.AuthQPS), qps(c.Entries), qps(c.UserQPS))
+		fmt.Fprintf(b, "  %-*s  %-*s  %12s  %12s  %12s\n", pw, clipText(c.Phase, pw), sw, clipText(c.Site, sw), fmtQPS(c.AuthQPS), fmtQPS(c.Entries), fmtQPS(c.UserQPS))
 	}
 	lines := 0
 	for _, m := range ecsMultipliers(r, phases) {
@@ -454,9 +459,9 @@ func ecsMultipliers(r *Result, phases []string) []string {
 					per = " per user query"
 				}
 				line := fmt.Sprintf("ECS multiplier (%s): %s sends steer %s the queries%s of %s without ECS",
-					ph, a.Site, times(ra/rn), per, n.Site)
+					ph, a.Site, fmtTimes(ra/rn), per, n.Site)
 				if n.Entries > 0 {
-					line += fmt.Sprintf(", and holds %s the cache entries", times(a.Entries/n.Entries))
+					line += fmt.Sprintf(", and holds %s the cache entries", fmtTimes(a.Entries/n.Entries))
 				}
 				out = append(out, line)
 			}
@@ -507,13 +512,13 @@ func phaseChanges(r *Result, phases, sites []string) []string {
 		f := z.AuthQPS / a.AuthQPS
 		if f >= 1.5 || f <= 1/1.5 {
 			out = append(out, fmt.Sprintf("%s: %s → %s auth q/s (%s) and %s → %s entries from %q to %q",
-				s, qps(a.AuthQPS), qps(z.AuthQPS), times(f), qps(a.Entries), qps(z.Entries), first, last))
+				s, fmtQPS(a.AuthQPS), fmtQPS(z.AuthQPS), fmtTimes(f), fmtQPS(a.Entries), fmtQPS(z.Entries), first, last))
 		}
 	}
 	return out
 }
 
-func clip(s string, w int) string {
+func clipText(s string, w int) string {
 	if len(s) <= w {
 		return s
 	}
@@ -529,16 +534,16 @@ func binUnit(r *Result) string {
 }
 
 // fmtPct formats a fraction as a percentage with one decimal.
-func fmtPct(v float64) string { return strconv.FormatFloat(fin(v)*100, 'f', 1, 64) }
+func fmtPct(v float64) string { return strconv.FormatFloat(finite(v)*100, 'f', 1, 64) }
 
 // fmtPP formats percentage points with one decimal.
-func fmtPP(v float64) string { return strconv.FormatFloat(fin(v), 'f', 1, 64) }
+func fmtPP(v float64) string { return strconv.FormatFloat(finite(v), 'f', 1, 64) }
 
 func ppBand(b Band) string { return fmtPP(b.P5) + "–" + fmtPP(b.P95) }
 
-// rel formats seconds after an event: "+61 s", "+2.5 s", "+59m40s".
-func rel(s float64) string {
-	s = fin(s)
+// fmtRel formats seconds after an event: "+61 s", "+2.5 s", "+59m40s".
+func fmtRel(s float64) string {
+	s = finite(s)
 	sign := "+"
 	if s < 0 {
 		sign, s = "-", -s
@@ -552,28 +557,28 @@ func rel(s float64) string {
 	return sign + (time.Duration(math.Round(s)) * time.Second).String()
 }
 
-// relBand formats a band of seconds after an event from p5 to p95:
+// fmtRelBand formats a band of seconds after an event from p5 to p95:
 // "+60…+62 s", "+59m0s…+1h0m30s".
-func relBand(b Band) string {
-	lo, hi := rel(b.P5), rel(b.P95)
+func fmtRelBand(b Band) string {
+	lo, hi := fmtRel(b.P5), fmtRel(b.P95)
 	if strings.HasSuffix(lo, " s") && strings.HasSuffix(hi, " s") {
 		return strings.TrimSuffix(lo, " s") + "…" + hi
 	}
 	return lo + "…" + hi
 }
 
-// clockShort formats an offset from the start as HH:MM, or HH:MM:SS
+// fmtClockShort formats an offset from the start as HH:MM, or HH:MM:SS
 // when it is not a whole minute.
-func clockShort(d time.Duration) string {
-	c := clock(d)
+func fmtClockShort(d time.Duration) string {
+	c := fmtClock(d)
 	if d%time.Minute == 0 {
 		return c[:len(c)-3]
 	}
 	return c
 }
 
-// shortDur names a bin width for a title: "1-min", "10-s", "1-h".
-func shortDur(d time.Duration) string {
+// fmtBinWidth names a bin width for a title: "1-min", "10-s", "1-h".
+func fmtBinWidth(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0-s"
@@ -587,9 +592,9 @@ func shortDur(d time.Duration) string {
 	return d.String()
 }
 
-// durWords formats a duration for reading: "24 h", "90 min", "1 min",
+// fmtDurWords formats a duration for reading: "24 h", "90 min", "1 min",
 // "10 s", "1h30m".
-func durWords(d time.Duration) string {
+func fmtDurWords(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0 s"
@@ -603,9 +608,9 @@ func durWords(d time.Duration) string {
 	return d.String()
 }
 
-// grouped formats a whole number with thousands separators: 1,440.
-func grouped(v float64) string {
-	s := strconv.FormatFloat(math.Round(fin(v)), 'f', 0, 64)
+// fmtGrouped formats a whole number with thousands separators: 1,440.
+func fmtGrouped(v float64) string {
+	s := strconv.FormatFloat(math.Round(finite(v)), 'f', 0, 64)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
 	var out []byte
@@ -621,15 +626,15 @@ func grouped(v float64) string {
 	return string(out)
 }
 
-// qps formats a rate or count: grouped whole numbers from 100 on,
+// fmtQPS formats a rate or count: grouped whole numbers from 100 on,
 // three significant digits below (71.4, 9.80, 0.0167).
-func qps(v float64) string {
-	v = fin(v)
+func fmtQPS(v float64) string {
+	v = finite(v)
 	switch a := math.Abs(v); {
 	case v == 0:
 		return "0"
 	case a >= 100:
-		return grouped(v)
+		return fmtGrouped(v)
 	case a >= 0.001:
 		digits := 2 - int(math.Floor(math.Log10(a)))
 		return strconv.FormatFloat(v, 'f', max(digits, 0), 64)
@@ -637,12 +642,12 @@ func qps(v float64) string {
 	return strconv.FormatFloat(v, 'e', 2, 64)
 }
 
-// times formats a multiplier: ×4,284, ×8.0, ×0.50.
-func times(f float64) string {
-	f = fin(f)
+// fmtTimes formats a multiplier: ×4,284, ×8.0, ×0.50.
+func fmtTimes(f float64) string {
+	f = finite(f)
 	switch {
 	case f >= 100:
-		return "×" + grouped(f)
+		return "×" + fmtGrouped(f)
 	case f >= 1:
 		return "×" + strconv.FormatFloat(f, 'f', 1, 64)
 	}

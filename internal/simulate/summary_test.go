@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func checkLines(t *testing.T, text string) []string {
+func summaryLines(t *testing.T, text string) []string {
 	t.Helper()
 	if !strings.HasSuffix(text, "\n") {
 		t.Errorf("summary does not end in a newline")
@@ -18,7 +18,7 @@ func checkLines(t *testing.T, text string) []string {
 	return lines
 }
 
-func wantIn(t *testing.T, text string, subs ...string) {
+func summaryHas(t *testing.T, text string, subs ...string) {
 	t.Helper()
 	for _, s := range subs {
 		if !strings.Contains(text, s) {
@@ -27,7 +27,7 @@ func wantIn(t *testing.T, text string, subs ...string) {
 	}
 }
 
-func wantNotIn(t *testing.T, text string, subs ...string) {
+func summaryLacks(t *testing.T, text string, subs ...string) {
 	t.Helper()
 	for _, s := range subs {
 		if strings.Contains(text, s) {
@@ -42,11 +42,11 @@ func TestSummaryCanary(t *testing.T) {
 	if again := Summary(canaryResult()); again != text {
 		t.Errorf("summary is not deterministic")
 	}
-	lines := checkLines(t, text)
+	lines := summaryLines(t, text)
 	if lines[0] != "steer simulate: shop.example.com" {
 		t.Errorf("first line %q", lines[0])
 	}
-	wantIn(t, text,
+	summaryHas(t, text,
 		"simulated 24 h in 1,440 bins of 1 min, 200 runs (seeds 1…200), 1,000 user q/s on average",
 		`phases: 00:00 "start"; 12:00 "drain us-east-canary"`,
 		// per pool and phase: configured against observed
@@ -64,9 +64,9 @@ func TestSummaryCanary(t *testing.T) {
 		// the cost
 		"auth q/s", "entries", "user q/s",
 	)
-	wantNotIn(t, text, "TTL violators", "not safe before the end", "ECS multiplier", "NaN")
+	summaryLacks(t, text, "TTL violators", "not safe before the end", "ECS multiplier", "NaN")
 	// The drained canary is not listed for the phase where it is out of play.
-	wantNotIn(t, text, `us-east-canary in "drain us-east-canary": configured 0.0 %; observed median 0.0 %, mean 0.0 %, highest p95 0.0 %`)
+	summaryLacks(t, text, `us-east-canary in "drain us-east-canary": configured 0.0 %; observed median 0.0 %, mean 0.0 %, highest p95 0.0 %`)
 	var costRows int
 	for _, l := range lines {
 		if strings.Contains(l, "bigpublic-us") && strings.Contains(l, "0.0167") && strings.Contains(l, "200") {
@@ -88,8 +88,8 @@ func TestSummaryStraddleOnlyWhenShown(t *testing.T) {
 		}
 	}
 	text := Summary(r)
-	wantNotIn(t, text, "straddles")
-	wantIn(t, text, "cached the us-east-canary answer for its TTL")
+	summaryLacks(t, text, "straddles")
+	summaryHas(t, text, "cached the us-east-canary answer for its TTL")
 }
 
 func TestSummaryDrainViolators(t *testing.T) {
@@ -97,37 +97,43 @@ func TestSummaryDrainViolators(t *testing.T) {
 	r.Drains[0].LastQuery = Band{P5: 2400, P50: 3540, P95: 3600, Mean: 3300}
 	r.Drains[0].Never = 3
 	text := Summary(r)
-	wantIn(t, text,
-		"with TTL violators the last user query reaches it only at +59m0s (p5–p95 +40m0s…+1h0m0s), long after it is safe",
+	summaryHas(t, text,
+		"with TTL violators (resolvers keeping answers past the TTL) the last user query reaches it only at +59m0s (p5–p95 +40m0s…+1h0m0s), long after it is safe",
 		"in 3 of 200 runs it was not safe before the end")
+	summaryLacks(t, text, "never safe")
+
+	r.Drains[0].Never = 200
+	text = Summary(r)
+	summaryHas(t, text, `us-east-canary drained at 12:00 ("drain us-east-canary") is never safe (≤ 1 % of user queries) before the end of the simulation; the last user query reaches it at +59m0s`)
+	summaryLacks(t, text, "is safe (")
 }
 
 func TestSummaryNoDrainsNoDeviation(t *testing.T) {
 	r := canaryResult()
 	r.Drains, r.Deviation, r.Notable = nil, nil, nil
 	text := Summary(r)
-	checkLines(t, text)
-	wantIn(t, text, "drains: none", "biggest excursion: none recorded")
-	wantNotIn(t, text, "|observed − configured|", "why:", "drained at")
+	summaryLines(t, text)
+	summaryHas(t, text, "drains: none", "biggest excursion: none recorded")
+	summaryLacks(t, text, "|observed − configured|", "why:", "drained at")
 
 	// Deviation but nothing notable: the largest deviation in words.
 	r = canaryResult()
 	r.Notable = nil
 	text = Summary(r)
-	wantIn(t, text, "biggest excursion: none notable; every pool stayed within 21.0 pp of its configured share")
+	summaryHas(t, text, "biggest excursion: none notable; every pool stayed within 21.0 pp of its configured share")
 }
 
 func TestSummaryOnePool(t *testing.T) {
 	text := Summary(onePoolResult())
-	lines := checkLines(t, text)
-	wantIn(t, text,
+	lines := summaryLines(t, text)
+	summaryHas(t, text,
 		"steer simulate: www.example.com",
 		"simulated 5 min in 30 bins of 10 s, 1 run (seed 42), 50.0 user q/s on average",
 		"share of user queries per pool (per bin;",
 		"  only configured 100.0 %; observed median 100.0 %, mean 100.0 %",
 		"drains: none",
 	)
-	wantNotIn(t, text, " in \"start\":", "ECS multiplier")
+	summaryLacks(t, text, " in \"start\":", "ECS multiplier")
 	if len(lines) > 12 {
 		t.Errorf("one-pool summary has %d lines", len(lines))
 	}
@@ -143,7 +149,7 @@ func TestSummaryECSCost(t *testing.T) {
 		{Phase: "start", Site: "bigpublic-ecs", AuthQPS: 71.4, Entries: 5000, UserQPS: 500},
 	}
 	text := Summary(r)
-	wantIn(t, text,
+	summaryHas(t, text,
 		"ECS multiplier (start): bigpublic-ecs sends steer ×4,284 the queries per user query of bigpublic without ECS, and holds ×5,000 the cache entries",
 		"0.0167", "71.4", "5,000")
 
@@ -156,7 +162,7 @@ func TestSummaryECSCost(t *testing.T) {
 		{Phase: "config ecs.yaml", Site: "bigpublic", AuthQPS: 9.8, Entries: 600, UserQPS: 500},
 	}
 	text = Summary(r)
-	wantIn(t, text, `bigpublic: 0.0167 → 9.80 auth q/s (×588) and 1.00 → 600 entries from "start" to "config ecs.yaml"`)
+	summaryHas(t, text, `bigpublic: 0.0167 → 9.80 auth q/s (×588) and 1.00 → 600 entries from "start" to "config ecs.yaml"`)
 }
 
 func TestSummaryDegenerate(t *testing.T) {
@@ -164,8 +170,8 @@ func TestSummaryDegenerate(t *testing.T) {
 		t.Errorf("Summary(nil) = %q", got)
 	}
 	text := Summary(&Result{})
-	checkLines(t, text)
-	wantIn(t, text, "pools: none", "drains: none", "cost: none recorded")
+	summaryLines(t, text)
+	summaryHas(t, text, "pools: none", "drains: none", "cost: none recorded")
 
 	// Many pools, phases and cost rows: still one page.
 	r := canaryResult()
@@ -180,6 +186,6 @@ func TestSummaryDegenerate(t *testing.T) {
 		}
 	}
 	text = Summary(r)
-	checkLines(t, text)
-	wantIn(t, text, "more pools in share.csv", "more rows in cost.csv", "more")
+	summaryLines(t, text)
+	summaryHas(t, text, "more pools in share.csv", "more rows in cost.csv", "more")
 }
