@@ -33,6 +33,7 @@ package simulate
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,17 +203,20 @@ func FromLog(r io.Reader, o FromLogOptions) (*Scenario, *LogReport, error) {
 	if o.TTL < 0 {
 		return nil, nil, fmt.Errorf("from-log: negative TTL %v", o.TTL)
 	}
-	entries, err := readLog(r, rep)
+	want := ""
+	if o.Record != "" {
+		want = canonical(o.Record)
+	}
+	entries, names, err := readLog(r, rep, want)
 	if err != nil {
 		return nil, rep, err
 	}
-	if len(entries) == 0 {
+	if rep.Entries == 0 {
 		if rep.Bad > 0 {
 			return nil, rep, fmt.Errorf("from-log: no parseable entry in %d lines (%s)", rep.Lines, badLinesText(rep.BadLines))
 		}
 		return nil, rep, errors.New("from-log: the log is empty")
 	}
-	names := countNames(entries)
 	rep.Names = names
 	if len(rep.Names) > 10 {
 		rep.Names = rep.Names[:10]
@@ -222,17 +226,6 @@ func FromLog(r io.Reader, o FromLogOptions) (*Scenario, *LogReport, error) {
 		return nil, rep, err
 	}
 	rep.Record = rec
-
-	// The span is the whole log's: a key's silence is information too.
-	rep.Start, rep.End = entries[0].t, entries[0].t
-	for _, e := range entries {
-		if e.t.Before(rep.Start) {
-			rep.Start = e.t
-		}
-		if e.t.After(rep.End) {
-			rep.End = e.t
-		}
-	}
 	rep.Span = rep.End.Sub(rep.Start)
 
 	// The record's entries, of its most asked type.
@@ -306,11 +299,27 @@ func FromLog(r io.Reader, o FromLogOptions) (*Scenario, *LogReport, error) {
 // Scenario.File and its errors' file:line).
 const FromLogFile = "(from-log)"
 
-// readLog parses every line; unparseable ones are counted.
-func readLog(r io.Reader, rep *LogReport) ([]logEntry, error) {
+// readLog parses every line; unparseable ones are counted. It sets
+// rep.Start and rep.End over every entry (a key's silence is information
+// too: the span is the whole log's), counts the entries per name, and
+// keeps the entries of the name want (every entry when want is "", the
+// record being chosen after).
+func readLog(r io.Reader, rep *LogReport, want string) ([]logEntry, []NameCount, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var out []logEntry
+	strs := map[string]string{} // names and types, shared by the entries
+	intern := func(s string) string {
+		if v, ok := strs[s]; ok {
+			return v
+		}
+		if len(strs) < 1<<16 {
+			strs[s] = s
+		}
+		return s
+	}
+	idx := map[string]int{}
+	var names []NameCount
 	bad := func(n int, reason string) {
 		rep.Bad++
 		if len(rep.BadLines) < maxBadLines {
@@ -319,27 +328,53 @@ func readLog(r io.Reader, rep *LogReport) ([]logEntry, error) {
 	}
 	for sc.Scan() {
 		rep.Lines++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
 			continue
 		}
 		var l logLine
-		if err := json.Unmarshal([]byte(text), &l); err != nil {
-			bad(rep.Lines, "not a JSON object: "+err.Error())
-			continue
+		if !scanLine(text, &l) {
+			l = logLine{}
+			if err := json.Unmarshal(text, &l); err != nil {
+				bad(rep.Lines, "not a JSON object: "+err.Error())
+				continue
+			}
 		}
 		e, reason := parseEntry(&l)
 		if reason != "" {
 			bad(rep.Lines, reason)
 			continue
 		}
-		out = append(out, e)
+		e.name, e.qtype = intern(e.name), intern(e.qtype)
+		if rep.Entries == 0 || e.t.Before(rep.Start) {
+			rep.Start = e.t
+		}
+		if rep.Entries == 0 || e.t.After(rep.End) {
+			rep.End = e.t
+		}
+		rep.Entries++
+		i, ok := idx[e.name]
+		if !ok {
+			i = len(names)
+			idx[e.name] = i
+			names = append(names, NameCount{Name: e.name})
+		}
+		names[i].Entries++
+		names[i].Steered = names[i].Steered || e.pool
+		if want == "" || e.name == want {
+			out = append(out, e)
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("from-log: line %d: %w", rep.Lines+1, err)
+		return nil, nil, fmt.Errorf("from-log: line %d: %w", rep.Lines+1, err)
 	}
-	rep.Entries = len(out)
-	return out, nil
+	sort.Slice(names, func(i, j int) bool {
+		if names[i].Entries != names[j].Entries {
+			return names[i].Entries > names[j].Entries
+		}
+		return names[i].Name < names[j].Name
+	})
+	return out, names, nil
 }
 
 func parseEntry(l *logLine) (logEntry, string) {
@@ -386,28 +421,6 @@ func canonical(name string) string {
 		name += "."
 	}
 	return name
-}
-
-func countNames(entries []logEntry) []NameCount {
-	idx := map[string]int{}
-	var out []NameCount
-	for _, e := range entries {
-		i, ok := idx[e.name]
-		if !ok {
-			i = len(out)
-			idx[e.name] = i
-			out = append(out, NameCount{Name: e.name})
-		}
-		out[i].Entries++
-		out[i].Steered = out[i].Steered || e.pool
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Entries != out[j].Entries {
-			return out[i].Entries > out[j].Entries
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
 }
 
 func namesText(names []NameCount) string {

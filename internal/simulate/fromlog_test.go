@@ -34,7 +34,7 @@ type genKey struct {
 // before t0 so the window sees the stationary process. The log's first
 // and last lines are another name, at t0 and t0+span, so its span is
 // exactly span.
-func genLog(t *testing.T, seed uint64, keys []genKey, t0 time.Time, span, ttl time.Duration) []byte {
+func genLog(t testing.TB, seed uint64, keys []genKey, t0 time.Time, span, ttl time.Duration) []byte {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var entries []querylog.Entry
