@@ -1,6 +1,7 @@
 package simulate_test
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -13,10 +14,12 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/querylog"
 	"github.com/steer-dns/steer/internal/servertest"
 	"github.com/steer-dns/steer/internal/simulate"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // fakeResolver is a caching resolver in front of a real steer: its users
@@ -222,5 +225,41 @@ records:
 	}
 	if text := rep.Text(); !strings.Contains(text, "1 resolver sends no ECS") {
 		t.Errorf("the report does not say one resolver sends no ECS:\n%s", text)
+	}
+
+	// The population, run by the engine against the node's own
+	// configuration (the resolvers' caches clamped to 50 ms as the fake
+	// ones were), sends steer the misses the log showed, per site: the
+	// ECS scopes the engine's decisions return are the node's.
+	cfg, err := config.Load(srv.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := snapshot.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sc.Resolvers {
+		sc.Resolvers[i].TTL = &simulate.TTLClamp{Max: simulate.Duration(life)}
+	}
+	sc.Runs = 4
+	model, err := simulate.Compile(sc, simulate.Base{Config: cfg, Geo: snap.Geo, Table: snap.Policies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := simulate.Run(context.Background(), model, simulate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := map[string]float64{}
+	for _, k := range rep.Keys {
+		observed[k.Site] += k.MissRate
+	}
+	for _, c := range res.Cost {
+		want := observed[c.Site]
+		t.Logf("%-24s simulated %.3g misses/s, the log %.3g (%+.0f %%)", c.Site, c.AuthQPS, want, 100*(c.AuthQPS/want-1))
+		if math.Abs(c.AuthQPS-want) > 0.15*want {
+			t.Errorf("site %s: simulated %.3g misses/s, the log %.3g", c.Site, c.AuthQPS, want)
+		}
 	}
 }
