@@ -107,8 +107,8 @@ var errStop = errors.New("stop")
 
 func (c *compiler) compile() (*Model, error) {
 	sc, b := c.sc, c.b
-	if b.Config == nil {
-		return nil, errors.New("simulate: Compile needs a configuration")
+	if b.Config == nil || b.Geo == nil {
+		return nil, errors.New("simulate: Compile needs a configuration and its geo databases (Base.Config, Base.Geo)")
 	}
 	sc.applyDefaults() // again: a caller may have cleared a field (--runs 0)
 	if sc.keys == nil {
@@ -365,7 +365,10 @@ func (c *compiler) prefixSubnets(g *ClientGroup) []Subnet {
 			c.add(g.Line, "client group %s: %q is not a prefix", g.Name, s)
 			continue
 		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), min(p.Bits(), p.Addr().Unmap().BitLen())).Masked()
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		p = p.Masked()
 		cut := subnetLen(p.Addr())
 		sp := span{base: p.Addr(), cut: cut, n: 1}
 		if p.Bits() < cut {
@@ -603,9 +606,6 @@ func (c *compiler) phases(m *Model, ri int) error {
 		st.cfg, st.table = withTTL(st.cfg, ri, time.Duration(*sc.TTLOverride)), nil
 	}
 	if st.table == nil {
-		if b.Geo == nil {
-			return errors.New("simulate: Compile needs the geo databases (Base.Geo) to compile the policies")
-		}
 		t, _, err := policy.Build(st.cfg, b.Geo)
 		if err != nil {
 			c.add(sc.Line, "compiling the configuration's policies: %v", err)
@@ -622,24 +622,25 @@ func (c *compiler) phases(m *Model, ri int) error {
 		at := time.Duration(events[i].At)
 		j := i
 		var labels []string
-		rebuild := false
 		ok := true
 		for ; j < len(events) && time.Duration(events[j].At) == at; j++ {
-			label, changed, good := c.apply(m, st, &events[j])
+			e := &events[j]
+			label, rebuild, good := c.apply(m, st, e)
+			if good && rebuild {
+				// At once, so that the events after it at the same time
+				// name the new table's pools.
+				t, _, err := policy.BuildWith(st.cfg, b.Geo, st.table)
+				if err != nil {
+					c.add(e.Line, "%s: compiling the policies: %v", label, err)
+					good = false
+				} else {
+					st.table = t
+				}
+			}
 			labels = append(labels, label)
-			rebuild = rebuild || changed
 			ok = ok && good
 		}
 		line := events[i].Line
-		if ok && rebuild {
-			t, _, err := policy.BuildWith(st.cfg, b.Geo, st.table)
-			if err != nil {
-				c.add(line, "%s: compiling the policies: %v", strings.Join(labels, "; "), err)
-				ok = false
-			} else {
-				st.table = t
-			}
-		}
 		if ok {
 			c.addPhase(m, st, at, strings.Join(labels, "; "), line)
 		}

@@ -446,6 +446,22 @@ func TestCompileConfigEvent(t *testing.T) {
 		t.Errorf("after the config event: canary %.3f, want 0.5", s)
 	}
 
+	// Events after a config event at the same time name the new file's pools.
+	half, err := os.ReadFile(filepath.Join(dir, "half.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "renamed.yaml"), []byte(strings.ReplaceAll(string(half), "us-east-canary", "canary2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = mustCompile(t, mustParse(t, scen, usScenario+"events:\n  - { at: 1h, config: renamed.yaml }\n  - { at: 1h, drain: canary2 }\n"), b)
+	if len(m.Phases) != 2 || m.Phases[1].Label != "config renamed.yaml; drain canary2" || len(m.Drains) != 1 || m.Drains[0].Pool != "canary2" {
+		t.Errorf("phases %+v drains %+v", m.Phases, m.Drains)
+	}
+	if s := share(t, m.Phases[1], "8.8.8.1", "us-east", 1000); s != 1 {
+		t.Errorf("canary2 drained: us-east answers %.3f, want all", s)
+	}
+
 	for _, c := range []struct {
 		event string
 		b     func(Base) Base
