@@ -75,6 +75,10 @@ type LogReport struct {
 	// Start is every key's observation span.
 	Start, End time.Time
 	Span       time.Duration
+	// Gap is the longest silence between two entries, from GapStart: a
+	// node down or a rotated file missing from the log would show here.
+	Gap      time.Duration
+	GapStart time.Time
 	// Lines counts the lines read (blank ones included), Entries the
 	// parseable ones and RecordEntries those of the modelled record and
 	// type. Bad counts unparseable lines; BadLines are the first few.
@@ -320,6 +324,7 @@ func readLog(r io.Reader, rep *LogReport, want string) ([]logEntry, []NameCount,
 	}
 	idx := map[string]int{}
 	var names []NameCount
+	var prev time.Time
 	bad := func(n int, reason string) {
 		rep.Bad++
 		if len(rep.BadLines) < maxBadLines {
@@ -346,6 +351,17 @@ func readLog(r io.Reader, rep *LogReport, want string) ([]logEntry, []NameCount,
 			continue
 		}
 		e.name, e.qtype = intern(e.name), intern(e.qtype)
+		// The longest silence between entries in the file's order (the
+		// log is written in time order; an entry out of order by less
+		// than a second is the writer's doing, not a gap).
+		if rep.Entries > 0 {
+			if g := e.t.Sub(prev); g > rep.Gap {
+				rep.Gap, rep.GapStart = g, prev
+			}
+		}
+		if rep.Entries == 0 || e.t.After(prev) {
+			prev = e.t
+		}
 		if rep.Entries == 0 || e.t.Before(rep.Start) {
 			rep.Start = e.t
 		}
@@ -897,6 +913,9 @@ func notes(rep *LogReport, mine []logEntry, o FromLogOptions) {
 	}
 	if multi > 0 {
 		rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s several caches; a TTL clamp below %.0f %% of the TTL would look the same", plural(multi, "resolver shows", "resolvers show"), pairWindow*100))
+	}
+	if T := rep.TTL; rep.Gap > rep.Span/10 && rep.Gap > 10*T {
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("the log is silent for %s from %s (%.0f %% of its span): if the node was down or a rotated file is missing, the rates, averaged over the whole span, are too low", rep.Gap.Round(time.Second), rep.GapStart.UTC().Format(time.RFC3339), 100*rep.Gap.Seconds()/rep.Span.Seconds()))
 	}
 	if o.Sample == 0 {
 		rep.Unknown = append(rep.Unknown, "the sample rate is not in the log: assumed every query was logged (give --sample if query_log.sample was below 1)")

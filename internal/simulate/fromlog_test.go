@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -487,5 +488,34 @@ func TestFromLogSampled(t *testing.T) {
 	}
 	if strings.Contains(rep.Text(), "the sample rate is not in the log") {
 		t.Errorf("the note on the sample rate with a sample given")
+	}
+}
+
+// TestFromLogGap: six silent hours in a day's log (a node down, a
+// rotated file missing) are reported; an ordinary log has none.
+func TestFromLogGap(t *testing.T) {
+	const ttl = 30 * time.Second
+	data := genLog(t, 4, []genKey{{res: "10.1.0.1", lambda: 0.05, k: 1, scope: -1}}, logT0, 24*time.Hour, ttl)
+	var kept bytes.Buffer
+	for _, l := range bytes.SplitAfter(data, []byte("\n")) {
+		var e struct{ Time time.Time }
+		if json.Unmarshal(l, &e) == nil && !e.Time.Before(logT0.Add(6*time.Hour)) && e.Time.Before(logT0.Add(12*time.Hour)) {
+			continue
+		}
+		kept.Write(l)
+	}
+	_, rep, err := FromLog(&kept, FromLogOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := rep.Text(); !strings.Contains(text, "the log is silent for 6h0m") || !strings.Contains(text, "(25 % of its span)") {
+		t.Errorf("no note on the silence (gap %v from %v):\n%s", rep.Gap, rep.GapStart, text)
+	}
+	_, rep, err = FromLog(bytes.NewReader(data), FromLogOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rep.Text(), "silent") {
+		t.Errorf("a log without a gap has one (%v):\n%s", rep.Gap, rep.Text())
 	}
 }
