@@ -92,7 +92,7 @@ func manSteer() string {
 	fmt.Fprintf(&b, ".SH FILES\n.TP\n.I %s\nThe configuration used without \\-\\-config.\n.TP\n.I /var/lib/steer/\nState: health and override state, last good zone copies (StateDirectory of steer.service).\n", roff(DefaultConfig))
 	b.WriteString(".SH ENVIRONMENT\n.TP\n.B STEER_DEFAULT_CONFIG\nReplaces " + roff(DefaultConfig) + " as the default configuration path.\n" +
 		".TP\n.B NOTIFY_SOCKET\nSet by systemd for Type=notify: readiness, reloads and stopping are reported to it.\n")
-	b.WriteString(".SH EXIT STATUS\n0 on success, 1 when a configuration is rejected or a start fails, 2 for a usage error.\n")
+	b.WriteString(".SH EXIT STATUS\n0 on success, 1 when a configuration or a scenario is rejected, a start fails or a simulation is interrupted, 2 for a usage error.\n")
 	b.WriteString(".SH SEE ALSO\n.BR steer.yaml (5),\n.BR systemctl (1),\n.BR dig (1)\n")
 	return b.String()
 }
@@ -146,7 +146,7 @@ func completionCmd(args []string, stdout, stderr io.Writer) int {
 	flagsOf := func(c command) (all, files []string) {
 		for _, f := range flagList(c) {
 			all = append(all, "--"+f.Name)
-			if f.Name == "config" || strings.HasSuffix(f.Name, "-file") {
+			if fileFlag(f.Name) {
 				files = append(files, "--"+f.Name)
 			}
 		}
@@ -163,7 +163,8 @@ _steer() {
 		return
 	fi
 	case "$prev" in
-	--config|--pid-file|--token-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--config|--pid-file|--token-file|--scenario|--from-log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--out|--dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--log-format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
 	--log-level) COMPREPLY=($(compgen -W "debug info warn error" -- "$cur")); return ;;
 	esac
@@ -196,8 +197,10 @@ _steer() {
 				}
 				if !isBool(f) {
 					switch {
-					case f.Name == "config" || strings.HasSuffix(f.Name, "-file"):
+					case fileFlag(f.Name):
 						spec += ":file:_files"
+					case dirFlag(f.Name):
+						spec += ":directory:_directories"
 					default:
 						spec += ":" + f.Name + ":"
 					}
@@ -219,8 +222,10 @@ _steer() {
 				extra := ""
 				if !isBool(f) {
 					extra = " -r"
-					if f.Name == "config" || strings.HasSuffix(f.Name, "-file") {
+					if fileFlag(f.Name) {
 						extra += " -F"
+					} else if dirFlag(f.Name) {
+						extra += " -a '(__fish_complete_directories)'"
 					}
 				}
 				fmt.Fprintf(stdout, "complete -c steer -n '__fish_seen_subcommand_from %s' -l %s%s -d %s\n", c.name, f.Name, extra, fishQuote(f.Usage))
@@ -232,6 +237,14 @@ _steer() {
 	}
 	return 0
 }
+
+// fileFlag says whether a flag names a file (completed with file
+// names); dirFlag whether it names a directory.
+func fileFlag(name string) bool {
+	return name == "config" || strings.HasSuffix(name, "-file") || name == "scenario" || name == "from-log"
+}
+
+func dirFlag(name string) bool { return name == "out" || name == "dir" }
 
 func zshQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 func fishQuote(s string) string {

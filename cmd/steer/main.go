@@ -4,6 +4,7 @@
 //	steer serve [--config FILE]   run a node (the embedded demo without --config)
 //	steer check --config FILE     validate a configuration and everything it names
 //	steer explain NAME ...        say why a client gets the answer it gets
+//	steer simulate --scenario F   predict what users see through resolver caches
 //	steer dnssec keygen|ds ZONE   make a zone's DNSSEC keys, print its DS records
 //	steer version                 print the version
 //
@@ -46,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "explain":
 		return explainCmd(args[1:], stdout, stderr)
+	case "simulate":
+		return simulateCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprint(stdout, version.Get().String())
 		return 0

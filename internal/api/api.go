@@ -1,7 +1,8 @@
 // Package api is the admin HTTP API: liveness and readiness probes, the
 // metrics mount, and the authenticated /v1/ endpoints that show what is
-// being served (status, explain) and act on the running server (target and
-// pool state overrides, reload). It owns routing, authentication, parameter
+// being served (status, explain), act on the running server (target and
+// pool state overrides, reload) and predict what a change would do
+// (simulate). It owns routing, authentication, parameter
 // parsing and the JSON wire format; everything it reads or changes goes
 // through a Backend, which the node (internal/node) implements.
 package api
@@ -67,6 +68,7 @@ type server struct {
 	auth  atomic.Pointer[authState]
 	mux   *http.ServeMux
 	fails authFailures
+	sim   simulateState // POST /v1/simulate (SimulateBackend)
 }
 
 // authFailureWindow is how often failed authentication attempts are
@@ -157,6 +159,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.mux.HandleFunc("GET /v1/latency", s.getLatency)
 	s.anycastRoutes()
 	s.transferRoutes()
+	s.simulateRoutes()
 	return h
 }
 
@@ -166,8 +169,11 @@ func NewHandler(b Backend, o Options) *Handler {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		limit := int64(MaxBodyBytes)
-		if r.URL.Path == "/v1/latency" {
+		switch r.URL.Path {
+		case "/v1/latency":
 			limit = MaxLatencyBodyBytes
+		case "/v1/simulate":
+			limit = MaxSimulateBodyBytes
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
