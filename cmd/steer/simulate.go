@@ -25,6 +25,7 @@ type simulateOpts struct {
 	seed                                   *uint64
 	runs                                   *int
 	ttl                                    *time.Duration
+	sample                                 *float64
 	json                                   *bool
 }
 
@@ -37,6 +38,7 @@ func simulateFlags(fs *flag.FlagSet) simulateOpts {
 	o.runs = fs.Int("runs", 0, "number of Monte-Carlo runs (default: the scenario's, else 20)")
 	o.fromLog = fs.String("from-log", "", "build the population from steer's query log (JSON lines); writes population.yaml to --out")
 	o.ttl = fs.Duration("ttl", 0, "with --from-log: the record's TTL (default: from the log's answers or the configuration)")
+	o.sample = fs.Float64("sample", 0, "with --from-log: the fraction of queries the log holds, query_log.sample (default: the configuration's query_log.sample, else 1)")
 	o.record = fs.String("record", "", "with --from-log: the steered name to model (default: the scenario's, else the most asked)")
 	o.json = fs.Bool("json", false, "print the result as JSON instead of the summary")
 	return o
@@ -67,8 +69,10 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		return usageErr("--scenario FILE or --from-log QUERYLOG is required")
 	case set["runs"] && *o.runs < 1:
 		return usageErr("--runs %d: want 1 or more", *o.runs)
-	case *o.fromLog == "" && (set["ttl"] || set["record"]):
-		return usageErr("--ttl and --record go with --from-log")
+	case *o.fromLog == "" && (set["ttl"] || set["record"] || set["sample"]):
+		return usageErr("--ttl, --record and --sample go with --from-log")
+	case set["sample"] && !(*o.sample > 0 && *o.sample <= 1):
+		return usageErr("--sample %v: want a fraction above 0 and at most 1, as query_log.sample", *o.sample)
 	case set["ttl"] && *o.ttl <= 0:
 		return usageErr("--ttl %s: want a positive duration such as 60s", *o.ttl)
 	}
@@ -113,7 +117,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	before := dirState(*o.out)
 	fmt.Fprintf(stderr, "simulating %s: %d runs of %s in %s bins; %d client subnets, %d resolvers, %d phases\n",
-		model.Record, model.Runs, model.Duration, model.Bin, len(model.Subnets), len(model.Resolvers), len(model.Phases))
+		model.Record, model.Runs, simulate.Duration(model.Duration), simulate.Duration(model.Bin), len(model.Subnets), len(model.Resolvers), len(model.Phases))
 	res, err := simulate.Run(ctx, model, simulate.Options{})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -146,9 +150,10 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 // populationFromLog reads the query log into a population, writes it to
 // DIR/population.yaml and prints what was inferred. The record is
 // --record, else the scenario's, else the log's most asked; its TTL
-// --ttl, else the scenario's ttl_override, else the configuration's; the
-// log's sample the configuration's query_log.sample. It returns nil and
-// the exit code when it fails or when it is all there is to do.
+// --ttl, else the scenario's ttl_override, else the log's, else the
+// configuration's; the log's sample --sample, else the configuration's
+// query_log.sample. It returns nil and the exit code when it fails or
+// when it is all there is to do.
 func populationFromLog(o simulateOpts, sc *simulate.Scenario, base simulate.Base, stdout, stderr io.Writer) (*simulate.Scenario, int) {
 	fo := simulate.FromLogOptions{TTL: *o.ttl, Record: *o.record}
 	if sc != nil {
@@ -159,8 +164,8 @@ func populationFromLog(o simulateOpts, sc *simulate.Scenario, base simulate.Base
 			fo.TTL = time.Duration(*sc.TTLOverride)
 		}
 	}
-	if ql := base.Config.QueryLog; ql.Path != "" {
-		fo.Sample = ql.Sample
+	if fo.Sample = *o.sample; fo.Sample == 0 && base.Config.QueryLog.Path != "" {
+		fo.Sample = base.Config.QueryLog.Sample
 	}
 	// The configuration's TTL for the record ("": not steered there).
 	configTTL := func(name string) time.Duration {
@@ -181,26 +186,18 @@ func populationFromLog(o simulateOpts, sc *simulate.Scenario, base simulate.Base
 		}
 		return pop, rep, err
 	}
+	pop, rep, err := read(fo)
 	var ttlFrom string
-	if fo.TTL == 0 {
-		if fo.Record == "" {
-			// Which record the log asks most for: a first pass (its
-			// TTL does not change the choice).
-			fo.TTL = time.Minute
-			_, rep, err := read(fo)
-			if err != nil {
-				fmt.Fprintln(stderr, "steer simulate:", err)
-				return nil, 1
-			}
-			fo.Record = rep.Record
-		}
-		if fo.TTL = configTTL(fo.Record); fo.TTL == 0 {
-			fmt.Fprintf(stderr, "steer simulate: %s is not a steered record of %s: give its TTL with --ttl\n", fo.Record, configName(base))
+	if err != nil && fo.TTL == 0 && rep != nil && rep.Record != "" && rep.TTL == 0 {
+		// The log has no TTL (steer's does not): the configuration's.
+		if fo.TTL = configTTL(rep.Record); fo.TTL == 0 {
+			fmt.Fprintf(stderr, "steer simulate: the TTL of %s is neither in %s nor in %s, which does not steer it: give --ttl\n", rep.Record, *o.fromLog, configName(base))
 			return nil, 1
 		}
-		ttlFrom = fmt.Sprintf("the TTL of %s in %s", dns.CanonicalName(fo.Record), configName(base))
+		fo.Record = rep.Record
+		ttlFrom = fmt.Sprintf("the TTL of %s in %s", rep.Record, configName(base))
+		pop, rep, err = read(fo)
 	}
-	pop, rep, err := read(fo)
 	if err != nil {
 		fmt.Fprintln(stderr, "steer simulate:", err)
 		return nil, 1
@@ -216,7 +213,7 @@ func populationFromLog(o simulateOpts, sc *simulate.Scenario, base simulate.Base
 	}
 	fmt.Fprint(out, rep.Text())
 	if ttlFrom != "" {
-		fmt.Fprintf(out, "TTL %s: %s\n", fo.TTL, ttlFrom)
+		fmt.Fprintf(out, "TTL %s: %s\n", simulate.Duration(fo.TTL), ttlFrom)
 	}
 	fmt.Fprintf(out, "population: %s\n", file)
 	if sc == nil {
