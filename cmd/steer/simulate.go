@@ -139,7 +139,11 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		fmt.Fprint(stdout, simulate.Summary(res))
+		sum := simulate.Summary(res)
+		if !strings.HasSuffix(sum, "\n") {
+			sum += "\n"
+		}
+		fmt.Fprint(stdout, sum)
 	}
 	if w := written(*o.out, before); len(w) > 0 {
 		fmt.Fprintf(stderr, "wrote %s: %s\n", *o.out, strings.Join(w, " "))
