@@ -25,11 +25,12 @@ type runState struct {
 	cov, lastEnd []float64
 	steps        []step
 	// stream state
-	k     *block
-	segT  []float64 // segment ends (ascending), the last +Inf
-	segU  []float64 // the uncovered fraction of the block's rate in each
-	site  int
-	pools []int32 // result pools of the current entry
+	k          *block
+	lamT, lamV float64   // lam's last point
+	segT       []float64 // segment ends (ascending), the last +Inf
+	segU       []float64 // the uncovered fraction of the block's rate in each
+	site       int
+	pools      []int32 // result pools of the current entry
 	// drains: the last entry carrying each drained pool.
 	last []lastEntry
 	// misses counted but not yet added to the shared count.
@@ -219,6 +220,7 @@ func (st *runState) decide(pp *planPhase, r *Resolver, k *block, t float64, lt l
 // earlier phases (cov) join as those expire.
 func (st *runState) stream(pp *planPhase, ri int, k *block, transition bool) {
 	st.k = k
+	st.lamT = math.NaN()
 	st.segT = st.segT[:0]
 	st.segU = st.segU[:0]
 	if transition {
@@ -257,13 +259,27 @@ func (st *runState) stream(pp *planPhase, ri int, k *block, transition bool) {
 	st.segU = append(st.segU, 1)
 }
 
-// lam is the block's cumulative expected queries (per cache) at t.
+// lam is the block's cumulative expected queries (per cache) at t. It
+// remembers the last point (lamT, lamV): a stream asks for the same
+// times in turn (an arrival, then its entry's bins, then its expiry,
+// then the next arrival from there).
 func (st *runState) lam(t float64) float64 {
 	k := st.k
 	p := st.p
 	if !p.diurnal {
 		return k.base * t
 	}
+	if t == st.lamT {
+		return st.lamV
+	}
+	st.lamT = t
+	st.lamV = st.lamAt(t)
+	return st.lamV
+}
+
+func (st *runState) lamAt(t float64) float64 {
+	k := st.k
+	p := st.p
 	b := int(t / p.bin)
 	if b >= p.nb {
 		b = p.nb - 1
@@ -353,10 +369,12 @@ func (st *runState) nextArrival(t, limit float64) float64 {
 				continue
 			}
 		}
-		ta := st.invLam(l0+e/u, t)
+		v := l0 + e/u
+		ta := st.invLam(v, t)
 		if ta >= limit {
 			return math.Inf(1)
 		}
+		st.lamT, st.lamV = ta, v
 		return ta
 	}
 	return math.Inf(1)
@@ -366,7 +384,8 @@ func (st *runState) nextArrival(t, limit float64) float64 {
 // [x, y].
 func (st *runState) expected(x, y float64) float64 {
 	if len(st.segT) == 1 {
-		return st.lam(y) - st.lam(x)
+		lx := st.lam(x)
+		return st.lam(y) - lx
 	}
 	v := 0.0
 	a := x
@@ -376,7 +395,8 @@ func (st *runState) expected(x, y float64) float64 {
 		}
 		b := min(end, y)
 		if st.segU[i] > 0 {
-			v += st.segU[i] * (st.lam(b) - st.lam(a))
+			la := st.lam(a)
+			v += st.segU[i] * (st.lam(b) - la)
 		}
 		a = b
 		if a >= y {

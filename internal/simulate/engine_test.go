@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/policy"
 )
 
@@ -329,5 +330,62 @@ func TestDiurnal(t *testing.T) {
 	// Misses follow too: a quiet resolver's entries lapse more often.
 	if r.Bins[18].AuthQPS <= r.Bins[6].AuthQPS {
 		t.Errorf("misses/s at the peak %.2f, at the trough %.2f", r.Bins[18].AuthQPS, r.Bins[6].AuthQPS)
+	}
+}
+
+// TestScopeChange: draining eu-central widens steer's scopes (Berlin's
+// /14 and the unassigned space beside it answer alike, a /5), and
+// undraining narrows them again. Across both changes every subnet stays
+// served by the entry it had until that expires (a more specific entry
+// wins; a wider one serves what nothing more specific covers), so user
+// queries are neither lost nor counted twice, the drained pool is gone
+// one TTL after the drain, and the cache holds one entry per cache
+// instance instead of two in between.
+func TestScopeChange(t *testing.T) {
+	table := testTable(t, testConfigYAML(t, dnstest.LarkbookRecord(), "larkbook-city.mmdb"))
+	m := testModel(t, table, "shop.example.com", 3*time.Hour, time.Minute, 3)
+	subs := addGroup(m, "berlin+", 1000, append(testSubnets("91.64.0.0/24", 24, 100), testSubnets("89.0.0.0/24", 24, 100)...))
+	addSite(m, Site{Name: "public-ecs", ECS: true, SourceV4: 24, SourceV6: 56, HonorsScope: true}, 1, 8, 1, subs)
+	m.Phases = append(m.Phases,
+		testPhase(t, table, "shop.example.com", time.Hour, "drain eu-central", map[string]policy.PoolOverride{"eu-central": policy.PoolDrain}),
+		testPhase(t, table, "shop.example.com", 2*time.Hour, "undrain eu-central", nil))
+	m.Drains = []Drain{{Pool: "eu-central", At: time.Hour, Label: "drain eu-central"}}
+	p, err := newPlan(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{2, 1, 2} {
+		if got := len(p.phases[i].res[0].blocks); got != want {
+			t.Fatalf("phase %d: %d blocks, want %d", i, got, want)
+		}
+	}
+	r := run(t, m, Options{})
+	for i, b := range r.Bins {
+		if math.Abs(b.Queries-1000) > 20 {
+			t.Errorf("bin %d (%v): %.1f user q/s, want 1000 (none lost or counted twice)", i, b.Start, b.Queries)
+		}
+	}
+	eu := poolIndex(t, r, "eu-central")
+	at := func(d time.Duration) *Bin { return &r.Bins[int(d/time.Minute)] }
+	if s := at(59 * time.Minute).Share[eu].Mean; math.Abs(s-0.5) > 0.01 {
+		t.Errorf("eu-central share before the drain %.3f, want 0.5 (Berlin's half)", s)
+	}
+	if s := at(61 * time.Minute).Share[eu].Mean; s != 0 {
+		t.Errorf("eu-central share a TTL after the drain %.3f, want 0", s)
+	}
+	if s := at(121 * time.Minute).Share[eu].Mean; math.Abs(s-0.5) > 0.01 {
+		t.Errorf("eu-central share a TTL after the undrain %.3f, want 0.5", s)
+	}
+	if d := r.Drains[0]; d.SafeAt.P95 != 60 || d.Never != 0 {
+		t.Errorf("drain safe at %+v s (never %d), want 60 s", d.SafeAt, d.Never)
+	}
+	// 8 caches: 16 entries with two scopes, 8 with one.
+	for _, c := range []struct {
+		at   time.Duration
+		want float64
+	}{{30 * time.Minute, 16}, {90 * time.Minute, 8}, {150 * time.Minute, 16}} {
+		if got := at(c.at).Entries; math.Abs(got-c.want) > 0.1 {
+			t.Errorf("entries at %v: %.2f, want %.0f", c.at, got, c.want)
+		}
 	}
 }
