@@ -110,8 +110,10 @@ func Run(ctx context.Context, m *Model, o Options) (*Result, error) {
 		}()
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return nil, err
+	if red.next < m.Runs {
+		if err := context.Cause(ctx); err != nil {
+			return nil, err
+		}
 	}
 	r := red.result()
 	r.Elapsed = time.Since(began)
@@ -249,8 +251,14 @@ func newPlan(m *Model) (*plan, error) {
 		if r.Site < 0 || r.Site >= len(m.Sites) {
 			return nil, fmt.Errorf("simulate: resolver %d is in no site", ri)
 		}
+		if len(r.Share) != len(r.Subnets) {
+			return nil, fmt.Errorf("simulate: resolver %d has %d subnets and %d shares", ri, len(r.Subnets), len(r.Share))
+		}
 		pr := planRes{rate: make([]float64, len(r.Subnets)), group: make([]int32, len(r.Subnets))}
 		for i, s := range r.Subnets {
+			if s < 0 || int(s) >= len(m.Subnets) || m.Subnets[s].Group < 0 || m.Subnets[s].Group >= len(m.Groups) {
+				return nil, fmt.Errorf("simulate: resolver %d serves subnet %d, which is not in the model", ri, s)
+			}
 			sn := &m.Subnets[s]
 			pr.rate[i] = m.Groups[sn.Group].Rate * sn.Weight * r.Share[i] / float64(r.Caches)
 			pr.group[i] = int32(sn.Group)
@@ -391,46 +399,45 @@ func (p *plan) blocks(ph *Phase, ri int, probe *rand.Rand) phaseRes {
 		}
 		k.comps = append(k.comps, comp{g: g, rate: pr.rate[sub]})
 	}
-	if !site.ECS {
-		if len(r.Subnets) > 0 {
-			k := block{client: r.Addr, bits: r.Addr.BitLen(), noECS: true}
-			add(k, 0)
-			for i := 1; i < len(r.Subnets); i++ {
-				grow(0, i)
-			}
+	// Without ECS (or with a /0 source, which is no subnet at all) the
+	// resolver's own address is the client: one block.
+	noECS := int32(-1)
+	byPrefix := map[netip.Prefix]int32{}
+	for i, s := range r.Subnets {
+		sp := m.Subnets[s].Prefix
+		src := site.SourceV4
+		if sp.Addr().Is6() && !sp.Addr().Is4In6() {
+			src = site.SourceV6
 		}
-	} else {
-		byPrefix := map[netip.Prefix]int32{}
-		for i, s := range r.Subnets {
-			sp := m.Subnets[s].Prefix
-			src := site.SourceV4
-			if sp.Addr().Is6() && !sp.Addr().Is4In6() {
-				src = site.SourceV6
+		src = min(src, sp.Bits())
+		if !site.ECS || src <= 0 {
+			if noECS < 0 {
+				noECS = add(block{client: r.Addr, bits: r.Addr.BitLen(), noECS: true}, i)
+			} else {
+				grow(noECS, i)
 			}
-			src = min(src, sp.Bits())
-			if src < 0 {
-				src = sp.Bits()
+			out.blockOf[i] = noECS
+			continue
+		}
+		cp, _ := sp.Addr().Prefix(src)
+		key := cp
+		if site.HonorsScope {
+			q := policy.Query{Qtype: m.Qtype, Client: cp.Addr(), ClientBits: src, Resolver: r.Addr, Rand: probe}
+			d := ph.Live.Decide(ph.Record, &q, at)
+			scope := d.Scope
+			if cp.Addr().Is4In6() {
+				scope -= 96
 			}
-			cp, _ := sp.Addr().Prefix(src)
-			key := cp
-			if site.HonorsScope {
-				q := policy.Query{Qtype: m.Qtype, Client: cp.Addr(), ClientBits: src, Resolver: r.Addr, Rand: probe}
-				d := ph.Live.Decide(ph.Record, &q, at)
-				scope := d.Scope
-				if cp.Addr().Is4In6() {
-					scope -= 96
-				}
-				key, _ = cp.Addr().Prefix(max(min(scope, src), 0))
-			}
-			if bi, ok := byPrefix[key]; ok {
-				grow(bi, i)
-				out.blockOf[i] = bi
-				continue
-			}
-			bi := add(block{client: cp.Addr(), bits: src}, i)
-			byPrefix[key] = bi
+			key, _ = cp.Addr().Prefix(max(min(scope, src), 0))
+		}
+		if bi, ok := byPrefix[key]; ok {
+			grow(bi, i)
 			out.blockOf[i] = bi
+			continue
 		}
+		bi := add(block{client: cp.Addr(), bits: src}, i)
+		byPrefix[key] = bi
+		out.blockOf[i] = bi
 	}
 	// Decisions that draw nothing from the random source are the same at
 	// every miss of the phase: decide them once.
