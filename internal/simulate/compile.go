@@ -72,7 +72,19 @@ func (l Limits) withDefaults() Limits {
 // engine runs: the client subnets, resolver sites and instances, and one
 // phase (a compiled table with its live state) per event time. Problems
 // are reported together, each at the scenario's file:line, naming what is
-// wrong (an unknown record or pool, a config event's own errors).
+// wrong (an unknown record or pool, a config event's own errors). Compile
+// fills in sc's defaults; a scenario not read by ParseScenario (built in
+// code) is checked as ParseScenario would, without lines. The model's
+// tables are b.Table (or compiled from b.Config) and those the events
+// compile; the base configuration is never modified (set_weights and
+// ttl_override change copies of what they touch).
+//
+// The subnets of a prefixes group are its prefixes cut into /24s (IPv4)
+// and /56s (IPv6), subnets: N of them evenly spread when set; a
+// from_geodb group's are drawn from the geo databases. A site's
+// resolvers take its subnets in turn (subnet i → resolver i mod count,
+// counted over the site's groups), each at the site's share of the
+// subnet's group; a resolver left with no subnet is dropped.
 func Compile(sc *Scenario, b Base) (*Model, error) {
 	c := &compiler{sc: sc, b: b, lim: b.Limits.withDefaults()}
 	m, err := c.compile()

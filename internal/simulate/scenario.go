@@ -66,7 +66,9 @@ type ClientGroup struct {
 // FromGeoDB draws client subnets from the geo databases.
 type FromGeoDB struct {
 	Countries []string `yaml:"countries" json:"countries"`
-	// Subnets is how many /24s (or /56s) to draw (default 1,000).
+	// Subnets is how many /24s to draw (default 1,000): IPv4 only, from
+	// the databases' networks of /24 or wider, at random (seeded by the
+	// scenario's seed), without repeats.
 	Subnets int `yaml:"subnets" json:"subnets,omitempty"`
 	// Zipf weights them by rank^-Zipf (default 1.0).
 	Zipf *float64 `yaml:"zipf" json:"zipf,omitempty"`
