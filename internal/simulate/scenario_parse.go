@@ -146,6 +146,22 @@ func (w *lineWalker) walk(n *yaml.Node, v reflect.Value, path string) {
 		fields := yamlFields(v.Type())
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" && k.Tag == "!!merge" { // merge key: check the merged mappings
+				for val.Kind == yaml.AliasNode && val.Alias != nil {
+					val = val.Alias
+				}
+				merged := []*yaml.Node{val}
+				if val.Kind == yaml.SequenceNode {
+					merged = val.Content
+				}
+				for _, mn := range merged {
+					w.walk(mn, v, path)
+				}
+				if f := v.FieldByName("Line"); f.IsValid() && f.Kind() == reflect.Int {
+					f.SetInt(int64(n.Line))
+				}
+				continue
+			}
 			fi, ok := fields[k.Value]
 			if !ok {
 				where := "at the top level"
@@ -544,35 +560,35 @@ func (sc *Scenario) check(probs *diag.Problems, keys map[string]int) {
 		checkViolators(sc.TTLViolators, "ttl_violators", add)
 	}
 	// The shares of the sites serving each group sum to 1.
-	{
-		served := siteShares(sc)
-		for gi := range sc.Clients {
-			g := &sc.Clients[gi]
-			sum, n := 0.0, 0
-			var parts []string
-			unset := 0
-			for si := range sc.Resolvers {
-				sh, ok := served[si][gi]
-				if !ok {
-					continue
-				}
-				n++
-				if math.IsNaN(sh) {
-					unset++
-					parts = append(parts, sc.Resolvers[si].Name+" (no share)")
-					continue
-				}
-				sum += sh
-				parts = append(parts, fmt.Sprintf("%s %.6g", sc.Resolvers[si].Name, sh))
+	served := siteShares(sc)
+	for gi := range sc.Clients {
+		g := &sc.Clients[gi]
+		sum, n := 0.0, 0
+		var parts []string
+		unset := 0
+		for si := range sc.Resolvers {
+			sh, ok := served[si][gi]
+			if !ok {
+				continue
 			}
-			switch {
-			case n == 0:
-				add(g.Line, "client group %s: no resolver site serves it", g.Name)
-			case unset > 0:
-				add(g.Line, "client group %s: several of the sites serving it have no share (one may leave it out and carry the rest): %s", g.Name, strings.Join(parts, ", "))
-			case math.Abs(sum-1) > shareTolerance:
-				add(g.Line, "client group %s: the shares of the sites serving it sum to %.6g, not 1 (%s)", g.Name, sum, strings.Join(parts, ", "))
+			n++
+			if math.IsNaN(sh) {
+				unset++
+				parts = append(parts, sc.Resolvers[si].Name+" (no share)")
+				continue
 			}
+			sum += sh
+			parts = append(parts, fmt.Sprintf("%s %.6g", sc.Resolvers[si].Name, sh))
+		}
+		switch {
+		case n == 0:
+			add(g.Line, "client group %s: no resolver site serves it", g.Name)
+		case unset == 1:
+			add(g.Line, "client group %s: the shares of the sites serving it sum to %.6g, more than 1, before the one without a share (%s)", g.Name, sum, strings.Join(parts, ", "))
+		case unset > 1:
+			add(g.Line, "client group %s: several of the sites serving it have no share (one may leave it out and carry the rest): %s", g.Name, strings.Join(parts, ", "))
+		case math.Abs(sum-1) > shareTolerance:
+			add(g.Line, "client group %s: the shares of the sites serving it sum to %.6g, not 1 (%s)", g.Name, sum, strings.Join(parts, ", "))
 		}
 	}
 	for i := range sc.Events {

@@ -229,6 +229,8 @@ func TestParseErrors(t *testing.T) {
 			"s.yaml:14: resolver site isp: address prefix 192.0.2.0/30 holds fewer than the 10 resolvers of the site"}},
 		{"no share, several sites", "    share: 0.2\n  - name: isp\n    share: 0.8\n", "  - name: isp\n", []string{
 			"s.yaml:5: client group americas: several of the sites serving it have no share (one may leave it out and carry the rest): big (no share), isp (no share)"}},
+		{"no share, the others over 1", "    share: 0.2\n  - name: isp\n    share: 0.8\n", "  - name: isp\n    share: 1.2\n", []string{
+			"s.yaml:5: client group americas: the shares of the sites serving it sum to 1.2, more than 1, before the one without a share (big (no share), isp 1.2)"}},
 		{"several at once", "rate: 1000", "rate: 0", []string{"s.yaml:5:", "s.yaml:20:"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -253,6 +255,32 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Anchors and merge keys: the merged keys are checked too, and lines are
+// the merging element's.
+func TestParseMergeKeys(t *testing.T) {
+	text := `duration: 1h
+record: shop.example.com
+clients: [{name: a, prefixes: [192.0.2.0/24], rate: 1}]
+small: &small
+  count: 10
+  caches: 1
+resolvers:
+  - <<: *small
+    name: isp
+`
+	if _, err := ParseScenario("m.yaml", []byte(text)); err == nil || !strings.Contains(err.Error(), `m.yaml:4: unknown key "small"`) {
+		t.Fatalf("error %v, want the unknown key small", err)
+	}
+	text = strings.Replace(strings.Replace(text, "small: &small\n  count: 10\n  caches: 1\n", "", 1), "  - <<: *small\n", "  - <<: &small { count: 10, cache: 1 }\n", 1)
+	if _, err := ParseScenario("m.yaml", []byte(text)); err == nil || !strings.Contains(err.Error(), `m.yaml:5: unknown key "cache" in resolvers[0]`) {
+		t.Fatalf("error %v, want the unknown key cache", err)
+	}
+	sc := mustParse(t, "m.yaml", strings.Replace(text, "cache:", "caches:", 1))
+	if r := sc.Resolvers[0]; r.Count != 10 || r.Name != "isp" || r.Line != 5 {
+		t.Errorf("merged site %+v", r)
 	}
 }
 
