@@ -232,29 +232,24 @@ func FromLog(r io.Reader, o FromLogOptions) (*Scenario, *LogReport, error) {
 	rep.Record = rec
 	rep.Span = rep.End.Sub(rep.Start)
 
-	// The record's entries, of its most asked type.
+	// The record's entries, of its most asked address type (what users
+	// ask; HTTPS, SVCB and the like are not steered).
 	types := map[string]int{}
 	for _, e := range entries {
 		if e.name == rec {
 			types[e.qtype]++
 		}
 	}
-	qtype := ""
-	for t, n := range types {
-		if n > types[qtype] || (n == types[qtype] && t < qtype) {
-			qtype = t
-		}
+	qtype := "A"
+	if types["AAAA"] > types["A"] {
+		qtype = "AAAA"
+	}
+	if types[qtype] == 0 {
+		return nil, rep, fmt.Errorf("from-log: no A or AAAA query for %s in the log (%s)", rec, typesText(types, ""))
 	}
 	rep.Type = qtype
 	if len(types) > 1 {
-		var other []string
-		for t, n := range types {
-			if t != qtype {
-				other = append(other, fmt.Sprintf("%s (%d)", t, n))
-			}
-		}
-		sort.Strings(other)
-		rep.Unknown = append(rep.Unknown, fmt.Sprintf("only %s queries are modelled; the log also has %s for %s", qtype, strings.Join(other, ", "), rec))
+		rep.Unknown = append(rep.Unknown, fmt.Sprintf("only %s queries are modelled; the log also has %s for %s", qtype, typesText(types, qtype), rec))
 	}
 	var mine []logEntry
 	for _, e := range entries {
@@ -429,6 +424,18 @@ func parseEntry(l *logLine) (logEntry, string) {
 		e.ttl = *l.TTL
 	}
 	return e, ""
+}
+
+// typesText lists the query types counted, but skip, as "AAAA (12), HTTPS (3)".
+func typesText(types map[string]int, skip string) string {
+	var out []string
+	for t, n := range types {
+		if t != skip {
+			out = append(out, fmt.Sprintf("%s (%d)", t, n))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 func canonical(name string) string {

@@ -447,6 +447,8 @@ func TestFromLogErrors(t *testing.T) {
 		{"nothing steered", `{"time":"2026-03-02T00:00:00Z","client":"10.0.0.1","name":"www.example.com.","type":"A","rcode":"NOERROR"}` + "\n", FromLogOptions{TTL: time.Minute}, []string{"no steered name in the log", "give --record", "www.example.com. (1)"}},
 		{"one instant", `{"time":"2026-03-02T00:00:00Z","client":"10.0.0.1","name":"shop.example.com.","type":"A","pool":"x"}` + "\n", FromLogOptions{TTL: time.Minute}, []string{"the log spans no time"}},
 		{"empty", "", FromLogOptions{TTL: time.Minute}, []string{"the log is empty"}},
+		{"no address query", `{"time":"2026-03-02T00:00:00Z","client":"10.0.0.1","name":"shop.example.com.","type":"HTTPS","pool":"x"}` + "\n" +
+			`{"time":"2026-03-02T00:01:00Z","client":"10.0.0.1","name":"shop.example.com.","type":"HTTPS","pool":"x"}` + "\n", FromLogOptions{TTL: time.Minute}, []string{"no A or AAAA query for shop.example.com. in the log (HTTPS (2))"}},
 		{"all bad", "x\ny\n", FromLogOptions{TTL: time.Minute}, []string{"no parseable entry in 2 lines", "line 1: not a JSON object", "line 2:"}},
 		{"bad sample", string(data), FromLogOptions{TTL: time.Minute, Sample: 2}, []string{"sample 2 out of range"}},
 	}
@@ -478,6 +480,7 @@ func TestFromLogSampled(t *testing.T) {
 			kept.Write(l)
 		}
 	}
+	kept.WriteString(`{"time":"2026-03-02T01:00:00Z","client":"192.0.2.1","name":"shop.example.com.","type":"AAAA","pool":"us-east"}` + "\n")
 	_, rep, err := FromLog(&kept, FromLogOptions{TTL: ttl, Sample: 0.5})
 	if err != nil {
 		t.Fatal(err)
@@ -485,6 +488,9 @@ func TestFromLogSampled(t *testing.T) {
 	k := findKey(t, rep, "192.0.2.1", "203.0.113.0/24")
 	if math.Abs(k.Rate-0.02) > 0.1*0.02 || k.Caches != 1 {
 		t.Errorf("sampled: %+v, want λ̂ 0.02 ± 10 %% and one cache", k)
+	}
+	if !strings.Contains(rep.Text(), "only A queries are modelled; the log also has AAAA (1) for shop.example.com.") {
+		t.Errorf("no note on the AAAA query:\n%s", rep.Text())
 	}
 	if strings.Contains(rep.Text(), "the sample rate is not in the log") {
 		t.Errorf("the note on the sample rate with a sample given")
