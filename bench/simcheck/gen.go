@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +57,14 @@ type genOptions struct {
 	// Tick is how often the arrival loop wakes (default 2 ms); arrivals
 	// keep their exact Poisson times for binning and cache expiry.
 	Tick time.Duration
+	// Prime, when > 0, is a priming period before the run: each cache
+	// entry the population can make (the big Unbound's, one per ECS
+	// subnet, one per small resolver) is asked for once, at a uniformly
+	// random moment of it, so that the run starts with the entries'
+	// ages spread as in the steady state (the simulator starts there),
+	// not all filled in the same second and expiring together. The TTL
+	// plus a second covers an entry's whole life.
+	Prime time.Duration
 }
 
 // Observed is what the generator's users saw.
@@ -112,8 +122,11 @@ func newRecorder(d, bin time.Duration) *recorder {
 }
 
 func (r *recorder) add(site int, at time.Duration, pool int) {
+	if at < 0 {
+		return // a priming query, before the run
+	}
 	i := int(at / r.bin)
-	if i < 0 || i >= len(r.counts) {
+	if i >= len(r.counts) {
 		return
 	}
 	r.counts[i][site][pool].Add(1)
@@ -161,7 +174,7 @@ func newStubClient(site int, to netip.AddrPort, start time.Time, rec *recorder) 
 	if err != nil {
 		return nil, err
 	}
-	_ = c.SetReadBuffer(1 << 20)
+	_ = c.SetReadBuffer(4 << 20)
 	return &stubClient{site: site, conn: c, start: start, rec: rec, buf: make([]byte, 0, 512)}, nil
 }
 
@@ -326,7 +339,7 @@ func generate(o genOptions) (*Observed, error) {
 		(rates[siteECS] > 0 && len(o.Pop.Subnets) == 0) {
 		return nil, errors.New("generate: bad population")
 	}
-	start := time.Now()
+	start := time.Now().Add(o.Prime)
 	rec := newRecorder(o.Duration, o.Bin)
 	big, err := newStubClient(siteBig, o.Big, start, rec)
 	if err != nil {
@@ -348,12 +361,18 @@ func generate(o genOptions) (*Observed, error) {
 		defer small[i].conn.Close()
 		go small[i].read()
 	}
+	if o.Prime > 0 {
+		if err := prime(o, start, big, ecs, small); err != nil {
+			return nil, err
+		}
+	}
 	obs := &Observed{Start: start, Bin: o.Bin, DrainSent: -1, DrainDone: -1}
 	var drainWG sync.WaitGroup
 	drained := o.DrainAt <= 0 || o.Drain == nil
 	rng := rand.New(rand.NewPCG(o.Seed, 0x9e7))
 	var sent [numSites]int64
 	next := time.Duration(rng.ExpFloat64() / o.Pop.Rate * float64(time.Second))
+	time.Sleep(time.Until(start))
 	tick := time.NewTicker(o.Tick)
 	defer tick.Stop()
 	var sendErrs int
@@ -417,4 +436,39 @@ func generate(o genOptions) (*Observed, error) {
 		return obs, fmt.Errorf("generate: %d queries could not be sent", sendErrs)
 	}
 	return obs, nil
+}
+
+// prime asks for every entry once at a random moment of the priming
+// period (offsets -o.Prime … 0); the answers are not recorded.
+func prime(o genOptions, start time.Time, big, ecs *stubClient, small []*smallResolver) error {
+	rng := rand.New(rand.NewPCG(o.Seed, 0x971e))
+	type ev struct {
+		at   time.Duration
+		kind int
+		i    int
+	}
+	evs := []ev{{-time.Duration(rng.Float64() * float64(o.Prime)), siteBig, 0}}
+	for i := range o.Pop.Subnets {
+		evs = append(evs, ev{-time.Duration(rng.Float64() * float64(o.Prime)), siteECS, i})
+	}
+	for i := range small {
+		evs = append(evs, ev{-time.Duration(rng.Float64() * float64(o.Prime)), siteSmall, i})
+	}
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(a.at, b.at) })
+	for _, e := range evs {
+		time.Sleep(time.Until(start.Add(e.at)))
+		var err error
+		switch e.kind {
+		case siteBig:
+			err = big.ask(e.at, netip.Prefix{})
+		case siteECS:
+			err = ecs.ask(e.at, o.Pop.Subnets[e.i])
+		default:
+			err = small[e.i].ask(e.at)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

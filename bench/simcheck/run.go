@@ -146,7 +146,7 @@ func runReal(o Options) (_ *Real, err error) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	obs, err := generate(genOptions{Pop: pop, Duration: o.Duration, Bin: o.Bin,
 		Big: netip.AddrPortFrom(lo, uint16(bigPort)), ECS: netip.AddrPortFrom(lo, uint16(ecsPort)), Steer: steerAddr,
-		DrainAt: o.DrainAt, Drain: func() error { return st.setPool("canary", "drain") }, Seed: o.Seed})
+		DrainAt: o.DrainAt, Drain: func() error { return st.setPool("canary", "drain") }, Seed: o.Seed, Prime: time.Duration(o.TTL+1) * time.Second})
 	if err != nil {
 		return nil, err
 	}

@@ -97,6 +97,8 @@ ns1 IN A   192.0.2.53
 // 127.0.0.1:port, sending its queries for example.com from out to steer
 // (a stub zone). What is set and why (the model's assumptions):
 //
+//   - so-rcvbuf 4m: room for a burst of queries while the machine is
+//     busy with other work, so that few are lost;
 //   - num-threads 1: one cache (Unbound's threads share the message
 //     cache anyway; one thread keeps the CPU low on a shared machine);
 //   - prefetch no, serve-expired no, cache-min-ttl 0: an entry lives the
@@ -138,6 +140,7 @@ func unboundConf(dir string, port int, out netip.Addr, ecs bool, steer netip.Add
 	verbosity: 1
 	num-threads: 1
 	so-reuseport: no
+	so-rcvbuf: 4m
 	access-control: 127.0.0.0/8 allow
 	outgoing-interface: %s
 	do-not-query-localhost: no
