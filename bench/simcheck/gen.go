@@ -80,7 +80,7 @@ type Observed struct {
 	// DrainSent and DrainDone: offsets when the drain was asked for and
 	// when the API answered; DrainErr its failure.
 	DrainSent, DrainDone time.Duration
-	DrainErr             error
+	DrainErr             error `json:"-"`
 	// LastCanary[site]: the offset of the last user query answered with
 	// the canary (-1: none).
 	LastCanary [numSites]time.Duration

@@ -41,6 +41,7 @@ func main() {
 	flag.IntVar(&o.Runs, "runs", o.Runs, "Monte-Carlo runs of the prediction")
 	flag.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the arrivals, the subnets and the prediction")
 	bins := flag.Bool("bins", false, "print every bin")
+	replay := flag.String("replay", "", "compare the run saved in this directory (observed.json) again instead of running one")
 	wrong := flag.Bool("wrong", true, "also compare deliberately wrong predictions (they must fail)")
 	flag.Float64Var(&c.InBand, "in-band", c.InBand, "least fraction of bins inside the band")
 	flag.Float64Var(&c.MissTol, "miss-tol", c.MissTol, "largest relative miss-rate error")
@@ -49,27 +50,49 @@ func main() {
 		o.DrainAt = drainAt(o.Duration)
 	}
 	o.Log = os.Stderr
+	if *replay != "" {
+		ro, real, err := loadReal(*replay)
+		if err != nil {
+			fail(err)
+		}
+		ro.Runs = o.Runs
+		res, err := Compare(ro, real, c, *wrong)
+		if err != nil {
+			fail(err)
+		}
+		if !report(res, *bins) {
+			os.Exit(1)
+		}
+		return
+	}
+	tmp := ""
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "simcheck-")
 		if err != nil {
 			fail(err)
 		}
 		defer os.RemoveAll(d)
-		o.Dir = d
+		o.Dir, tmp = d, d
 	}
 	res, err := Validate(o, c, *wrong)
 	if err != nil {
 		fail(err)
 	}
-	fmt.Print(res.Text(*bins))
-	if !res.Honest.Passed() {
+	if !report(res, *bins) {
+		os.RemoveAll(tmp)
 		os.Exit(1)
 	}
+}
+
+// report prints the result; false when the honest prediction failed.
+func report(res *Result, bins bool) bool {
+	fmt.Print(res.Text(bins))
 	for _, w := range res.Wrong {
 		if w.Passed() {
 			fmt.Printf("a wrong prediction (%s) passed: the harness cannot tell it apart\n", w.Name)
 		}
 	}
+	return res.Honest.Passed()
 }
 
 func fail(err error) {

@@ -39,7 +39,7 @@ type Options struct {
 	Seed uint64
 	Runs int
 	// Log receives progress lines (nil: none).
-	Log io.Writer
+	Log io.Writer `json:"-"`
 }
 
 // Defaults are the issue's figures: 2,000 user q/s, TTL 10 s, 30 minutes
