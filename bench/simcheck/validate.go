@@ -39,6 +39,8 @@ type Result struct {
 	Real   *Real
 	Honest *Verdict
 	Wrong  []*Verdict
+	// Variants are other descriptions compared for information.
+	Variants []*Verdict
 	// Took is the prediction's wall time.
 	Took time.Duration
 	// SelfCoverage is what a perfect prediction scores: the fraction of
@@ -128,6 +130,13 @@ func Compare(o Options, real *Real, c Criteria, wrong bool) (*Result, error) {
 			}
 			res.Wrong = append(res.Wrong, compare("wrong: "+w.Name, o, real, pred, c))
 		}
+		// Not wrong enough to be rejected, but worth seeing: the scenario
+		// without Unbound's whole-second clock.
+		pred, _, err := predict(o.Dir, "noclock", real.Config, o, real.Subnets, Model{NoClock: true})
+		if err != nil {
+			return nil, fmt.Errorf("prediction without the clock: %w", err)
+		}
+		res.Variants = append(res.Variants, compare("variant: Unbound's whole-second clock left out (no TTL clamps)", o, real, pred, c))
 	}
 	return res, nil
 }
@@ -144,6 +153,9 @@ func (r *Result) Text(bins bool) string {
 	fmt.Fprintf(&b, "a perfect prediction would score (the simulator's own runs as the observation, %d runs): %.1f %% of bins in band on average, p5–p95 %.1f–%.1f %%\n",
 		calibrationRuns, 100*r.SelfCoverage.Mean, 100*r.SelfCoverage.P5, 100*r.SelfCoverage.P95)
 	for _, w := range r.Wrong {
+		b.WriteString(w.Text(false))
+	}
+	for _, w := range r.Variants {
 		b.WriteString(w.Text(false))
 	}
 	return b.String()
