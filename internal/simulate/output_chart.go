@@ -290,8 +290,13 @@ func shareChart(r *Result) outChart {
 		p.Y.Tick.Marker = percentTicker{}
 		p.Add(plotter.NewGrid())
 		var legends []plot.Legend
+		shown := 0
 		for i, pool := range r.Pools {
-			col := chartColor(i)
+			if !poolInPlay(r, i) {
+				continue // no user queries: nothing to draw
+			}
+			col := chartColor(shown)
+			shown++
 			upper := stepXYs(r, func(b *Bin) float64 { return elemAt(b.Share, i).P95 })
 			lower := stepXYs(r, func(b *Bin) float64 { return elemAt(b.Share, i).P5 })
 			ring := make(plotter.XYs, 0, len(upper)+len(lower))
@@ -347,8 +352,16 @@ func shareChart(r *Result) outChart {
 			p.Add(&marks)
 		}
 		if e, ok := biggestExcursion(r); ok {
-			pi := indexOfName(r.Pools, e.Pool)
-			p.Add(&peakMark{x: e.Bin.Hours() + r.Bin.Hours()/2, y: e.Share * 100, color: chartColor(max(pi, 0)),
+			shownIndex := 0
+			for i := range r.Pools {
+				if r.Pools[i] == e.Pool {
+					break
+				}
+				if poolInPlay(r, i) {
+					shownIndex++
+				}
+			}
+			p.Add(&peakMark{x: e.Bin.Hours() + r.Bin.Hours()/2, y: e.Share * 100, color: chartColor(shownIndex),
 				label: fmt.Sprintf("%s peak %s %% in one run (%s)", e.Pool, fmtPct(e.Share), fmtClockShort(e.Bin))})
 		}
 		p.X.Min, p.X.Max = 0, math.Max(float64(len(r.Bins))*r.Bin.Hours(), 1.0/60)

@@ -372,10 +372,10 @@ func TestFormatting(t *testing.T) {
 		{fmtClockShort(13*time.Hour + 5*time.Minute), "13:05"}, {fmtClockShort(10 * time.Second), "00:00:10"},
 		{fmtNum(-0.0000001, 4), "0.0000"}, {fmtNum(math.NaN(), 2), ""}, {csvPct(0.05), "5.0000"},
 		{fmtGrouped(1440), "1,440"}, {fmtGrouped(1234567), "1,234,567"}, {fmtGrouped(-1000), "-1,000"},
-		{fmtQPS(1.0 / 60), "0.0167"}, {fmtQPS(71.4), "71.4"}, {fmtQPS(9.8), "9.80"}, {fmtQPS(5000), "5,000"},
+		{fmtQPS(1.0 / 60), "0.0167"}, {fmtQPS(71.4), "71.4"}, {fmtQPS(9.8), "9.80"}, {fmtQPS(0.99983), "1.00"}, {fmtQPS(99.96), "100"}, {fmtQPS(0.0001), "1.00e-04"}, {fmtQPS(5000), "5,000"},
 		{fmtTimes(4284.2), "×4,284"}, {fmtTimes(8), "×8.0"},
 		{fmtRel(61), "+61 s"}, {fmtRel(2.5), "+2.5 s"}, {fmtRel(3600), "+1h0m0s"},
-		{fmtRelBand(Band{P5: 60, P95: 62}), "+60…+62 s"},
+		{fmtRelBand(Band{P5: 60, P95: 62}), "+60…+62 s"}, {fmtRelBand(Band{P5: 60, P95: 60}), "+60 s"}, {fmtRelBand(Band{P5: 60, P95: 3600}), "+60 s…+1h0m0s"},
 		{fmtBinWidth(time.Minute), "1-min"}, {fmtDurWords(24 * time.Hour), "24 h"}, {fmtDurWords(10 * time.Second), "10 s"},
 	} {
 		if c.got != c.want {

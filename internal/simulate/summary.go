@@ -155,7 +155,17 @@ func summaryPools(b *strings.Builder, r *Result) {
 		width = max(width, len(p))
 	}
 	lines := 0
+	var idle []string
+	defer func() {
+		if len(idle) > 0 {
+			fmt.Fprintf(b, "  (no user queries: %s)\n", strings.Join(idle, ", "))
+		}
+	}()
 	for i, pool := range r.Pools {
+		if !poolInPlay(r, i) {
+			idle = append(idle, pool)
+			continue
+		}
 		if lines >= maxSummaryPoolLines {
 			fmt.Fprintf(b, "  … %d more pools in share.csv\n", len(r.Pools)-i)
 			break
@@ -208,6 +218,18 @@ func summaryPools(b *strings.Builder, r *Result) {
 			break
 		}
 	}
+}
+
+// poolInPlay says whether pool has a configured or observed share in
+// some bin.
+func poolInPlay(r *Result, pool int) bool {
+	for _, bin := range r.Bins {
+		sh := elemAt(bin.Share, pool)
+		if elemAt(bin.Configured, pool) > 0 || sh.P95 > 0 || sh.Mean > 0 || sh.P50 > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // excursionOf is the largest excursion of pool among r.Notable.
@@ -264,28 +286,41 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 	if e.Site == "" || s <= 0 {
 		return
 	}
-	if up {
-		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached the %s answer for its TTL", e.Site, fmtPct(s), e.Pool)
-		// The peak is the site's whole share plus the pool's configured
-		// share of everybody else: say so when the numbers agree.
-		if want := s + c*(1-s); math.Abs(e.Share-want) <= 0.03 {
-			fmt.Fprintf(b, ": %s %% (%s, all on %s) + %s %% of the other %s %% = %s %%",
-				fmtPct(s), e.Site, e.Pool, fmtPct(c), fmtPct(1-s), fmtPct(want))
+	// One cache holding the pool's answer for the whole site puts the
+	// site's whole share on the pool, plus the configured share of
+	// everybody else: full. A peak at least that high is that story.
+	full := s + c*(1-s)
+	switch {
+	case up && e.Share >= full-0.03:
+		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached the %s answer for its TTL: %s %% (%s, all on %s) + %s %% of the other %s %% = %s %%",
+			e.Site, fmtPct(s), e.Pool, fmtPct(s), e.Site, e.Pool, fmtPct(c), fmtPct(1-s), fmtPct(full))
+		if extra := e.Share - full; extra > 0.03 {
+			fmt.Fprintf(b, "; in this run the other resolvers added %s pp by chance", fmtPP(extra*100))
 		}
 		b.WriteString(".\n")
 		if c > 0 && c < 0.5 {
 			fmt.Fprintf(b, "  Each of its cache fills draws %s with the configured %s %%, about one fill in %s; the other %s %% of the users are spread over %s, whose caches average out.\n",
 				e.Pool, fmtPct(c), fmtGrouped(math.Round(1/c)), fmtPct(1-s), otherSites(r, e))
 		}
-	} else {
-		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached another pool's answer for its TTL.\n", e.Site, fmtPct(s))
+		summaryStraddle(b, r, e, full)
+	case up:
+		fmt.Fprintf(b, "  why: resolver site %s (%s %% of the users) carried most of the excess: more of its caches than usual held the %s answer at the same time (its caches draw independently; busy client subnets behind one cache move the share most).\n",
+			e.Site, fmtPct(s), e.Pool)
+	default:
+		fmt.Fprintf(b, "  why: resolver site %s (%s %% of the users) carried most of it: its caches held another pool's answer.\n", e.Site, fmtPct(s))
 	}
-	// A cached answer lives one TTL; when TTL windows straddle bins,
-	// most spikes split into two bins of about half the excess: the
-	// bins' p95 sits near the configured share plus half the peak's
-	// excess. Say so only when the data look like that.
+}
+
+// summaryStraddle explains why most spikes look smaller than the peak,
+// when the data show it: a cached answer lives one TTL; when TTL
+// windows straddle bins, a spike splits into two bins of about half
+// the excess, so the bins' typical p95 sits near the configured share
+// plus a third to two thirds of the full spike's excess.
+func summaryStraddle(b *strings.Builder, r *Result, e Excursion, full float64) {
+	unit := binUnit(r)
+	c := e.Configured
 	pi := indexOfName(r.Pools, e.Pool)
-	if !up || pi < 0 || e.Share-c < 0.05 {
+	if pi < 0 || full-c < 0.05 {
 		return
 	}
 	var p95s []float64
@@ -299,9 +334,9 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 	}
 	slices.Sort(p95s)
 	q := p95s[len(p95s)/2]
-	if f := (q - c) / (e.Share - c); f >= 0.3 && f <= 0.7 {
+	if f := (q - c) / (full - c); f >= 0.3 && f <= 0.7 {
 		fmt.Fprintf(b, "  Most spikes look smaller: a cached answer lives one TTL, and a TTL window that straddles two %ss splits its spike between them, so it shows as two %ss of about %s %% (the typical %s's p95 over runs) rather than one of %s %%.\n",
-			unit, unit, fmtPct(q), unit, fmtPct(e.Share))
+			unit, unit, fmtPct(q), unit, fmtPct(full))
 	}
 }
 
@@ -348,6 +383,10 @@ func otherSites(r *Result, e Excursion) string {
 	for i, o := range others {
 		if i == 3 {
 			parts = append(parts, fmt.Sprintf("%d more", len(others)-i))
+			break
+		}
+		if len(others) == 1 {
+			parts = append(parts, o.name)
 			break
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s %%)", o.name, fmtPct(o.users/total)))
@@ -561,6 +600,9 @@ func fmtRel(s float64) string {
 // "+60…+62 s", "+59m0s…+1h0m30s".
 func fmtRelBand(b Band) string {
 	lo, hi := fmtRel(b.P5), fmtRel(b.P95)
+	if lo == hi {
+		return lo
+	}
 	if strings.HasSuffix(lo, " s") && strings.HasSuffix(hi, " s") {
 		return strings.TrimSuffix(lo, " s") + "…" + hi
 	}
@@ -636,7 +678,9 @@ func fmtQPS(v float64) string {
 	case a >= 100:
 		return fmtGrouped(v)
 	case a >= 0.001:
-		digits := 2 - int(math.Floor(math.Log10(a)))
+		// three significant digits, counted after rounding (0.9996 is 1.00)
+		r, _ := strconv.ParseFloat(strconv.FormatFloat(a, 'g', 3, 64), 64)
+		digits := 2 - int(math.Floor(math.Log10(r)))
 		return strconv.FormatFloat(v, 'f', max(digits, 0), 64)
 	}
 	return strconv.FormatFloat(v, 'e', 2, 64)

@@ -51,13 +51,13 @@ func TestSummaryCanary(t *testing.T) {
 		`phases: 00:00 "start"; 12:00 "drain us-east-canary"`,
 		// per pool and phase: configured against observed
 		`us-east-canary in "start": configured 5.0 %; observed median 4.0 %, mean 5.0 %, highest p95 24.0 % (05:05); peak 24.8 % in one run (05:05)`,
-		`us-east        in "start": configured 95.0 %`, "low 75.2 % in one run",
+		`us-east        in "start": configured 95.0 %`, "peak 99.0 % in one run (06:40)",
 		"|observed − configured| over all bins: median 0.5 pp (0.4–0.6), p95 8.1 pp (7.5–8.9), max 19.8 pp (17.1–21.0)",
 		// the excursion, explained
 		"biggest excursion: us-east-canary reached 24.8 % for one minute in one run (bin 05:05, configured 5.0 %)",
 		"resolver site bigpublic-us holds 20.0 % of the users and cached the us-east-canary answer for its TTL",
 		"20.0 % (bigpublic-us, all on us-east-canary) + 5.0 % of the other 80.0 % = 24.0 %",
-		"about one fill in 20", "isp-small (80.0 %)",
+		"about one fill in 20", "are spread over isp-small, whose caches average out",
 		"a TTL window that straddles two minutes splits its spike", "two minutes of about 13.5 %",
 		// the drain
 		`us-east-canary drained at 12:00 ("drain us-east-canary") is safe (≤ 1 % of user queries) at +61 s (p5–p95 +60…+62 s); the last user query reaches it at +60 s (p5–p95 +58…+62 s).`,
@@ -188,4 +188,45 @@ func TestSummaryDegenerate(t *testing.T) {
 	text = Summary(r)
 	summaryLines(t, text)
 	summaryHas(t, text, "more pools in share.csv", "more rows in cost.csv", "more")
+}
+
+func TestSummaryExcursionStories(t *testing.T) {
+	// A peak above the one-cache figure: the rest is chance.
+	r := canaryResult()
+	r.Notable[0].Share = 0.33
+	text := Summary(r)
+	summaryHas(t, text, "= 24.0 %; in this run the other resolvers added 9.0 pp by chance.",
+		"two minutes of about 13.5 % (the typical minute's p95 over runs) rather than one of 24.0 %")
+
+	// A dip (the engine reports none, a hand-made result may).
+	r = canaryResult()
+	r.Notable = []Excursion{{Bin: 305 * time.Minute, Pool: "us-east", Share: 0.752, Configured: 0.95, Site: "bigpublic-us", SiteShare: 0.20, Runs: 0.97}}
+	text = Summary(r)
+	summaryHas(t, text, "biggest excursion: us-east fell to 75.2 % for one minute in one run (bin 05:05, configured 95.0 %)",
+		"low 75.2 % in one run (05:05)", "its caches held another pool's answer")
+
+	// A peak well below the site's whole share: not one cache's answer
+	// (a site of many resolvers); no one-cache arithmetic, no straddling.
+	r = canaryResult()
+	r.Notable[0] = Excursion{Bin: 190 * time.Minute, Pool: "us-east-canary", Share: 0.204, Configured: 0.05, Site: "isp-small", SiteShare: 0.804, Runs: 1}
+	text = Summary(r)
+	summaryHas(t, text, "us-east-canary reached 20.4 % for one minute in one run (bin 03:10, configured 5.0 %)",
+		"resolver site isp-small (80.4 % of the users) carried most of the excess")
+	summaryLacks(t, text, "cached the us-east-canary answer for its TTL", "straddles", "one fill in 20")
+
+	// Pools without user queries (other regions' pools of the record)
+	// are named once, not listed with zeros.
+	r = canaryResult()
+	r.Pools = append(r.Pools, "eu-central", "ap-south")
+	for i := range r.Bins {
+		r.Bins[i].Share = append(r.Bins[i].Share, Band{}, Band{})
+		r.Bins[i].Configured = append(r.Bins[i].Configured, 0, 0)
+	}
+	r.Deviation = append(r.Deviation, Deviation{Pool: "eu-central"}, Deviation{Pool: "ap-south"})
+	text = Summary(r)
+	summaryHas(t, text, "  (no user queries: eu-central, ap-south)\n")
+	summaryLacks(t, text, "eu-central configured", "eu-central in")
+	if n := strings.Count(text, "|observed − configured|"); n != 2 {
+		t.Errorf("%d deviation lines, want 2 (the pools in play):\n%s", n, text)
+	}
 }
