@@ -978,6 +978,52 @@ func (r *LogReport) Text() string {
 		}
 		fmt.Fprintf(&b, "%-28s %-20s %7d %10.4g %10s %6d  %s\n", k.Resolver, block, k.Misses, k.MissRate, rate, k.Caches, flag)
 	}
+	// Per site, as population.yaml has them, busiest first.
+	type siteSum struct {
+		name                    string
+		resolvers, keys, misses int
+		missRate, users         float64
+		caches, saturated       int
+		ecs                     bool
+	}
+	var sums []*siteSum
+	byName := map[string]*siteSum{}
+	for _, lr := range r.Resolvers {
+		s := byName[lr.Site]
+		if s == nil {
+			s = &siteSum{name: lr.Site, caches: lr.Caches, ecs: lr.ECS}
+			byName[lr.Site] = s
+			sums = append(sums, s)
+		}
+		s.resolvers++
+	}
+	for _, k := range r.Keys {
+		if s := byName[k.Site]; s != nil {
+			s.keys++
+			s.misses += k.Misses
+			s.missRate += k.MissRate
+			s.users += k.Rate
+			if k.Saturated {
+				s.saturated++
+			}
+		}
+	}
+	sort.SliceStable(sums, func(i, j int) bool { return sums[i].users > sums[j].users })
+	fmt.Fprintf(&b, "\n%-28s %9s %6s %6s %4s %10s %10s\n", "site", "resolvers", "keys", "caches", "ecs", "miss/s", "users q/s")
+	for i, s := range sums {
+		if i == 30 {
+			fmt.Fprintf(&b, "... and %d more sites\n", len(sums)-30)
+			break
+		}
+		ecs, users := "no", fmt.Sprintf("%.4g", s.users)
+		if s.ecs {
+			ecs = "yes"
+		}
+		if s.saturated > 0 {
+			users = "≥" + users
+		}
+		fmt.Fprintf(&b, "%-28s %9d %6d %6d %4s %10.4g %10s\n", s.name, s.resolvers, s.keys, s.caches, ecs, s.missRate, users)
+	}
 	fmt.Fprintf(&b, "\ntotal:     %d misses, %.4g misses/s, users %.4g q/s", r.Misses, r.MissRate, r.UserRate)
 	if r.Saturated > 0 {
 		fmt.Fprintf(&b, " (at least: %s saturated)", plural(r.Saturated, "key", "keys"))

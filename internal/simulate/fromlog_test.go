@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -376,6 +377,9 @@ func TestFromLogWithoutECS(t *testing.T) {
 	t.Logf("\n%s\n%s", text, FromLogYAML(sc, rep))
 	if !strings.Contains(text, "no ECS fields in the log: every resolver's users are modelled as one subnet at the resolver's address") || !strings.Contains(text, "the split between clients behind one resolver is unknown") {
 		t.Errorf("no 'no ECS' note:\n%s", text)
+	}
+	if !regexp.MustCompile(`\nres-10\.1\.0\.0-24 +2 +2 +1 +no `).MatchString(text) {
+		t.Errorf("the sites table does not show res-10.1.0.0-24 with 2 resolvers, 2 keys, 1 cache, no ECS:\n%s", text)
 	}
 	if !strings.Contains(text, "the sample rate is not in the log") {
 		t.Errorf("no note on the sample rate:\n%s", text)
