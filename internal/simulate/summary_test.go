@@ -58,7 +58,7 @@ func TestSummaryCanary(t *testing.T) {
 		"resolver site bigpublic-us holds 20.0 % of the users and cached the us-east-canary answer for its TTL",
 		"20.0 % (bigpublic-us, all on us-east-canary) + 5.0 % of the other 80.0 % = 24.0 %",
 		"about one fill in 20", "are spread over isp-small, whose caches average out",
-		"a TTL window that straddles two minutes splits its spike", "two minutes of about 13.5 %",
+		"a TTL window that straddles two minutes splits the site's 20.0 % between them, so a spike shows as two minutes of about 14.0 % each (4.0 % + 20.0 %/2) rather than one of 24.0 %; 717 of 720 minutes have their p95 over runs in between.",
 		// the drain
 		`us-east-canary drained at 12:00 ("drain us-east-canary") is safe (≤ 1 % of user queries) at +61 s (p5–p95 +60…+62 s); the last user query reaches it at +60 s (p5–p95 +58…+62 s).`,
 		// the cost
@@ -196,7 +196,7 @@ func TestSummaryExcursionStories(t *testing.T) {
 	r.Notable[0].Share = 0.33
 	text := Summary(r)
 	summaryHas(t, text, "= 24.0 %; in this run the other resolvers added 9.0 pp by chance.",
-		"two minutes of about 13.5 % (the typical minute's p95 over runs) rather than one of 24.0 %")
+		"two minutes of about 14.0 % each (4.0 % + 20.0 %/2) rather than one of 24.0 %")
 
 	// A dip (the engine reports none, a hand-made result may).
 	r = canaryResult()
