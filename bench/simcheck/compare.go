@@ -41,6 +41,12 @@ type BinCmp struct {
 type SiteCmp struct {
 	Site                string
 	Observed, Predicted float64
+	// Canary is the share of the site's users answered with the canary
+	// before the drain, and AfterDrain in the bin that starts at the
+	// drain (when the drain is on a bin boundary): observed, predicted
+	// (the mean over runs).
+	Canary, PredCanary         float64
+	AfterDrain, PredAfterDrain float64
 }
 
 // Verdict is a comparison of the real run with a prediction.
@@ -126,6 +132,29 @@ func compare(name string, o Options, real *Real, pred *simulate.Result, c Criter
 			if cst.Site == siteNames[s] && cst.Phase == phase {
 				sc.Predicted = cst.AuthQPS
 			}
+		}
+		if ps := slices.Index(pred.Sites, siteNames[s]); ps >= 0 && canary >= 0 {
+			var c, all int64
+			var p float64
+			var np int
+			for i, b := range pred.Bins {
+				if i >= len(real.Obs.Counts) {
+					break
+				}
+				cnt := real.Obs.Counts[i][s]
+				if o.DrainAt <= 0 || b.Start+o.Bin <= o.DrainAt {
+					c += cnt[poolCanary]
+					all += cnt[poolStable] + cnt[poolCanary] + cnt[poolOther]
+					p += b.SiteShare[ps][canary]
+					np++
+				} else if b.Start == o.DrainAt {
+					n := cnt[poolStable] + cnt[poolCanary] + cnt[poolOther]
+					sc.AfterDrain = float64(cnt[poolCanary]) / math.Max(float64(n), 1)
+					sc.PredAfterDrain = b.SiteShare[ps][canary]
+				}
+			}
+			sc.Canary = float64(c) / math.Max(float64(all), 1)
+			sc.PredCanary = p / math.Max(float64(np), 1)
 		}
 		v.Sites = append(v.Sites, sc)
 	}
@@ -214,7 +243,8 @@ func (v *Verdict) Text(bins bool) string {
 	fmt.Fprintf(&b, "canary share inside the predicted p5–p95 band: %d of %d bins before the drain (%.1f %%)\n", v.InBandN, v.Compared, 100*v.Coverage)
 	fmt.Fprintf(&b, "steer's misses: %.2f/s observed, %.2f/s predicted (%+.1f %%)\n", v.ObservedMiss, v.PredictedMiss, 100*v.MissErr)
 	for _, s := range v.Sites {
-		fmt.Fprintf(&b, "  %-12s %7.2f/s observed, %7.2f/s predicted\n", s.Site, s.Observed, s.Predicted)
+		fmt.Fprintf(&b, "  %-12s %7.2f/s observed, %7.2f/s predicted; canary %.2f %% of its users (predicted %.2f %%), in the bin after the drain %.2f %% (%.2f %%)\n",
+			s.Site, s.Observed, s.Predicted, 100*s.Canary, 100*s.PredCanary, 100*s.AfterDrain, 100*s.PredAfterDrain)
 	}
 	if v.Drain >= 0 {
 		fmt.Fprintf(&b, "drain of the canary at %s: last user query answered canary %.2f s after it (predicted p5–p95 %.2f–%.2f s, median %.2f s);\n",

@@ -36,6 +36,7 @@ func TestSimulateAgainstUnbound(t *testing.T) {
 	dnstest.NeedTool(t, "unbound-checkconf")
 	o := Defaults()
 	o.Dir = t.TempDir()
+	o.Ports = dnstest.FreePorts(t, 4)
 	o.Duration, o.DrainAt = 2*time.Minute, 100*time.Second
 	var log strings.Builder
 	o.Log = &log

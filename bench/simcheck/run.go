@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/steer-dns/steer/internal/config"
@@ -38,6 +41,10 @@ type Options struct {
 	// seeded Seed, Seed+1, …); Runs is the number of Monte-Carlo runs.
 	Seed uint64
 	Runs int
+	// Ports, when set, are four free ports (steer's DNS and API, the big
+	// and the ECS Unbound); otherwise free ones are taken below the
+	// ephemeral range.
+	Ports []int `json:"-"`
 	// Log receives progress lines (nil: none).
 	Log io.Writer `json:"-"`
 }
@@ -65,27 +72,40 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-// freePorts returns n free UDP+TCP ports on 127.0.0.1.
+// freePorts returns n ports free now for UDP and TCP on 127.0.0.1, taken
+// below the ephemeral range so that no outgoing connection takes one
+// between now and the servers' binding it (as dnstest.FreePorts does).
 func freePorts(n int) ([]int, error) {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 11000 {
+				lo = v
+			}
+		}
+	}
 	var ports []int
-	var ls []net.Listener
+	var held []io.Closer
 	defer func() {
-		for _, l := range ls {
-			l.Close()
+		for _, c := range held {
+			c.Close()
 		}
 	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("no free ports")
 		}
-		ls = append(ls, l)
-		p := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+		p := 10000 + rand.IntN(lo-10000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
 			continue
 		}
-		u.Close()
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			l.Close()
+			continue
+		}
+		held = append(held, l, u)
 		ports = append(ports, p)
 	}
 	return ports, nil
@@ -112,9 +132,11 @@ func runReal(o Options) (_ *Real, err error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(4)
-	if err != nil {
-		return nil, err
+	ports := o.Ports
+	if len(ports) != 4 {
+		if ports, err = freePorts(4); err != nil {
+			return nil, err
+		}
 	}
 	dnsPort, apiPort, bigPort, ecsPort := ports[0], ports[1], ports[2], ports[3]
 	steerDir := filepath.Join(o.Dir, "steer")
