@@ -261,7 +261,7 @@ func (r *Record) chooseNested(a *Action, o *outcome, avail uint64, q *Query) (ui
 		case q.Stable:
 			m = r.heaviestMember(a, avail)
 		default:
-			m = r.randomMember(a, avail)
+			m = r.randomMember(a, avail, q)
 		}
 		if m < 0 {
 			return 0, 0, 0
@@ -302,7 +302,8 @@ func (r *Record) heaviestMember(a *Action, avail uint64) int {
 
 // randomMember draws a usable member of a split by weight (the first
 // usable one when only zero weights are usable); -1 when none is usable.
-func (r *Record) randomMember(a *Action, avail uint64) int {
+// It draws from q.Rand when set, as a split of pools does.
+func (r *Record) randomMember(a *Action, avail uint64, q *Query) int {
 	var total uint64
 	first := -1
 	for i, m := range a.Pools {
@@ -316,7 +317,12 @@ func (r *Record) randomMember(a *Action, avail uint64) int {
 	if total == 0 {
 		return first
 	}
-	x := rand.Uint64N(total)
+	var x uint64
+	if q.Rand != nil {
+		x = q.Rand.Uint64N(total)
+	} else {
+		x = rand.Uint64N(total)
+	}
 	for i, m := range a.Pools {
 		if !r.usableMember(m, avail) {
 			continue

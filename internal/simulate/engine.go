@@ -43,7 +43,9 @@ var ErrTooLarge = errors.New("simulation too large: more cache misses than allow
 // query after an entry expires arrives after an exponential time at the
 // block's rate (a nonhomogeneous one when groups follow the day: the
 // cumulative rate is inverted per bin), is decided by the phase's
-// policy.Live, and fills an entry that lives the answer's TTL (clamped,
+// policy.Live (with the block's first subnet as the client: every
+// subnet of a block is decided alike, that is what its scope says), and
+// fills an entry that lives the answer's TTL (clamped,
 // or stretched by a violator); the user queries inside its life are
 // Poisson per output bin. Streams do not interact, so a run costs
 // O(misses) with no event queue.

@@ -247,14 +247,11 @@ func (r *reducer) result() *Result {
 			}
 			*dst = band(xs)
 		}
-		sum, w := 0.0, 0.0
+		sum := 0.0
 		for b := range nb {
-			sum += p.configured[b][k] * r.queries[b]
-			w += r.queries[b]
+			sum += p.configured[b][k]
 		}
-		if w > 0 {
-			d.ConfiguredMean = sum / w
-		}
+		d.ConfiguredMean = sum / float64(nb)
 		res.Deviation = append(res.Deviation, d)
 	}
 	// Drains.
