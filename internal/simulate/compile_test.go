@@ -598,3 +598,57 @@ func TestCompileUnparsedScenario(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// Sites take their TTL clamps and violators (their own or the
+// scenario's); groups their diurnal profile; shares per group.
+func TestCompileSitesAndGroups(t *testing.T) {
+	sc := mustParse(t, "s.yaml", `
+duration: 1d
+bin: 10m
+seed: 3
+runs: 5
+start: 2026-06-01T12:00:00Z
+record: shop.example.com
+ttl_violators: { fraction: 0.0874, extend_to: 1h }
+clients:
+  - name: a
+    prefixes: [8.8.8.0/24]
+    rate: 10
+    diurnal: { trough: 0.3, peak: "18:30" }
+  - name: b
+    prefixes: [8.8.4.0/24, 8.8.5.0/24]
+    rate: 20
+resolvers:
+  - name: one
+    shares: { a: 0.4, b: 1 }
+    ttl: { min: 30s, max: 5m }
+  - name: two
+    groups: [a]
+    ttl_violators: { fraction: 1, extend_to: 2h }
+`)
+	m := mustCompile(t, sc, larkbook(t))
+	if m.Runs != 5 || m.Seed != 3 || m.Bin != 10*time.Minute || m.Duration != 24*time.Hour || !m.Start.Equal(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) {
+		t.Errorf("model runs %d seed %d bin %s duration %s start %s", m.Runs, m.Seed, m.Bin, m.Duration, m.Start)
+	}
+	if len(m.Groups) != 2 || m.Groups[0].Diurnal == nil || *m.Groups[0].Diurnal != (Diurnal{Trough: 0.3, Peak: 18*time.Hour + 30*time.Minute}) ||
+		m.Groups[1].Diurnal != nil || m.Groups[1].Rate != 20 {
+		t.Errorf("groups %+v", m.Groups)
+	}
+	one, two := m.Sites[0], m.Sites[1]
+	if one.MinTTL != 30*time.Second || one.MaxTTL != 5*time.Minute || one.Violators != 0.0874 || one.ExtendTo != time.Hour {
+		t.Errorf("site one %+v", one)
+	}
+	if two.MinTTL != 0 || two.Violators != 1 || two.ExtendTo != 2*time.Hour {
+		t.Errorf("site two %+v", two)
+	}
+	// one: a's subnet at 0.4, b's two at 1; two: a's subnet at the 0.6 left.
+	r0, r1 := m.Resolvers[0], m.Resolvers[1]
+	if len(r0.Subnets) != 3 || r0.Share[0] != 0.4 || r0.Share[1] != 1 || r0.Share[2] != 1 || len(r1.Subnets) != 1 || r1.Share[0] < 0.6-1e-9 || r1.Share[0] > 0.6+1e-9 {
+		t.Errorf("resolvers %+v", m.Resolvers)
+	}
+	for i, s := range m.Subnets {
+		if want := []int{0, 1, 1}[i]; s.Group != want {
+			t.Errorf("subnet %d in group %d, want %d", i, s.Group, want)
+		}
+	}
+}
