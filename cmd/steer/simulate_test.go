@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -326,5 +329,50 @@ func TestSimulateFromLog(t *testing.T) {
 	}
 	if res.Runs != 2 || len(res.Bins) != 120 || len(res.Drains) != 1 {
 		t.Errorf("the scenario's timeline (2h in 1m bins, a drain) on the log's population: %d runs, %d bins, %d drains", res.Runs, len(res.Bins), len(res.Drains))
+	}
+}
+
+// Ctrl-C stops a long simulation at once, saying so, and writes nothing.
+func TestSimulateInterrupt(t *testing.T) {
+	t.Parallel() // a subprocess waited on: overlaps the others
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "long.yaml")
+	long := strings.Replace(strings.Replace(simCanary, "duration: 2h", "duration: 7d", 1), "runs: 4", "runs: 1000", 1)
+	os.WriteFile(scenario, []byte(strings.Replace(long, "at: 1h", "at: 100h", 1)), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(steerBin, "simulate", "--scenario", scenario, "--out", out)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "simulating ") {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(strings.Join(lines, "\n"), "interrupted") {
+		t.Fatalf("after SIGINT: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if took > 5*time.Second {
+		t.Errorf("stopped %s after SIGINT", took)
+	}
+	if _, err := os.Stat(filepath.Join(out, "result.json")); err == nil {
+		t.Error("an interrupted simulation wrote result.json")
 	}
 }
