@@ -290,6 +290,15 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 	// site's whole share on the pool, plus the configured share of
 	// everybody else: full. A peak at least that high is that story.
 	full := s + c*(1-s)
+	if ph, before, ok := changedJustBefore(r, e); ok && up {
+		when := fmt.Sprintf("the %s of", binUnit(r))
+		if e.Bin > ph.At {
+			when = fmt.Sprintf("%s after", fmtRel((e.Bin - ph.At).Seconds()))
+		}
+		fmt.Fprintf(b, "  why: it is %s %q (%s), which lowered %s from %s %% to %s %%: caches filled before it keep the old answer until their TTL ends; resolver site %s (%s %% of the users) held most of it.\n",
+			when, ph.Label, fmtClockShort(ph.At), e.Pool, fmtPct(before), fmtPct(c), e.Site, fmtPct(s))
+		return
+	}
 	switch {
 	case up && e.Share >= full-0.03:
 		fmt.Fprintf(b, "  why: resolver site %s holds %s %% of the users and cached the %s answer for its TTL: %s %% (%s, all on %s) + %s %% of the other %s %% = %s %%",
@@ -309,6 +318,37 @@ func summaryExcursion(b *strings.Builder, r *Result) {
 	default:
 		fmt.Fprintf(b, "  why: resolver site %s (%s %% of the users) carried most of it: its caches held another pool's answer.\n", e.Site, fmtPct(s))
 	}
+}
+
+// changedJustBefore finds the phase change an excursion follows
+// closely (within 5 bins or 5 minutes, whichever is longer) that gave
+// its pool a lower configured share: the excess is answers cached
+// before the change. It returns the phase and the configured share in
+// the bin before it.
+func changedJustBefore(r *Result, e Excursion) (PhaseInfo, float64, bool) {
+	window := max(5*r.Bin, 5*time.Minute)
+	pi := indexOfName(r.Pools, e.Pool)
+	for i := len(r.Phases) - 1; i >= 0; i-- {
+		ph := r.Phases[i]
+		if ph.At <= 0 || ph.At > e.Bin+r.Bin {
+			continue
+		}
+		if e.Bin-ph.At >= window {
+			break
+		}
+		// The configured share in the last bin that ends by the change.
+		before := -1.0
+		for _, bin := range r.Bins {
+			if bin.Start+r.Bin <= ph.At {
+				before = elemAt(bin.Configured, pi)
+			}
+		}
+		if pi >= 0 && before > e.Configured+0.005 {
+			return ph, before, true
+		}
+		break
+	}
+	return PhaseInfo{}, 0, false
 }
 
 // summaryStraddle explains why most spikes look smaller than the full

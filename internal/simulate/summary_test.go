@@ -230,3 +230,22 @@ func TestSummaryExcursionStories(t *testing.T) {
 		t.Errorf("%d deviation lines, want 2 (the pools in play):\n%s", n, text)
 	}
 }
+
+func TestSummaryExcursionAfterDrain(t *testing.T) {
+	// The largest excess is the minute of the drain: answers cached
+	// before it, not a cache drawing the pool.
+	r := canaryResult()
+	r.Notable = []Excursion{{Bin: 12 * time.Hour, Pool: "us-east-canary", Share: 0.026, Configured: 0, Site: "isp-small", SiteShare: 0.8, Runs: 1}}
+	text := Summary(r)
+	summaryHas(t, text,
+		"biggest excursion: us-east-canary reached 2.6 % for one minute in one run (bin 12:00, configured 0.0 %)",
+		`why: it is the minute of "drain us-east-canary" (12:00), which lowered us-east-canary from 5.0 % to 0.0 %: caches filled before it keep the old answer until their TTL ends; resolver site isp-small (80.0 % of the users) held most of it.`)
+	summaryLacks(t, text, "carried most of the excess", "straddles")
+
+	r.Notable[0].Bin = 12*time.Hour + 2*time.Minute
+	summaryHas(t, Summary(r), `why: it is +2m0s after "drain us-east-canary" (12:00)`)
+
+	// Long after the drain it is not the drain's doing.
+	r.Notable[0].Bin = 13 * time.Hour
+	summaryLacks(t, Summary(r), "after \"drain")
+}
