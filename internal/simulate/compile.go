@@ -768,6 +768,19 @@ func (c *compiler) poolRef(m *Model, st *state, ref string, line int) (poolKey, 
 func (c *compiler) setWeights(m *Model, st *state, e *Event) (string, bool, bool) {
 	rc := &st.cfg.Records[st.ri]
 	rname := strings.TrimSuffix(m.Record, ".")
+	// "record/pool" names a pool of the asked record too; the splits of
+	// another record do not change what its users are answered.
+	weights := make(map[string]int, len(e.SetWeights))
+	for k, w := range e.SetWeights {
+		if i := strings.LastIndexByte(k, '/'); i >= 0 {
+			if dns.CanonicalName(k[:i]) != m.Record {
+				c.add(e.Line, "set_weights: %s: only the pools of %s, the record asked, can be reweighed", k, rname)
+				return "weights", false, false
+			}
+			k = k[i+1:]
+		}
+		weights[k] = w
+	}
 	var pol *config.Policy
 	if rc.Policy != "" {
 		if p, ok := st.cfg.Policies[rc.Policy]; ok {
@@ -808,8 +821,8 @@ func (c *compiler) setWeights(m *Model, st *state, e *Event) (string, bool, bool
 	}
 	ok := true
 	var parts []string
-	for _, p := range sortedKeys(e.SetWeights) {
-		parts = append(parts, fmt.Sprintf("%s=%d", p, e.SetWeights[p]))
+	for _, p := range sortedKeys(weights) {
+		parts = append(parts, fmt.Sprintf("%s=%d", p, weights[p]))
 		switch {
 		case !members[p]:
 			c.add(e.Line, "pool %s is not a pool of %s (pools: %s)", p, rname, strings.Join(sortedKeys(rc.Pools), ", "))
@@ -826,12 +839,12 @@ func (c *compiler) setWeights(m *Model, st *state, e *Event) (string, bool, bool
 	cfg := *st.cfg
 	recs := slices.Clone(cfg.Records)
 	nr := recs[st.ri]
-	nr.Rules, nr.Groups = reweighRules(nr.Rules, e.SetWeights), reweighGroups(nr.Groups, e.SetWeights)
+	nr.Rules, nr.Groups = reweighRules(nr.Rules, weights), reweighGroups(nr.Groups, weights)
 	recs[st.ri] = nr
 	cfg.Records = recs
 	if pol != nil {
 		np := *pol
-		np.Rules, np.Groups = reweighRules(np.Rules, e.SetWeights), reweighGroups(np.Groups, e.SetWeights)
+		np.Rules, np.Groups = reweighRules(np.Rules, weights), reweighGroups(np.Groups, weights)
 		cfg.Policies = maps.Clone(cfg.Policies)
 		cfg.Policies[rc.Policy] = np
 		label += fmt.Sprintf(" (in policy %s: every record using it)", rc.Policy)

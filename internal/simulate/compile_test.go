@@ -318,7 +318,7 @@ func TestCompileSetWeightsAndHealth(t *testing.T) {
 	sc := mustParse(t, "w.yaml", usScenario+`
 events:
   - { at: 30m, fail: us-east }
-  - { at: 1h, set_weights: { us-east: 50, us-east-canary: 50 } }
+  - { at: 1h, set_weights: { us-east: 50, shop.example.com/us-east-canary: 50 } }
   - { at: 1h, recover: us-east }
   - { at: 90m, drain: shop.example.com/us-east }
 `)
@@ -390,6 +390,8 @@ func TestCompileErrors(t *testing.T) {
 			[]string{"s.yaml:17: set_weights: pool ap-south is in no split of shop.example.com"}},
 		{"set_weights all zero", ev("  - { at: 1h, set_weights: { us-east: 0, us-east-canary: 0 } }\n"),
 			[]string{"s.yaml:17: weights us-east=0 us-east-canary=0: compiling the policies: "}},
+		{"set_weights of another record", ev("  - { at: 1h, set_weights: { www.example.com/us-east: 50 } }\n"),
+			[]string{"s.yaml:17: set_weights: www.example.com/us-east: only the pools of shop.example.com, the record asked, can be reweighed"}},
 		{"several", ev("  - { at: 1h, drain: x }\n  - { at: 90m, fail: y }\n") + "", []string{"s.yaml:17: pool x", "s.yaml:18: pool y"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { compileErr(t, "s.yaml", c.text, b, c.want...) })
