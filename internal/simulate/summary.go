@@ -13,7 +13,8 @@ import (
 // was simulated, per pool the configured and observed shares and the
 // deviation, the biggest excursion and which resolver site caused it,
 // when each drain is safe, and the authoritative and cache cost per
-// phase and site. The text depends only on r.
+// phase and site. The text depends only on r, and not on how long the
+// simulation took: the same seed gives the same text.
 func Summary(r *Result) string {
 	if r == nil {
 		return "steer simulate: no result\n"
@@ -53,9 +54,8 @@ func summaryHead(b *strings.Builder, r *Result) {
 	}
 	fmt.Fprintf(b, "simulated %s in %s bins of %s, %s %s (%s), %s user q/s on average",
 		fmtDurWords(dur), fmtGrouped(float64(len(r.Bins))), fmtDurWords(r.Bin), fmtGrouped(float64(r.Runs)), runs, seeds, fmtQPS(users))
-	if r.Elapsed > 0 {
-		fmt.Fprintf(b, "; took %s", r.Elapsed.Round(time.Millisecond))
-	}
+	// Not the wall time (Elapsed, in result.json): the same seed gives
+	// the same text.
 	b.WriteString("\n")
 	if len(r.Phases) > 0 {
 		parts := make([]string, 0, len(r.Phases))

@@ -39,7 +39,9 @@ func summaryLacks(t *testing.T, text string, subs ...string) {
 func TestSummaryCanary(t *testing.T) {
 	r := canaryResult()
 	text := Summary(r)
-	if again := Summary(canaryResult()); again != text {
+	again := canaryResult()
+	again.Elapsed *= 3 // a slower machine
+	if Summary(again) != text {
 		t.Errorf("summary is not deterministic")
 	}
 	lines := summaryLines(t, text)
