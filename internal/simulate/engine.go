@@ -213,6 +213,9 @@ func newPlan(m *Model) (*plan, error) {
 		if ph.Record == nil || ph.Live == nil {
 			return nil, fmt.Errorf("simulate: phase %q has no record or live state", ph.Label)
 		}
+		if (i == 0 && ph.At != 0) || (i > 0 && ph.At < m.Phases[i-1].At) {
+			return nil, fmt.Errorf("simulate: phase %q starts at %v: the first must start at 0 and the others in time order", ph.Label, ph.At)
+		}
 		for _, pl := range ph.Record.Pools {
 			if _, ok := idx[pl.Name]; !ok {
 				idx[pl.Name] = len(p.pools)
