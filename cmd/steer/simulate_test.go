@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,6 +155,37 @@ func TestSimulateCommand(t *testing.T) {
 	if len(res.Drains) != 1 || res.Drains[0].Pool != "us-east-canary" || res.Drains[0].Never != 0 ||
 		res.Drains[0].SafeAtS.P95 <= 0 || res.Drains[0].SafeAtS.P95 > 300 {
 		t.Errorf("drain: %+v, want the canary safe within 5 minutes (TTL 60 s)", res.Drains)
+	}
+
+	// A config event: the next file, relative to the scenario, read as
+	// steer would read it; its 50/50 split is configured from then on.
+	larkbook, err := os.ReadFile("../../examples/larkbook/steer.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.Replace(strings.Replace(string(larkbook), "weight: 95", "weight: 50", 1), "weight: 5 }", "weight: 50 }", 1)
+	os.WriteFile(filepath.Join(dir, "next.yaml"), []byte(next), 0o644)
+	os.WriteFile(scenario+".next", []byte(strings.Replace(simCanary, "drain: us-east-canary", "config: next.yaml", 1)), 0o644)
+	code, _, stderr = runCapture("simulate", "--config", "../../examples/larkbook/steer.yaml", "--scenario", scenario+".next", "--out", out, "--runs", "2", "--json")
+	if code != 0 {
+		t.Fatalf("config event: exit %d\n%s", code, stderr)
+	}
+	var cfgRes struct {
+		Pools []string `json:"pools"`
+		Bins  []struct {
+			Configured []float64 `json:"configured"`
+		} `json:"bins"`
+	}
+	data, _ = os.ReadFile(filepath.Join(out, "result.json"))
+	if err := json.Unmarshal(data, &cfgRes); err != nil || len(cfgRes.Bins) != 120 {
+		t.Fatalf("config event: %v, %d bins", err, len(cfgRes.Bins))
+	}
+	for i, p := range cfgRes.Pools {
+		if p == "us-east-canary" {
+			if a, b := cfgRes.Bins[30].Configured[i], cfgRes.Bins[90].Configured[i]; math.Abs(a-0.05) > 0.005 || math.Abs(b-0.5) > 0.02 {
+				t.Errorf("canary configured %.3f before the config event and %.3f after, want 0.05 and 0.5", a, b)
+			}
+		}
 	}
 
 	// --json: the same result on stdout, and nothing else there.
