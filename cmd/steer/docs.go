@@ -81,7 +81,9 @@ func manSteer() string {
 				arg = ` \fI` + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")) + `\fR`
 			}
 			fmt.Fprintf(&b, ".TP\n\\fB\\-\\-%s\\fR%s\n%s", roff(f.Name), arg, roff(f.Usage))
-			if f.DefValue != "" && f.DefValue != "false" {
+			// As flag.PrintDefaults: no zero default, and none where
+			// the text says what the default is.
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" && !strings.Contains(f.Usage, "(default") {
 				fmt.Fprintf(&b, " (default %s)", roff(f.DefValue))
 			}
 			b.WriteString("\n")
