@@ -128,15 +128,19 @@ type plan struct {
 	m        *Model
 	nb       int     // bins
 	bin, dur float64 // seconds
-	start    int64   // Unix seconds of offset 0
-	pools    []string
-	nSites   int
-	diurnal  bool
-	mult     [][]float64 // [group][bin]: the rate's daily factor
-	cum      [][]float64 // [group][bin boundary]: ∫ mult dt
-	phases   []planPhase
-	res      []planRes
-	drains   []planDrain
+	// The daily profiles are steps of slot seconds (the bin, or ten
+	// minutes when bins are longer), nslot of them.
+	slot    float64
+	nslot   int
+	start   int64 // Unix seconds of offset 0
+	pools   []string
+	nSites  int
+	diurnal bool
+	mult    [][]float64 // [group][slot]: the rate's daily factor
+	cum     [][]float64 // [group][slot boundary]: ∫ mult dt
+	phases  []planPhase
+	res     []planRes
+	drains  []planDrain
 	// configured[bin][pool] is Bin.Configured; confPhase[phase][pool]
 	// the phase's own (at peak rates).
 	configured [][]float64
@@ -229,20 +233,22 @@ func newPlan(m *Model) (*plan, error) {
 			p.diurnal = true
 		}
 	}
+	p.slot = min(p.bin, 600)
+	p.nslot = int(math.Ceil(p.dur/p.slot - 1e-9))
 	p.mult = make([][]float64, len(m.Groups))
 	p.cum = make([][]float64, len(m.Groups))
 	for gi, g := range m.Groups {
-		mu := make([]float64, p.nb)
-		cu := make([]float64, p.nb+1)
+		mu := make([]float64, p.nslot)
+		cu := make([]float64, p.nslot+1)
 		for b := range mu {
 			mu[b] = 1
 			if d := g.Diurnal; d != nil {
-				mid := m.Start.Add(time.Duration((float64(b) + 0.5) * p.bin * float64(time.Second)))
+				mid := m.Start.Add(time.Duration((float64(b) + 0.5) * p.slot * float64(time.Second)))
 				tod := float64(mid.UTC().Sub(mid.UTC().Truncate(24*time.Hour))) / float64(time.Second)
 				x := 2 * math.Pi * (tod - d.Peak.Seconds()) / 86400
 				mu[b] = max(d.Trough+(1-d.Trough)*(1+math.Cos(x))/2, 1e-9)
 			}
-			cu[b+1] = cu[b] + mu[b]*p.bin
+			cu[b+1] = cu[b] + mu[b]*p.slot
 		}
 		p.mult[gi], p.cum[gi] = mu, cu
 	}
@@ -326,9 +332,10 @@ func newPlan(m *Model) (*plan, error) {
 			num := make([]float64, len(p.pools))
 			den := 0.0
 			for g := range m.Groups {
-				den += p.mult[g][b] * groupRate[g]
+				f := p.meanMult(g, max(bs, pp.start), min(be, pp.end))
+				den += f * groupRate[g]
 				for k := range num {
-					num[k] += p.mult[g][b] * confRate[pi][g][k]
+					num[k] += f * confRate[pi][g][k]
 				}
 			}
 			for k := range c {
@@ -358,6 +365,18 @@ func newPlan(m *Model) (*plan, error) {
 		p.drains = append(p.drains, pd)
 	}
 	return p, nil
+}
+
+// meanMult is group g's mean daily factor over [x, y] (seconds).
+func (p *plan) meanMult(g int, x, y float64) float64 {
+	if y <= x {
+		return p.mult[g][min(max(int(x/p.slot), 0), p.nslot-1)]
+	}
+	at := func(t float64) float64 {
+		b := min(max(int(t/p.slot), 0), p.nslot-1)
+		return p.cum[g][b] + p.mult[g][b]*(t-float64(b)*p.slot)
+	}
+	return (at(y) - at(x)) / (y - x)
 }
 
 // query returns the query a miss of block k sends.

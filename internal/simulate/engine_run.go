@@ -280,14 +280,14 @@ func (st *runState) lam(t float64) float64 {
 func (st *runState) lamAt(t float64) float64 {
 	k := st.k
 	p := st.p
-	b := int(t / p.bin)
-	if b >= p.nb {
-		b = p.nb - 1
+	b := int(t / p.slot)
+	if b >= p.nslot {
+		b = p.nslot - 1
 	}
 	if b < 0 {
 		b = 0
 	}
-	dt := t - float64(b)*p.bin
+	dt := t - float64(b)*p.slot
 	v := 0.0
 	for _, c := range k.comps {
 		v += c.rate * (p.cum[c.g][b] + p.mult[c.g][b]*dt)
@@ -302,7 +302,7 @@ func (st *runState) rateAt(t float64) float64 {
 	if !p.diurnal {
 		return k.base
 	}
-	b := min(max(int(t/p.bin), 0), p.nb-1)
+	b := min(max(int(t/p.slot), 0), p.nslot-1)
 	v := 0.0
 	for _, c := range k.comps {
 		v += c.rate * p.mult[c.g][b]
@@ -326,10 +326,10 @@ func (st *runState) invLam(v, from float64) float64 {
 	}
 	// The bin holding v: arrivals are mostly near from, so walk forward
 	// a few bins before searching.
-	b := min(max(int(from/p.bin), 0), p.nb-1)
-	for i := 0; b < p.nb-1 && at(b+1) <= v; i++ {
+	b := min(max(int(from/p.slot), 0), p.nslot-1)
+	for i := 0; b < p.nslot-1 && at(b+1) <= v; i++ {
 		if i == 4 {
-			b += sort.Search(p.nb-1-b, func(j int) bool { return at(b+j+1) > v })
+			b += sort.Search(p.nslot-1-b, func(j int) bool { return at(b+j+1) > v })
 			break
 		}
 		b++
@@ -338,7 +338,7 @@ func (st *runState) invLam(v, from float64) float64 {
 	for _, c := range k.comps {
 		rate += c.rate * p.mult[c.g][b]
 	}
-	return float64(b)*p.bin + (v-at(b))/rate
+	return float64(b)*p.slot + (v-at(b))/rate
 }
 
 // nextArrival returns the time of the first query after t from the

@@ -342,6 +342,18 @@ func TestDiurnal(t *testing.T) {
 	if r.Bins[18].AuthQPS <= r.Bins[6].AuthQPS {
 		t.Errorf("misses/s at the peak %.2f, at the trough %.2f", r.Bins[18].AuthQPS, r.Bins[6].AuthQPS)
 	}
+	// With six-hour bins the rate still follows the day inside a bin
+	// (ten-minute steps): a bin's user rate is the profile's mean over it.
+	m.Bin = 6 * time.Hour
+	r = run(t, m, Options{})
+	for i, b := range r.Bins {
+		// ∫ cos over the bin, the peak at 18:00.
+		x0, x1 := 2*math.Pi*(float64(6*i)-18)/24, 2*math.Pi*(float64(6*i+6)-18)/24
+		want := 100 * (0.2 + 0.8*(1+(math.Sin(x1)-math.Sin(x0))/(x1-x0))/2)
+		if math.Abs(b.Queries-want)/want > 0.01 {
+			t.Errorf("six-hour bin %d: %.2f user q/s, want %.2f", i, b.Queries, want)
+		}
+	}
 }
 
 // TestScopeChange: draining eu-central widens steer's scopes (Berlin's
