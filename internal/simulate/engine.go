@@ -48,7 +48,20 @@ var ErrTooLarge = errors.New("simulation too large: more cache misses than allow
 // fills an entry that lives the answer's TTL (clamped,
 // or stretched by a violator); the user queries inside its life are
 // Poisson per output bin. Streams do not interact, so a run costs
-// O(misses) with no event queue.
+// O(misses) with no event queue. Decisions that draw nothing from the
+// random source (no split, or a sticky one) are the same at every miss of
+// a phase and are taken once at its start; the others are taken at each
+// miss with the run's seeded source.
+//
+// The caches start warm: at 0 each entry is alive with the probability
+// of its steady state under the first phase (λL/(1+λL)), aged uniformly
+// over its life, so the first minutes look like any other and TTL windows
+// do not all start together at 0.
+//
+// Configured is steer's own split with no cache: per phase, each block's
+// decision taken once per stratum of its random source (1,024 strata, so
+// a 95/5 split gives 95.02/4.98), weighted by the block's rate and the
+// groups' daily profiles per bin.
 //
 // A phase change keeps every entry until it expires. When the blocks
 // change with it (a drain widening scopes, an undrain narrowing them),
