@@ -412,3 +412,37 @@ func TestScopeChange(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerShapes: a multivalue answer of two pools counts each user
+// query half to each; a site's TTL clamp sets how long its entries live.
+func TestAnswerShapes(t *testing.T) {
+	table := testTable(t, testConfigYAML(t, `  - name: mv.example.com
+    ttl: 60
+    pools:
+      a: { address: 192.0.2.1 }
+      b: { address: 192.0.2.2 }
+    rules:
+      - default: { multivalue: 2, pools: [a, b] }
+`))
+	m := testModel(t, table, "mv.example.com", time.Hour, time.Minute, 2)
+	subs := addGroup(m, "all", 100, testSubnets("10.0.0.0/24", 24, 100))
+	addSite(m, Site{Name: "short", MaxTTL: 20 * time.Second}, 10, 1, 0.5, subs)
+	addSite(m, Site{Name: "long", MinTTL: 300 * time.Second}, 10, 1, 0.5, subs)
+	r := run(t, m, Options{})
+	a, b := poolIndex(t, r, "a"), poolIndex(t, r, "b")
+	for i, bin := range r.Bins {
+		if bin.Share[a].Mean != 0.5 || bin.Share[b].Mean != 0.5 || bin.Configured[a] != 0.5 || bin.Configured[b] != 0.5 {
+			t.Fatalf("bin %d: shares %v/%v configured %v, want half each", i, bin.Share[a], bin.Share[b], bin.Configured)
+		}
+	}
+	// 10 resolvers at 5 q/s each: 1/(20 s + 0.2 s) and 1/(300 s + 0.2 s).
+	want := map[string]float64{"short": 10 / 20.2, "long": 10 / 300.2}
+	for _, c := range r.Cost {
+		if math.Abs(c.AuthQPS-want[c.Site])/want[c.Site] > 0.05 {
+			t.Errorf("site %s: %.4f misses/s, want %.4f", c.Site, c.AuthQPS, want[c.Site])
+		}
+		if math.Abs(c.UserQPS-50) > 1 {
+			t.Errorf("site %s: %.2f user q/s, want 50", c.Site, c.UserQPS)
+		}
+	}
+}
