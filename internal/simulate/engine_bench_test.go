@@ -45,16 +45,20 @@ func dayModel(tb testing.TB, runs int, honors bool) *Model {
 }
 
 // benchRuns is the number of runs per set: 20 (the default) with
-// STEER_SIM_BENCH_FULL=1, else 2 so that CI's one pass stays cheap.
-func benchRuns() int {
+// STEER_SIM_BENCH_FULL=1, else few (2, or 1 for the heavy variant) so
+// that CI's one pass stays cheap.
+func benchRuns(heavy bool) int {
 	if ok, _ := strconv.ParseBool(os.Getenv("STEER_SIM_BENCH_FULL")); ok {
 		return 20
+	}
+	if heavy {
+		return 1
 	}
 	return 2
 }
 
 func benchDay(b *testing.B, honors bool) {
-	runs := benchRuns()
+	runs := benchRuns(!honors)
 	m := dayModel(b, runs, honors)
 	b.ResetTimer()
 	var misses float64
