@@ -286,6 +286,7 @@ func (r *reducer) result() *Result {
 			})
 		}
 	}
+	p.ecsCalculator(res)
 	// Notable excursions: per pool, the largest over runs, if it is
 	// more than half a percentage point.
 	for k := range np {

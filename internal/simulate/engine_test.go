@@ -94,7 +94,54 @@ func TestECSCacheCost(t *testing.T) {
 				t.Errorf("user q/s %.2f, want %.0f", users, rate)
 			}
 			t.Logf("%s: misses/s %.5f (analytic %.5f), entries %.1f, user q/s %.1f, %v", tc.name, got, want, entries, users, r.Elapsed)
+			// The calculator: the same users without ECS are one entry;
+			// per source prefix (the site's, /24 without ECS) and with
+			// this sticky split's scopes (the source prefix) one per
+			// block; and the case the site is in agrees with the run.
+			c := r.Cost[0]
+			perPrefix := tc.blocks
+			if !tc.site.ECS {
+				perPrefix = tc.subnets
+			}
+			for _, cc := range []struct {
+				name string
+				got  CostCase
+				n    int
+			}{{"no ECS", c.NoECS, 1}, {"per source prefix", c.PerPrefix, perPrefix}, {"scoped", c.Scoped, perPrefix}} {
+				want := analytic(cc.n)
+				l := rate / float64(cc.n)
+				wantE := float64(cc.n) * l * ttl / (1 + l*ttl)
+				if math.Abs(cc.got.AuthQPS-want)/want > 1e-9 || math.Abs(cc.got.Entries-wantE)/wantE > 1e-9 {
+					t.Errorf("calculator %s: %.5f q/s, %.1f entries; want %.5f, %.1f", cc.name, cc.got.AuthQPS, cc.got.Entries, want, wantE)
+				}
+			}
+			own := c.NoECS
+			if tc.site.ECS {
+				own = c.Scoped
+			}
+			if math.Abs(own.AuthQPS-c.AuthQPS)/own.AuthQPS > 0.01 {
+				t.Errorf("the run's %.5f misses/s and the calculator's %.5f for its own case differ by over 1 %%", c.AuthQPS, own.AuthQPS)
+			}
 		})
+	}
+}
+
+// TestECSCalculatorScopes: with a non-sticky split steer's scope is the
+// whole space, so an ECS cache that honours it needs one entry, as
+// without ECS, while one that caches per /24 needs 5,000.
+func TestECSCalculatorScopes(t *testing.T) {
+	table := testTable(t, testConfigYAML(t, splitRecord(false)))
+	m := testModel(t, table, "c.example.com", 10*time.Minute, time.Minute, 1)
+	subs := addGroup(m, "all", 500, testSubnets("10.0.0.0/24", 24, 5000))
+	addSite(m, Site{Name: "ecs", ECS: true, SourceV4: 24, SourceV6: 56, HonorsScope: true}, 1, 1, 1, subs)
+	c := run(t, m, Options{}).Cost[0]
+	if c.ECS != "/24 /56, honours scope" {
+		t.Errorf("ECS %q", c.ECS)
+	}
+	one := 500 / (1 + 500*60.0)
+	per := 5000 * 0.1 / (1 + 0.1*60)
+	if math.Abs(c.Scoped.AuthQPS-one) > 1e-9 || math.Abs(c.NoECS.AuthQPS-one) > 1e-9 || math.Abs(c.PerPrefix.AuthQPS-per) > 1e-6 {
+		t.Errorf("scoped %.5f, no ECS %.5f, per prefix %.3f; want %.5f, %.5f, %.3f", c.Scoped.AuthQPS, c.NoECS.AuthQPS, c.PerPrefix.AuthQPS, one, one, per)
 	}
 }
 

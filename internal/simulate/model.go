@@ -250,6 +250,23 @@ type Cost struct {
 	// Entries the mean number of cache entries it holds; UserQPS the
 	// user queries it answers.
 	AuthQPS, Entries, UserQPS float64
+	// ECS says how the site sends ECS as simulated ("none", "/24 /56,
+	// honours scope", "/24 /56, per source prefix").
+	ECS string
+	// The ECS cache-cost calculator: what the same users would cost
+	// through the same resolvers and caches if the site sent no ECS, if
+	// it sent ECS and cached per the scopes steer returns, and if it
+	// cached per ECS source prefix ignoring them (the site's source
+	// lengths, /24 and /56 when it sends none). Analytic, stationary,
+	// at the phase's mean rates, without TTL violators: per cache entry
+	// of rate λ and life L, λ/(1+λL) misses per second and a live entry
+	// λL/(1+λL) of the time.
+	NoECS, Scoped, PerPrefix CostCase
+}
+
+// CostCase is one case of the ECS cache-cost calculator.
+type CostCase struct {
+	AuthQPS, Entries float64
 }
 
 // PhaseInfo is a phase's label and start.

@@ -202,9 +202,12 @@ func drainRows(r *Result) [][]string {
 }
 
 func costRows(r *Result) [][]string {
-	rows := [][]string{{"phase", "site", "auth_qps", "cache_entries", "user_qps"}}
+	rows := [][]string{{"phase", "site", "auth_qps", "cache_entries", "user_qps", "ecs",
+		"no_ecs_auth_qps", "no_ecs_entries", "scoped_auth_qps", "scoped_entries", "per_prefix_auth_qps", "per_prefix_entries"}}
 	for _, c := range r.Cost {
-		rows = append(rows, []string{c.Phase, c.Site, fmtNum(c.AuthQPS, 6), fmtNum(c.Entries, 3), fmtNum(c.UserQPS, 4)})
+		rows = append(rows, []string{c.Phase, c.Site, fmtNum(c.AuthQPS, 6), fmtNum(c.Entries, 3), fmtNum(c.UserQPS, 4), c.ECS,
+			fmtNum(c.NoECS.AuthQPS, 6), fmtNum(c.NoECS.Entries, 3), fmtNum(c.Scoped.AuthQPS, 6), fmtNum(c.Scoped.Entries, 3),
+			fmtNum(c.PerPrefix.AuthQPS, 6), fmtNum(c.PerPrefix.Entries, 3)})
 	}
 	return rows
 }
@@ -314,6 +317,25 @@ type CostJSON struct {
 	AuthQPS float64 `json:"auth_qps"`
 	Entries float64 `json:"entries"`
 	UserQPS float64 `json:"user_qps"`
+	// ECS is how the site sends ECS as simulated; NoECS, Scoped and
+	// PerPrefix are the ECS cache-cost calculator's cases (analytic, at
+	// the phase's mean rates, without TTL violators): the same users
+	// without ECS, with ECS and steer's scopes, with ECS cached per
+	// source prefix.
+	ECS       string       `json:"ecs"`
+	NoECS     CostCaseJSON `json:"no_ecs"`
+	Scoped    CostCaseJSON `json:"scoped"`
+	PerPrefix CostCaseJSON `json:"per_prefix"`
+}
+
+// CostCaseJSON is one case of the ECS cache-cost calculator.
+type CostCaseJSON struct {
+	AuthQPS float64 `json:"auth_qps"`
+	Entries float64 `json:"entries"`
+}
+
+func (c CostCase) json() CostCaseJSON {
+	return CostCaseJSON{AuthQPS: finite(c.AuthQPS), Entries: finite(c.Entries)}
 }
 
 // ExcursionJSON is a bin where a pool's share was far from its
@@ -408,7 +430,8 @@ func (r *Result) JSON() ResultJSON {
 			SafeAtS: bandJSON(d.SafeAt, 1), LastQueryS: bandJSON(d.LastQuery, 1), Never: d.Never})
 	}
 	for _, c := range r.Cost {
-		j.Cost = append(j.Cost, CostJSON{Phase: c.Phase, Site: c.Site, AuthQPS: finite(c.AuthQPS), Entries: finite(c.Entries), UserQPS: finite(c.UserQPS)})
+		j.Cost = append(j.Cost, CostJSON{Phase: c.Phase, Site: c.Site, AuthQPS: finite(c.AuthQPS), Entries: finite(c.Entries), UserQPS: finite(c.UserQPS),
+			ECS: c.ECS, NoECS: c.NoECS.json(), Scoped: c.Scoped.json(), PerPrefix: c.PerPrefix.json()})
 	}
 	for _, e := range r.Notable {
 		j.Notable = append(j.Notable, ExcursionJSON{BinS: e.Bin.Seconds(), Pool: e.Pool, Share: finite(e.Share),

@@ -89,10 +89,10 @@ func TestWriteFiles(t *testing.T) {
 	}
 
 	cost := readOutputCSV(t, filepath.Join(dir, "cost.csv"))
-	if got := strings.Join(cost[0], ","); got != "phase,site,auth_qps,cache_entries,user_qps" {
+	if got := strings.Join(cost[0], ","); got != "phase,site,auth_qps,cache_entries,user_qps,ecs,no_ecs_auth_qps,no_ecs_entries,scoped_auth_qps,scoped_entries,per_prefix_auth_qps,per_prefix_entries" {
 		t.Errorf("cost.csv header %q", got)
 	}
-	if want := []string{"start", "bigpublic-us", "0.016667", "1.000", "200.0000"}; len(cost) != 5 || !sameStrings(cost[1], want) {
+	if want := []string{"start", "bigpublic-us", "0.016667", "1.000", "200.0000"}; len(cost) != 5 || !sameStrings(cost[1][:5], want) {
 		t.Errorf("cost.csv %q, want 4 rows after the header, the first %q", cost, want)
 	}
 

@@ -491,7 +491,7 @@ func summaryCost(b *strings.Builder, r *Result) {
 		sw = max(sw, len(s))
 	}
 	pw, sw = min(pw, 28), min(sw, 24)
-	b.WriteString("cost (the ECS cache-cost calculator; auth q/s are the cache misses steer answers):\n")
+	b.WriteString("cost (auth q/s are the cache misses steer answers):\n")
 	fmt.Fprintf(b, "  %-*s  %-*s  %12s  %12s  %12s\n", pw, "phase", sw, "site", "auth q/s", "entries", "user q/s")
 	rows := r.Cost
 	for i, c := range rows {
@@ -518,61 +518,25 @@ func summaryCost(b *strings.Builder, r *Result) {
 	}
 }
 
-// ecsMultipliers compares, in each phase, a site whose name says it
-// sends ECS ("bigpublic-ecs") with the same site without ECS
-// ("bigpublic"): how many more authoritative queries per user query and
-// cache entries ECS costs.
+// ecsMultipliers is the ECS cache-cost calculator in words, for the
+// first phase: per site, what its users cost steer and the caches with
+// steer's scopes, without ECS, and cached per source prefix.
 func ecsMultipliers(r *Result, phases []string) []string {
+	if len(phases) == 0 {
+		return nil
+	}
 	var out []string
-	for _, ph := range phases {
-		var rows []Cost
-		for _, c := range r.Cost {
-			if c.Phase == ph {
-				rows = append(rows, c)
-			}
+	for _, c := range r.Cost {
+		if c.Phase != phases[0] || c.NoECS.AuthQPS <= 0 || c.ECS == "" {
+			continue
 		}
-		for _, a := range rows {
-			base, ok := withoutECS(a.Site)
-			if !ok {
-				continue
-			}
-			for _, n := range rows {
-				if n.Site != base || n.AuthQPS <= 0 {
-					continue
-				}
-				ra, rn := a.AuthQPS, n.AuthQPS
-				per := ""
-				if a.UserQPS > 0 && n.UserQPS > 0 {
-					ra, rn = a.AuthQPS/a.UserQPS, n.AuthQPS/n.UserQPS
-					per = " per user query"
-				}
-				line := fmt.Sprintf("ECS multiplier (%s): %s sends steer %s the queries%s of %s without ECS",
-					ph, a.Site, fmtTimes(ra/rn), per, n.Site)
-				if n.Entries > 0 {
-					line += fmt.Sprintf(", and holds %s the cache entries", fmtTimes(a.Entries/n.Entries))
-				}
-				out = append(out, line)
-			}
+		times := func(x CostCase) string {
+			return fmt.Sprintf("%s q/s, %s entries (%s)", fmtQPS(x.AuthQPS), fmtQPS(x.Entries), fmtTimes(x.AuthQPS/c.NoECS.AuthQPS))
 		}
+		out = append(out, fmt.Sprintf("ECS calculator (%s; analytic, at mean rates, no TTL stretching): %s (ECS %s): without ECS %s q/s, %s entries; with ECS and steer's scopes %s; per ECS source prefix %s",
+			phases[0], c.Site, c.ECS, fmtQPS(c.NoECS.AuthQPS), fmtQPS(c.NoECS.Entries), times(c.Scoped), times(c.PerPrefix)))
 	}
 	return out
-}
-
-// withoutECS strips an "ecs" word from a site name: "bigpublic-ecs",
-// "ecs-bigpublic" and "bigpublic_ecs" are "bigpublic".
-func withoutECS(name string) (string, bool) {
-	lower := strings.ToLower(name)
-	for _, cut := range []string{"-ecs", "_ecs", ".ecs"} {
-		if strings.HasSuffix(lower, cut) {
-			return name[:len(name)-len(cut)], true
-		}
-	}
-	for _, cut := range []string{"ecs-", "ecs_", "ecs."} {
-		if strings.HasPrefix(lower, cut) {
-			return name[len(cut):], true
-		}
-	}
-	return "", false
 }
 
 // phaseChanges says, per site, how its cost changed from the first to

@@ -66,7 +66,7 @@ func TestSummaryCanary(t *testing.T) {
 		// the cost
 		"auth q/s", "entries", "user q/s",
 	)
-	summaryLacks(t, text, "TTL violators", "not safe before the end", "ECS multiplier", "NaN")
+	summaryLacks(t, text, "TTL violators", "not safe before the end", "ECS calculator", "NaN")
 	// The drained canary is not listed for the phase where it is out of play.
 	summaryLacks(t, text, `us-east-canary in "drain us-east-canary": configured 0.0 %; observed median 0.0 %, mean 0.0 %, highest p95 0.0 %`)
 	var costRows int
@@ -135,7 +135,7 @@ func TestSummaryOnePool(t *testing.T) {
 		"  only configured 100.0 %; observed median 100.0 %, mean 100.0 %",
 		"drains: none",
 	)
-	summaryLacks(t, text, " in \"start\":", "ECS multiplier")
+	summaryLacks(t, text, " in \"start\":", "ECS calculator")
 	if len(lines) > 12 {
 		t.Errorf("one-pool summary has %d lines", len(lines))
 	}
@@ -145,15 +145,15 @@ func TestSummaryECSCost(t *testing.T) {
 	// The ECS cache-cost calculator: the same site with and without
 	// ECS (500 q/s, TTL 60 s: one entry against 5,000 /24 scopes).
 	r := onePoolResult()
-	r.Sites = []string{"bigpublic", "bigpublic-ecs"}
+	r.Sites = []string{"bigpublic"}
 	r.Cost = []Cost{
-		{Phase: "start", Site: "bigpublic", AuthQPS: 1.0 / 60, Entries: 1, UserQPS: 500},
-		{Phase: "start", Site: "bigpublic-ecs", AuthQPS: 71.4, Entries: 5000, UserQPS: 500},
+		{Phase: "start", Site: "bigpublic", AuthQPS: 71.4, Entries: 4286, UserQPS: 500, ECS: "/24 /56, per source prefix",
+			NoECS: CostCase{AuthQPS: 1.0 / 60, Entries: 1}, Scoped: CostCase{AuthQPS: 1.0 / 60, Entries: 1}, PerPrefix: CostCase{AuthQPS: 71.4, Entries: 4286}},
 	}
 	text := Summary(r)
 	summaryHas(t, text,
-		"ECS multiplier (start): bigpublic-ecs sends steer ×4,284 the queries per user query of bigpublic without ECS, and holds ×5,000 the cache entries",
-		"0.0167", "71.4", "5,000")
+		"ECS calculator (start; analytic, at mean rates, no TTL stretching): bigpublic (ECS /24 /56, per source prefix): without ECS 0.0167 q/s, 1.00 entries; with ECS and steer's scopes 0.0167 q/s, 1.00 entries (×1.0); per ECS source prefix 71.4 q/s, 4,286 entries (×4,284)",
+		"71.4")
 
 	// A config change that turns ECS on for one site: the change from
 	// the first to the last phase.
