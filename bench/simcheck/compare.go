@@ -257,10 +257,10 @@ func (v *Verdict) Text(bins bool) string {
 			safe, v.PredSafe.P5, v.PredSafe.P95, 100*v.PredNever)
 	}
 	if v.Passed() {
-		fmt.Fprintf(&b, "PASS\n")
+		fmt.Fprintf(&b, "every criterion met\n")
 	} else {
 		for _, f := range v.Failures {
-			fmt.Fprintf(&b, "FAIL: %s\n", f)
+			fmt.Fprintf(&b, "not met: %s\n", f)
 		}
 	}
 	return b.String()
