@@ -14,7 +14,8 @@
 // bands. Deliberately wrong predictions (-wrong) are compared too: the
 // harness must reject them.
 //
-//	simcheck [-duration 30m] [-rate 2000] [-ttl 10] [-runs 200] [-dir DIR] [-wrong]
+//	simcheck [-duration 30m] [-rate 2000] [-ttl 10] [-runs 200] [-seed 1] [-dir DIR] [-bins] [-wrong=false]
+//	simcheck -replay DIR    # compare a run kept in DIR (observed.json) again
 //
 // It prints the comparison and exits 1 when the honest prediction fails
 // a criterion. bench/simulate.sh runs it; see bench/README.md.
