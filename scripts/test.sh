@@ -35,7 +35,8 @@ killtree() { # a process and everything it started
 	for c in $(pgrep -P "$1"); do killtree "$c"; done
 	kill "$1" 2>/dev/null || true
 }
-trap 'rc=$?; [ -z "$bg_pid" ] || killtree "$bg_pid"; rm -f $log $bg_log; [ "$rc" -eq 0 ] || summary' EXIT
+wait_pid=""
+trap 'rc=$?; [ -z "$bg_pid" ] || killtree "$bg_pid"; [ -z "$wait_pid" ] || killtree "$wait_pid"; rm -f $log $bg_log; [ "$rc" -eq 0 ] || summary' EXIT
 
 PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 etcd-server lintian zsh fish pdns-recursor knot-resolver dnsviz) # bird2: the BGP peer of the anycast tests; etcd-server: the store of the process-level fleet tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/); zsh, fish: the completion scripts' test; pdns-recursor, knot-resolver, dnsviz: the DNSSEC validators (internal/validatortest) beside delv (bind9-dnsutils) and Unbound
 missing=()
@@ -69,7 +70,14 @@ go vet ./...
 # so each test binary is built once per mode. A new package is raced unless
 # it is listed here.
 PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag ./internal/simulate)
-mapfile -t plain < <(go list "${PLAIN_PKGS[@]}")
+# Packages whose tests wait on the clock for minutes and use little CPU (a
+# 2-minute run of real resolvers against the simulator's prediction): they
+# start with the plain stage, beside it and not niced (they measure what
+# real resolvers do in time), rather than holding one of its two package
+# slots while they wait.
+WAIT_PKGS=(./bench/simcheck)
+mapfile -t waiting < <(go list "${WAIT_PKGS[@]}")
+mapfile -t plain < <(go list "${PLAIN_PKGS[@]}" | grep -vxF -f <(printf '%s\n' "${waiting[@]}"))
 mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
@@ -139,11 +147,18 @@ norace_pid=$!
 bg_start=$(now_ms)
 nice -n 19 bash -c 'background "$@"' background "${raced[@]}" >"$bg_log" 2>&1 &
 bg_pid=$!
-stage test "(${#plain[@]} packages, each benchmark once; beside them, niced, the !race tests of $((${#norace[@]} / 2)) raced packages, fuzzing and the raced packages' benchmarks)"
+wait_log=$(mktemp)
+go test -count=1 -timeout 15m -v -bench . -benchtime 1x "${waiting[@]}" >"$wait_log" 2>&1 &
+wait_pid=$!
+stage test "(${#plain[@]} packages, each benchmark once; beside them, the ${#waiting[@]} waiting ones and, niced, the !race tests of $((${#norace[@]} / 2)) raced packages, fuzzing and the raced packages' benchmarks)"
 run_tests -bench . -benchtime 1x "${plain[@]}"
 wait "$norace_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 cat "$norace_log" >>"$log"
 rm -f "$norace_log"
+wait "$wait_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+wait_pid=""
+cat "$wait_log" >>"$log"
+rm -f "$wait_log"
 # Show package results and failures, not every passing test's chatter.
 grep -E '^(ok|FAIL|panic:|--- FAIL|\s+--- FAIL|\s+\S+_test\.go:[0-9]+:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
