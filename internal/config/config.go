@@ -288,7 +288,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			probs.Add(file, 0, "the file is empty")
 		} else {
-			addYAMLError(&probs, file, err)
+			AddYAMLError(&probs, file, err)
 		}
 		return nil, probs.Err()
 	}
@@ -304,7 +304,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, rec: -1}
 	w.walk(root, "", reflect.TypeOf(c), true)
 	if err := root.Decode(c); err != nil {
-		addYAMLError(&probs, file, err)
+		AddYAMLError(&probs, file, err)
 	}
 	c.decodeValidity(root, &probs)
 	if len(probs) > 0 {
@@ -319,7 +319,10 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	return c, nil
 }
 
-func addYAMLError(probs *diag.Problems, file string, err error) {
+// AddYAMLError adds a YAML decoder's errors to probs, each at its line of
+// file (the configuration's and the simulator's scenario files both
+// report them so).
+func AddYAMLError(probs *diag.Problems, file string, err error) {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
 	if errors.As(err, &te) {

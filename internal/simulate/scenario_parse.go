@@ -10,12 +10,12 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"go.yaml.in/yaml/v3"
 )
@@ -58,7 +58,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		if errors.Is(err, io.EOF) {
 			probs.Add(file, 0, "the file is empty")
 		} else {
-			addYAMLError(&probs, file, err)
+			config.AddYAMLError(&probs, file, err)
 		}
 		return nil, probs.Err()
 	}
@@ -72,7 +72,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	}
 	sc := &Scenario{}
 	if err := root.Decode(sc); err != nil {
-		addYAMLError(&probs, file, err)
+		config.AddYAMLError(&probs, file, err)
 	}
 	w := lineWalker{probs: &probs, file: file}
 	w.walk(root, reflect.ValueOf(sc).Elem(), "")
@@ -91,26 +91,6 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	return sc, nil
-}
-
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-// addYAMLError adds the decoder's errors, each at its line, as
-// internal/config does.
-func addYAMLError(probs *diag.Problems, file string, err error) {
-	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	for _, m := range msgs {
-		if sm := yamlLine.FindStringSubmatch(m); sm != nil {
-			n, _ := strconv.Atoi(sm[1])
-			probs.Add(file, n, "%s", sm[2])
-		} else {
-			probs.Add(file, 0, "%s", strings.TrimPrefix(m, "yaml: "))
-		}
-	}
 }
 
 // lineWalker walks the decoded scenario beside its YAML nodes: it reports
