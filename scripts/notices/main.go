@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // File is the notices file, relative to the module root.
@@ -106,6 +107,16 @@ func licenceFiles(dir string) (licences, notices []string) {
 	for _, e := range ents {
 		n := strings.ToUpper(e.Name())
 		if e.IsDir() {
+			// A licenses/ directory holds the texts a LICENSE file
+			// refers to (golang/freetype's ftl.txt and gpl.txt).
+			if n == "LICENSES" {
+				sub, _ := os.ReadDir(filepath.Join(dir, e.Name()))
+				for _, f := range sub {
+					if !f.IsDir() {
+						licences = append(licences, e.Name()+"/"+f.Name())
+					}
+				}
+			}
 			continue
 		}
 		switch {
@@ -135,6 +146,16 @@ func Detect(text string) string {
 	}
 	if has("Permission to use, copy, modify, and/or distribute this software") || has("Permission to use, copy, modify, and distribute this software for any purpose with or without fee") {
 		ids = append(ids, "ISC")
+	}
+	if has("Creative Commons Attribution 4.0 International") {
+		ids = append(ids, "CC-BY-4.0")
+	}
+	if has("The FreeType License") {
+		if has("GNU General Public License (GPL), version 2 or later") {
+			ids = append(ids, "FTL OR GPL-2.0-or-later")
+		} else {
+			ids = append(ids, "FTL")
+		}
 	}
 	if has("CC0 1.0 Universal") {
 		ids = append(ids, "CC0-1.0")
@@ -168,7 +189,7 @@ iptoasn-country database under the PDDL-1.0
 
 `)
 	fmt.Fprintf(&head, "%-62s %-40s %s\n", "module", "version", "licence")
-	var unknown []string
+	var unknown, credits []string
 	for _, m := range ms {
 		lics, nots := licenceFiles(m.Dir)
 		if len(lics) == 0 {
@@ -182,6 +203,13 @@ iptoasn-country database under the PDDL-1.0
 			if err != nil {
 				return nil, err
 			}
+			if !utf8.Valid(b) { // ISO 8859-1 (freetype's ftl.txt): each byte is its code point
+				r := make([]rune, len(b))
+				for i, c := range b {
+					r[i] = rune(c)
+				}
+				b = []byte(string(r))
+			}
 			for _, id := range strings.Split(Detect(string(b)), " AND ") {
 				if id != "" && !contains(ids, id) {
 					ids = append(ids, id)
@@ -194,12 +222,34 @@ iptoasn-country database under the PDDL-1.0
 			continue
 		}
 		fmt.Fprintf(&head, "%-62s %-40s %s\n", m.Path, m.Version, strings.Join(ids, " AND "))
+		for _, id := range ids {
+			if strings.HasPrefix(id, "FTL") {
+				// The FreeType License asks for this credit in the
+				// documentation; steer takes the FTL of the choice.
+				credits = append(credits, fmt.Sprintf("%s (under the FreeType License): Portions of this software are copyright © %s The FreeType Project (www.freetype.org). All rights reserved.", m.Path, versionYear(m.Version)))
+			}
+		}
 	}
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("licence not determined (review it, then teach Detect):\n  %s", strings.Join(unknown, "\n  "))
 	}
+	for _, c := range credits {
+		fmt.Fprintf(&head, "\n%s\n", c)
+	}
 	head.Write(body.Bytes())
 	return head.Bytes(), nil
+}
+
+// versionYear is the year of a module version: a pseudo-version's
+// timestamp (v0.0.0-20170609003504-...), else "" when it has none.
+func versionYear(v string) string {
+	parts := strings.Split(v, "-")
+	for _, p := range parts {
+		if len(p) == 14 && strings.Trim(p, "0123456789") == "" {
+			return p[:4]
+		}
+	}
+	return ""
 }
 
 func contains(ss []string, s string) bool {

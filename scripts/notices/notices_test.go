@@ -43,13 +43,15 @@ func TestUpToDate(t *testing.T) {
 
 func TestDetect(t *testing.T) {
 	for text, want := range map[string]string{
-		"Apache License\n Version 2.0, January 2004":                                                "Apache-2.0",
-		"Permission is hereby granted, free of charge, to any person":                               "MIT",
-		"Redistribution and use in source and binary forms ... Neither the name of":                 "BSD-3-Clause",
-		"Redistribution and use in source and binary forms, with or without\nmodification, are ...": "BSD-2-Clause",
-		"Permission to use, copy, modify, and/or distribute this software for any":                  "ISC",
-		"Mozilla Public License Version 2.0":                                                        "MPL-2.0",
-		"Creative Commons Legal Code\n\nCC0 1.0 Universal":                                          "CC0-1.0",
+		"Apache License\n Version 2.0, January 2004":                                                               "Apache-2.0",
+		"Permission is hereby granted, free of charge, to any person":                                              "MIT",
+		"Redistribution and use in source and binary forms ... Neither the name of":                                "BSD-3-Clause",
+		"Redistribution and use in source and binary forms, with or without\nmodification, are ...":                "BSD-2-Clause",
+		"Permission to use, copy, modify, and/or distribute this software for any":                                 "ISC",
+		"Mozilla Public License Version 2.0":                                                                       "MPL-2.0",
+		"Creative Commons Legal Code\n\nCC0 1.0 Universal":                                                         "CC0-1.0",
+		"Creative Commons Attribution 4.0 International Public License":                                            "CC-BY-4.0",
+		"your choice of ... The FreeType License, ... or The GNU General Public License (GPL), version 2 or later": "FTL OR GPL-2.0-or-later",
 		"All rights reserved.": "",
 	} {
 		if got := Detect(text); got != want {
