@@ -78,7 +78,7 @@ PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./inter
 WAIT_PKGS=(./bench/simcheck)
 mapfile -t waiting < <(go list "${WAIT_PKGS[@]}")
 mapfile -t plain < <(go list "${PLAIN_PKGS[@]}" | grep -vxF -f <(printf '%s\n' "${waiting[@]}"))
-mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
+mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}" "${waiting[@]}"))
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
 done)
