@@ -107,13 +107,20 @@ func startNodeIn(t *testing.T, dir string, o Options) *testNode {
 // query asks the node over UDP.
 func (n *testNode) query(name string, qtype uint16) *dns.Msg {
 	n.t.Helper()
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), qtype)
-	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, n.dns.String())
+	r, err := n.tryQuery(name, qtype)
 	if err != nil {
 		n.t.Fatalf("query %s: %v", name, err)
 	}
 	return r
+}
+
+// tryQuery is query for a poll: an unanswered UDP query (a loaded
+// machine drops one now and then) is an error to retry, not the end.
+func (n *testNode) tryQuery(name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, n.dns.String())
+	return r, err
 }
 
 // txt returns the TXT answer for name, or the rcode's name.
