@@ -58,8 +58,6 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [ -n "$unformatted" ]; then
 	echo "not gofmt-clean:"; echo "$unformatted"; exit 1
 fi
-stage vet
-go vet ./...
 # Race detection runs where the code under test is concurrent: the server,
 # the node and its services. The packages below are tested without it: their
 # tests are single-threaded computation (compiling policies against whole
@@ -72,9 +70,9 @@ go vet ./...
 PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag ./internal/simulate)
 # Packages whose tests wait on the clock for minutes and use little CPU (a
 # 2-minute run of real resolvers against the simulator's prediction): they
-# start with the plain stage, beside it and not niced (they measure what
-# real resolvers do in time), rather than holding one of its two package
-# slots while they wait.
+# run beside the stages, not niced (they measure what real resolvers do in
+# time), rather than holding one of a stage's two package slots while they
+# wait.
 WAIT_PKGS=(./bench/simcheck)
 mapfile -t waiting < <(go list "${WAIT_PKGS[@]}")
 mapfile -t plain < <(go list "${PLAIN_PKGS[@]}" | grep -vxF -f <(printf '%s\n' "${waiting[@]}"))
@@ -82,6 +80,14 @@ mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}" 
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
 done)
+# The waiting packages start now, before vet: their test binaries build
+# beside it and their minutes of waiting overlap the race stage, which they
+# barely load (about 15 % of one core).
+wait_log=$(mktemp)
+go test -count=1 -timeout 15m -v -bench . -benchtime 1x "${waiting[@]}" >"$wait_log" 2>&1 &
+wait_pid=$!
+stage vet
+go vet ./...
 # Fuzzing and the raced packages' benchmarks run beside the plain stage, at
 # the lowest CPU priority: its tests mostly wait (on subprocesses, peers,
 # timers), so these fill the idle core.
@@ -119,7 +125,7 @@ done < <(go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}")
 stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others)"
 run_tests -race "${raced[@]}"
 ((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
-# The race stage runs alone: its fleet tests bound how fast a push reaches
+# The race stage runs alone (but for the waiting packages' light load): its fleet tests bound how fast a push reaches
 # five nodes, and even niced work beside them (fuzzing's workers, policy
 # compiles) pushed that past its bound. What follows is niced beside the
 # plain stage.
@@ -147,9 +153,6 @@ norace_pid=$!
 bg_start=$(now_ms)
 nice -n 19 bash -c 'background "$@"' background "${raced[@]}" >"$bg_log" 2>&1 &
 bg_pid=$!
-wait_log=$(mktemp)
-go test -count=1 -timeout 15m -v -bench . -benchtime 1x "${waiting[@]}" >"$wait_log" 2>&1 &
-wait_pid=$!
 stage test "(${#plain[@]} packages, each benchmark once; beside them, the ${#waiting[@]} waiting ones and, niced, the !race tests of $((${#norace[@]} / 2)) raced packages, fuzzing and the raced packages' benchmarks)"
 run_tests -bench . -benchtime 1x "${plain[@]}"
 wait "$norace_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
