@@ -322,17 +322,30 @@ zones:
 		t.Fatalf("only %d of 20 queries answered", answered)
 	}
 	dnstest.WaitFor(t, 10*time.Second, `lines(logPath) >= 5`, func() bool { return lines(logPath) >= answered }, p.log)
+	// Each rotation: the renamed file keeps every line it had and gets
+	// those written before the reopen; the new file gets the rest; no
+	// answered query's line is lost.
+	files := []string{logPath}
 	for i, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
 		rotated := fmt.Sprintf("%s.%d", logPath, i+1)
+		before := lines(logPath)
 		if err := os.Rename(logPath, rotated); err != nil {
 			t.Fatal(err)
 		}
+		files = append(files, rotated)
 		p.cmd.Process.Signal(sig)
-		dnstest.WaitFor(t, 10*time.Second, "a query log line", func() bool { ask(1); return lines(logPath) > 0 }, p.log)
-		if lines(rotated) < 5 {
-			t.Fatalf("after %v the rotated file lost lines: %d", sig, lines(rotated))
+		dnstest.WaitFor(t, 10*time.Second, "a query log line", func() bool { answered += ask(1); return lines(logPath) > 0 }, p.log)
+		if got := lines(rotated); got < before {
+			t.Fatalf("after %v the rotated file lost lines: %d of %d", sig, got, before)
 		}
 	}
+	all := func() (n int) {
+		for _, f := range files {
+			n += lines(f)
+		}
+		return n
+	}
+	dnstest.WaitFor(t, 10*time.Second, fmt.Sprintf("all %d answered queries logged", answered), func() bool { return all() >= answered }, p.log)
 	p.stop(t)
 }
 
