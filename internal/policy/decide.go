@@ -49,6 +49,15 @@ type Query struct {
 	Rand *rand.Rand
 }
 
+// draw returns a number in [0, n) from q.Rand, or from the process's
+// source when q has none: every random split draws here.
+func (q *Query) draw(n uint64) uint64 {
+	if q.Rand != nil {
+		return q.Rand.Uint64N(n)
+	}
+	return rand.Uint64N(n)
+}
+
 // Decision is the outcome of a query.
 type Decision struct {
 	// Pools has a bit set for each pool whose records answer.
@@ -295,12 +304,7 @@ func (r *Record) choose(a *Action, o *outcome, avail uint64, q *Query) (uint64, 
 			}
 			return 0, 0, 0
 		}
-		var x uint64
-		if q.Rand != nil {
-			x = q.Rand.Uint64N(total)
-		} else {
-			x = rand.Uint64N(total)
-		}
+		x := q.draw(total)
 		for i, p := range a.Pools {
 			if avail&(1<<p) == 0 {
 				continue

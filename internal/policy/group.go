@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -317,12 +316,7 @@ func (r *Record) randomMember(a *Action, avail uint64, q *Query) int {
 	if total == 0 {
 		return first
 	}
-	var x uint64
-	if q.Rand != nil {
-		x = q.Rand.Uint64N(total)
-	} else {
-		x = rand.Uint64N(total)
-	}
+	x := q.draw(total)
 	for i, m := range a.Pools {
 		if !r.usableMember(m, avail) {
 			continue
