@@ -6,9 +6,9 @@ import (
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
-	"github.com/steer-dns/steer/internal/geo"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/simulate"
+	"github.com/steer-dns/steer/internal/snapshot"
 )
 
 // SimulateBase is what steer simulate runs a scenario against: the
@@ -27,20 +27,8 @@ func SimulateBase(path string) (simulate.Base, error) {
 		ps.Add(cfg.File, 0, "no steered record (records:): nothing to simulate")
 		return simulate.Base{}, ps
 	}
-	set := &geo.Set{}
-	for i, name := range cfg.Geo.Databases {
-		p := name
-		if name != geo.EmbeddedName {
-			p = cfg.LocalPath(name)
-		}
-		d, err := geo.Open(p)
-		if err != nil {
-			ps.Add(cfg.File, cfg.Line(fmt.Sprintf("geo.databases[%d]", i)), "geo database %s: %v", name, err)
-			continue
-		}
-		set.DBs = append(set.DBs, d)
-	}
-	if err := ps.Err(); err != nil {
+	set, err := snapshot.OpenGeo(cfg)
+	if err != nil {
 		return simulate.Base{}, err
 	}
 	table, _, err := policy.Build(cfg, set)

@@ -573,6 +573,18 @@ func (e *encloser) find(name string) (string, bool) {
 // returned, so the policies compiled against it can be reused. The files
 // are always read: a size and modification time can stay the same across
 // a rewrite within one clock tick, their bytes cannot.
+// OpenGeo opens the configuration's geo databases, as a build does, for
+// a caller that compiles policies without building a snapshot (steer
+// simulate); problems are at the databases' lines.
+func OpenGeo(cfg *config.Config) (*geo.Set, error) {
+	var errs diag.Problems
+	set, _ := openGeo(cfg, &errs, nil)
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
 func openGeo(cfg *config.Config, errs *diag.Problems, prev *geo.Set) (*geo.Set, []string) {
 	geoSet := &geo.Set{}
 	var files []string
