@@ -171,6 +171,23 @@ func Detect(text string) string {
 	return strings.Join(ids, " AND ")
 }
 
+// Embedded are third-party data compiled into steer beside the modules:
+// its name, licence, what it is, and the licence texts to reproduce
+// (relative to the module root).
+var Embedded = []struct {
+	Name, Licence, What string
+	Files               []string
+}{
+	{
+		Name: "world-atlas 2.0.2 (npm)", Licence: "ISC",
+		What: "The dashboard's world map (internal/ui/assets/land.js) is drawn from\n" +
+			"Natural Earth's 1:110m land (public domain, naturalearthdata.com) as\n" +
+			"world-atlas 2.0.2 packages it, under the ISC licence below\n" +
+			"(internal/ui/mapdata/SOURCE.md).",
+		Files: []string{"internal/ui/mapdata/LICENSE-world-atlas.txt"},
+	},
+}
+
 // Generate returns the notices file for the module at root.
 func Generate(root string) ([]byte, error) {
 	ms, err := Modules(root)
@@ -235,6 +252,20 @@ iptoasn-country database under the PDDL-1.0
 	}
 	for _, c := range credits {
 		fmt.Fprintf(&head, "\n%s\n", c)
+	}
+	for _, e := range Embedded {
+		fmt.Fprintf(&head, "\n%s\n", e.What)
+		fmt.Fprintf(&body, "\n\n==== %s ====\n", e.Name)
+		for _, name := range e.Files {
+			b, err := os.ReadFile(filepath.Join(root, name))
+			if err != nil {
+				return nil, err
+			}
+			if got := Detect(string(b)); got != e.Licence {
+				return nil, fmt.Errorf("%s: licence %q, want %q", name, got, e.Licence)
+			}
+			fmt.Fprintf(&body, "\n---- %s ----\n\n%s\n", name, strings.TrimRight(string(b), "\n \t"))
+		}
 	}
 	head.Write(body.Bytes())
 	return head.Bytes(), nil
