@@ -33,8 +33,9 @@ async function navigate() {
 
 window.addEventListener('hashchange', navigate);
 
-// Page modules are imported after route() exists.
-await Promise.all(['overview.js', 'record.js', 'explain.js', 'preview.js', 'fleet.js']
-  .map((f) => import('./' + f).catch((e) => console.error(f, e))));
-live();
-navigate();
+// Page modules are imported after route() exists. No top-level await:
+// they import this module, which must have finished evaluating first
+// (awaiting them here would wait for ever).
+Promise.all(['overview.js', 'record.js', 'explain.js', 'preview.js', 'fleet.js']
+  .map((f) => import('./' + f).catch((e) => console.error(f, e))))
+  .then(() => { live(); navigate(); });
