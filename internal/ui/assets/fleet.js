@@ -66,8 +66,10 @@ async function load(box, status) {
   status.replaceChildren(`As node ${f.node} sees the fleet${f.prefix ? ` (store prefix ${f.prefix})` : ''}; fetched `,
     el('time', { datetime: fetched.toISOString() }, utc(fetched)), '.');
   const parts = [];
-  if (f.errors && f.errors.length) {
-    parts.push(el('ul', { class: 'fleet-errors', role: 'alert' }, f.errors.map((e) => el('li', { class: 'error' }, e))));
+  if ((f.errors && f.errors.length) || (f.warnings && f.warnings.length)) {
+    parts.push(el('ul', { class: 'fleet-errors', role: 'alert' },
+      (f.errors || []).map((e) => el('li', { class: 'error' }, el('strong', null, 'error: '), e)),
+      (f.warnings || []).map((w) => el('li', { class: 'warn' }, el('strong', null, 'warning: '), w))));
   }
   parts.push(el('h2', null, 'Nodes'), nodes(f, fetched), el('h2', null, 'Health-check targets'), targets(f));
   box.replaceChildren(...parts);
@@ -83,13 +85,16 @@ function nodes(f, now) {
     if (n.error) problems.push(el('span', { class: 'node-error' }, el('strong', null, 'error: '), n.error));
     if (n.warning) problems.push(el('span', { class: 'node-warning' }, el('strong', null, 'warning: '), n.warning));
     const mode = n.health_mode || '';
-    return el('tr', { 'data-node': n.name, class: n.name === f.node ? 'self' : null },
-      el('th', { scope: 'row', class: 'name' }, n.name, n.name === f.node ? el('span', { class: 'self-mark' }, ' (this node)') : null),
+    const self = n.self || n.name === f.node;
+    const heard = toDate(n.heard_at);
+    const viewTitle = [at ? `complete view at ${utc(at)}` : 'no complete view yet', n.view_age && `(${n.view_age} old when asked)`, heard && `status last heard ${utc(heard)}`].filter(Boolean).join(' ');
+    return el('tr', { 'data-node': n.name, class: self ? 'self' : null },
+      el('th', { scope: 'row', class: 'name' }, n.name, self ? el('span', { class: 'self-mark' }, ' (this node)') : null),
       el('td', { class: 'region' }, n.region || ''),
       el('td', { class: 'digest', title: n.digest || 'no bundle' }, n.digest ? el('code', null, n.digest.replace(/^sha256:/, '').slice(0, 12)) : '—'),
       el('td', { class: 'serial num' }, String(n.serial ?? '')),
       el('td', { class: 'canary' }, n.canary ? 'canary' : ''),
-      el('td', { class: 'view-age', title: at ? utc(at) : 'no complete view yet' }, at ? el('time', { datetime: at.toISOString() }, age) : age),
+      el('td', { class: 'view-age', title: viewTitle }, at ? el('time', { datetime: at.toISOString() }, age) : age),
       el('td', { class: 'health-mode ' + (mode === 'quorum' ? 'mode-quorum' : 'mode-other') }, mode),
       el('td', { class: 'error' }, problems.length ? problems.flatMap((p, i) => (i ? [el('br'), p] : [p])) : ''),
       el('td', { class: 'pending num' }, n.pending ? String(n.pending) : ''));
@@ -112,10 +117,10 @@ function targets(f) {
       cols.map((c) => {
         const o = by.get(c);
         if (!o) return el('td', { class: 'observer none', 'data-observer': c, title: `${c} has no observation of ${t.target}` }, '');
-        const title = [`${c}: ${o.state}`, o.reason, utc(o.at) && `observed ${utc(o.at)} (${ago(o.at)})`, o.stale && 'stale: older than the fleet counts'].filter(Boolean).join('\n');
+        const title = [`${c}${o.own ? ' (this node\'s own check)' : ''}: ${o.state}`, o.reason, utc(o.at) && `observed ${utc(o.at)} (${ago(o.at)})`, o.stale && 'stale: older than the fleet counts'].filter(Boolean).join('\n');
         return el('td', { class: `observer ${stateClass(o.state)}${o.stale ? ' stale' : ''}`, 'data-observer': c, 'data-stale': o.stale ? 'true' : null, title }, o.state);
       }),
-      el('td', { class: 'verdict' }, badge(t.verdict)));
+      el('td', { class: 'verdict', title: [t.reason, toDate(t.since) && `since ${utc(t.since)}`].filter(Boolean).join('\n') || null }, badge(t.verdict)));
   });
   if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: cols.length + 2, class: 'hint' }, 'No health-check targets are observed.')));
   return el('table', { id: 'targets', class: 'data' },

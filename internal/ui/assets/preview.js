@@ -26,6 +26,9 @@ const GROUPS = [
   { name: 'oceania-africa', countries: ['AU', 'ZA'] },
 ];
 
+// How many records the selector lists at once (the filter finds others).
+const LIST_LIMIT = 200;
+
 const KINDS = [
   { value: 'drain', label: 'drain a pool' },
   { value: 'weight', label: 'set a pool\'s weight' },
@@ -45,11 +48,11 @@ async function render(main, params) {
   const status = el('p', { class: 'hint', role: 'status' }, 'Loading the records…');
   main.append(status);
 
-  // The records to choose from: the overview's first page of up to 1,000
-  // (with pools and their states), plus the deep link's record.
+  // The records to choose from: a page of the overview's (with pools and
+  // their states; the filter asks for others), plus the deep link's.
   let records = [], total = 0;
   try {
-    const ov = await get('/v1/overview?limit=1000');
+    const ov = await get(`/v1/overview?limit=${LIST_LIMIT}`);
     records = ov.records || [];
     total = ov.total || records.length;
   } catch (e) {
@@ -66,11 +69,15 @@ async function render(main, params) {
     if (!status.querySelector('.error')) status.replaceChildren('No steered records: nothing to preview.');
     return;
   }
-  status.replaceChildren(total > records.length ? `The first ${records.length} of ${total} records are listed; open another from its record page.` : '');
-  status.hidden = !status.textContent;
+  const listed = () => {
+    status.replaceChildren(total > records.length ? `${records.length} of ${total} records listed: filter by name to find another.` : '');
+    status.hidden = !status.textContent;
+  };
+  listed();
 
   const recSel = el('select', { id: 'preview-record', name: 'record' },
     records.map((r) => el('option', { value: r.name, selected: sameName(r.name, want.record) }, r.name)));
+  const filter = el('input', { id: 'preview-record-filter', type: 'search', placeholder: 'name contains…', autocomplete: 'off', spellcheck: 'false', size: 18 });
   const kindSel = el('select', { id: 'preview-kind', name: 'kind' },
     KINDS.map((k) => el('option', { value: k.value, selected: k.value === want.kind }, k.label)));
   const poolSel = el('select', { id: 'preview-pool', name: 'pool' });
@@ -79,6 +86,7 @@ async function render(main, params) {
   const run = el('button', { id: 'preview-run', type: 'submit' }, 'Preview');
   const current = el('p', { id: 'preview-current', class: 'hint' });
   const form = el('form', { id: 'preview-form', class: 'preview-form' },
+    total > records.length ? el('label', { for: 'preview-record-filter' }, 'Find record', filter) : null,
     el('label', { for: 'preview-record' }, 'Record', recSel),
     el('label', { for: 'preview-kind' }, 'Change', kindSel),
     el('label', { for: 'preview-pool' }, 'Pool', poolSel),
@@ -141,6 +149,26 @@ async function render(main, params) {
   };
 
   recSel.addEventListener('change', () => { fillPools(); describe(); loadDetail(); });
+  let seq = 0, debounce = 0;
+  filter.addEventListener('input', () => {
+    clearTimeout(debounce);
+    debounce = setTimeout(async () => {
+      const n = ++seq;
+      try {
+        const ov = await get(`/v1/overview?limit=${LIST_LIMIT}&q=${encodeURIComponent(filter.value.trim())}`);
+        if (n !== seq) return;
+        const keep = record();
+        records = ov.records || [];
+        total = ov.total || records.length;
+        if (keep && !records.some((r) => r.name === keep.name)) records.unshift(keep);
+        recSel.replaceChildren(...records.map((r) => el('option', { value: r.name, selected: keep && r.name === keep.name }, r.name)));
+        listed();
+      } catch (e) {
+        status.replaceChildren(el('span', { class: 'error' }, `Could not list the records: ${e.message || e}`));
+        status.hidden = false;
+      }
+    }, 250);
+  });
   kindSel.addEventListener('change', describe);
   poolSel.addEventListener('change', describe);
   weight.addEventListener('input', describe);
