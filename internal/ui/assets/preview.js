@@ -11,6 +11,7 @@
 import { route } from './app.js';
 import { get, send, getSession } from './api.js';
 import { el, svg, badge, pct, utc, duration } from './fmt.js';
+import { fetchFleet } from './fleet.js';
 
 route('/preview(?:\\?.*)?', render);
 route('/preview/:record', render);
@@ -207,6 +208,11 @@ async function render(main, params) {
     }
   });
 
+  // In a fleet an override is shared through the store: the confirmation
+  // says so.
+  let fleetNodes = 0;
+  fetchFleet().then(({ status: st, body }) => { if (st === 200 && body && body.nodes) fleetNodes = body.nodes.length; }).catch(() => {});
+
   // #/preview/NAME?kind=drain&pool=P&run=1 runs the prediction at once.
   if (q.get('run') === '1' && want.pool) form.requestSubmit();
 
@@ -217,7 +223,8 @@ async function render(main, params) {
     const what = state === 'drain'
       ? `Drain pool "${c.pool}" of ${c.record}?\n\nThis sets the operator's state "drain" on it (PUT /v1/records/${c.record}/pools/${c.pool}/state): steer stops answering with ${c.pool} from now on.`
       : `Take pool "${c.pool}" of ${c.record} down?\n\nThis sets the operator's state "down" on it (PUT /v1/records/${c.record}/pools/${c.pool}/state): steer stops answering with ${c.pool} at once, whatever its health checks say.`;
-    if (!confirm(what)) {
+    const where = fleetNodes ? `\n\nThis node shares the override with the fleet's ${fleetNodes} nodes through the store.` : '';
+    if (!confirm(what + where)) {
       applyStatus.replaceChildren('Not applied (cancelled).');
       return;
     }
