@@ -546,6 +546,18 @@ type Status struct {
 	ViewAt  time.Time `json:"view_at"`
 	Version string    `json:"version,omitempty"`
 	Since   time.Time `json:"since"`
+	// HealthMode is how the node decides health: "quorum" (the fleet's
+	// view, live), "frozen since T" (the store lost, the view kept as it
+	// was at T), "local since T" (no view for view_grace: its own checks
+	// decide) or "local" (health not shared).
+	HealthMode string `json:"health_mode,omitempty"`
+	// The node's identity as its own file gives it (node:): its name
+	// when other than Node, its country and location (for maps, and for
+	// explaining a query as this node answers it).
+	NodeName string   `json:"node_name,omitempty"`
+	Country  string   `json:"country,omitempty"`
+	Lat      *float64 `json:"lat,omitempty"`
+	Lon      *float64 `json:"lon,omitempty"`
 }
 
 // StatusKey is where node's Status lives.

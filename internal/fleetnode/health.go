@@ -73,10 +73,12 @@ type quorumHealth struct {
 	viewAt    time.Time         // the last complete view of P/obs/
 	fresh     bool              // the view was fresh at the last tick
 	members   map[string]string // live nodes (their status keys) → region
-	probing   string            // the last choice of keys, for change detection
-	short     string            // regions last warned short of observers
-	kick      chan struct{}
-	savedAt   time.Time // the view was last written to viewFile
+	// statuses are the live nodes' statuses as last heard (view.go).
+	statuses map[string]fleet.Status
+	probing  string // the last choice of keys, for change detection
+	short    string // regions last warned short of observers
+	kick     chan struct{}
+	savedAt  time.Time // the view was last written to viewFile
 }
 
 // ownResult is this node's latest check result of one target.
@@ -586,18 +588,21 @@ func (fh *quorumHealth) configured(keys []health.Key) {
 func (fh *quorumHealth) followMembers(ctx context.Context) {
 	m := fh.m
 	p := strings.TrimSuffix(m.prefix, "/") + "/nodes/"
-	view := map[string]string{} // node → region
-	region := func(v []byte) string {
+	view := map[string]fleet.Status{} // node → its status
+	region := func(v []byte) fleet.Status {
 		var st fleet.Status
 		json.Unmarshal(v, &st)
-		return st.Region
+		return st
 	}
 	set := func(now time.Time, heard []string, gone []string) {
 		live := make(map[string]string, len(view))
-		for n, r := range view {
-			live[n] = r
+		statuses := make(map[string]fleet.Status, len(view))
+		for n, st := range view {
+			live[n] = st.Region
+			statuses[n] = st
 		}
 		fh.mu.Lock()
+		fh.statuses = statuses
 		changed := len(live) != len(fh.members)
 		for n, r := range live {
 			if old, ok := fh.members[n]; !ok || old != r {

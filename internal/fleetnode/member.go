@@ -747,6 +747,8 @@ func (m *Member) claim(ctx context.Context, l fleet.Lease, ttl time.Duration, wa
 
 // status is what the node says of itself now.
 func (m *Member) status() fleet.Status {
+	mode, _ := m.HealthMode(time.Now())
+	id := m.identity()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return fleet.Status{
@@ -754,6 +756,7 @@ func (m *Member) status() fleet.Status {
 		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
 		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
 		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning, Pending: m.waiting(),
+		HealthMode: mode, NodeName: id.NodeName, Country: id.Country, Lat: id.Lat, Lon: id.Lon,
 	}
 }
 
