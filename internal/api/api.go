@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/health"
 	"github.com/steer-dns/steer/internal/qtype"
@@ -160,6 +161,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.anycastRoutes()
 	s.transferRoutes()
 	s.simulateRoutes()
+	s.fleetRoutes()
 	return h
 }
 
@@ -283,6 +285,11 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.b.Explain(req)
+	if errors.Is(err, ErrBadInput) {
+		// A node param naming no live node of the fleet, or given off one.
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		s.log.Warn("admin API: explain failed", "name", req.Name, "err", err)
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -292,8 +299,9 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseExplain reads name, type (default A), ecs (a prefix or an address),
-// from (default 127.0.0.1) and dnssec (default true: the query has the DO
-// bit) from the query string.
+// from (default 127.0.0.1), dnssec (default true: the query has the DO
+// bit) and node (a fleet node to answer as; default this node) from the
+// query string.
 func parseExplain(r *http.Request) (explain.Request, error) {
 	q := r.URL.Query()
 	req := explain.Request{Name: strings.TrimSpace(q.Get("name")), Qtype: dns.TypeA}
@@ -324,6 +332,12 @@ func parseExplain(r *http.Request) (explain.Request, error) {
 			return req, fmt.Errorf("bad from address %q", f)
 		}
 		req.From = a
+	}
+	if n := strings.TrimSpace(q.Get("node")); n != "" {
+		if !config.ValidNodeName(n) {
+			return req, fmt.Errorf("bad node %q (a fleet node's name)", n)
+		}
+		req.Node = n
 	}
 	if d := strings.TrimSpace(q.Get("dnssec")); d != "" {
 		do, err := strconv.ParseBool(d)

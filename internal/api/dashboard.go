@@ -185,6 +185,9 @@ type FleetView struct {
 	Targets []FleetTarget   `json:"targets"`
 	// Errors are the store's or this node's problems with it.
 	Errors []string `json:"errors,omitempty"`
+	// Warnings are what this node finds wrong with the store or the
+	// fleet (a database past half its quota, regions short of observers).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // FleetNodeView is one node of the fleet.
@@ -205,13 +208,20 @@ type FleetNodeView struct {
 	Pending    int       `json:"pending,omitempty"`
 	Version    string    `json:"version,omitempty"`
 	Location   *LatLon   `json:"location,omitempty"`
+	// Self marks the answering node; HeardAt is when its status last
+	// reached the answering node (its clock; unset for itself).
+	Self    bool       `json:"self,omitempty"`
+	HeardAt *time.Time `json:"heard_at,omitempty"`
 }
 
 // FleetTarget is one health-check target with each observer's verdict
 // and the fleet's.
 type FleetTarget struct {
-	Target    string            `json:"target"` // address/check
-	Verdict   string            `json:"verdict"`
+	Target  string `json:"target"`  // address/check
+	Verdict string `json:"verdict"` // up, down, unknown (none yet)
+	// Reason says how the quorum reached it, Since when it last changed.
+	Reason    string            `json:"reason,omitempty"`
+	Since     *time.Time        `json:"since,omitempty"`
 	Observers []ObserverVerdict `json:"observers"`
 }
 
@@ -223,6 +233,8 @@ type ObserverVerdict struct {
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
 	Stale  bool      `json:"stale,omitempty"`
+	// Own marks the answering node's own check result.
+	Own bool `json:"own,omitempty"`
 }
 
 // Event is one server-sent event of GET /v1/events.

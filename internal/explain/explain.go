@@ -33,6 +33,12 @@ type Request struct {
 	// a validating resolver's does, so the report shows the signatures
 	// an answer from a signed zone carries.
 	NoDNSSEC bool
+	// Node, in a fleet, is the node to answer as ("": the one asked):
+	// its identity (name, region, country, location) stands in for the
+	// answering node's, which matters to rules on node or node_region and
+	// to clients steered by the node's location (ecs.unknown_client:
+	// node). Run ignores it: the caller builds the policies for it.
+	Node string
 }
 
 // Report is the explanation.

@@ -37,6 +37,9 @@ func (b *backend) Ready() (bool, string) {
 }
 
 func (b *backend) Explain(req explain.Request) (*explain.Report, error) {
+	if req.Node != "" {
+		return b.explainAsNode(req) // fleetview.go
+	}
 	return explain.Run(b.n.srv.Handler(), req)
 }
 

@@ -102,6 +102,9 @@ type Node struct {
 	feed    *health.Feed
 	grd     *guardWiring
 	fl      *fleetnode.Member // nil: not in a fleet
+	// asNode keeps the policies compiled to explain as another node of
+	// the fleet (fleetview.go).
+	asNode nodeExplainCache
 	// fellBack: New found the newest bundle unservable (fleetFallback).
 	fellBack bool
 	xfr      *xfrWiring
