@@ -71,11 +71,20 @@ export function ago(t, now = Date.now()) {
 }
 
 // when renders a <time> with the UTC time and its age:
-// "2026-12-02 19:57:42 UTC (3 m ago)"; empty text for no time.
+// "2026-12-02 19:57:42 UTC (3 m ago)", the age in a span.age (which a
+// table may put on its own line); empty for no time. retickAges updates
+// the ages inside root.
 export function when(t, now = Date.now()) {
   const d = toDate(t);
   if (!d) return el('time');
-  return el('time', { datetime: d.toISOString(), title: d.toISOString() }, `${utc(d)} (${ago(d, now)})`);
+  return el('time', { datetime: d.toISOString(), title: d.toISOString() }, `${utc(d)} `, el('span', { class: 'age' }, `(${ago(d, now)})`));
+}
+
+export function retickAges(root, now = Date.now()) {
+  for (const s of root.querySelectorAll('time[datetime] > span.age')) {
+    const txt = `(${ago(s.parentNode.getAttribute('datetime'), now)})`;
+    if (s.textContent !== txt) s.textContent = txt;
+  }
 }
 
 // pct formats a 0..1 share as "62.1 %" ("" for a missing value).
@@ -102,25 +111,30 @@ export function badge(state, tag = 'span') {
   return el(tag, { class: `badge ${stateClass(state)}` }, state || '?');
 }
 
-// bar renders a share (0..1) as a small horizontal SVG bar with the
-// percentage's text beside it for screen readers and colourless reading.
-export function bar(share, { width = 60, height = 8, label = true } = {}) {
+// bar renders a share (0..1) as its percentage followed by a small
+// horizontal SVG bar: <span class="share"><span class="share-text">62.1 %
+// </span><svg class="bar" aria-hidden="true">…</svg></span>, so the text
+// (and textContent) is the percentage alone.
+export function bar(share, { width = 48, height = 8, label = true } = {}) {
   const w = Math.max(0, Math.min(1, share || 0)) * width;
   const s = svg('svg', { class: 'bar', width, height, viewBox: `0 0 ${width} ${height}`, 'aria-hidden': 'true' },
     svg('rect', { class: 'bar-bg', x: 0, y: 0, width, height }),
     svg('rect', { class: 'bar-fg', x: 0, y: 0, width: w.toFixed(1), height }));
-  return label ? el('span', { class: 'share' }, s, ' ', el('span', { class: 'share-text' }, pct(share))) : s;
+  return label ? el('span', { class: 'share' }, el('span', { class: 'share-text' }, pct(share)), s) : s;
 }
 
 // histogram draws a bar chart into a new <svg class="chart">.
-//   bins: [{label, value, hatched?, title?}] (hatched bins get the
-//   pattern fill so they differ from the others without colour)
+//   bins: [{label, value, part?, hatched?, title?, group?}]: a hatched bin
+//   is drawn in the pattern fill, so it differs without colour; part (<=
+//   value) is the hatched top portion of a bin (e.g. "of which widened");
+//   a bin with value null is a gap; group labels a run of bins below
+//   their own labels (e.g. the address family)
 //   opts: {width, height, title (for <title>), xLabel, yLabel, id, legend:
 //   [{label, hatched?}] }
 // The chart has role="img" and an aria-label; each bar a <title>.
 export function histogram(bins, opts = {}) {
   const W = opts.width || 480, H = opts.height || 200;
-  const m = { l: 44, r: 8, t: opts.legend ? 22 : 8, b: 30 };
+  const m = { l: 44, r: 8, t: opts.legend ? 22 : 8, b: bins.some((b) => b.group) || opts.xLabel ? 34 : 22 };
   const pw = W - m.l - m.r, ph = H - m.t - m.b;
   const max = Math.max(1, ...bins.map((b) => b.value || 0));
   const uid = opts.id || `chart-${++chartSeq}`;
@@ -139,22 +153,34 @@ export function histogram(bins, opts = {}) {
   const top = ticks[ticks.length - 1];
   const bw = bins.length ? pw / bins.length : pw;
   const every = Math.max(1, Math.ceil(bins.length / Math.max(1, Math.floor(pw / 28))));
+  let group = null;
   bins.forEach((b, i) => {
-    const h = ((b.value || 0) / top) * ph;
     const x = m.l + i * bw;
-    const r = svg('rect', {
-      class: b.hatched ? 'bin hatched' : 'bin', x: (x + bw * 0.1).toFixed(1), y: (m.t + ph - h).toFixed(1),
-      width: Math.max(1, bw * 0.8).toFixed(1), height: h.toFixed(1),
-      fill: b.hatched ? `url(#${uid}-hatch)` : null,
-    }, svg('title', { text: b.title || `${b.label}: ${count(b.value)}` }));
-    root.append(r);
+    if (b.group && b.group !== group) {
+      group = b.group;
+      root.append(svg('text', { class: 'group-label', x: x + 2, y: H - 2, text: b.group }));
+    }
+    if (b.value === null) return;
+    const h = ((b.value || 0) / top) * ph;
+    const ph2 = b.part ? (Math.min(b.part, b.value) / top) * ph : 0;
+    const title = b.title || `${b.label}: ${count(b.value)}` + (b.part ? ` (${count(b.part)} widened)` : '');
+    const bx = (x + bw * 0.1).toFixed(1), bwid = Math.max(1, bw * 0.8).toFixed(1);
+    const g = svg('g', { class: 'bin-group' }, svg('title', { text: title }),
+      svg('rect', {
+        class: b.hatched ? 'bin hatched' : 'bin', x: bx, y: (m.t + ph - h).toFixed(1), width: bwid, height: (h - (b.hatched ? 0 : ph2)).toFixed(1),
+        style: b.hatched ? `fill: url(#${uid}-hatch)` : null,
+      }));
+    if (ph2 > 0 && !b.hatched) {
+      g.append(svg('rect', { class: 'bin hatched', x: bx, y: (m.t + ph - ph2).toFixed(1), width: bwid, height: ph2.toFixed(1), style: `fill: url(#${uid}-hatch)` }));
+    }
+    root.append(g);
     if (i % every === 0) {
       root.append(svg('text', { class: 'tick', x: (x + bw / 2).toFixed(1), y: H - m.b + 14, 'text-anchor': 'middle', text: b.label }));
     }
   });
   root.append(svg('line', { class: 'axis', x1: m.l, x2: W - m.r, y1: m.t + ph, y2: m.t + ph }),
     svg('line', { class: 'axis', x1: m.l, x2: m.l, y1: m.t, y2: m.t + ph }));
-  if (opts.xLabel) root.append(svg('text', { class: 'axis-label', x: m.l + pw / 2, y: H - 2, 'text-anchor': 'middle', text: opts.xLabel }));
+  if (opts.xLabel) root.append(svg('text', { class: 'axis-label', x: W - m.r, y: H - 2, 'text-anchor': 'end', text: opts.xLabel }));
   if (opts.legend) legend(root, opts.legend, uid, m.l, 4);
   return root;
 }
@@ -224,7 +250,7 @@ function hatchDefs(uid) {
 
 function legend(root, items, uid, x, y) {
   for (const it of items) {
-    root.append(svg('rect', { class: it.hatched ? 'bin hatched' : 'bin', x, y, width: 12, height: 12, fill: it.hatched ? `url(#${uid}-hatch)` : null }),
+    root.append(svg('rect', { class: it.hatched ? 'bin hatched' : 'bin', x, y, width: 12, height: 12, style: it.hatched ? `fill: url(#${uid}-hatch)` : null }),
       svg('text', { class: 'legend', x: x + 16, y: y + 10, text: it.label }));
     x += 28 + it.label.length * 7;
   }
