@@ -168,6 +168,10 @@ type ScopeHistogram struct {
 	Counts  []uint64 `json:"counts"`
 	// Widened counts those whose scope health widened.
 	Widened uint64 `json:"widened"`
+	// WidenedCounts, when set, splits Widened by length: WidenedCounts[i]
+	// of Counts[i] had their scope widened (the record page hatches that
+	// part of each bar; without it, one "widened" bar per family).
+	WidenedCounts []uint64 `json:"widened_counts,omitempty"`
 }
 
 // LatencyExcerpt is one client network's ranking of sites.
