@@ -10,7 +10,7 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +69,11 @@ type server struct {
 	auth  atomic.Pointer[authState]
 	mux   *http.ServeMux
 	fails authFailures
-	sim   simulateState // POST /v1/simulate (SimulateBackend)
+	sim   simulateState           // POST /v1/simulate (SimulateBackend)
+	ui    atomic.Pointer[uiMount] // /ui (SetUI); nil: not mounted
+	// uiPublic lets the dashboard's pages and the reads they make be
+	// served without the token (api.ui_public; SetUIPublic).
+	uiPublic atomic.Bool
 }
 
 // authFailureWindow is how often failed authentication attempts are
@@ -117,6 +121,9 @@ type authState struct {
 	token  [sha256.Size]byte
 	auth   bool
 	refuse string
+	// gen counts token changes: a dashboard session opened under one
+	// generation is not valid under the next (see TokenGeneration).
+	gen uint64
 }
 
 // Handler is the admin API's http.Handler.
@@ -133,7 +140,19 @@ func (h *Handler) SetAuth(token, refuseChanges string) {
 		a.auth = true
 		a.token = sha256.Sum256([]byte(token))
 	}
-	h.s.auth.Store(a)
+	for {
+		old := h.s.auth.Load()
+		a.gen = 0
+		if old != nil {
+			a.gen = old.gen
+			if old.auth != a.auth || old.token != a.token {
+				a.gen++
+			}
+		}
+		if h.s.auth.CompareAndSwap(old, a) {
+			return
+		}
+	}
 }
 
 // NewHandler returns the admin API handler for b.
@@ -178,6 +197,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			limit = MaxSimulateBodyBytes
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	if p := r.URL.Path; p == "/ui" || strings.HasPrefix(p, "/ui/") {
+		if m := s.ui.Load(); m != nil {
+			s.serveUI(w, r, m)
+			return
+		}
 	}
 	h, pattern := s.mux.Handler(r)
 	switch pattern {
@@ -226,29 +251,6 @@ func (e *errorRewriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return e.w.Write(b)
-}
-
-func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	a := s.auth.Load()
-	if !a.auth {
-		return true
-	}
-	h := r.Header.Get("Authorization")
-	scheme, cred, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="steer"`)
-		writeError(w, http.StatusUnauthorized, "missing bearer token")
-		s.failed(r, "missing bearer token")
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
-	if subtle.ConstantTimeCompare(got[:], a.token[:]) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="steer", error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, "invalid bearer token")
-		s.failed(r, "invalid bearer token")
-		return false
-	}
-	return true
 }
 
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -530,6 +532,16 @@ func writeText(w http.ResponseWriter, code int, msg string) {
 // outright when stop's context ends first) and waits for it to finish.
 // ctx bounds only the listen itself.
 func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger, maxConns int) (addr string, stop func(context.Context) error, err error) {
+	return ServeTLS(ctx, listen, h, log, maxConns, nil)
+}
+
+// ServeTLS is Serve with HTTPS whenever cert holds a certificate: each
+// connection is accepted as TLS with the certificate cert holds then, or
+// as plain HTTP when it holds none, so a reload can renew the
+// certificate, or turn TLS on or off, without rebinding the address
+// (connections already open keep what they were opened with). A nil
+// cert is Serve: plain HTTP.
+func ServeTLS(ctx context.Context, listen string, h http.Handler, log *slog.Logger, maxConns int, cert *atomic.Pointer[tls.Certificate]) (addr string, stop func(context.Context) error, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -540,6 +552,18 @@ func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger,
 	}
 	if maxConns > 0 {
 		ln = netutil.LimitListener(ln, maxConns)
+	}
+	if cert != nil {
+		ln = &tlsSwitch{Listener: ln, cert: cert, conf: &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"http/1.1"},
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				if c := cert.Load(); c != nil {
+					return c, nil
+				}
+				return nil, errors.New("admin API: TLS was turned off")
+			},
+		}}
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -558,7 +582,7 @@ func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger,
 		}
 	}()
 	addr = ln.Addr().String()
-	log.Info("admin API listening", "addr", addr)
+	log.Info("admin API listening", "addr", addr, "tls", cert != nil && cert.Load() != nil)
 	stop = func(ctx context.Context) error {
 		err := srv.Shutdown(ctx)
 		if err != nil {
@@ -568,4 +592,21 @@ func Serve(ctx context.Context, listen string, h http.Handler, log *slog.Logger,
 		return err
 	}
 	return addr, stop, nil
+}
+
+// tlsSwitch accepts connections as TLS while cert holds a certificate,
+// as plain TCP while it holds none. (http.Server serves a *tls.Conn as
+// HTTPS: it does the handshake and sets Request.TLS.)
+type tlsSwitch struct {
+	net.Listener
+	cert *atomic.Pointer[tls.Certificate]
+	conf *tls.Config
+}
+
+func (l *tlsSwitch) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil || l.cert.Load() == nil {
+		return c, err
+	}
+	return tls.Server(c, l.conf), nil
 }

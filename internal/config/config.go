@@ -417,8 +417,21 @@ func (c *Config) check(probs *diag.Problems) {
 		if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
 			probs.Add(f, c.Line("api.listen"), "api.listen: %q is not host:port", c.API.Listen)
 		}
-	} else if c.API.TokenFile != "" {
-		probs.Add(f, c.Line("api.token_file"), "api.token_file without api.listen")
+	} else {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"api.token_file", c.API.TokenFile != ""}, {"api.ui_public", c.API.UIPublic}, {"api.tls_cert_file", c.API.TLSCertFile != ""}, {"api.tls_key_file", c.API.TLSKeyFile != ""}} {
+			if k.set {
+				probs.Add(f, c.Line(k.key), "%s without api.listen", k.key)
+			}
+		}
+	}
+	switch {
+	case c.API.TLSCertFile != "" && c.API.TLSKeyFile == "":
+		probs.Add(f, c.Line("api.tls_cert_file"), "api.tls_cert_file without api.tls_key_file: give both or neither")
+	case c.API.TLSKeyFile != "" && c.API.TLSCertFile == "":
+		probs.Add(f, c.Line("api.tls_key_file"), "api.tls_key_file without api.tls_cert_file: give both or neither")
 	}
 	if c.API.MaxConnections < 0 {
 		probs.Add(f, c.Line("api.max_connections"), "api.max_connections: %d is negative (0 or unset: %d)", c.API.MaxConnections, DefaultAPIMaxConnections)

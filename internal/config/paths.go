@@ -81,6 +81,8 @@ func (c *Config) LocalPaths() []PathRef {
 		add("query_log.path", c.QueryLog.Path)
 	}
 	add("api.token_file", c.API.TokenFile)
+	add("api.tls_cert_file", c.API.TLSCertFile)
+	add("api.tls_key_file", c.API.TLSKeyFile)
 	if c.Anycast != nil {
 		for i, p := range c.Anycast.Peers {
 			add(fmt.Sprintf("anycast.peers[%d].password_file", i), p.PasswordFile)

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"sort"
 	"strings"
@@ -306,6 +308,22 @@ type API struct {
 	// MaxConnections caps the connections the API holds open at once
 	// (default DefaultAPIMaxConnections); more wait in the listen backlog.
 	MaxConnections int `yaml:"max_connections"`
+	// UIPublic serves the dashboard's pages (/ui/) and the reads they
+	// make (GET /v1/overview, /v1/records/NAME, /v1/fleet, /v1/events)
+	// without the token, as /metrics is; changes still need it.
+	UIPublic bool `yaml:"ui_public"`
+	// TLSCertFile and TLSKeyFile (both or neither; relative to the
+	// configuration file) serve the API over HTTPS with this certificate
+	// chain and key, read at every load (a reload picks up a renewed
+	// certificate).
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// TLSCert is the pair of TLSCertFile and TLSKeyFile, read at load;
+	// nil when they are not set.
+	TLSCert *tls.Certificate `yaml:"-"`
+	// tlsPEM is the hash of what TLSCert was parsed from (a reload
+	// compares it).
+	tlsPEM [sha256.Size]byte
 	// Token is the token of TokenFile or TokenEnv, read once at load;
 	// empty when neither is set.
 	Token Secret `yaml:"-"`

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -76,6 +78,7 @@ func (c *Config) readSecrets(probs *diag.Problems) {
 			bad("api.token_env", "$%s is unset or empty", a.TokenEnv)
 		}
 	}
+	c.readAPICert(bad)
 	if c.Anycast != nil {
 		for i := range c.Anycast.Peers {
 			p := &c.Anycast.Peers[i]
@@ -123,9 +126,38 @@ func (c *Config) withSecretsReread() (*Config, bool, error) {
 	if err := probs.Err(); err != nil {
 		return nil, false, err
 	}
-	if cp.API.Token != c.API.Token || c.Fleet != nil && cp.Fleet.Etcd.Password != c.Fleet.Etcd.Password ||
+	if cp.API.Token != c.API.Token || cp.API.tlsPEM != c.API.tlsPEM || c.Fleet != nil && cp.Fleet.Etcd.Password != c.Fleet.Etcd.Password ||
 		c.Anycast != nil && !slices.EqualFunc(cp.Anycast.Peers, c.Anycast.Peers, func(a, b AnycastPeer) bool { return a.Password == b.Password }) {
 		return &cp, false, nil
 	}
 	return c, true, nil
+}
+
+// readAPICert reads the admin API's certificate chain and key
+// (api.tls_cert_file, api.tls_key_file) into API.TLSCert, once per load,
+// so a reload serves a renewed certificate and a bad pair is a problem at
+// its line.
+func (c *Config) readAPICert(bad func(key, format string, args ...any)) {
+	a := &c.API
+	a.TLSCert, a.tlsPEM = nil, [sha256.Size]byte{}
+	if a.TLSCertFile == "" || a.TLSKeyFile == "" {
+		return // checked in check
+	}
+	certPEM, err := ReadFile(c.LocalFS(a.TLSCertFile), c.LocalPath(a.TLSCertFile))
+	if err != nil {
+		bad("api.tls_cert_file", "%v", err)
+		return
+	}
+	keyPEM, err := ReadFile(c.LocalFS(a.TLSKeyFile), c.LocalPath(a.TLSKeyFile))
+	if err != nil {
+		bad("api.tls_key_file", "%v", err)
+		return
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		bad("api.tls_cert_file", "%s and %s: %v", a.TLSCertFile, a.TLSKeyFile, err)
+		return
+	}
+	sum := sha256.Sum256(append(append(certPEM, 0), keyPEM...))
+	a.TLSCert, a.tlsPEM = &cert, sum
 }

@@ -1,17 +1,21 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
+	"github.com/steer-dns/steer/internal/ui"
 )
 
 // apiWiring runs the admin API as configured: a reload moves it to a new
@@ -26,6 +30,10 @@ type apiWiring struct {
 	bound  string
 	token  string // in force
 	stopFn func(context.Context) error
+	// cert is the listener's certificate (api.tls_cert_file; nil: plain
+	// HTTP), which commit sets: a reload renews it, or turns TLS on or
+	// off, on the same listener.
+	cert *atomic.Pointer[tls.Certificate]
 }
 
 // problem is one problem at cfg's line for key, as a diag.Problems error.
@@ -63,6 +71,7 @@ type apiChange struct {
 	bound  string
 	stop   func(context.Context) error
 	h      *api.Handler
+	cert   *atomic.Pointer[tls.Certificate] // the new listener's
 }
 
 // prepare binds the new address when it changed (so a taken port rejects
@@ -75,6 +84,10 @@ func (a *apiWiring) prepare(cfg *config.Config) (*apiChange, error) {
 		return ch, nil
 	}
 	ch.h = a.newHandler()
+	ui.Mount(ch.h)
+	ch.h.SetUIPublic(cfg.API.UIPublic)
+	ch.cert = new(atomic.Pointer[tls.Certificate])
+	ch.cert.Store(cfg.API.TLSCert)
 	// The new address serves with the new token from its first request:
 	// the reload that moves the API may yet take a while to commit, and
 	// an unauthenticated window on a new address is an open door.
@@ -84,7 +97,7 @@ func (a *apiWiring) prepare(cfg *config.Config) (*apiChange, error) {
 	if conns == 0 {
 		conns = config.DefaultAPIMaxConnections
 	}
-	bound, stop, err := api.Serve(context.Background(), ch.listen, ch.h, a.log, conns)
+	bound, stop, err := api.ServeTLS(context.Background(), ch.listen, ch.h, a.log, conns, ch.cert)
 	if err != nil {
 		return nil, problem(cfg, "api.listen", "api.listen: %v", err)
 	}
@@ -111,11 +124,22 @@ func (c *apiChange) commit(token string) []string {
 			changed = append(changed, fmt.Sprintf("api.listen %s -> %s", a.listen, c.listen))
 		}
 		oldStop = a.stopFn
-		a.h, a.stopFn, a.bound = c.h, c.stop, c.bound
+		a.h, a.stopFn, a.bound, a.cert = c.h, c.stop, c.bound, c.cert
 	case c.listen == "" && a.stopFn != nil:
 		oldStop = a.stopFn
-		a.h, a.stopFn, a.bound = nil, nil, ""
+		a.h, a.stopFn, a.bound, a.cert = nil, nil, "", nil
 		changed = append(changed, "api off")
+	}
+	if a.cert != nil {
+		old, cert := a.cert.Swap(c.cfg.API.TLSCert), c.cfg.API.TLSCert
+		switch {
+		case old == nil && cert != nil && c.stop == nil:
+			changed = append(changed, "api tls on")
+		case old != nil && cert == nil:
+			changed = append(changed, "api tls off")
+		case old != nil && cert != nil && !bytes.Equal(old.Certificate[0], cert.Certificate[0]):
+			changed = append(changed, "api certificate renewed")
+		}
 	}
 	a.listen = c.listen
 	if a.h != nil && token != a.token && a.token != "" {
@@ -132,6 +156,7 @@ func (c *apiChange) commit(token string) []string {
 	if h != nil {
 		refuse := refuseReason(c.cfg.API, token)
 		h.SetAuth(token, refuse)
+		h.SetUIPublic(c.cfg.API.UIPublic)
 		if refuse != "" {
 			a.log.Warn("the admin API has no token and does not listen on loopback: it answers reads but refuses every change", "listen", c.listen)
 		}
