@@ -53,6 +53,7 @@ import (
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/traffic"
 	"github.com/steer-dns/steer/internal/xfr"
 )
 
@@ -93,6 +94,7 @@ type Node struct {
 	// goroutines (servedSnapshot), which must not read srv unsynchronised.
 	serving atomic.Pointer[dnsserver.Server]
 	met     *metrics.Metrics
+	tr      *traffic.Recorder    // answers per pool, rule and scope over windows (the dashboard)
 	reg     *prometheus.Registry // every subsystem's metrics, served at /metrics
 	hc      *healthWiring
 	lat     *latencyWiring
@@ -193,6 +195,7 @@ func New(o Options) (_ *Node, err error) {
 		"records", len(cfg.Records), "took", time.Since(start).Round(time.Millisecond))
 	n.reg = prometheus.NewRegistry()
 	n.met = metrics.New(n.reg)
+	n.tr = traffic.New()
 	var agreement xfr.Agreement
 	if n.fl != nil {
 		// In a fleet each new export's serial is agreed through the
@@ -333,7 +336,19 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed boo
 	start := time.Now()
 	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed}
 	if n.met != nil {
-		opts.Hooks = policy.Hooks{Observe: n.met.Steered, Decided: n.met.Decision}
+		met, tr := n.met, n.tr
+		opts.Hooks = policy.Hooks{
+			Observe: func(record, pool int, allDown bool) {
+				met.Steered(record, pool, allDown)
+				tr.Answer(record, pool)
+			},
+			Decided: func(record int, d policy.Decision, ecs int) {
+				if d.Rule >= 0 {
+					met.Decision(record, d.Rule)
+				}
+				tr.Decided(record, &d, ecs)
+			},
+		}
 	}
 	if n.xfr != nil {
 		opts.Secondary = n.xfr.copyOf
@@ -422,7 +437,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// Watchers and the reload loop run until Shutdown; each watcher takes
 	// its baseline before its file is read, so no change slips between.
 	applyFeed(n.feed, cfg)
-	n.loops.Add(4)
+	n.loops.Add(5)
+	go func() {
+		defer n.loops.Done()
+		n.tr.Run(n.ctx)
+	}()
 	go n.reloadLoop()
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
@@ -454,6 +473,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		"listen", strings.Join(addrStrings(n.srv.Addrs()), " "))
 	return nil
 }
+
+// Traffic is the node's traffic recorder: answers per pool and rule and
+// the ECS scopes returned, over the last 5 minutes and hour (summed over
+// the fleet in one).
+func (n *Node) Traffic() *traffic.Recorder { return n.tr }
 
 func (n *Node) onStop(f func(context.Context)) { n.stops = append(n.stops, f) }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
+	"github.com/steer-dns/steer/internal/traffic"
 )
 
 // One plan for check, start and reload, as Caddy's Validate is its run
@@ -115,6 +116,9 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 	}
 	if checks || fresh != nil {
 		n.hc.prepare(snap)
+		if snap.Policies != nil {
+			n.tr.SetRecords(traffic.RecordsOf(snap.Policies))
+		}
 	}
 	defer n.releaseMemory()
 	defer func() {

@@ -40,8 +40,11 @@ type Live struct {
 type Hooks struct {
 	// Observe is called for each pool of each steered answer (metrics).
 	Observe func(record, pool int, allDown bool)
-	// Decided is called with the deciding rule of each steered answer.
-	Decided func(record, rule int)
+	// Decided is called with the decision of each steered answer (by
+	// value: a pointer would make every decision escape) and the family
+	// of the ECS subnet the query was steered by, 4 or 6, or 0 when it
+	// had none (no scope is returned). d.Rule is -1 when no rule decided.
+	Decided func(record int, d Decision, ecs int)
 }
 
 // LiveOptions are what a live state starts from.
@@ -117,7 +120,7 @@ func (l *Live) Decide(r *Record, q *Query, now int64) Steered {
 	if s.ServFail || s.NoData {
 		return s
 	}
-	l.answered(r, &s.Decision, now)
+	l.answered(r, &s.Decision, now, ecsFamily(q))
 	if h != nil && r.Index < len(h.addrs) {
 		if !s.AllDown {
 			s.Addrs = h.addrs[r.Index]
@@ -322,7 +325,7 @@ func (l *Live) AddrMasks(r *Record, d *Decision) []uint64 {
 // (Unix seconds; for drain: a drained pool is safe to take down once the
 // record's TTL has passed since then) and calls the hooks. It does not
 // allocate or lock.
-func (l *Live) answered(r *Record, d *Decision, now int64) {
+func (l *Live) answered(r *Record, d *Decision, now int64, ecs int) {
 	if r.Index >= len(l.lastAnswer) {
 		return
 	}
@@ -332,8 +335,8 @@ func (l *Live) answered(r *Record, d *Decision, now int64) {
 			l.hooks.Observe(r.Index, bits.TrailingZeros64(m), d.AllDown)
 		}
 	}
-	if l.hooks.Decided != nil && d.Rule >= 0 {
-		l.hooks.Decided(r.Index, d.Rule)
+	if l.hooks.Decided != nil {
+		l.hooks.Decided(r.Index, *d, ecs)
 	}
 	last := l.lastAnswer[r.Index]
 	for m := mask; m != 0; m &= m - 1 {
@@ -342,6 +345,17 @@ func (l *Live) answered(r *Record, d *Decision, now int64) {
 			last[i].Store(now)
 		}
 	}
+}
+
+// ecsFamily is the family of q's ECS subnet, 0 without one.
+func ecsFamily(q *Query) int {
+	switch {
+	case q.NoECS || !q.Client.IsValid():
+		return 0
+	case q.Client.Is4():
+		return 4
+	}
+	return 6
 }
 
 // LastAnswered returns when pool of r was last named in an answer (to the

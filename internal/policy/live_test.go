@@ -37,7 +37,7 @@ func TestLiveDecideWithoutNode(t *testing.T) {
 	var observed, decided []int
 	live := policy.NewLive(table, policy.LiveOptions{Start: start, Hooks: policy.Hooks{
 		Observe: func(_, pool int, _ bool) { observed = append(observed, pool) },
-		Decided: func(_, rule int) { decided = append(decided, rule) },
+		Decided: func(_ int, d policy.Decision, _ int) { decided = append(decided, d.Rule) },
 	}})
 	bom, fra := r.Pools[0].Index, r.Pools[1].Index
 	client := addr("10.17.3.4")

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestTrafficCounts queries a served node's steered record, with and
+// without an ECS subnet, and reads the answers in its traffic windows;
+// a reload that adds a pool and a rule keeps them.
+func TestTrafficCounts(t *testing.T) {
+	cfg := func(extra string) string {
+		return fmt.Sprintf(`zones:
+  - origin: example.com
+    file: example.com.zone
+ecs: { enabled: true }
+records:
+  - name: shop.example.com
+    ttl: 1
+    pools:
+      primary: { address: 192.0.2.1 }
+      backup:  { address: 192.0.2.2 }%s
+    rules:
+      - default: { failover: [primary, backup] }
+`, extra)
+	}
+	n := startNode(t, map[string]string{"steer.yaml": cfg(""), "example.com.zone": zone("example.com", 1, "x")}, Options{})
+	ask := func(subnet string) {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion("shop.example.com.", dns.TypeA)
+		if subnet != "" {
+			_, ipn, _ := net.ParseCIDR(subnet)
+			bits, _ := ipn.Mask.Size()
+			o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+			o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(bits), Address: ipn.IP.To4()})
+			m.Extra = append(m.Extra, o)
+		}
+		for range 20 { // a loaded machine drops a UDP query now and then
+			if r, err := dns.Exchange(m, n.dns.String()); err == nil {
+				if len(r.Answer) != 1 {
+					t.Fatalf("answer %v", r)
+				}
+				return
+			}
+		}
+		t.Fatal("no answer")
+	}
+	for range 3 {
+		ask("")
+	}
+	for range 2 {
+		ask("198.51.100.0/24")
+	}
+	tr := n.Traffic()
+	tr.Sample(time.Now())
+	c, ok := tr.Window(5 * time.Minute).Record("shop.example.com.")
+	if !ok || c.Answers != 5 || c.Pools["primary"] != 5 || c.Rules[0] != 5 {
+		t.Fatalf("5 answers from primary: the window holds %+v (ok %v)", c, ok)
+	}
+	scoped := uint64(0)
+	for _, n := range c.Scopes4 {
+		scoped += n
+	}
+	if scoped != 2 || c.Scopes4[0] != 2 {
+		t.Errorf("two ECS queries, steered by the default rule alone (scope /0): scopes %v", c.Scopes4)
+	}
+	writeFile(t, n.dir, "steer.yaml", cfg("\n      extra: { address: 192.0.2.3 }"))
+	if _, err := n.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ask("")
+	tr.Sample(time.Now())
+	c, _ = tr.Window(time.Hour).Record("shop.example.com.")
+	if c.Answers != 6 || c.Pools["primary"] != 6 || len(c.Pools) != 3 {
+		t.Errorf("after the reload: %+v, want 6 answers from primary, 3 pools", c)
+	}
+}
