@@ -52,7 +52,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "steer explain: unknown type %q\n", *typeFlag)
 		return 2
 	}
-	req := explain.Request{Name: name, Qtype: t, NoDNSSEC: !*o.dnssec}
+	req := explain.Request{Name: name, Qtype: t, NoDNSSEC: !*o.dnssec, Node: *o.node}
 	if req.From, err = netip.ParseAddr(*from); err != nil {
 		fmt.Fprintf(stderr, "steer explain: --from %q is not an IP address\n", *from)
 		return 2
@@ -94,6 +94,10 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 				rep.Source = "source:   live, the running node at " + target
 			}
 		}
+	}
+	if rep == nil && req.Node != "" {
+		fmt.Fprintf(stderr, "steer explain: --node %s: only a running node of the fleet can answer as another (%s)\n", req.Node, why)
+		return 1
 	}
 	if rep == nil {
 		quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -163,6 +167,9 @@ func explainLive(target, token string, req explain.Request) (*explain.Report, er
 	}
 	if req.NoDNSSEC {
 		q.Set("dnssec", "false")
+	}
+	if req.Node != "" {
+		q.Set("node", req.Node)
 	}
 	hr, err := http.NewRequest("GET", target+"/v1/explain?"+q.Encode(), nil)
 	if err != nil {

@@ -29,9 +29,9 @@ var commands = []command{
 	{"check", "[--config FILE]", "validate a configuration and every file it names",
 		"Load and validate the configuration and every file it names (zones, geo databases, latency files, token and password files) without serving. Without --config it checks " + DefaultConfig + ". Prints each problem as file:line: message and exits 1 when any is found; warnings do not fail the check.",
 		func(fs *flag.FlagSet) { checkFlags(fs) }},
-	{"explain", "NAME [--config FILE | --api URL [--token-file FILE]] [--offline] [--type A] [--ecs PREFIX] [--from IP] [--dnssec=false] [--json]",
+	{"explain", "NAME [--config FILE | --api URL [--token-file FILE]] [--offline] [--type A] [--ecs PREFIX] [--from IP] [--node NAME] [--dnssec=false] [--json]",
 		"say why a client gets the answer it gets",
-		"Ask the running node (its admin API) to answer one query through its own handler and say why: the input used, the geo record, each rule, pool states, the decision, answer, TTL and ECS scope. The query has the DO bit, as a validating resolver's: for a signed zone the signatures the answer carries are listed with their validity and expiry, each verified with the zone's served DNSKEY; --dnssec=false asks without it. The first line says the source: live, or OFFLINE with why. Without --config it uses " + DefaultConfig + " when that file exists, otherwise the embedded demo.",
+		"Ask the running node (its admin API) to answer one query through its own handler and say why: the input used, the geo record, each rule, pool states, the decision, answer, TTL and ECS scope. The query has the DO bit, as a validating resolver's: for a signed zone the signatures the answer carries are listed with their validity and expiry, each verified with the zone's served DNSKEY; --dnssec=false asks without it. The first line says the source: live, or OFFLINE with why. In a fleet, --node NAME answers as that node would: its identity (name, region, country, location) decides rules on node and node_region and where ecs.unknown_client: node steers a client nothing places, with the asked node's live health. Without --config it uses " + DefaultConfig + " when that file exists, otherwise the embedded demo.",
 		func(fs *flag.FlagSet) { explainFlags(fs) }},
 	{"simulate", "[--config FILE] [--scenario FILE] [--from-log QUERYLOG [--ttl D] [--record NAME] [--sample F]] --out DIR [--seed N] [--runs N] [--json]",
 		"predict what users see after a change, through resolver caches and TTLs",
@@ -87,8 +87,8 @@ func checkFlags(fs *flag.FlagSet) checkOpts {
 }
 
 type explainOpts struct {
-	config, apiURL, tokenFile, qtype, ecs, from *string
-	offline, json, dnssec                       *bool
+	config, apiURL, tokenFile, qtype, ecs, from, node *string
+	offline, json, dnssec                             *bool
 }
 
 func explainFlags(fs *flag.FlagSet) explainOpts {
@@ -101,6 +101,7 @@ func explainFlags(fs *flag.FlagSet) explainOpts {
 	o.ecs = fs.String("ecs", "", "client subnet to send, e.g. 49.36.0.0/24 (default: none)")
 	o.from = fs.String("from", "127.0.0.1", "resolver address the query comes from")
 	o.json = fs.Bool("json", false, "print JSON")
+	o.node = fs.String("node", "", "in a fleet: answer as this node of the fleet would (its name, region, country and location decide), with the asked node's live health; needs a running node")
 	o.dnssec = fs.Bool("dnssec", true, "ask with the DO bit and list the answer's signatures (--dnssec=false: without)")
 	return o
 }
