@@ -189,6 +189,10 @@ type nodeExplainCache struct {
 	tables map[string]nodeTable
 }
 
+// maxExplainTables bounds the tables kept: each is a compiled copy of the
+// served policies (those that do not depend on the node shared with them).
+const maxExplainTables = 4
+
 type nodeTable struct {
 	node  config.Node
 	table *policy.Table
@@ -218,6 +222,9 @@ func (c *nodeExplainCache) snapshot(n *Node, snap *snapshot.Snapshot, st fleet.S
 	}
 	nt, ok := c.tables[st.Node]
 	if !ok || !sameNode(nt.node, nd) {
+		if len(c.tables) >= maxExplainTables {
+			clear(c.tables) // a large fleet explored node by node: start again
+		}
 		t, _, err := policy.BuildWith(&cfg, snap.Geo, snap.Policies)
 		if err != nil {
 			return nil, fmt.Errorf("compiling the policies as node %s: %w", st.Node, err)
