@@ -63,7 +63,9 @@ async function render(main, params) {
     try {
       records.unshift(await get('/v1/records/' + encodeURIComponent(want.record)));
     } catch (e) {
-      status.replaceChildren(el('span', { class: 'error' }, `${want.record}: ${e.message || e}`));
+      const r = await fromExplain(want.record);
+      if (r) records.unshift(r);
+      else status.replaceChildren(el('span', { class: 'error' }, `${want.record}: ${e.message || e}`));
     }
   }
   if (!records.length) {
@@ -247,6 +249,21 @@ async function render(main, params) {
       describe();
     }
   });
+}
+
+// fromExplain describes a steered record from GET /v1/explain (its pools
+// and their states), for a node that serves no dashboard reads.
+async function fromExplain(name) {
+  for (const type of ['A', 'AAAA']) {
+    try {
+      const rep = await get(`/v1/explain?name=${encodeURIComponent(name)}&type=${type}`);
+      const st = (rep.steering || [])[0];
+      if (!st) continue;
+      const [rname, rtype] = st.record.split(' ');
+      return { name: rname, type: rtype, pools: (st.pools || []).map((p) => ({ name: p.name, state: String(p.state).split(' ')[0] })) };
+    } catch { /* next type */ }
+  }
+  return null;
 }
 
 const sameName = (a, b) => !!a && !!b && a.replace(/\.$/, '').toLowerCase() === b.replace(/\.$/, '').toLowerCase();
