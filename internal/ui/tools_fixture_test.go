@@ -5,8 +5,8 @@ package ui_test
 // endpoint: it serves the assets with a session, answers /v1/overview,
 // /v1/records/NAME and /v1/fleet from the fixtures below and passes
 // /v1/explain, /v1/simulate and the pool state PUT to a running node
-// (STEER_UI_UPSTREAM, e.g. http://127.0.0.1:28053), or answers them from
-// fixtures too. Run it with
+// (STEER_UI_UPSTREAM, e.g. http://127.0.0.1:28053, with the bearer token
+// STEER_UI_TOKEN when it has one), or answers them from fixtures too. Run it with
 //
 //	STEER_UI_FIXTURE=127.0.0.1:28080 STEER_UI_UPSTREAM=http://127.0.0.1:28053 \
 //	  go test ./internal/ui/ -run TestToolsFixtureServer -timeout 0
@@ -193,6 +193,14 @@ func TestToolsFixtureServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		proxy := httputil.NewSingleHostReverseProxy(u)
+		if tok := os.Getenv("STEER_UI_TOKEN"); tok != "" {
+			// The upstream's API token (its api.token_file's content).
+			director := proxy.Director
+			proxy.Director = func(r *http.Request) {
+				director(r)
+				r.Header.Set("Authorization", "Bearer "+tok)
+			}
+		}
 		csrf := func(h http.Handler) http.HandlerFunc {
 			return func(w http.ResponseWriter, r *http.Request) {
 				if r.Method != http.MethodGet && r.Header.Get("X-CSRF-Token") != "fixture-csrf" {

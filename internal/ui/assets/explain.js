@@ -187,7 +187,7 @@ function step(s) {
   }
   li.append(el('h5', null, 'Rules'), rules);
   // Pools as the decision saw them; the state word is the badge's text.
-  const pools = el('table', { class: 'pools' },
+  const pools = el('table', { class: 'explain-pools' },
     el('thead', null, el('tr', null, el('th', { scope: 'col' }, 'pool'), el('th', { scope: 'col' }, 'addresses'), el('th', { scope: 'col' }, 'state'), el('th', { scope: 'col' }, 'chosen'))),
     el('tbody', null, (s.pools || []).map((p) => {
       const word = String(p.state || '').split(' ')[0];
@@ -221,7 +221,7 @@ function step(s) {
 }
 
 function latency(l) {
-  const t = el('table', { class: 'latency' },
+  const t = el('table', { class: 'explain-latency' },
     el('caption', null, `Latency (rule ${l.rule}, map update ${l.update}), network ${l.network}`),
     el('thead', null, el('tr', null, ['pool', 'RTT', 'from', 'usable'].map((h) => el('th', { scope: 'col' }, h)))),
     el('tbody', null, (l.candidates || []).map((c) => {
