@@ -181,6 +181,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.transferRoutes()
 	s.simulateRoutes()
 	s.fleetRoutes()
+	s.dashboardRoutes()
 	return h
 }
 
@@ -574,6 +575,11 @@ func ServeTLS(ctx context.Context, listen string, h http.Handler, log *slog.Logg
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Event streams end when the shutdown starts (dashboard_handlers.go).
+	closing := make(chan struct{})
+	srv.BaseContext = func(net.Listener) context.Context { return withClosing(context.Background(), closing) }
+	var closeOnce sync.Once
+	srv.RegisterOnShutdown(func() { closeOnce.Do(func() { close(closing) }) })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

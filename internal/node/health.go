@@ -82,6 +82,10 @@ type poolSeen struct {
 	state, why string
 	ovr        bool   // set by the operator
 	gen        uint64 // the setLocked call that saw it last
+	// since is when the state was first seen (the dashboard shows it);
+	// first is set while that was the pool's first sighting.
+	since time.Time
+	first bool
 }
 
 // setStateFile makes the manager keep its state (target statuses, target
@@ -104,6 +108,16 @@ func (h *healthWiring) setStateFile(f string) {
 }
 
 func (h *healthWiring) close() { h.manager.Close() }
+
+// poolSince returns when pool of record came to its state as this node
+// saw it, and whether that was its first sighting (the node's start or
+// the reload that added it) rather than a change.
+func (h *healthWiring) poolSince(record, pool string) (since time.Time, first, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.last[[2]string{record, pool}]
+	return s.since, s.first, ok
+}
 
 // poolOverride is the operator's state for a pool, as policy takes it.
 func (h *healthWiring) poolOverride(record, pool string) policy.PoolOverride {
@@ -155,6 +169,7 @@ func (h *healthWiring) hold(t *policy.Live) (release func()) {
 func (h *healthWiring) setLocked(t *policy.Live) {
 	t.SetHealth(h.usable, h.poolOverride)
 	h.gen++
+	now := time.Now()
 	for _, r := range t.Table().Records {
 		all := true
 		for _, p := range r.Pools {
@@ -163,10 +178,15 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 			if state == "up" {
 				all = false
 			}
-			cur := poolSeen{state, why, ovr, h.gen}
+			cur := poolSeen{state: state, why: why, ovr: ovr, gen: h.gen, since: now, first: true}
 			prev, ok := h.last[k]
+			if ok && prev.state == state {
+				cur.since, cur.first = prev.since, prev.first
+			} else if ok {
+				cur.first = false
+			}
 			h.last[k] = cur
-			prev.gen = h.gen // compared without it
+			prev.gen, prev.since, prev.first = h.gen, cur.since, cur.first // compared without them
 			switch {
 			case !ok:
 				if state != "up" {

@@ -110,6 +110,7 @@ type Node struct {
 	// fellBack: New found the newest bundle unservable (fleetFallback).
 	fellBack bool
 	xfr      *xfrWiring
+	dash     dashboard // the dashboard's reads and events (dashboard.go)
 	// stateDir is the state directory (config.Config.StatePath) of the
 	// file the node was started from, made at New; "" keeps nothing (the
 	// embedded demo). It holds, in the layout of config's State*

@@ -120,6 +120,7 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 			n.tr.SetRecords(traffic.RecordsOf(snap.Policies))
 		}
 	}
+	defer n.dash.notify("reload") // last: after the health is set
 	defer n.releaseMemory()
 	defer func() {
 		select {
