@@ -178,7 +178,9 @@ type Recorder struct {
 	acc         *slot   // the 5-min slot being filled
 	coarse      []*slot // 5-min slots, oldest first, for the last hour
 
+	// fleet is the other nodes' windows (SetFleet), fc their cache.
 	fleet atomic.Pointer[fleetView]
+	fc    fleetCache
 }
 
 // New returns an empty recorder.
@@ -365,7 +367,7 @@ type Window struct {
 	lay   *layout
 	slots []*slot
 	// remote is the other nodes' counts of this span, by record name.
-	remote []map[string]*Counts
+	remote []map[string]*wireCounts
 }
 
 // Window returns the window ending at the last sample over span (5m or
@@ -466,33 +468,10 @@ func (w *Window) Record(name string) (c Counts, ok bool) {
 	for _, m := range w.remote {
 		if o := m[rec.Name]; o != nil {
 			any = true
-			c.add(o, rec)
+			c.addWire(o)
 		}
 	}
 	return c, any
-}
-
-// add sums o into c: pools of rec by name, rules by position.
-func (c *Counts) add(o *Counts, rec Record) {
-	for p, n := range o.Pools {
-		if _, ok := c.Pools[p]; ok {
-			c.Pools[p] += n
-		}
-	}
-	for k, n := range o.Rules {
-		if k < len(c.Rules) {
-			c.Rules[k] += n
-		}
-	}
-	for k, n := range o.Scopes4 {
-		c.Scopes4[k] += n
-	}
-	for k, n := range o.Scopes6 {
-		c.Scopes6[k] += n
-	}
-	c.Widened4 += o.Widened4
-	c.Widened6 += o.Widened6
-	c.Answers += o.Answers
 }
 
 // remap renumbers slots from one layout to another.
