@@ -122,6 +122,9 @@ type Member struct {
 	// health shares health across the fleet (nil until ShareHealth).
 	health  *quorumHealth
 	manager *health.Manager
+
+	// traffic shares the traffic windows (nil until ShareTraffic).
+	traffic *trafficShare
 }
 
 // resyncNow makes every follower start its watch again (at most once a
@@ -434,6 +437,9 @@ func (m *Member) Applied(b fleet.Bundle, err error) {
 	if save {
 		m.saveCache(b)
 	}
+	if err == nil {
+		m.trafficChanged()
+	}
 	m.report()
 }
 
@@ -493,6 +499,7 @@ func (m *Member) Start(ctx context.Context) {
 	if m.health != nil {
 		m.health.start(ctx)
 	}
+	m.startTraffic(ctx)
 	if m.serials != nil {
 		m.wg.Add(1)
 		go func() {

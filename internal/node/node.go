@@ -467,6 +467,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.fl.Close()
 			return err
 		}
+		n.fl.ShareTraffic(n.tr)
 		n.fl.Start(n.ctx)
 		n.onStop(func(context.Context) { n.fl.Close() })
 	}
