@@ -31,7 +31,7 @@ setTimeout(() => {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	b := Start(t, Options{})
+	b := browser(t)
 	p := b.NewPage(t, srv.URL)
 	p.ResetWeight()
 	p.Navigate("/ui/")
