@@ -172,6 +172,8 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("weight and first render", func(t *testing.T) {
 		p.t = t
+		p.DisableCache(true)
+		defer p.DisableCache(false)
 		p.ResetWeight()
 		p.Navigate("/ui/")
 		render := p.RenderTime("table#records tr.pool-row", 5*time.Second)

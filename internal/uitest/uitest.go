@@ -169,6 +169,7 @@ type Page struct {
 	bytes  float64 // transferred since the last ResetWeight
 	reqs   int
 	failed []string
+	bad    []string // responses with status >= 400 ("403 http://...")
 }
 
 // renderProbe records, from the page's first script on, when each
@@ -185,7 +186,8 @@ const renderProbe = `(() => {
   new MutationObserver(look).observe(document, { childList: true, subtree: true });
 })();`
 
-// NewPage opens a tab on base, which stays open until the test ends.
+// NewPage opens a tab on base, in a browser context of its own (its own
+// cookies), which stays open until the test ends.
 func (b *Browser) NewPage(t testing.TB, base string) *Page {
 	t.Helper()
 	p, err := b.OpenPage(base)
@@ -200,7 +202,10 @@ func (b *Browser) NewPage(t testing.TB, base string) *Page {
 // OpenPage is NewPage for programs; Close it when done. Its helpers that
 // fail a test panic instead when it has none.
 func (b *Browser) OpenPage(base string) (*Page, error) {
-	ctx, _ := chromedp.NewContext(b.ctx)
+	// Its own browser context: cookies ignore the port, so pages on two
+	// steer processes of one host would otherwise share (and replace)
+	// one session cookie.
+	ctx, _ := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
 	p := &Page{ctx: ctx, Base: strings.TrimRight(base, "/")}
 	// The tab exists once something runs on it.
 	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
@@ -219,6 +224,14 @@ func (b *Browser) OpenPage(base string) (*Page, error) {
 			p.bytes += e.EncodedDataLength
 			p.reqs++
 			p.mu.Unlock()
+		case *network.EventResponseReceived:
+			if e.Response != nil && e.Response.Status >= 400 {
+				p.mu.Lock()
+				if len(p.bad) < 50 {
+					p.bad = append(p.bad, fmt.Sprintf("%d %s", e.Response.Status, e.Response.URL))
+				}
+				p.mu.Unlock()
+			}
 		case *network.EventLoadingFailed:
 			p.mu.Lock()
 			p.failed = append(p.failed, e.ErrorText)
@@ -226,6 +239,14 @@ func (b *Browser) OpenPage(base string) (*Page, error) {
 		}
 	})
 	return p, err
+}
+
+// BadResponses are the page's responses with a status of 400 or more so
+// far ("403 http://127.0.0.1:PORT/ui/"), for failure messages.
+func (p *Page) BadResponses() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.bad...)
 }
 
 // Close closes the tab.
@@ -299,7 +320,7 @@ func (p *Page) Eval(js string) {
 		p.t.Helper()
 	}
 	if _, err := p.eval(js, nil); err != nil {
-		p.fatalf("%s: %v", js, err)
+		p.fatalf("%s: %v\npage: %s; responses >= 400: %q", js, err, p.Location(), p.BadResponses())
 	}
 }
 
@@ -342,7 +363,7 @@ func (p *Page) WaitFor(timeout time.Duration, what, cond string) time.Duration {
 		last = err
 		time.Sleep(25 * time.Millisecond)
 	}
-	p.fatalf("%s: not within %v (%s; last error %v)\npage: %s", what, timeout, cond, last, p.Location())
+	p.fatalf("%s: not within %v (%s; last error %v)\npage: %s; responses >= 400: %q", what, timeout, cond, last, p.Location(), p.BadResponses())
 	return 0
 }
 
@@ -361,7 +382,7 @@ func (p *Page) WaitText(selector, text string, timeout time.Duration) time.Durat
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	p.fatalf("no %s containing %q within %v; they say: %q\npage %s", selector, text, timeout, p.Texts(selector), p.Location())
+	p.fatalf("no %s containing %q within %v; they say: %q\npage %s; responses >= 400: %q", selector, text, timeout, p.Texts(selector), p.Location(), p.BadResponses())
 	return 0
 }
 
@@ -410,6 +431,39 @@ func (p *Page) ResetWeight() {
 	p.mu.Lock()
 	p.bytes, p.reqs, p.failed = 0, 0, nil
 	p.mu.Unlock()
+}
+
+// DisableCache turns the tab's HTTP cache off (on), so a navigation's
+// weight counts every asset as a first visit does.
+func (p *Page) DisableCache(off bool) {
+	if p.t != nil {
+		p.t.Helper()
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: off}); err != nil {
+		p.fatalf("cache: %v", err)
+	}
+}
+
+// Timed runs action (JavaScript statements) in the page and waits there,
+// checking every 5 ms, until cond is true; it returns the time between,
+// as the page's clock measures it (no protocol round trips in it), and
+// fails after timeout.
+func (p *Page) Timed(what, action, cond string, timeout time.Duration) time.Duration {
+	if p.t != nil {
+		p.t.Helper()
+	}
+	js := fmt.Sprintf(`(async () => { const t0 = performance.now(); %s;
+  while (!(%s)) { if (performance.now() - t0 > %d) return -1; await new Promise((r) => setTimeout(r, 5)); }
+  return performance.now() - t0; })()`, action, cond, timeout.Milliseconds())
+	ctx, cancel := context.WithTimeout(p.ctx, timeout+5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](js, chromedp.EvalAwaitPromise))
+	if err != nil || v < 0 {
+		p.fatalf("%s: not within %v (%s; error %v)\npage: %s; responses >= 400: %q", what, timeout, cond, err, p.Location(), p.BadResponses())
+	}
+	return time.Duration(v * float64(time.Millisecond))
 }
 
 // Weight is the bytes transferred (headers and bodies as received, from
