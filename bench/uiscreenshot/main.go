@@ -82,8 +82,7 @@ func run(steerBin, out, example string, width, height, maxBytes int) error {
 		}
 		lines = append(lines, l)
 	}
-	zones, _ := filepath.Abs(filepath.Join(example, "zones"))
-	if err := os.Symlink(zones, filepath.Join(dir, "zones")); err != nil {
+	if err := os.CopyFS(filepath.Join(dir, "zones"), os.DirFS(filepath.Join(example, "zones"))); err != nil {
 		return err
 	}
 	const token = "readme-screenshot"
@@ -148,6 +147,16 @@ func run(steerBin, out, example string, width, height, maxBytes int) error {
 		p.Login(token)
 		p.WaitFor(10*time.Second, "the overview's rows and map",
 			`document.querySelector('table#records tr.pool-row') && document.querySelectorAll('svg#map circle.point').length > 0`)
+		// The shares, once the node's counters have them (a warning only:
+		// the picture is still the overview without them).
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					fmt.Fprintln(os.Stderr, "uiscreenshot: warning: no share above 0 % shown:", r)
+				}
+			}()
+			p.WaitFor(15*time.Second, "a share above 0 %", `Array.from(document.querySelectorAll('td.share-5m')).some((c) => /[1-9]/.test(c.textContent))`)
+		}()
 		time.Sleep(500 * time.Millisecond) // fonts and the last paint
 		shot, err = p.CaptureScreenshot("")
 		return err
