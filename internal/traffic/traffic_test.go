@@ -376,3 +376,33 @@ func BenchmarkSample(b *testing.B) {
 		r.Sample(now)
 	}
 }
+
+// BenchmarkWindowRecord reads one record's counts of the hour, of 10,000
+// records busy in every slot: what the overview pays per record shown.
+func BenchmarkWindowRecord(b *testing.B) {
+	r := New()
+	recs := make([]Record, 10000)
+	for i := range recs {
+		recs[i] = Record{Name: fmt.Sprintf("r%d.example.", i), Pools: []string{"a", "b", "c"}, Rules: 3}
+	}
+	r.SetRecords(recs)
+	d := policy.Decision{Rule: 1, Scope: 24}
+	now := t0
+	r.Sample(now)
+	for range 400 {
+		for k := range recs {
+			r.Answer(k, k%3)
+			r.Decided(k, &d, 4)
+		}
+		now = now.Add(SampleInterval)
+		r.Sample(now)
+	}
+	w := r.Window(time.Hour)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, ok := w.Record(recs[i%len(recs)].Name); !ok {
+			b.Fatal("no counts")
+		}
+	}
+}
