@@ -308,7 +308,10 @@ func (r *Recorder) Sample(now time.Time) {
 	t = max(t, r.last) // the clock stepped back: count from the last sample
 	s := drain(r.tab.Load(), r.last, t)
 	if len(r.carry) > 0 {
+		// Counted before a reload, since the last sample (or before
+		// the first: their times are not the window's).
 		s = merge(append(r.carry, s)...)
+		s.from, s.to = r.last, t
 		r.carry = nil
 	}
 	r.last = t

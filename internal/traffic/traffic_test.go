@@ -139,9 +139,20 @@ func TestNoSample(t *testing.T) {
 	if _, ok := w.Record("shop.example."); ok || w.Covered != 0 || !w.At.IsZero() {
 		t.Errorf("before the first sample: covered %v at %v", w.Covered, w.At)
 	}
+	// A reload before the first sample: the counts carry over.
+	recs := shopRecords()
+	recs[0].Name = "b.example."
+	r.SetRecords(recs)
+	hit(r, 1, 0, 0, 24, 0, 4, 1)
 	r.Sample(t0)
-	if c := mustRecord(t, r.Window(time.Hour), "shop.example."); c.Answers != 1 {
-		t.Errorf("the first sample holds %d answers, want 1", c.Answers)
+	if c := mustRecord(t, r.Window(time.Hour), "shop.example."); c.Answers != 2 {
+		t.Errorf("the first sample holds %d answers, want 2", c.Answers)
+	}
+	r.Sample(t0.Add(10 * time.Second))
+	if w := r.Window(time.Hour); w.Covered != 10*time.Second {
+		t.Errorf("10 s after the first sample the window covers %v", w.Covered)
+	} else if c := mustRecord(t, w, "shop.example."); c.Answers != 2 {
+		t.Errorf("10 s later the hour holds %d answers, want 2", c.Answers)
 	}
 }
 
