@@ -46,9 +46,6 @@ type dashboard struct {
 	subs   map[chan api.Event]struct{}
 	hooked bool // the health manager's OnChange calls notify
 
-	// fleetPoints, when set, gives the map points of the fleet's other
-	// nodes (the fleet view sets it); nil off a fleet.
-	fleetPoints atomic.Pointer[func() []api.MapPoint]
 }
 
 // dashTraffic is the node's traffic recorder (nil: every count reads 0).
@@ -451,10 +448,10 @@ func poolPoints(recs []api.OverviewRecord, out []api.MapPoint) []api.MapPoint {
 }
 
 // nodePoints appends the answering node's point (when its location is
-// configured) and, in a fleet, the other nodes' (fleetPoints).
+// configured) or, in a fleet, every node's with a location.
 func (n *Node) nodePoints(snap *snapshot.Snapshot, out []api.MapPoint) []api.MapPoint {
-	if f := n.dash.fleetPoints.Load(); f != nil {
-		return append(out, (*f)()...)
+	if n.fl != nil {
+		return append(out, (&backend{n: n}).fleetNodes()...)
 	}
 	if ns := nodeStatus(snap); ns != nil && ns.Lat != nil && ns.Lon != nil {
 		out = append(out, api.MapPoint{Kind: "node", Label: ns.Name, LatLon: api.LatLon{Lat: *ns.Lat, Lon: *ns.Lon}, State: "up"})

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,27 +84,43 @@ func (n *Node) Record(name string) (api.RecordDetail, error) {
 		d.Rules = appendTree(d.Rules, r, &rule.Action, i+1, 1, map[int]bool{})
 	}
 	d.Scopes = scopeHistograms(&c1)
-	a, aaaa := snap.Live.Widened(r)
-	if a || aaaa {
-		var down []string
-		for _, p := range d.Pools {
-			if p.State != "up" {
-				down = append(down, "pool "+p.Name+" "+p.State)
-			}
-		}
-		why := strings.Join(down, ", ")
-		if why == "" {
-			why = "a pool without usable addresses of the family"
-		}
-		if a {
-			d.Widened = append(d.Widened, "A answers (IPv4 pools): scopes widened while "+why)
-		}
-		if aaaa {
-			d.Widened = append(d.Widened, "AAAA answers (IPv6 pools): scopes widened while "+why)
-		}
-	}
+	d.Widened = widened(r, snap.Live, d.Pools)
 	d.Latency = latencyExcerpts(r, snap.Live, now)
 	return d, nil
+}
+
+// maxWidened bounds the widened networks a record page lists per
+// answer type.
+const maxWidened = 20
+
+// widened lists the client networks whose ECS scope the current health
+// widened, per answer type: "A: 49.36.0.0/16 from /24: pool mumbai down".
+func widened(r *policy.Record, live *policy.Live, pools []api.OverviewPool) []string {
+	var why []string
+	for _, p := range pools {
+		if p.State != "up" {
+			why = append(why, "pool "+p.Name+" "+p.State)
+		}
+	}
+	reason := strings.Join(why, ", ")
+	if reason == "" {
+		reason = "a pool has no usable address of the family"
+	}
+	var out []string
+	qts := []uint16{dns.TypeA, dns.TypeAAAA}
+	if r.Type == dns.TypeCNAME {
+		qts = qts[:1] // one answer for both
+	}
+	for _, qt := range qts {
+		ws, total := live.WidenedScopes(r, qt, maxWidened)
+		for _, w := range ws {
+			out = append(out, fmt.Sprintf("%s: %s from /%d: %s", dns.TypeToString[qt], w.Prefix, w.From, reason))
+		}
+		if total > len(ws) {
+			out = append(out, fmt.Sprintf("%s: and %d more networks", dns.TypeToString[qt], total-len(ws)))
+		}
+	}
+	return out
 }
 
 // describeMatch renders a configuration match as "country IN, LK; asn
@@ -159,7 +176,7 @@ func describeAction(r *policy.Record, a *policy.Action) string {
 		return "first of " + names(a.Pools, ", ")
 	case policy.ActProximity, policy.ActLatency:
 		s := a.Kind.String() + " over " + names(a.Candidates, ", ")
-		if len(a.Pools) > 0 {
+		if len(a.Pools) > 0 && !slices.Equal(a.Pools, a.Candidates) {
 			s += " (fallback " + names(a.Pools, ", ") + ")"
 		}
 		return s

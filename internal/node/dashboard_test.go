@@ -360,3 +360,28 @@ func TestRecordDetail(t *testing.T) {
 		t.Errorf("unknown record: %d", code)
 	}
 }
+
+// TestRecordLatency: a latency rule's record page ranks its sites for the
+// latency map's networks, measured ones by RTT.
+func TestRecordLatency(t *testing.T) {
+	n := startNode(t, map[string]string{
+		"steer.yaml": latencyCfg, "token": "tok", "example.com.zone": zone("example.com", 1, "x"), "feed.json": `{}`,
+	}, Options{})
+	at := time.Now().UTC().Format(time.RFC3339)
+	push := `[{"key":"192.0.2.0/24","site":"bom","rtt_ms":100,"samples":5,"measured_at":"` + at + `"},` +
+		`{"key":"192.0.2.0/24","site":"fra","rtt_ms":50,"samples":5,"measured_at":"` + at + `"},` +
+		`{"key":"198.51.100.0/24","site":"bom","rtt_ms":20,"samples":5,"measured_at":"` + at + `"}]`
+	if code, body := n.call("POST", "/v1/latency", "tok", push); code/100 != 2 {
+		t.Fatalf("push: %d %s", code, body)
+	}
+	code, body := n.call("GET", "/v1/records/shop.example.com", "tok", "")
+	var d api.RecordDetail
+	if code != 200 || json.Unmarshal([]byte(body), &d) != nil {
+		t.Fatalf("record: %d %s", code, body)
+	}
+	got := fmt.Sprint(d.Latency)
+	if len(d.Latency) != 2 || d.Latency[0].Network != "192.0.2.0/24" || fmt.Sprint(d.Latency[0].Sites) != "[fra 50ms bom 100ms]" ||
+		d.Latency[1].Network != "198.51.100.0/24" || d.Latency[1].Sites[0] != "bom 20ms" || d.Rules[0].Action != "latency over bom, fra" {
+		t.Errorf("latency excerpts %s; rules %+v", got, d.Rules)
+	}
+}
