@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/fleet"
 )
 
 // TestTrafficCounts queries a served node's steered record, with and
@@ -79,5 +81,57 @@ records:
 	c, _ = tr.Window(time.Hour).Record("shop.example.com.")
 	if c.Answers != 6 || c.Pools["primary"] != 6 || len(c.Pools) != 3 {
 		t.Errorf("after the reload: %+v, want 6 answers from primary, 3 pools", c)
+	}
+}
+
+// TestFleetTrafficSum runs two fleet nodes serving one steered record:
+// each answers its own queries, and a new bundle makes both publish at
+// once, after which either node's windows hold the fleet's sum.
+func TestFleetTrafficSum(t *testing.T) {
+	t.Parallel() // waits on peers: overlaps the other such tests
+	c, s := fleetStore(t)
+	bundle := func(serial int) fleet.Bundle {
+		b := fleetBundle(serial, "x")
+		b.Files["steer.yaml"] = []byte(`identity: pushed
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+records:
+  - name: shop.example.com
+    ttl: 1
+    pools:
+      primary: { address: 192.0.2.1 }
+      backup:  { address: 192.0.2.2 }
+    rules:
+      - default: { failover: [primary, backup] }
+`)
+		return b
+	}
+	ctx := context.Background()
+	rev, _, err := fleet.Publish(ctx, s, "/steer/v1", bundle(1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*testNode
+	for _, name := range []string{"fra-1", "bom-1"} {
+		nodes = append(nodes, startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), name)}, Options{}))
+	}
+	for i, n := range nodes {
+		for range 2 + i { // fra-1 answers 2, bom-1 3
+			if got := n.a("shop.example.com"); got != "192.0.2.1" {
+				t.Fatalf("%s", got)
+			}
+		}
+		n.Traffic().Sample(time.Now())
+	}
+	if _, _, err := fleet.Publish(ctx, s, "/steer/v1", bundle(2), rev); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		dnstest.WaitFor(t, 10*time.Second, "the node's windows sum both nodes' answers", func() bool {
+			w := n.Traffic().Window(time.Hour)
+			c, _ := w.Record("shop.example.com.")
+			return w.Nodes == 2 && c.Answers == 5 && c.Pools["primary"] == 5
+		})
 	}
 }
