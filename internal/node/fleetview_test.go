@@ -151,6 +151,19 @@ fleet:
 	if len(pts) != 3 || pts[0].Kind != "node" || pts[0].Label != "n1" || pts[0].State != "up" {
 		t.Errorf("map points %+v", pts)
 	}
+	var ov api.Overview
+	if code, body := get(t, h, "/v1/overview", &ov); code != 200 {
+		t.Fatalf("GET /v1/overview: %d %s", code, body)
+	}
+	var onMap []string
+	for _, p := range ov.Map {
+		if p.Kind == "node" {
+			onMap = append(onMap, p.Label)
+		}
+	}
+	if strings.Join(onMap, ",") != "n1,n2,n3" {
+		t.Errorf("the overview's map has the nodes %q, want the fleet's three", onMap)
+	}
 	t.Logf("up: %+v", v.Targets)
 
 	// The target stops: every observer, and the fleet's verdict, say down.
