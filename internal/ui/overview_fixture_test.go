@@ -14,18 +14,14 @@ package ui_test
 // for headless --virtual-time-budget runs, which an open stream never
 // lets end). Every 10 s it flips a pool of shop.example.com.
 // between up and down and sends an event, so live refresh can be watched.
-// TestOverviewPages loads the pages from it in headless Chromium and
-// checks what they render.
+// overview_page_test.go loads the pages from it in headless Chromium and
+// checks what they render and how they behave.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,92 +269,6 @@ func TestOverviewFixtureServer(t *testing.T) {
 	}()
 	t.Logf("serving the overview fixture (%d records) at http://%s/ui/", n, addr)
 	t.Fatal(http.ListenAndServe(addr, f.handler(ovAssets())))
-}
-
-// chromiumDOM loads url in headless Chromium and returns the DOM once
-// the page has had budget of virtual time (its fetches answered).
-func chromiumDOM(t *testing.T, url string) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("no chromium on PATH")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dir := t.TempDir()
-	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+dir,
-		"--virtual-time-budget=4000", "--dump-dom", url).Output()
-	if err != nil {
-		t.Fatalf("chromium %s: %v", url, err)
-	}
-	return string(out)
-}
-
-// TestOverviewPages renders the overview (10,000 records) and a record
-// page from the fixture API in headless Chromium and checks the DOM
-// contract the browser tests select by.
-func TestOverviewPages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Chromium")
-	}
-	f := newOvFixture(10000, time.Now())
-	srv := httptest.NewServer(f.handler(ovAssets()))
-	defer srv.Close()
-
-	dom := chromiumDOM(t, srv.URL+"/ui/#/")
-	count := func(re string) int { return len(regexp.MustCompile(re).FindAllString(dom, -1)) }
-	if n := count(`<tr class="pool-row" data-record="[^"]+" data-pool="[^"]+"`); n < 200 || n > 300 {
-		t.Errorf("overview: %d pool rows, want those of 100 records (2-3 pools each)", n)
-	}
-	for _, want := range []string{
-		`id="page-info"[^>]*>1–100 of 10000<`,
-		`<tr class="pool-row" data-record="shop.example.com." data-pool="mumbai"`,
-		`<td class="state state-down">down</td>`,
-		`<td class="share-5m num"[^>]*><span class="share"><span class="share-text">62.1 %</span>`,
-		`<td class="drain">draining \(last answer \d+ s ago\)</td>`,
-		`<td class="drain">drain safe</td>`,
-		`<td class="no-traffic">down: https 203.0.113.10:443: connect: connection refused</td>`,
-		`<a href="#/record/shop.example.com." class="record-link">`,
-		`<a href="#/record/shop.example.com./pool/mumbai" class="pool-link">`,
-		`<td class="since"><time [^>]*>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC <span class="age">\(3 m ago\)</span></time>`,
-		`<svg id="map" viewBox="0 6 360 144"[^>]*><rect class="sea"[^>]*></rect><path class="land" d="M`,
-		`<circle class="point state-down" data-kind="pool" data-state="down"`,
-		`<circle class="point state-up" data-kind="node" data-state="up"`,
-		`<span id="updated"[^>]*>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC<`,
-		`<input id="filter"`, `<select id="state-filter"`, `<button id="page-prev" type="button" disabled=""`, `<button id="page-next" type="button">`,
-	} {
-		if !regexp.MustCompile(want).MatchString(dom) {
-			t.Errorf("overview: no %s", want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("DOM: %.3000s", dom[strings.Index(dom, "<main"):])
-	}
-
-	dom = chromiumDOM(t, srv.URL+"/ui/#/?q=shop&state=down")
-	if n := len(regexp.MustCompile(`<tr class="pool-row"`).FindAllString(dom, -1)); n != 3 || !strings.Contains(dom, ">1–1 of 1<") {
-		t.Errorf("overview filtered on q=shop state=down: %d pool rows, want shop.example.com.'s 3 and 1–1 of 1", n)
-	}
-
-	dom = chromiumDOM(t, srv.URL+"/ui/#/record/shop.example.com./pool/mumbai")
-	for _, want := range []string{
-		`<tr class="pool-row selected" data-record="shop.example.com." data-pool="mumbai"`,
-		`<pre id="record-config"[^>]*>records:`,
-		`examples/larkbook/steer.yaml:42`,
-		`<tr class="rule-row" data-rule="2" data-depth="1">`,
-		`<td class="rule-share num"[^>]*><span class="share"><span class="share-text">24.0 %</span>`,
-		`<svg id="scope-chart" class="chart"`,
-		`<ul id="widened"><li>49.36.0.0/16 from /24: pool mumbai down</li>`,
-		`<table id="latency">`, `<li>mumbai 18ms</li>`,
-		`url\(#scope-chart-hatch\)`,
-	} {
-		if !regexp.MustCompile(want).MatchString(dom) {
-			t.Errorf("record page: no %s", want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("DOM: %.4000s", dom[strings.Index(dom, "<main"):])
-	}
 }
 
 // TestAssetWeight keeps the dashboard's assets well under the issue's
