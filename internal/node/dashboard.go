@@ -107,14 +107,10 @@ func buildDashIndex(snap *snapshot.Snapshot) *dashIndex {
 			}
 		}
 	}
-	var city bool
-	if snap.Geo != nil {
-		for _, d := range snap.Geo.DBs {
-			if strings.Contains(strings.ToLower(d.Type), "city") {
-				city = true
-			}
-		}
-	}
+	// A pool without a configured location is placed where the geo
+	// databases put its first address, when one has coordinates for it (a
+	// City database; a country's centroid is no place for a site).
+	city := snap.Geo != nil && len(snap.Geo.DBs) > 0
 	geoLoc := map[netip.Addr]*api.LatLon{}
 	for i, r := range t.Records {
 		x.loc[i] = make([]*api.LatLon, len(r.Pools))
@@ -369,6 +365,7 @@ func (n *Node) overviewRecord(snap *snapshot.Snapshot, x *dashIndex, r *policy.R
 				op.Reason = strings.Join(downWhy, "; ") + "; " + op.Reason
 			}
 		}
+		op.Since = snap.Loaded.UTC() // unless the health wiring saw it
 		if since, first, ok := n.hc.poolSince(r.Name, p.Name); ok {
 			op.Since = since.UTC()
 			if first && !ovr && !latestMatch.IsZero() && state != "disabled" {

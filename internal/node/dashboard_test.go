@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +384,38 @@ func TestRecordLatency(t *testing.T) {
 	if len(d.Latency) != 2 || d.Latency[0].Network != "192.0.2.0/24" || fmt.Sprint(d.Latency[0].Sites) != "[fra 50ms bom 100ms]" ||
 		d.Latency[1].Network != "198.51.100.0/24" || d.Latency[1].Sites[0] != "bom 20ms" || d.Rules[0].Action != "latency over bom, fra" {
 		t.Errorf("latency excerpts %s; rules %+v", got, d.Rules)
+	}
+}
+
+// TestPoolGeoLocation: a pool without a location is drawn where the City
+// database places its first address; one it does not place has none.
+func TestPoolGeoLocation(t *testing.T) {
+	db, err := filepath.Abs("../../testdata/geo/larkbook-city.mmdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, map[string]string{"steer.yaml": `api: { listen: "127.0.0.1:0" }
+geo: { databases: ["` + db + `"] }
+zones:
+  - { origin: example.com, file: example.com.zone }
+records:
+  - name: www.example.com
+    pools:
+      mumbai: { address: 192.0.2.20 }
+      nowhere: { address: 10.9.9.9 }
+      set: { address: 192.0.2.21, location: { lat: 1, lon: 2 } }
+    rules:
+      - default: { pool: mumbai }
+`, "example.com.zone": dashZone}, Options{})
+	ov := overview(t, n, "")
+	m, x, s := poolOf(ov, "www.example.com.", "mumbai"), poolOf(ov, "www.example.com.", "nowhere"), poolOf(ov, "www.example.com.", "set")
+	if m == nil || m.Location == nil || m.Location.Lat != 19.076 || m.Location.Lon != 72.8777 {
+		t.Errorf("mumbai: %+v", m)
+	}
+	if x == nil || x.Location != nil || s == nil || s.Location == nil || s.Location.Lat != 1 {
+		t.Errorf("nowhere %+v, set %+v", x, s)
+	}
+	if len(ov.Map) != 2 {
+		t.Errorf("map %+v: want mumbai's and set's points (the node has no location)", ov.Map)
 	}
 }
