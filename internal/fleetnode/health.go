@@ -230,6 +230,7 @@ func (m *Member) ShareHealth(h Health) error {
 		return fmt.Errorf("fleet.health_quorum: %w", err)
 	}
 	m.health, m.manager = fh, h.Manager
+	m.shared.Store(fh)
 	return nil
 }
 

@@ -122,6 +122,9 @@ type Member struct {
 	// health shares health across the fleet (nil until ShareHealth).
 	health  *quorumHealth
 	manager *health.Manager
+	// shared is health for the readers that may run before ShareHealth
+	// (the admin API's fleet view, view.go).
+	shared atomic.Pointer[quorumHealth]
 
 	// traffic shares the traffic windows (nil until ShareTraffic).
 	traffic *trafficShare

@@ -88,7 +88,7 @@ const (
 // starting as the fleet last saw it), and ModeLocal when health is not
 // shared at all. since is T (zero for the other two).
 func (m *Member) HealthMode(now time.Time) (mode string, since time.Time) {
-	fh := m.health
+	fh := m.shared.Load()
 	if fh == nil {
 		return ModeLocal, time.Time{}
 	}
@@ -131,7 +131,7 @@ func (m *Member) identity() fleet.Status {
 func (m *Member) Statuses() []NodeView {
 	self := m.status()
 	out := []NodeView{{Status: self, Self: true}}
-	if fh := m.health; fh != nil {
+	if fh := m.shared.Load(); fh != nil {
 		fh.mu.Lock()
 		for name, st := range fh.statuses {
 			if name != self.Node {
@@ -150,7 +150,7 @@ func (m *Member) Status(name string) (fleet.Status, bool) {
 	if name == m.local.Fleet.Node {
 		return m.status(), true
 	}
-	if fh := m.health; fh != nil {
+	if fh := m.shared.Load(); fh != nil {
 		fh.mu.Lock()
 		defer fh.mu.Unlock()
 		st, ok := fh.statuses[name]
@@ -184,7 +184,7 @@ func (m *Member) View(now time.Time) View {
 		v.Warnings = append(v.Warnings, m.storeWarning)
 	}
 	m.mu.Unlock()
-	if fh := m.health; fh != nil {
+	if fh := m.shared.Load(); fh != nil {
 		if v.HealthMode != ModeQuorum {
 			v.Errors = append(v.Errors, "health: "+v.HealthMode+": no current view of the store")
 		}
