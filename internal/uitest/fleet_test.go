@@ -97,4 +97,8 @@ fleet:
 	}
 	t.Logf("fleet page complete %v after login", time.Since(start).Round(time.Millisecond))
 	p.Screenshot(ArtifactDir(t), "fleet.png", "")
+	// The explain form offers every node of the fleet to answer as.
+	p.Hash("#/explain")
+	p.WaitFor(10*time.Second, "explain's node choice to list n1, n2 and n3",
+		`['n1','n2','n3'].every((n) => Array.from(document.querySelectorAll('select#explain-node option')).some((o) => o.value === n || o.textContent.includes(n)))`)
 }
