@@ -121,29 +121,38 @@ func (r *Recorder) Publish(node string) (data []byte, dropped int, err error) {
 
 func (r *Recorder) publish(node string, limit int) (data []byte, dropped int, err error) {
 	var ws [2]*Window
+	r.mu.Lock()
 	for i, s := range publishSpans {
-		ws[i] = r.local(s)
+		ws[i] = r.localLocked(s) // both of one layout
 	}
+	r.mu.Unlock()
 	lay := ws[1].lay
 	type rec struct {
 		name   string
 		counts [2]*wireCounts
 		hour   uint64
 	}
+	// One pass over each window's slots merged, record by record.
 	var recs []rec
-	for _, lr := range lay.recs {
-		var e rec
-		for i, w := range ws {
-			if c, ok := w.Record(lr.Name); ok {
-				e.counts[i] = toWire(&c)
-				if i == 1 {
-					e.hour = c.Answers
-				}
-			}
+	at := map[uint32]int{} // record → its entry in recs
+	for i, w := range ws {
+		if len(w.slots) == 0 {
+			continue
 		}
-		if e.counts[0] != nil || e.counts[1] != nil {
-			e.name = lr.Name
-			recs = append(recs, e)
+		for c := merge(w.slots...).cursor(); c.ok; c.next(false) {
+			lr := lay.recs[c.rec]
+			counts := newCounts(lr)
+			counts.addBody(lr, c.body)
+			k, ok := at[c.rec]
+			if !ok {
+				k = len(recs)
+				at[c.rec] = k
+				recs = append(recs, rec{name: lr.Name})
+			}
+			recs[k].counts[i] = toWire(&counts)
+			if i == 1 {
+				recs[k].hour = counts.Answers
+			}
 		}
 	}
 	// The busiest first: what a bound leaves out is the quietest.

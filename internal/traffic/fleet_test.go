@@ -92,3 +92,32 @@ func TestPublishBound(t *testing.T) {
 		t.Errorf("%d published + %d dropped, of %d", len(p.Windows[1].Records), dropped, len(recs))
 	}
 }
+
+// BenchmarkPublish encodes the windows of 10,000 records busy for an
+// hour, as a fleet node does every 30 s.
+func BenchmarkPublish(b *testing.B) {
+	r := New()
+	recs := make([]Record, 10000)
+	for i := range recs {
+		recs[i] = Record{Name: fmt.Sprintf("r%d.example.", i), Pools: []string{"a", "b", "c"}, Rules: 3}
+	}
+	r.SetRecords(recs)
+	now := t0
+	r.Sample(now)
+	for range 400 {
+		for k := range recs {
+			hit(r, k, k%3, k%3, 24, 0, 4, 1)
+		}
+		now = now.Add(SampleInterval)
+		r.Sample(now)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		data, dropped, err := r.Publish("n")
+		if err != nil || dropped != 0 {
+			b.Fatal(err, dropped)
+		}
+		b.ReportMetric(float64(len(data)), "bytes")
+	}
+}

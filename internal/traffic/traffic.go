@@ -389,6 +389,11 @@ func (r *Recorder) Window(span time.Duration) *Window {
 func (r *Recorder) local(span time.Duration) *Window {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.localLocked(span)
+}
+
+// localLocked is local with r.mu held.
+func (r *Recorder) localLocked(span time.Duration) *Window {
 	w := &Window{Span: span, Nodes: 1, lay: r.lay}
 	if r.last == 0 {
 		return w
@@ -436,37 +441,13 @@ func (w *Window) Record(name string) (c Counts, ok bool) {
 		return Counts{}, false
 	}
 	rec := w.lay.recs[i]
-	c.Pools = make(map[string]uint64, len(rec.Pools))
-	for _, p := range rec.Pools {
-		c.Pools[p] = 0
-	}
-	c.Rules = make([]uint64, max(rec.Rules, 0))
+	c = newCounts(rec)
 	any := false
-	np := uint32(len(rec.Pools))
 	for _, s := range w.slots {
-		body := s.find(uint32(i))
-		if body == nil {
-			continue
+		if body := s.find(uint32(i)); body != nil {
+			any = true
+			c.addBody(rec, body)
 		}
-		any = true
-		eachEntry(body, func(key uint32, n uint64) {
-			switch {
-			case key == kAnswers:
-				c.Answers += n
-			case key == kWidened4:
-				c.Widened4 += n
-			case key == kWidened6:
-				c.Widened6 += n
-			case key < kScope6:
-				c.Scopes4[key-kScope4] += n
-			case key < kPools:
-				c.Scopes6[4*(key-kScope6)] += n
-			case key < kPools+np:
-				c.Pools[rec.Pools[key-kPools]] += n
-			case int(key-kPools-np) < len(c.Rules):
-				c.Rules[key-kPools-np] += n
-			}
-		})
 	}
 	for _, m := range w.remote {
 		if o := m[rec.Name]; o != nil {
@@ -475,6 +456,38 @@ func (w *Window) Record(name string) (c Counts, ok bool) {
 		}
 	}
 	return c, any
+}
+
+// newCounts is rec's counts at zero: every pool and rule named.
+func newCounts(rec Record) Counts {
+	c := Counts{Pools: make(map[string]uint64, len(rec.Pools)), Rules: make([]uint64, max(rec.Rules, 0))}
+	for _, p := range rec.Pools {
+		c.Pools[p] = 0
+	}
+	return c
+}
+
+// addBody sums one of rec's slot blocks into c.
+func (c *Counts) addBody(rec Record, body []byte) {
+	np := uint32(len(rec.Pools))
+	eachEntry(body, func(key uint32, n uint64) {
+		switch {
+		case key == kAnswers:
+			c.Answers += n
+		case key == kWidened4:
+			c.Widened4 += n
+		case key == kWidened6:
+			c.Widened6 += n
+		case key < kScope6:
+			c.Scopes4[key-kScope4] += n
+		case key < kPools:
+			c.Scopes6[4*(key-kScope6)] += n
+		case key < kPools+np:
+			c.Pools[rec.Pools[key-kPools]] += n
+		case int(key-kPools-np) < len(c.Rules):
+			c.Rules[key-kPools-np] += n
+		}
+	})
 }
 
 // remap renumbers slots from one layout to another.
