@@ -21,16 +21,22 @@ package ui_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/simulate"
 	"github.com/steer-dns/steer/internal/ui"
 )
 
@@ -140,13 +146,44 @@ func TestToolsFixtureServer(t *testing.T) {
 	if addr == "" {
 		t.Skip("STEER_UI_FIXTURE=host:port serves the fixture for working by hand")
 	}
-	mux := http.NewServeMux()
-	if dir := os.Getenv("STEER_UI_ASSETS"); dir != "" {
-		// Serve the files being edited rather than the embedded copy.
-		mux.Handle("/ui/", http.StripPrefix("/ui", http.FileServerFS(os.DirFS(dir))))
-	} else {
-		mux.Handle("/ui/", ui.Handler())
+	f := &toolsFixture{noFleet: os.Getenv("STEER_UI_NOFLEET") != "", events: os.Getenv("STEER_UI_EVENTS") != "",
+		upstream: os.Getenv("STEER_UI_UPSTREAM"), token: os.Getenv("STEER_UI_TOKEN"), simulate: 200}
+	t.Logf("fixture at http://%s/ui/", addr)
+	t.Fatal(http.ListenAndServe(addr, f.handler(t, ovAssets())))
+}
+
+// toolsFixture is the fixture API of the explain, preview and fleet
+// pages. Without an upstream it answers explain, simulate and the pool
+// state PUT itself, and records what the pages sent.
+type toolsFixture struct {
+	noFleet, events bool
+	upstream, token string
+	simulate        int // the status of POST /v1/simulate without an upstream: 200 or an error
+
+	mu   sync.Mutex
+	sent []toolsRequest
+}
+
+// toolsRequest is a request the pages made.
+type toolsRequest struct {
+	Method, Path, Query, CSRF, Body string
+}
+
+func (f *toolsFixture) requests(method string) []toolsRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []toolsRequest
+	for _, r := range f.sent {
+		if r.Method == method {
+			out = append(out, r)
+		}
 	}
+	return out
+}
+
+func (f *toolsFixture) handler(t testing.TB, assets http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", assets)
 	mux.HandleFunc("GET /ui/session", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]string{"csrf": "fixture-csrf"})
 	})
@@ -159,14 +196,14 @@ func TestToolsFixtureServer(t *testing.T) {
 		writeJSON(w, 200, toolsRecord(time.Now()))
 	})
 	mux.HandleFunc("GET /v1/fleet", func(w http.ResponseWriter, r *http.Request) {
-		if os.Getenv("STEER_UI_NOFLEET") != "" {
+		if f.noFleet {
 			writeJSON(w, 404, map[string]string{"error": "not in a fleet"})
 			return
 		}
 		writeJSON(w, 200, toolsFleet(time.Now()))
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
-		if os.Getenv("STEER_UI_EVENTS") == "" {
+		if !f.events {
 			// An open stream keeps headless chromium's virtual time
 			// from running out (--virtual-time-budget never ends).
 			http.NotFound(w, r)
@@ -187,35 +224,134 @@ func TestToolsFixtureServer(t *testing.T) {
 			}
 		}
 	})
-	if up := os.Getenv("STEER_UI_UPSTREAM"); up != "" {
-		u, err := url.Parse(up)
+	record := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			f.mu.Lock()
+			f.sent = append(f.sent, toolsRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("X-CSRF-Token"), string(body)})
+			f.mu.Unlock()
+			if r.Method != http.MethodGet && r.Header.Get("X-CSRF-Token") != "fixture-csrf" {
+				writeJSON(w, 403, map[string]string{"error": "missing or bad CSRF token"})
+				return
+			}
+			h(w, r)
+		}
+	}
+	if f.upstream != "" {
+		u, err := url.Parse(f.upstream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		proxy := httputil.NewSingleHostReverseProxy(u)
-		if tok := os.Getenv("STEER_UI_TOKEN"); tok != "" {
+		if f.token != "" {
 			// The upstream's API token (its api.token_file's content).
 			director := proxy.Director
 			proxy.Director = func(r *http.Request) {
 				director(r)
-				r.Header.Set("Authorization", "Bearer "+tok)
+				r.Header.Set("Authorization", "Bearer "+f.token)
 			}
 		}
-		csrf := func(h http.Handler) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodGet && r.Header.Get("X-CSRF-Token") != "fixture-csrf" {
-					writeJSON(w, 403, map[string]string{"error": "missing or wrong CSRF token"})
-					return
-				}
-				h.ServeHTTP(w, r)
-			}
-		}
-		mux.Handle("GET /v1/explain", proxy)
-		mux.Handle("POST /v1/simulate", csrf(proxy))
-		mux.Handle("PUT /v1/records/{name}/pools/{pool}/state", csrf(proxy))
+		mux.Handle("GET /v1/explain", record(proxy.ServeHTTP))
+		mux.Handle("POST /v1/simulate", record(proxy.ServeHTTP))
+		mux.Handle("PUT /v1/records/{name}/pools/{pool}/state", record(proxy.ServeHTTP))
+		return mux
 	}
-	t.Logf("fixture at http://%s/ui/", addr)
-	t.Fatal(http.ListenAndServe(addr, mux))
+	mux.HandleFunc("GET /v1/explain", record(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if e := q.Get("ecs"); e != "" {
+			if _, err := netip.ParsePrefix(e); err != nil {
+				writeJSON(w, 400, map[string]string{"error": fmt.Sprintf("bad ecs prefix %q", e)})
+				return
+			}
+		}
+		writeJSON(w, 200, toolsExplain(q.Get("ecs")))
+	}))
+	if f.simulate != 0 {
+		mux.HandleFunc("POST /v1/simulate", record(func(w http.ResponseWriter, r *http.Request) {
+			if f.simulate != 200 {
+				writeJSON(w, f.simulate, map[string]string{"error": "nothing to simulate"})
+				return
+			}
+			var sc struct {
+				Events []map[string]any `json:"events"`
+			}
+			json.NewDecoder(r.Body).Decode(&sc)
+			writeJSON(w, 200, toolsSimulation(sc.Events))
+		}))
+	}
+	mux.HandleFunc("PUT /v1/records/{name}/pools/{pool}/state", record(func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("pool") == "us-east-canary" {
+			writeJSON(w, 202, map[string]string{"applied": "this node", "pending": "fleet", "reason": "the store is unreachable"})
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	return mux
+}
+
+// toolsExplain is a report as GET /v1/explain answers it.
+func toolsExplain(ecs string) explain.Report {
+	ttl, scope := uint32(60), 13
+	return explain.Report{
+		Query: "shop.example.com. A",
+		Input: explain.Input{ECS: ecs, Resolver: "127.0.0.1", Used: ecs, SteeredBy: "ECS " + ecs},
+		Steer: []explain.Step{{
+			Record: "shop.example.com. A", Client: ecs,
+			Geo: explain.GeoInfo{Country: "IN", Continent: "AS", Location: "21.0000,78.0000 (country centroid)", Networks: []string{"49.32.0.0/13 in embedded"},
+				Facts: []policy.Fact{{Key: "country", Value: "IN"}, {Key: "continent", Value: "AS"}}},
+			Rules: []policy.RuleTrace{
+				{Rule: 1, Line: 25, Source: "client", Matched: true, Why: []string{"country IN is in [IN LK BD NP]"}, Action: "pool ap-south"},
+				{Rule: 2, Line: 27, Source: "client", Why: []string{"continent AS is not in [EU]"}, Action: "pool eu-central"},
+			},
+			Pools: []explain.PoolState{
+				{Name: "ap-south", Addresses: []string{"203.0.113.10"}, State: "up"},
+				{Name: "eu-central", Addresses: []string{"198.51.100.20"}, State: "down (connect: connection refused)"},
+			},
+			Decision: "rule 1 (line 25) decides: pool ap-south -> ap-south",
+			Chosen:   []string{"ap-south"},
+			Scope:    13,
+		}},
+		Rcode:  "NOERROR",
+		Answer: []string{"shop.example.com.\t60\tIN\tA\t203.0.113.10", "shop.example.com.\t60\tIN\tA\t203.0.113.11"},
+		TTL:    &ttl,
+		Scope:  &scope,
+	}
+}
+
+// toolsSimulation is a POST /v1/simulate answer: the changed pool's
+// share falls to 0 a minute after the change at 10 minutes.
+func toolsSimulation(events []map[string]any) api.SimulateResponse {
+	pools := []string{"ap-south", "eu-central", "us-east", "us-east-canary"}
+	changed := ""
+	if len(events) > 0 {
+		for _, k := range []string{"drain", "fail"} {
+			if p, ok := events[0][k].(string); ok {
+				changed = p
+			}
+		}
+	}
+	band := func(v float64) simulate.BandJSON {
+		return simulate.BandJSON{P5: v * 0.9, P50: v, P95: v * 1.1, Mean: v}
+	}
+	res := simulate.ResultJSON{Record: "shop.example.com.", Pools: pools, Sites: []string{"isp-asia", "public-ecs"}, BinS: 60, DurationS: 3600, Runs: 10, Seed: 1,
+		Phases: []simulate.PhaseJSON{{AtS: 0, Label: "start"}, {AtS: 600, Label: "change"}}}
+	for i := 0; i < 60; i++ {
+		b := simulate.BinJSON{StartS: float64(i * 60)}
+		for _, p := range pools {
+			v := 0.25
+			if p == changed && i > 10 {
+				v = 0
+			}
+			b.Share = append(b.Share, band(v))
+			b.Configured = append(b.Configured, v)
+		}
+		res.Bins = append(res.Bins, b)
+	}
+	if changed != "" {
+		res.Drains = []simulate.DrainJSON{{Pool: changed, AtS: 600, Label: "drain " + changed, SafeAtS: simulate.BandJSON{P5: 60, P50: 60, P95: 60, Mean: 60}, LastQueryS: band(45)}}
+	}
+	return api.SimulateResponse{Result: res, Summary: "steer simulate: shop.example.com (fixture)"}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
