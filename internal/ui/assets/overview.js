@@ -156,6 +156,7 @@ const POOL_STATES = ['up', 'down', 'drain', 'disabled'];
 
 async function render(main) {
   parseHash();
+  writeHash(); // a plain #/ shows (and links to) the filter kept from before
   const filter = el('input', {
     id: 'filter', type: 'search', value: view.q, placeholder: 'record name contains…', autocomplete: 'off',
     spellcheck: 'false', 'aria-describedby': 'filter-help',
