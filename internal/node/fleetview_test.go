@@ -50,6 +50,15 @@ records:
       - match: { country: IN }
         pool: india
       - default: { pool: other }
+  - name: region.example.com
+    ttl: 5
+    pools:
+      one: { address: 198.51.100.1 }
+      zero: { address: 198.51.100.2 }
+    rules:
+      - match: { node_region: r1 }
+        pool: one
+      - default: { pool: zero }
 `
 	return fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
 }
@@ -209,6 +218,13 @@ fleet:
 	}
 	if a := answer("from=127.0.0.1&node=n2"); !strings.Contains(a, "192.0.2.30") {
 		t.Errorf("as node 2 itself: %s", a)
+	}
+	// Rules on the node's region are decided for the node asked about.
+	for node, want := range map[string]string{"": "198.51.100.1", "n1": "198.51.100.2", "n2": "198.51.100.1", "n3": "198.51.100.2"} {
+		var rep struct{ Answer []string }
+		if code, body := get(t, h, "/v1/explain?name=region.example.com&node="+node, &rep); code != 200 || len(rep.Answer) != 1 || !strings.Contains(rep.Answer[0], want) {
+			t.Errorf("region.example.com as node %q: %d %s, want %s", node, code, body, want)
+		}
 	}
 	// Health is this node's view: shop's primary is down as node 3.
 	var rep struct{ Answer []string }
