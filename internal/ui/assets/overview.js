@@ -49,7 +49,7 @@ export function recordRows(rec, now = Date.now()) {
       const span = pools.length;
       tr.append(
         el('th', { scope: 'rowgroup', class: 'record', rowspan: span },
-          el('a', { href: recordHref(rec.name), class: 'record-link' }, rec.name),
+          el('a', { href: recordHref(rec.name), class: 'record-link' }, breakable(rec.name)),
           el('span', { class: 'record-meta' },
             el('span', { class: 'type' }, rec.type), ' · TTL ', el('span', { class: 'ttl' }, rec.ttl), ' s',
             el('span', { class: 'answers', title: 'answers in the last 5 minutes and hour' }, ` · ${count(rec.answers_5m)} / ${count(rec.answers_1h)} answers`),
@@ -60,6 +60,13 @@ export function recordRows(rec, now = Date.now()) {
     body.append(tr);
   });
   return body;
+}
+
+// breakable is a name with a line-break opportunity (<wbr>) after each
+// dot, so a long name wraps between labels.
+function breakable(name) {
+  const parts = String(name).split(/(?<=\.)/);
+  return parts.flatMap((p, i) => (i < parts.length - 1 ? [p, el('wbr')] : [p]));
 }
 
 // poolCells are the cells of one pool (the DOM contract's td.state,
