@@ -360,6 +360,22 @@ func TestRecordDetail(t *testing.T) {
 	if code, _ := n.call("GET", "/v1/records/nope.example.com", "", ""); code != 404 {
 		t.Errorf("unknown record: %d", code)
 	}
+	// A reload is an event too.
+	events := openEvents(t, n.APIAddr())
+	if code, body := n.call("POST", "/v1/reload", "", ""); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	for deadline := time.After(2 * time.Second); ; {
+		select {
+		case ev := <-events:
+			if ev.Kind != "reload" {
+				continue
+			}
+		case <-deadline:
+			t.Fatal("no reload event within 2 s")
+		}
+		break
+	}
 }
 
 // TestRecordLatency: a latency rule's record page ranks its sites for the
