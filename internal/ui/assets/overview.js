@@ -243,7 +243,7 @@ async function render(main) {
 
   filter.addEventListener('input', () => {
     clearTimeout(debounce);
-    debounce = setTimeout(() => { view.q = filter.value.trim(); view.offset = 0; writeHash(); load(); }, 200);
+    debounce = setTimeout(() => { view.q = filter.value.trim(); view.offset = 0; writeHash(); load(); }, 120);
   });
   filter.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && filter.value) { filter.value = ''; filter.dispatchEvent(new Event('input')); }

@@ -7,7 +7,7 @@
 // /v1/events event and every 5 s.
 import { route } from './app.js';
 import { get, onChange } from './api.js';
-import { el, utc, count, pct, bar, histogram } from './fmt.js';
+import { el, utc, count, pct, bar, histogram, retickAges } from './fmt.js';
 import { poolsTable, recordRows, patchBodies, recordHref } from './overview.js';
 
 const REFRESH_MS = 5000;
@@ -96,7 +96,9 @@ async function render(main, params) {
   };
   const off = onChange(() => refresh());
   const timer = setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
-  function stop() { off(); clearInterval(timer); }
+  // Relative ages ("3 s ago") tick between fetches.
+  const ticker = setInterval(() => { if (root.isConnected) retickAges(pools); else stop(); }, 1000);
+  function stop() { off(); clearInterval(timer); clearInterval(ticker); }
 }
 
 // ruleRows are the rules, a tree's nodes indented by depth.
