@@ -45,7 +45,6 @@ type dashboard struct {
 	mu     sync.Mutex
 	subs   map[chan api.Event]struct{}
 	hooked bool // the health manager's OnChange calls notify
-
 }
 
 // dashTraffic is the node's traffic recorder (nil: every count reads 0).
@@ -57,8 +56,7 @@ type dashIndex struct {
 	// order is the records' indexes sorted by name.
 	order []int32
 	// per record index: the named policy, and per pool its location (nil:
-	// unknown) and the reason the rules never give it traffic ("" when a
-	// rule may).
+	// unknown) and how the rules refer to it.
 	policy []string
 	loc    [][]*api.LatLon
 	static [][]poolRole
@@ -458,7 +456,9 @@ func (n *Node) nodePoints(snap *snapshot.Snapshot, out []api.MapPoint) []api.Map
 
 // Subscribe implements api.DashboardBackend.
 func (b *backend) Subscribe(ctx context.Context) (<-chan api.Event, func()) {
-	return b.n.dash.subscribe(b.n)
+	ch, cancel := b.n.dash.subscribe(b.n)
+	stop := context.AfterFunc(ctx, cancel) // the end of ctx cancels too
+	return ch, func() { stop(); cancel() }
 }
 
 func (d *dashboard) subscribe(n *Node) (<-chan api.Event, func()) {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -433,5 +434,42 @@ records:
 	}
 	if len(ov.Map) != 2 {
 		t.Errorf("map %+v: want mumbai's and set's points (the node has no location)", ov.Map)
+	}
+}
+
+// TestSubscribe: a subscriber gets a change, a slow one loses none but
+// the latest (one value pending), and the end of its context or its
+// cancel ends the subscription.
+func TestSubscribe(t *testing.T) {
+	n := &Node{}
+	b := &backend{n: n}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, stop := b.Subscribe(ctx)
+	defer stop()
+	n.dash.notify("health")
+	n.dash.notify("reload") // dropped: one is pending
+	if ev := <-ch; ev.Kind != "health" || ev.At.IsZero() {
+		t.Fatalf("event %+v", ev)
+	}
+	select {
+	case ev := <-ch:
+		t.Fatalf("a second pending event %+v", ev)
+	default:
+	}
+	subs := func() int {
+		n.dash.mu.Lock()
+		defer n.dash.mu.Unlock()
+		return len(n.dash.subs)
+	}
+	_, stop2 := b.Subscribe(context.Background())
+	if subs() != 2 {
+		t.Fatalf("%d subscribers, want 2", subs())
+	}
+	cancel()
+	dnstest.WaitFor(t, 2*time.Second, "the cancelled context's subscription to end", func() bool { return subs() == 1 })
+	stop2()
+	stop2()
+	if subs() != 0 {
+		t.Fatalf("%d subscribers after both ended", subs())
 	}
 }
