@@ -1,6 +1,7 @@
 package uitest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -402,5 +403,54 @@ func TestDashboard(t *testing.T) {
 		if code := Eval[int](p, withCSRF); code/100 != 2 {
 			t.Errorf("a PUT with the session's X-CSRF-Token: %d, want 2xx", code)
 		}
+	})
+
+	t.Run("scope chart bars", func(t *testing.T) {
+		p.t = t
+		// The ECS queries sent at the start are in the record's scopes
+		// once the node's traffic window has sampled them (every 10 s):
+		// then the chart draws a bar for each length counted.
+		var rec struct {
+			Scopes []struct {
+				Family  string   `json:"family"`
+				Lengths []int    `json:"lengths"`
+				Counts  []uint64 `json:"counts"`
+			} `json:"scopes"`
+		}
+		counted := 0
+		deadline := time.Now().Add(15 * time.Second)
+		for counted == 0 && time.Now().Before(deadline) {
+			code, body := apiCall(t, l.api, token, "GET", "/v1/records/shop.example.com.", "")
+			if code != 200 {
+				t.Fatalf("GET /v1/records/shop.example.com.: %d %s", code, body)
+			}
+			if err := json.Unmarshal([]byte(body), &rec); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range rec.Scopes {
+				for _, c := range f.Counts {
+					if c > 0 {
+						counted++
+					}
+				}
+			}
+			if counted == 0 {
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+		if counted == 0 {
+			t.Fatalf("the node counted no ECS scope for shop.example.com. 15 s after the queries")
+		}
+		p.Hash("#/")
+		p.Hash("#/record/shop.example.com.")
+		bars := `Array.from(document.querySelectorAll('svg#scope-chart g.bin-group rect.bin')).filter((r) => parseFloat(r.getAttribute('height')) > 0).length`
+		p.WaitFor(5*time.Second, "the scope chart's bars", bars+` > 0`)
+		t.Logf("scopes: %+v; %d bars drawn", rec.Scopes, Eval[int](p, bars))
+		p.Screenshot(art, "record-scope-chart.png", "svg#scope-chart")
+		// And the overview's shares of the same answers.
+		p.Hash("#/")
+		p.WaitFor(10*time.Second, "a share above 0 % on the overview",
+			`Array.from(document.querySelectorAll('tr.pool-row[data-record="shop.example.com."] td.share-5m')).some((c) => /[1-9]/.test(c.textContent))`)
+		t.Logf("shares (5 m) of shop.example.com.: %q", p.Texts(`tr.pool-row[data-record="shop.example.com."] td.share-5m`))
 	})
 }
