@@ -350,6 +350,33 @@ func TestDashboard(t *testing.T) {
 		p.WaitText(row("shop.example.com.", "us-east-canary")+" td.state", "drain", 5*time.Second)
 	})
 
+	t.Run("keyboard", func(t *testing.T) {
+		p.t = t
+		p.Hash("#/")
+		p.WaitFor(5*time.Second, "the overview", `document.querySelector('table#records tr.pool-row')`)
+		// "/" focuses the filter; typing filters; j goes to the first
+		// pool row and Enter opens that pool's page.
+		defer func() {
+			// Clear the filter for the subtests after this one.
+			p.Hash("#/")
+			p.WaitFor(5*time.Second, "the filter", `document.getElementById('filter')`)
+			p.Eval(`(() => { const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()`)
+			p.WaitFor(5*time.Second, "every record again", `document.querySelector('tr.pool-row[data-record="shop.example.com."]')`)
+		}()
+		p.Eval(`document.activeElement && document.activeElement.blur()`)
+		p.Shortcut("/", "Slash", 191)
+		p.WaitFor(2*time.Second, "the filter focused by /", `document.activeElement && document.activeElement.id === 'filter'`)
+		p.Keys("api")
+		p.WaitFor(5*time.Second, "the rows filtered to api.example.com.",
+			`(() => { const r = Array.from(document.querySelectorAll('table#records tr.pool-row')); return r.length > 0 && r.every((x) => x.dataset.record === 'api.example.com.'); })()`)
+		p.Eval(`document.activeElement.blur()`)
+		p.Shortcut("j", "KeyJ", 74)
+		p.WaitFor(2*time.Second, "j to focus a pool row", `document.activeElement && document.activeElement.closest && document.activeElement.closest('tr.pool-row')`)
+		p.Shortcut("Enter", "Enter", 13)
+		p.WaitFor(5*time.Second, "Enter to open the pool's page", `location.hash.startsWith('#/record/api.example.com') && location.hash.includes('/pool/')`)
+		p.WaitFor(5*time.Second, "the pool's row selected", `document.querySelector('tr.pool-row.selected')`)
+	})
+
 	t.Run("without the token", func(t *testing.T) {
 		for _, path := range []string{"/ui/", "/ui/app.js", "/ui/overview.js", "/v1/overview"} {
 			if code, _ := apiCall(t, l.api, "", "GET", path, ""); code != 403 && !(path == "/v1/overview" && code == 401) {

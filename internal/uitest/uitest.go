@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -345,6 +346,41 @@ func (p *Page) Login(token string) {
 		p.fatalf("login form: %v\n%s", err, p.HTML())
 	}
 	p.WaitFor(10*time.Second, "the dashboard after login", `location.pathname === '/ui/' && !!document.getElementById('main')`)
+}
+
+// Keys types keys into whatever has the focus, as a keyboard does (key
+// down, char, key up per rune; "\r" is Enter, "\t" Tab, "\u001b" Escape:
+// see chromedp's kb package).
+func (p *Page) Keys(keys string) {
+	if p.t != nil {
+		p.t.Helper()
+	}
+	if err := p.do(10*time.Second, chromedp.KeyEvent(keys)); err != nil {
+		p.fatalf("keys %q: %v", keys, err)
+	}
+}
+
+// Shortcut presses one key (key as KeyboardEvent.key says it, code as
+// KeyboardEvent.code) with no character typed: a raw key down and up, as
+// a page's keyboard shortcut sees it whatever has the focus. (Keys sends
+// the character too, which the protocol types even when the page's
+// keydown handler prevents the default.)
+func (p *Page) Shortcut(key, code string, keyCode int64) {
+	if p.t != nil {
+		p.t.Helper()
+	}
+	err := p.do(10*time.Second, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+			if _, err := chromedp.Call(ctx, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+				Type: typ, Key: key, Code: code, WindowsVirtualKeyCode: keyCode, NativeVirtualKeyCode: keyCode}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if err != nil {
+		p.fatalf("key %q: %v", key, err)
+	}
 }
 
 // WaitFor polls the JavaScript condition (every 25 ms) until it is true,
