@@ -239,6 +239,35 @@ func TestDashboard(t *testing.T) {
 		p.Screenshot(art, "preview-chart.png", "svg#preview-chart")
 	})
 
+	t.Run("dark scheme", func(t *testing.T) {
+		p.t = t
+		// The page's background, as drawn: light by default, dark when
+		// the system prefers dark.
+		background := func() float64 {
+			t.Helper()
+			shot, err := p.CaptureScreenshot("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, lum, err := Background(shot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lum
+		}
+		p.Hash("#/")
+		light := background()
+		p.ColorScheme("dark")
+		defer p.ColorScheme("")
+		time.Sleep(200 * time.Millisecond) // a frame or two
+		dark := background()
+		t.Logf("background luminance: light scheme %.0f, dark %.0f", light, dark)
+		if light < 160 || dark > 80 {
+			t.Errorf("background luminance %.0f (light scheme) and %.0f (dark): want light and dark", light, dark)
+		}
+		p.Screenshot(art, "overview-dark.png", "")
+	})
+
 	t.Run("explain equals steer explain", func(t *testing.T) {
 		p.t = t
 		for _, c := range []struct{ name, subnet string }{{"shop.example.com", subnets["IN"]}, {"shop.example.com", subnets["DE"]}, {"www.example.com", ""}} {

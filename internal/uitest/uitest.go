@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -360,6 +361,23 @@ func (p *Page) Keys(keys string) {
 	}
 }
 
+// ColorScheme makes the page see prefers-color-scheme: scheme ("dark",
+// "light"; "" drops the override).
+func (p *Page) ColorScheme(scheme string) {
+	if p.t != nil {
+		p.t.Helper()
+	}
+	params := emulation.SetEmulatedMediaParams{}
+	if scheme != "" {
+		params.Features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, params); err != nil {
+		p.fatalf("color scheme %q: %v", scheme, err)
+	}
+}
+
 // Shortcut presses one key (key as KeyboardEvent.key says it, code as
 // KeyboardEvent.code) with no character typed: a raw key down and up, as
 // a page's keyboard shortcut sees it whatever has the focus. (Keys sends
@@ -629,6 +647,29 @@ func CheckPicture(b []byte, minBytes, minColours int) error {
 		return fmt.Errorf("one colour covers %d of %d sampled pixels: blank?", most, n)
 	}
 	return nil
+}
+
+// Background is the most common colour of a PNG's pixels sampled on a
+// 48 × 48 grid (r, g, b in 0..255), and its luminance (0..255).
+func Background(b []byte) (rgb [3]uint32, luminance float64, err error) {
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		return rgb, 0, err
+	}
+	r := img.Bounds()
+	counts := map[[3]uint32]int{}
+	for i := range 48 {
+		for j := range 48 {
+			counts[colourAt(img, r.Min.X+(2*i+1)*r.Dx()/96, r.Min.Y+(2*j+1)*r.Dy()/96)]++
+		}
+	}
+	most := 0
+	for c, n := range counts {
+		if n > most {
+			most, rgb = n, c
+		}
+	}
+	return rgb, 0.2126*float64(rgb[0]) + 0.7152*float64(rgb[1]) + 0.0722*float64(rgb[2]), nil
 }
 
 func colourAt(img image.Image, x, y int) [3]uint32 {
