@@ -29,28 +29,44 @@ summary() {
 	((${#timings[@]})) && printf '%s\n' "${timings[@]}"
 	printf '  %-12s %7s s\n' total "$(secs $(($(now_ms) - start_all)))"
 }
-bg_pid="" bg_log=""
+bg_pid="" bg_log="" apt_log=""
 killtree() { # a process and everything it started
 	local c
 	for c in $(pgrep -P "$1"); do killtree "$c"; done
 	kill "$1" 2>/dev/null || true
 }
 wait_pid=""
-trap 'rc=$?; [ -z "$bg_pid" ] || killtree "$bg_pid"; [ -z "$wait_pid" ] || killtree "$wait_pid"; rm -f $log $bg_log; [ "$rc" -eq 0 ] || summary' EXIT
+trap 'rc=$?; [ -z "$bg_pid" ] || killtree "$bg_pid"; [ -z "$wait_pid" ] || killtree "$wait_pid"; rm -f $log $bg_log $apt_log; [ "$rc" -eq 0 ] || summary' EXIT
 
-PACKAGES=(knot-dnsutils bind9-dnsutils unbound bird2 knot nsd bind9 etcd-server lintian zsh fish pdns-recursor knot-resolver dnsviz) # bird2: the BGP peer of the anycast tests; etcd-server: the store of the process-level fleet tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/); zsh, fish: the completion scripts' test; pdns-recursor, knot-resolver, dnsviz: the DNSSEC validators (internal/validatortest) beside delv (bind9-dnsutils) and Unbound
+PACKAGES=(knot-dnsutils bind9-dnsutils unbound dns-root-data bird2 knot nsd bind9 etcd-server lintian zsh fish pdns-recursor knot-resolver dnsviz chromium) # bird2: the BGP peer of the anycast tests; etcd-server: the store of the process-level fleet tests; knot, nsd, bind9: the reference servers; lintian: the Debian package test (packaging/); zsh, fish: the completion scripts' test; pdns-recursor, knot-resolver, dnsviz: the DNSSEC validators (internal/validatortest) beside delv (bind9-dnsutils) and Unbound (with dns-root-data, which it only recommends); chromium: the dashboard's browser tests (internal/uitest)
 missing=()
 for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-stage apt
+# On a fresh machine the packages install in the background while the
+# sources are checked and the test binaries compile (neither needs them):
+# apt mostly waits on the network and the disk, the compiler on the CPU.
+# Without their recommendations (printing, desktop and Lua HTTP packages
+# the tests never run), about a third fewer packages.
+stage apt "(started in the background)"
+apt_pid="" apt_log=$(mktemp)
 if ((${#missing[@]})); then
 	echo "installing ${missing[*]}"
 	SUDO=""
 	[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+	(
+		$SUDO apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	) >"$apt_log" 2>&1 &
+	apt_pid=$!
 fi
+wait_apt() {
+	[ -n "$apt_pid" ] || return 0
+	if ! wait "$apt_pid"; then
+		echo "installing the test packages failed:"; cat "$apt_log"; exit 1
+	fi
+	apt_pid=""
+}
 export STEER_REQUIRE_TOOLS=1 # a missing client fails tests instead of skipping them
 
 stage gofmt
@@ -80,14 +96,20 @@ mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}" 
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
 done)
-# The waiting packages start now, before vet: their test binaries build
-# beside it and their minutes of waiting overlap the race stage, which they
-# barely load (about 15 % of one core).
+stage vet
+go vet ./...
+# Every test binary compiles now, into the build cache, while apt may still
+# be installing; the stages below then only link and run them.
+stage compile "(the test binaries, raced and plain, into the build cache)"
+go test -count=1 -race -exec /bin/true "${raced[@]}" >/dev/null
+go test -count=1 -exec /bin/true ./... >/dev/null
+stage "apt wait"
+wait_apt
+# The waiting packages start now: their minutes of waiting overlap the race
+# stage, which they barely load (about 15 % of one core).
 wait_log=$(mktemp)
 go test -count=1 -timeout 15m -v -bench . -benchtime 1x "${waiting[@]}" >"$wait_log" 2>&1 &
 wait_pid=$!
-stage vet
-go vet ./...
 # Fuzzing and the raced packages' benchmarks run beside the plain stage, at
 # the lowest CPU priority: its tests mostly wait (on subprocesses, peers,
 # timers), so these fill the idle core.
