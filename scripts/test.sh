@@ -83,7 +83,7 @@ fi
 # and run under -race as well. Benchmarks run once alongside the plain tests,
 # so each test binary is built once per mode. A new package is raced unless
 # it is listed here.
-PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag ./internal/simulate)
+PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag ./internal/simulate ./internal/uitest)
 # Packages whose tests wait on the clock for minutes and use little CPU (a
 # 2-minute run of real resolvers against the simulator's prediction): they
 # run beside the stages, not niced (they measure what real resolvers do in
