@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,6 +173,9 @@ type Page struct {
 	reqs   int
 	failed []string
 	bad    []string // responses with status >= 400 ("403 http://...")
+	// pending are the requests sent and not yet answered (not even the
+	// headers), with when they were sent.
+	pending map[network.RequestID]string
 }
 
 // renderProbe records, from the page's first script on, when each
@@ -226,7 +230,17 @@ func (b *Browser) OpenPage(base string) (*Page, error) {
 			p.bytes += e.EncodedDataLength
 			p.reqs++
 			p.mu.Unlock()
+		case *network.EventRequestWillBeSent:
+			p.mu.Lock()
+			if p.pending == nil {
+				p.pending = map[network.RequestID]string{}
+			}
+			p.pending[e.RequestID] = time.Now().Format("15:04:05.000") + " " + e.Request.Method + " " + e.Request.URL
+			p.mu.Unlock()
 		case *network.EventResponseReceived:
+			p.mu.Lock()
+			delete(p.pending, e.RequestID)
+			p.mu.Unlock()
 			if e.Response != nil && e.Response.Status >= 400 {
 				p.mu.Lock()
 				if len(p.bad) < 50 {
@@ -236,6 +250,7 @@ func (b *Browser) OpenPage(base string) (*Page, error) {
 			}
 		case *network.EventLoadingFailed:
 			p.mu.Lock()
+			delete(p.pending, e.RequestID)
 			p.failed = append(p.failed, e.ErrorText)
 			p.mu.Unlock()
 		}
@@ -249,6 +264,19 @@ func (p *Page) BadResponses() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.bad...)
+}
+
+// Pending are the requests the page sent that have no response yet
+// ("15:04:05.000 GET http://..."), for failure messages.
+func (p *Page) Pending() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, r := range p.pending {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Close closes the tab.
@@ -417,7 +445,7 @@ func (p *Page) WaitFor(timeout time.Duration, what, cond string) time.Duration {
 		last = err
 		time.Sleep(25 * time.Millisecond)
 	}
-	p.fatalf("%s: not within %v (%s; last error %v)\npage: %s; responses >= 400: %q", what, timeout, cond, last, p.Location(), p.BadResponses())
+	p.fatalf("%s: not within %v (%s; last error %v)\npage: %s; responses >= 400: %q; unanswered requests: %q", what, timeout, cond, last, p.Location(), p.BadResponses(), p.Pending())
 	return 0
 }
 
@@ -436,7 +464,7 @@ func (p *Page) WaitText(selector, text string, timeout time.Duration) time.Durat
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	p.fatalf("no %s containing %q within %v; they say: %q\npage %s; responses >= 400: %q", selector, text, timeout, p.Texts(selector), p.Location(), p.BadResponses())
+	p.fatalf("no %s containing %q within %v; they say: %q\npage %s; responses >= 400: %q; unanswered requests: %q", selector, text, timeout, p.Texts(selector), p.Location(), p.BadResponses(), p.Pending())
 	return 0
 }
 
