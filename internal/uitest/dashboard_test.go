@@ -138,6 +138,31 @@ func TestDashboard(t *testing.T) {
 	t.Parallel() // waits on processes: overlaps the fleet and scale tests
 	b := browser(t)
 	l := startLarkbook(t)
+	// The queries go out once the checks have found api's primary down
+	// (its target never answers), so it has none and says why.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := apiCall(t, l.api, token, "GET", "/v1/overview?q=api.example.com", "")
+		var ov struct {
+			Records []struct {
+				Pools []struct{ Name, State string } `json:"pools"`
+			} `json:"records"`
+		}
+		json.Unmarshal([]byte(body), &ov)
+		down := false
+		for _, r := range ov.Records {
+			for _, p := range r.Pools {
+				down = down || p.Name == "primary" && p.State == "down"
+			}
+		}
+		if down {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("api.example.com's primary is not down 10 s after start: %s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	l.traffic(t, 3)
 	base := "http://" + l.api
 	p := b.NewPage(t, base)
