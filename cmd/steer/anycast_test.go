@@ -229,7 +229,7 @@ records:
 	if took > hlimit {
 		t.Errorf("withdrawn after %v; want at most %v", took, hlimit)
 	}
-	if !strings.Contains(n.log(), "reason=health_failed") {
+	if !waitUntil(2*time.Second, func() bool { return strings.Contains(n.log(), "reason=health_failed") }) {
 		t.Errorf("the withdrawal's reason is not logged:\n%s", n.log())
 	}
 	listen()
