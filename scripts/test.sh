@@ -98,11 +98,13 @@ mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | 
 done)
 stage vet
 go vet ./...
-# Every test binary compiles now, into the build cache, while apt may still
-# be installing; the stages below then only link and run them.
-stage compile "(the test binaries, raced and plain, into the build cache)"
-go test -count=1 -race -exec /bin/true "${raced[@]}" >/dev/null
-go test -count=1 -exec /bin/true ./... >/dev/null
+# Every package and test package compiles now, into the build cache,
+# while apt may still be installing; the stages below then only link and
+# run. (go list -export compiles without linking: a test binary linked
+# now would be linked again by go test.)
+stage compile "(every package and its tests, raced and plain, into the build cache)"
+go list -race -export -test -deps "${raced[@]}" >/dev/null
+go list -export -test -deps ./... >/dev/null
 stage "apt wait"
 wait_apt
 # The waiting packages start now: their minutes of waiting overlap the race
