@@ -283,7 +283,7 @@ func drain(t *table, from, to int64) *slot {
 
 // Run samples now and every SampleInterval until ctx ends.
 func (r *Recorder) Run(ctx context.Context) {
-	r.Sample(time.Now())
+	r.Begin(time.Now())
 	t := time.NewTicker(SampleInterval)
 	defer t.Stop()
 	for {
@@ -293,6 +293,18 @@ func (r *Recorder) Run(ctx context.Context) {
 		case now := <-t.C:
 			r.Sample(now)
 		}
+	}
+}
+
+// Begin starts the history at now without a sample: the counts made
+// until the first Sample are that sample's, and its slot spans from now,
+// so a window never shows answers while saying it covers no time. It
+// does nothing once the history has begun.
+func (r *Recorder) Begin(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == 0 {
+		r.first, r.last = now.UnixNano(), now.UnixNano()
 	}
 }
 

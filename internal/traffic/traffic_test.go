@@ -130,6 +130,24 @@ func TestWindows(t *testing.T) {
 	}
 }
 
+// TestBegin: answers counted between Begin and the first sample are in a
+// slot that spans that time (the window never shows answers while
+// covering nothing).
+func TestBegin(t *testing.T) {
+	r := New()
+	r.SetRecords(shopRecords())
+	r.Begin(t0)
+	hit(r, 1, 0, 0, 24, 0, 4, 1)
+	r.Sample(t0.Add(10 * time.Second))
+	w := r.Window(5 * time.Minute)
+	if w.Covered != 10*time.Second {
+		t.Errorf("the first sample after Begin covers %v, want 10s", w.Covered)
+	}
+	if c := mustRecord(t, w, "shop.example."); c.Answers != 1 {
+		t.Errorf("the first sample holds %d answers, want 1", c.Answers)
+	}
+}
+
 func TestNoSample(t *testing.T) {
 	r := New()
 	r.SetRecords(shopRecords())
