@@ -37,8 +37,6 @@ func (signOnline) Steered(z *zone.Zone, name string, qtype uint16, rrs []dns.RR)
 // as the server does: DO and CO from the query's OPT record, CO echoed.
 func serveZone(t *testing.T, set *zone.Set) string {
 	t.Helper()
-	port := dnstest.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
@@ -70,18 +68,32 @@ func serveZone(t *testing.T, set *zone.Set) string {
 		}
 		w.WriteMsg(m)
 	})
-	for _, network := range []string{"udp", "tcp"} {
-		srv := &dns.Server{Addr: addr, Net: network, Handler: h}
-		started := make(chan error, 1)
-		srv.NotifyStartedFunc = func() { started <- nil }
-		go func() {
-			if err := srv.ListenAndServe(); err != nil {
-				started <- err
+	// The sockets are bound here, and a port another process took
+	// between FreePort and the bind is given up for the next (a loaded
+	// run once lost that race).
+	var (
+		pc   net.PacketConn
+		ln   net.Listener
+		addr string
+		err  error
+	)
+	for try := 0; ; try++ {
+		addr = fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+		if pc, err = net.ListenPacket("udp", addr); err == nil {
+			if ln, err = net.Listen("tcp", addr); err == nil {
+				break
 			}
-		}()
-		if err := <-started; err != nil {
+			pc.Close()
+		}
+		if try == 10 {
 			t.Fatal(err)
 		}
+	}
+	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go srv.ActivateAndServe()
+		<-started
 		t.Cleanup(func() { srv.Shutdown() })
 	}
 	return addr
