@@ -512,42 +512,62 @@ func (d *dashboard) notify(kind string) {
 }
 
 // recordConfig returns the lines of the configuration's record ci (and
-// of its named policy) and where they start.
+// of its named policy) and where they start. It reads only as far into
+// the configuration's text as those lines: a page of one record costs
+// what precedes it, not a split of a configuration of thousands.
 func recordConfig(cfg *config.Config, ci int) (text string, line int) {
 	if cfg == nil || ci < 0 || ci >= len(cfg.Records) {
 		return "", 0
 	}
-	lines := strings.Split(cfg.Text(), "\n")
 	line = cfg.Records[ci].Line
-	text = block(lines, line)
+	text = block(cfg.Text(), line)
 	if p := cfg.Records[ci].Policy; p != "" {
 		if pl := cfg.Line("policies." + p); pl > 0 {
-			text += fmt.Sprintf("\n# policies.%s (line %d)\n", p, pl) + block(lines, pl)
+			text += fmt.Sprintf("\n# policies.%s (line %d)\n", p, pl) + block(cfg.Text(), pl)
 		}
 	}
 	return text, line
 }
 
-// block returns the YAML block starting at line (1-based): that line and
-// every following one indented deeper than it (or blank), trailing blank
-// lines dropped. A sequence item ("- name: x") counts its dash's column.
-func block(lines []string, line int) string {
-	if line < 1 || line > len(lines) {
+// block returns the YAML block of text starting at line (1-based): that
+// line and every following one indented deeper than it (or blank),
+// trailing blank lines dropped. A sequence item ("- name: x") counts its
+// dash's column.
+func block(text string, line int) string {
+	if line < 1 {
 		return ""
 	}
+	for range line - 1 { // skip to the line
+		i := strings.IndexByte(text, '\n')
+		if i < 0 {
+			return ""
+		}
+		text = text[i+1:]
+	}
 	indent := func(s string) int { return len(s) - len(strings.TrimLeft(s, " ")) }
-	first := lines[line-1]
+	nextLine := func(s string) (l, rest string, ok bool) {
+		if s == "" {
+			return "", "", false
+		}
+		l, rest, _ = strings.Cut(s, "\n")
+		return l, rest, true
+	}
+	first, rest, ok := nextLine(text)
+	if !ok {
+		return ""
+	}
 	base := indent(first)
-	end := line
-	for end < len(lines) {
-		l := lines[end]
-		if strings.TrimSpace(l) != "" && indent(l) <= base {
+	end := len(first) // bytes of text in the block, its last non-blank line included
+	for pos := len(first) + 1; ; {
+		l, r, ok := nextLine(rest)
+		if !ok || strings.TrimSpace(l) != "" && indent(l) <= base {
 			break
 		}
-		end++
+		if strings.TrimSpace(l) != "" {
+			end = pos + len(l)
+		}
+		pos += len(l) + 1
+		rest = r
 	}
-	for end > line && strings.TrimSpace(lines[end-1]) == "" {
-		end--
-	}
-	return strings.Join(lines[line-1:end], "\n") + "\n"
+	return text[:end] + "\n"
 }

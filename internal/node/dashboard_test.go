@@ -473,3 +473,24 @@ func TestSubscribe(t *testing.T) {
 		t.Fatalf("%d subscribers after both ended", subs())
 	}
 }
+
+// TestConfigBlock: a record's YAML block ends before the next line as
+// shallow as its first, keeps its own blank lines and drops trailing
+// ones, and reads to the end of a text without a final newline.
+func TestConfigBlock(t *testing.T) {
+	text := "records:\n  - name: a\n    ttl: 5\n\n    pools: x\n\n  - name: b\n    ttl: 6"
+	for _, c := range []struct {
+		line int
+		want string
+	}{
+		{2, "  - name: a\n    ttl: 5\n\n    pools: x\n"},
+		{7, "  - name: b\n    ttl: 6\n"},
+		{3, "    ttl: 5\n"},
+		{0, ""},
+		{99, ""},
+	} {
+		if got := block(text, c.line); got != c.want {
+			t.Errorf("block at line %d = %q, want %q", c.line, got, c.want)
+		}
+	}
+}
