@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/etcdtest"
@@ -534,4 +536,22 @@ func fleetStore(t *testing.T) (*etcdtest.Cluster, fleet.Store) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return c, s
+}
+
+// setPoolState sets a pool's override through the node's API backend. On
+// a loaded machine the embedded store may miss a lease keep-alive and
+// take a moment to answer again; the override is then applied on the node
+// and pending for the fleet (written when the store answers), which is
+// what the API reports as 202, not a failure: the callers' waits see the
+// outcome either way.
+func setPoolState(t *testing.T, n *Node, record, pool, state string) {
+	t.Helper()
+	err := (&backend{n: n}).SetPoolState(record, pool, state, time.Time{})
+	var pending *api.PendingError
+	switch {
+	case errors.As(err, &pending):
+		t.Logf("%s %s %s: pending for the fleet: %v", record, pool, state, err)
+	case err != nil:
+		t.Fatal(err)
+	}
 }
