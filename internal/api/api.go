@@ -181,6 +181,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.transferRoutes()
 	s.simulateRoutes()
 	s.fleetRoutes()
+	s.dnssecRoutes()
 	s.dashboardRoutes()
 	return h
 }
