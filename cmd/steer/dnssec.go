@@ -20,22 +20,32 @@ import (
 type dnssecOpts struct {
 	algorithm, role, dir, config *string
 	kskZSK                       *bool
+	// ds-check, status, roll-ksk (dnssec_roll.go).
+	apiURL, tokenFile, parentNS *string
+	tcp, json, complete         *bool
+	timeout                     *time.Duration
 }
 
 func dnssecFlags(fs *flag.FlagSet) dnssecOpts {
-	return dnssecOpts{
-		algorithm: fs.String("algorithm", "ecdsap256sha256", "keygen: ecdsap256sha256, ed25519 or rsasha256 (2048 bits)"),
+	o := dnssecOpts{
+		algorithm: fs.String("algorithm", "ecdsap256sha256", "keygen, roll-ksk: ecdsap256sha256, ed25519 or rsasha256 (2048 bits); roll-ksk: default the old KSK's"),
 		role:      fs.String("role", "csk", "keygen: csk (one key signs everything), ksk or zsk"),
 		kskZSK:    fs.Bool("ksk-zsk", false, "keygen: make a KSK and a ZSK instead of a CSK"),
 		dir:       fs.String("dir", ".", "keygen: the directory the key files are written to"),
-		config:    fs.String("config", "", "ds: the configuration naming the zone's keys (default: "+DefaultConfig+", unless key files are given)"),
+		config:    fs.String("config", "", "ds: the configuration naming the zone's keys (default: "+DefaultConfig+", unless key files are given); status, roll-ksk, ds-check: its api.listen and token find the running node"),
 	}
+	rollFlags(fs, &o)
+	return o
 }
 
 // dnssecCmd runs steer dnssec keygen|ds ZONE.
 func dnssecCmd(args []string, stdout, stderr io.Writer) int {
 	const use = "usage: steer dnssec keygen ZONE [--algorithm ecdsap256sha256|ed25519|rsasha256] [--ksk-zsk | --role csk|ksk|zsk] [--dir DIR]\n" +
-		"       steer dnssec ds ZONE [--config FILE | KEYFILE...]"
+		"       steer dnssec ds ZONE [--config FILE | KEYFILE...]\n" +
+		"       steer dnssec ds-check ZONE --parent-ns ADDR[:PORT] [--tcp] [--timeout 5s] [--config FILE | --api URL [--token-file FILE]] [--json]\n" +
+		"       steer dnssec status ZONE [--config FILE | --api URL [--token-file FILE]] [--json]\n" +
+		"       steer dnssec roll-ksk ZONE [--algorithm ALG] [--config FILE | --api URL [--token-file FILE]] [--json]\n" +
+		"       steer dnssec roll-ksk ZONE --complete --parent-ns ADDR[:PORT] [--tcp] [--timeout 5s] [--config FILE | --api URL [--token-file FILE]] [--json]"
 	if len(args) == 0 || !slices.Contains(subWords["dnssec"], args[0]) {
 		fmt.Fprintln(stderr, use)
 		return 2
@@ -67,6 +77,26 @@ func dnssecCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for f := range set {
+		if !slices.Contains(dnssecFlagsOf[sub], f) {
+			fmt.Fprintf(stderr, "steer dnssec %s: --%s does not go with %s\n%s\n", sub, f, sub, use)
+			return 2
+		}
+	}
+	switch sub {
+	case "ds-check", "status", "roll-ksk":
+		if len(pos) > 1 {
+			fmt.Fprintf(stderr, "steer dnssec %s: takes one zone (got %q too)\n", sub, pos[1])
+			return 2
+		}
+		switch sub {
+		case "ds-check":
+			return dsCheck(zone, o, stdout, stderr)
+		case "status":
+			return dnssecStatus(zone, o, stdout, stderr)
+		}
+		return rollKSK(zone, o, set, stdout, stderr)
+	}
 	if sub == "keygen" {
 		if len(pos) > 1 || set["config"] {
 			fmt.Fprintf(stderr, "steer dnssec keygen: takes one zone and no --config\n%s\n", use)

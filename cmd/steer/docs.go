@@ -256,6 +256,6 @@ func fishQuote(s string) string {
 // subWords are the words a command takes first (completed like flags).
 var subWords = map[string][]string{
 	"completion": {"bash", "zsh", "fish"},
-	"dnssec":     {"keygen", "ds"},
+	"dnssec":     {"keygen", "ds", "ds-check", "status", "roll-ksk"},
 	"fleet":      {"push", "status", "promote", "rollback"},
 }
