@@ -113,6 +113,8 @@ type Member struct {
 
 	// serials agrees exported serials (nil until AgreeSerials).
 	serials *Serials
+	// keyPlans shares the key plans (nil until ShareKeyPlans).
+	keyPlans *KeyPlans
 
 	// pending are operator overrides set on this node that the store has
 	// not taken yet, by key (overrides.go); flushKick wakes their writer.
@@ -503,6 +505,9 @@ func (m *Member) Start(ctx context.Context) {
 		m.health.start(ctx)
 	}
 	m.startTraffic(ctx)
+	if m.keyPlans != nil {
+		m.keyPlans.start(ctx)
+	}
 	if m.serials != nil {
 		m.wg.Add(1)
 		go func() {
