@@ -18,6 +18,11 @@ type Key struct {
 	Tag uint16
 	// File is the key's base path (without .key or .private), for messages.
 	File string
+	// Withdrawn marks a SEP key the parent should no longer point at (a
+	// KSK being rolled out): it still signs, but the apex's CDS and
+	// CDNSKEY leave it out (RFC 7344), so they name only the keys whose
+	// DS the parent should keep.
+	Withdrawn bool
 }
 
 // SEP reports whether the key has the Secure Entry Point flag: a KSK, or

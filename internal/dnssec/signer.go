@@ -292,13 +292,14 @@ func RefreshAt(sig *dns.RRSIG, refresh float64) uint32 {
 
 // Apex returns the records the zone's apex publishes for its keys, TTL
 // ttl: the DNSKEY RRset (every key), and CDS (SHA-256) and CDNSKEY for
-// the SEP keys (RFC 7344, RFC 8078), for the parent to pick up.
+// the SEP keys (RFC 7344, RFC 8078), for the parent to pick up, but for
+// those Withdrawn.
 func (s *Signer) Apex(ttl uint32) (dnskey, cds, cdnskey []dns.RR) {
 	for _, k := range s.Keys() {
 		d := *k.DNSKEY
 		d.Hdr = dns.RR_Header{Name: s.Zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl}
 		dnskey = append(dnskey, &d)
-		if !k.SEP() {
+		if !k.SEP() || k.Withdrawn {
 			continue
 		}
 		ds := k.DNSKEY.ToDS(dns.SHA256)

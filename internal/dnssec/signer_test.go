@@ -163,3 +163,29 @@ func TestShortValidityFresh(t *testing.T) {
 		t.Fatalf("default backdate %v", got)
 	}
 }
+
+// TestApexWithdrawn: a KSK being rolled out stays in the DNSKEY RRset
+// and signs it, but the CDS and CDNSKEY name only the KSK the parent
+// should keep.
+func TestApexWithdrawn(t *testing.T) {
+	old, err := GenerateKey("example.com", dns.ECDSAP256SHA256, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, _ := GenerateKey("example.com", dns.ECDSAP256SHA256, true)
+	zsk, _ := GenerateKey("example.com", dns.ECDSAP256SHA256, false)
+	w := *old
+	w.Withdrawn = true
+	s, err := NewSigner("example.com", []*Key{&w, nw, zsk}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnskey, cds, cdnskey := s.Apex(300)
+	if len(dnskey) != 3 || len(cds) != 1 || len(cdnskey) != 1 || cds[0].(*dns.CDS).KeyTag != nw.Tag || cdnskey[0].(*dns.CDNSKEY).PublicKey != nw.DNSKEY.PublicKey {
+		t.Fatalf("apex: %d DNSKEY, CDS %v, CDNSKEY %v", len(dnskey), cds, cdnskey)
+	}
+	sigs, err := s.Sign(dnskey, time.Now(), ReasonLoad)
+	if err != nil || len(sigs) != 2 {
+		t.Fatalf("DNSKEY RRset signed by %d keys (%v), want both KSKs", len(sigs), err)
+	}
+}

@@ -49,7 +49,7 @@ func sameSigner(a, b *dnssec.Signer) bool {
 		return false
 	}
 	for i := range ka {
-		if ka[i].Tag != kb[i].Tag || ka[i].File != kb[i].File || !dns.IsDuplicate(ka[i].DNSKEY, kb[i].DNSKEY) {
+		if ka[i].Tag != kb[i].Tag || ka[i].File != kb[i].File || ka[i].Withdrawn != kb[i].Withdrawn || !dns.IsDuplicate(ka[i].DNSKEY, kb[i].DNSKEY) {
 			return false
 		}
 	}
