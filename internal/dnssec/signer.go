@@ -89,6 +89,9 @@ type Signer struct {
 	zsk  []*Key
 	opts Options
 	csk  bool // one key signs everything
+	// zskOnly is set on a signer of ZSKs alone (NewZSKSigner): the
+	// steered answers of a zone another signer signs (multi-signer).
+	zskOnly bool
 	// forKeys and forData are the keys that sign the apex's key RRsets
 	// (DNSKEY, CDS, CDNSKEY) and every other RRset (see keysFor).
 	forKeys, forData []*Key
@@ -209,6 +212,11 @@ func (s *Signer) sign(rrs []dns.RR, now time.Time, why Reason, wire *[]byte, end
 	}
 	h := rrs[0].Header()
 	keys := s.keysFor(h.Rrtype)
+	if len(keys) == 0 {
+		// A ZSK-only signer has no key for the apex's key RRsets: the
+		// zone's own signer signs those.
+		return nil, fmt.Errorf("dnssec: no key signs %s %s here (the zone's signer holds its KSK)", h.Name, dns.TypeToString[h.Rrtype])
+	}
 	inc := now.Add(-s.opts.Backdate)
 	exp := now.Add(s.opts.Validity - s.jitter(h.Name, h.Rrtype))
 	labels := uint8(dns.CountLabel(h.Name))
@@ -295,6 +303,9 @@ func RefreshAt(sig *dns.RRSIG, refresh float64) uint32 {
 // the SEP keys (RFC 7344, RFC 8078), for the parent to pick up, but for
 // those Withdrawn.
 func (s *Signer) Apex(ttl uint32) (dnskey, cds, cdnskey []dns.RR) {
+	if s.zskOnly {
+		return nil, nil, nil // the zone's signer publishes its keys, ours among them
+	}
 	for _, k := range s.Keys() {
 		d := *k.DNSKEY
 		d.Hdr = dns.RR_Header{Name: s.Zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl}
