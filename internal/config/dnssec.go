@@ -207,9 +207,21 @@ func (c *Config) checkDNSSEC(probs *diag.Problems, i int) {
 		ln := c.Line(fmt.Sprintf("zones[%d].secondaries", i))
 		probs.Add(c.File, ln, "zones: %s: a signed zone cannot have secondaries yet: signed exports come later (remove secondaries, or dnssec)", z.Origin)
 	}
-	if len(z.Primaries) > 0 {
-		bad("", "a zone transferred in (primaries) cannot be signed yet: sign it at its primary, or serve it from a file")
+	// A zone transferred in (primaries) is signed at its primary; steer
+	// may hold a ZSK of it only (multi-signer, see ZoneKeys), which
+	// ZoneKeys checks once it has read the keys.
+}
+
+// MultiSigner reports whether keys, a zone's (ZoneKeys), are ZSKs only:
+// the zone is signed elsewhere and steer signs its steered names' answers
+// with them (RFC 8901 model 2), the signer's DNSKEY RRset holding them.
+func MultiSigner(keys []*dnssec.Key) bool {
+	for _, k := range keys {
+		if k.SEP() {
+			return false
+		}
 	}
+	return len(keys) > 0
 }
 
 // KeyBases returns the base paths of zones[i]'s keys (the .key and
@@ -234,8 +246,10 @@ func (c *Config) KeyBases(i int) []string {
 // one's, an algorithm other than ECDSAP256SHA256, ED25519 or RSASHA256, a
 // key for another zone, a key that is not a zone key, a key listed twice
 // under two paths or sharing another's key tag, and, for the zone as a
-// whole, no key with the SEP flag (a CSK or KSK). The keys come back
-// only when there is no problem.
+// whole, a SEP key (a CSK or KSK) in a zone transferred in, whose signer
+// holds the KSK. Keys without a SEP key are a ZSK-only (multi-signer)
+// zone's: see MultiSigner. The keys come back only when there is no
+// problem.
 func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 	z := &c.Zones[i]
 	var probs diag.Problems
@@ -277,10 +291,20 @@ func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 		sep = sep || k.SEP()
 		keys = append(keys, k)
 	}
-	if len(probs) == 0 && !sep {
-		ln := c.Line(pre + ".keys")
-		probs.Add(c.File, ln, "zones: %s: dnssec: no key has the SEP flag: the zone needs a CSK, or a KSK beside its ZSK (steer dnssec keygen makes them)", z.Origin)
+	if len(probs) == 0 && sep && len(z.Primaries) > 0 {
+		// A zone transferred in is signed at its primary, which holds
+		// the KSK and publishes the DNSKEY RRset: steer signs only its
+		// steered names' answers there, with a ZSK of its own.
+		for j, k := range keys {
+			if k.SEP() {
+				probs.Add(c.File, c.Line(fmt.Sprintf("%s.keys[%d]", pre, j)), "zones: %s: dnssec key %s is a KSK or CSK (SEP flag), but the zone is transferred in (primaries): its signer holds the KSK; give steer a ZSK only (steer dnssec keygen %s --role zsk), whose DNSKEY the signer publishes (multi-signer, RFC 8901)", z.Origin, z.DNSSEC.Keys[j], origin)
+			}
+		}
 	}
+	// With no SEP key at all the zone is a multi-signer one: signed
+	// elsewhere, steer signing its steered answers with its ZSKs; the
+	// load checks that the zone carries the signer's DNSKEY RRset and
+	// that it holds these keys (dnssec.Signer.PublishedIn).
 	if len(probs) > 0 {
 		return nil, probs
 	}

@@ -136,7 +136,6 @@ signing:
 		{14, "dnssec.refresh: 0 is not between 0 and 1"},
 		{17, "dnssec.validity: must be more than 0 and at most 366d"},
 		{18, "zones: c.example: a signed zone cannot have secondaries yet: signed exports come later"},
-		{22, "a zone transferred in (primaries) cannot be signed yet"},
 		{24, "signing.budget_per_core: -1 is not between"},
 		{25, "signing.cache_entries: 100000000 is not between"},
 	})
@@ -287,17 +286,36 @@ func TestZoneKeys(t *testing.T) {
 		phrase string
 	}{{18, "is a key for example.com., not for example.net"}})
 
+	// ZSKs alone: a multi-signer zone (the load checks that the zone is
+	// signed elsewhere and publishes them), from a file or a primary.
+	for _, src := range []string{"file: example.com.zone", "primaries: [192.0.2.1]"} {
+		c = write(`zones:
+  - origin: example.com
+    ` + src + `
+    dnssec:
+      keys: [` + zskOnly + `, ` + zsk + `]
+`)
+		if keys, ps := c.ZoneKeys(0); ps != nil || len(keys) != 2 || !config.MultiSigner(keys) {
+			t.Errorf("%s, ZSKs only: %v, problems %v", src, keys, ps)
+		}
+	}
+	// A zone transferred in has its KSK at its signer.
 	c = write(`zones:
   - origin: example.com
-    file: example.com.zone
-    dnssec:
-      keys: [` + zskOnly + `]
+    primaries: [192.0.2.1]
+    dnssec: { keys: [` + zsk + `, ` + csk + `] }
 `)
 	_, ps = c.ZoneKeys(0)
 	checkAt(t, c.File, ps, []struct {
 		line   int
 		phrase string
-	}{{5, "no key has the SEP flag"}})
+	}{{4, csk + " is a KSK or CSK (SEP flag), but the zone is transferred in (primaries): its signer holds the KSK; give steer a ZSK only (steer dnssec keygen example.com. --role zsk)"}})
+	if len(ps) != 1 {
+		t.Errorf("problems: %v", ps)
+	}
+	if config.MultiSigner(nil) {
+		t.Error("MultiSigner(nil)")
+	}
 }
 
 func checkAt(t *testing.T, file string, ps diag.Problems, want []struct {
