@@ -83,7 +83,7 @@ func viewOf(snap *snapshot.Snapshot, prev *sigView) *sigView {
 	})
 	sameTable := prev != nil && prev.snap != nil && prev.snap.Presigned == snap.Presigned
 	for _, z := range snap.Zones.Zones() {
-		s := z.Signer()
+		s := z.SteeredSigner()
 		if s == nil {
 			continue
 		}
@@ -137,7 +137,7 @@ func (zs *zoneSigs) expiring(now time.Time) string {
 	if zs.expire.IsZero() {
 		return ""
 	}
-	w := alarmWindow(zs.z.Signer().Options().Validity)
+	w := alarmWindow(zs.z.SteeredSigner().Options().Validity)
 	left := zs.expire.Sub(now)
 	if left >= w {
 		return ""
@@ -223,7 +223,7 @@ func (n *Node) alarm(v *sigView, now time.Time, logged map[string]time.Time) {
 			delete(logged, zs.z.Origin)
 			continue
 		}
-		every := min(time.Hour, alarmWindow(zs.z.Signer().Options().Validity)/4)
+		every := min(time.Hour, alarmWindow(zs.z.SteeredSigner().Options().Validity)/4)
 		if t, ok := logged[zs.z.Origin]; ok && now.Sub(t) < every {
 			continue
 		}
@@ -268,7 +268,7 @@ func (n *Node) renew(res *Result) {
 func madeBy(v *sigView) map[string][2]uint64 {
 	out := map[string][2]uint64{}
 	for _, zs := range v.zones {
-		s := zs.z.Signer()
+		s := zs.z.SteeredSigner()
 		out[zs.z.Origin] = [2]uint64{s.Made(dnssec.ReasonRenew), s.Made(dnssec.ReasonSteered)}
 	}
 	return out
@@ -301,7 +301,7 @@ func renewed(was map[string][2]uint64, after *sigView) []string {
 
 // dnssecStatus is the signing state of z (nil for an unsigned zone).
 func dnssecStatus(z *zonedata.Zone, v *sigView, now time.Time) *api.ZoneDNSSEC {
-	s := z.Signer()
+	s := z.SteeredSigner()
 	if s == nil {
 		return nil
 	}
@@ -348,7 +348,7 @@ func (n *Node) dnssecSource() dnssec.Source {
 		if !zs.expire.IsZero() {
 			exp = uint32(zs.expire.Unix())
 		}
-		src.Zones = append(src.Zones, dnssec.ZoneState{Signer: zs.z.Signer(), Expiry: exp})
+		src.Zones = append(src.Zones, dnssec.ZoneState{Signer: zs.z.SteeredSigner(), Expiry: exp})
 	}
 	return src
 }

@@ -354,7 +354,7 @@ func (q *Query) Steered(z *zone.Zone, name string, qtype uint16, rrs []dns.RR) [
 // signer is the signer of the zone answering name.
 func (q *Query) signer(z *zone.Zone, name string) *dnssec.Signer {
 	if z != nil {
-		if s := z.Signer(); s != nil {
+		if s := z.SteeredSigner(); s != nil {
 			return s
 		}
 	}

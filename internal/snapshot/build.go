@@ -54,6 +54,10 @@ type Options struct {
 const (
 	ServingPrevious = "last good copy (from previous load)"
 	ServingServfail = "SERVFAIL"
+	// ServingUnsteered is a zone signed elsewhere whose steered answers
+	// steer's ZSK cannot sign (zone.SignSteered): its data, signed by its
+	// signer, with the steered names answered by the signer's records.
+	ServingUnsteered = "the signer's data, steered names unsteered"
 )
 
 func servingCache(path string) string { return "last good copy (from cache " + path + ")" }
@@ -215,7 +219,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		serial := opts.Serials[origin]
 		unchanged := func(pz *zone.Zone) bool { return pz != nil && (pz == keep || rerr == nil && pz.Unchanged(file, data)) }
-		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.Signer() == signer &&
+		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer &&
 			(serial == 0 || serial == pz.Serial() || !newer(serial, pz.FileSerial())) {
 			// The same bytes, the same steered names and the same keys:
 			// the zone being served is kept as it is (marked, signed and
@@ -229,7 +233,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			marks[kz] = recs
 			reused++
 			continue
-		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.Signer() == signer {
+		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer {
 			// Only the serial to export moved (a steered name's
 			// fallback): the served zone with a new apex, not a parse.
 			nz, zerrs := pz.WithSerial(serial)
@@ -275,11 +279,42 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if z != nil {
 			merrs = mark(cfg, z, recs)
 		}
+		if z != nil && len(merrs) == 0 && signer == nil && len(recs) > 0 && z.SignedElsewhere() {
+			merrs = signedElsewhere(cfg, z, recs)
+		}
 		if z != nil && len(zerrs) == 0 && len(merrs) == 0 {
 			// Signed before it is precompiled; a zone that cannot be
 			// signed is not served unsigned: it fails, alone.
 			if err := signZone(z, signer, now(), signWorkers); err != nil {
-				zerrs.Add(cfg.File, zc.Line, "%v", err)
+				if !strict && signer.ZSKOnly() {
+					// A zone signed elsewhere whose steered answers
+					// steer's ZSK cannot sign so that they validate: its
+					// signer's data validates, so it is served, the
+					// steered names answering with the signer's
+					// stand-ins (zone.Unsteer), never with signatures
+					// by a key validators cannot find.
+					z.Unsteer()
+					p := diag.Problem{File: cfg.File, Line: zc.DNSSEC.Line, Msg: err.Error()}
+					zp := ZoneProblem{Origin: origin, File: file, Problems: diag.Problems{p}, Problem: p.String(), Serving: ServingUnsteered}
+					for _, r := range recs {
+						zp.Skipped = append(zp.Skipped, r.Name)
+						warns.Add(cfg.File, r.Line, "record %s is not steered: zone %s answers it with the signer's records until steer's ZSK can sign it", r.Name, origin)
+					}
+					warns = append(warns, p)
+					warns.Add(cfg.File, zc.Line, "zone %s (%s): serving %s", origin, file, ServingUnsteered)
+					degraded = append(degraded, zp)
+					zones = append(zones, z)
+					if !zc.Secondary() {
+						fresh = append(fresh, z)
+					}
+					marks[z] = recs
+					continue
+				}
+				ln := zc.Line
+				if signer.ZSKOnly() {
+					ln = zc.DNSSEC.Line // the keys, and what the signer must publish
+				}
+				zerrs.Add(cfg.File, ln, "%v", err)
 			}
 		}
 		if len(zerrs) == 0 && len(merrs) == 0 {
@@ -478,6 +513,19 @@ func mark(cfg *config.Config, z *zone.Zone, recs []*policy.Record) diag.Problems
 		}
 		v4, v6 := r.Families()
 		z.SteeredFamilies(r.Name, v4, v6)
+	}
+	return errs
+}
+
+// signedElsewhere refuses the steered records recs of z, a zone whose
+// data carries a signer's DNSKEY RRset and signatures, when steer has
+// no ZSK of it: their answers would go out unsigned or with the
+// signer's signatures over other records, and fail validation.
+func signedElsewhere(cfg *config.Config, z *zone.Zone, recs []*policy.Record) diag.Problems {
+	var errs diag.Problems
+	for _, r := range recs {
+		errs.Add(cfg.File, r.Line, "record %s is in zone %s, which is signed elsewhere (it carries its signer's DNSKEY RRset and signatures): steer cannot sign its steered answers without a ZSK of the zone; make one (steer dnssec keygen %s --role zsk), have the signer publish its DNSKEY, and give it to the zone (dnssec: { keys: [...] }, multi-signer: see the README), or steer the name in a zone steer signs or leaves unsigned",
+			r.Name, z.Origin, z.Origin)
 	}
 	return errs
 }

@@ -51,7 +51,7 @@ func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *polic
 		Policies: table,
 		Signer: func(name string) *dnssec.Signer {
 			if z := set.Find(name); z != nil {
-				return z.Signer()
+				return z.SteeredSigner() // a multi-signer zone's is its ZSK's
 			}
 			return nil
 		},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -27,13 +28,19 @@ func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snap
 	if dc == nil {
 		return nil, nil
 	}
-	s, err := dnssec.NewSigner(origin, keys, dc.Options())
+	newSigner := dnssec.NewSigner
+	if config.MultiSigner(keys) {
+		// ZSKs alone: the zone is signed elsewhere and steer signs its
+		// steered answers only (zone.SignSteered).
+		newSigner = dnssec.NewZSKSigner
+	}
+	s, err := newSigner(origin, keys, dc.Options())
 	if err != nil {
 		return nil, err
 	}
 	s.Budget, s.Cache = sg.Budget, sg.Cache
-	if pz := previousZone(prev, origin); pz != nil && sameSigner(pz.Signer(), s) {
-		return pz.Signer(), nil
+	if pz := previousZone(prev, origin); pz != nil && sameSigner(pz.SteeredSigner(), s) {
+		return pz.SteeredSigner(), nil
 	}
 	return s, nil
 }
@@ -41,7 +48,7 @@ func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snap
 // sameSigner reports whether a and b sign alike: the same keys, each
 // with the same DNSKEY, the same options, budget and cache.
 func sameSigner(a, b *dnssec.Signer) bool {
-	if a == nil || b == nil || a.Zone != b.Zone || a.Options() != b.Options() || a.Budget != b.Budget || a.Cache != b.Cache {
+	if a == nil || b == nil || a.Zone != b.Zone || a.ZSKOnly() != b.ZSKOnly() || a.Options() != b.Options() || a.Budget != b.Budget || a.Cache != b.Cache {
 		return false
 	}
 	ka, kb := a.Keys(), b.Keys()
@@ -57,9 +64,16 @@ func sameSigner(a, b *dnssec.Signer) bool {
 }
 
 // signZone signs z (marked, not published) with s at now; nil s leaves
-// it unsigned.
+// it unsigned. A ZSK-only signer signs the steered answers of a zone
+// signed elsewhere (zone.SignSteered), which it checks.
 func signZone(z *zone.Zone, s *dnssec.Signer, now time.Time, workers int) error {
 	if s == nil || z == nil {
+		return nil
+	}
+	if s.ZSKOnly() {
+		if err := z.SignSteered(s); err != nil {
+			return fmt.Errorf("zones: %s: dnssec: %v", z.Origin, err)
+		}
 		return nil
 	}
 	if err := z.Sign(s, now, workers); err != nil {

@@ -74,6 +74,9 @@ type Zone struct {
 	base *Zone
 	// signer signs the zone's RRsets (nil: the zone is not signed).
 	signer *dnssec.Signer
+	// steerSigner signs the steered answers of a zone signed elsewhere
+	// (multi-signer, see SignSteered); nil otherwise.
+	steerSigner *dnssec.Signer
 	// negSigs are the RRSIGs of NegSOA in a signed zone (see Sign).
 	negSigs []dns.RR
 	// apexOnly is set on a zone WithSerial made from a published one:
@@ -242,7 +245,9 @@ func (z *Zone) flatten() []byte {
 // MarkSteered makes name (canonical, inside the zone) a steered name: its
 // records of type rtype (A, which covers A and AAAA, or CNAME) come from a
 // Steering at query time. It must be called before the zone is published,
-// and fails when the zone's own data at name would conflict.
+// and fails when the zone's own data at name would conflict (but for a
+// zone signed elsewhere, whose records there stand in for the steered
+// ones: see SignSteered).
 func (z *Zone) MarkSteered(name string, rtype uint16) error {
 	if z.Failed != "" {
 		return fmt.Errorf("zone %s failed to load (%s)", z.Origin, z.Failed)
@@ -267,7 +272,7 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 			default:
 				conflict = conflict || s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA
 			}
-			if conflict {
+			if conflict && !z.standIn(s.rtype, rtype) {
 				return fmt.Errorf("%s already has %s records at %s:%d; a steered name's records come from its pools", name, dns.TypeToString[s.rtype], z.files[s.file], z.line(name, &s))
 			}
 		}
