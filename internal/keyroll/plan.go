@@ -63,6 +63,10 @@ type Key struct {
 	Active  time.Time `json:"active,omitzero"`
 	Retire  time.Time `json:"retire,omitzero"`
 	Remove  time.Time `json:"remove,omitzero"`
+	// Withdraw is when a KSK being rolled out left the apex's CDS and
+	// CDNSKEY (the parent should drop its DS from then; ksk.go); it
+	// signs until Retire still.
+	Withdraw time.Time `json:"withdraw,omitzero"`
 
 	// key is the parsed pair; nil once removed. A plan's keys are never
 	// changed after Load, New, Sync or Next returns them, so the parsed
@@ -270,7 +274,13 @@ func (p *Plan) At(now time.Time) (State, error) {
 			if k.key == nil {
 				return State{}, fmt.Errorf("zone %s: key plan: %s is active but its private key is gone", p.Zone, k.Name())
 			}
-			st.Sign = append(st.Sign, k.key)
+			key := k.key
+			if !k.Withdraw.IsZero() && !now.Before(k.Withdraw) {
+				w := *key // the parsed key is shared by the plan's copies
+				w.Withdrawn = true
+				key = &w
+			}
+			st.Sign = append(st.Sign, key)
 			sep = sep || k.Role != RoleZSK
 			data = data || k.Role != RoleKSK
 		case k.Published(now):
