@@ -186,18 +186,6 @@ func TestSigningBudgetTruncates(t *testing.T) {
 	}
 }
 
-// TestFastPathMatchesGeneralDO is TestFastPathMatchesGeneral for a signed
-// zone: every query the fast path takes (half of them with DO, some with
-// CO) is answered with exactly the general path's bytes, RRSIGs included.
-func TestFastPathMatchesGeneralDO(t *testing.T) {
-	h, snap, _ := signedHandler(t, "")
-	t.Run("one address down", func(t *testing.T) { matchCorpus(t, h) })
-	snap.Live.SetHealth(func(a netip.Addr, _ string) bool {
-		return a != netip.MustParseAddr("198.51.100.20") && a != netip.MustParseAddr("203.0.113.11")
-	}, nil)
-	t.Run("a pool down", func(t *testing.T) { matchCorpus(t, h) })
-}
-
 // BenchmarkSteeredDO answers the steered name for 4096 client subnets
 // (as BenchmarkHandleSteeredECS) from an unsigned zone without DO and
 // from a signed zone with DO: the pre-signed RRSIG costs a sum, a map
