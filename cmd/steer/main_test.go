@@ -36,13 +36,11 @@ func TestMain(m *testing.M) {
 	// Tests without --config serve the demo whatever is in /etc (the
 	// package test installs /etc/steer/steer.yaml while these run).
 	os.Setenv("STEER_DEFAULT_CONFIG", filepath.Join(dir, "no-default-config.yaml"))
-	steerBin = filepath.Join(dir, "steer")
 	// A plain build: the race detector slows compiling the demo's policy
 	// against the embedded database tenfold, and in-process tests already
-	// run the same code under -race.
-	build := exec.Command("go", "build", "-o", steerBin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
+	// run the same code under -race. Linked once for the packages that run
+	// the binary (dnstest.SteerBinary).
+	if steerBin, err = dnstest.SteerBinary(dir); err != nil {
 		panic(err)
 	}
 	code := m.Run()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -33,24 +32,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// steerBinary builds cmd/steer once for the package and returns its path.
+// steerBinary builds cmd/steer once for the package (dnstest.SteerBinary:
+// one link shared with the other packages that run it) and returns its path.
 func steerBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
 		if binDir, binErr = os.MkdirTemp("", "steer-bin-"); binErr != nil {
 			return
 		}
-		binPath = filepath.Join(binDir, "steer")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", binPath, "github.com/steer-dns/steer/cmd/steer")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binPath, binErr = dnstest.SteerBinary(binDir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)

@@ -23,6 +23,7 @@ import (
 // tests share, started by the first test that needs it.
 var (
 	steerBin    string
+	tmpDir      string // the package's scratch directory (the browser's profile)
 	sharedMu    sync.Mutex
 	shared      *Browser
 	sharedErr   error
@@ -35,11 +36,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("STEER_DEFAULT_CONFIG", filepath.Join(dir, "no-default-config.yaml"))
-	steerBin = filepath.Join(dir, "steer")
-	// A plain build, as cmd/steer's process tests do.
-	build := exec.Command("go", "build", "-o", steerBin, "../../cmd/steer")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
+	tmpDir = dir
+	// A plain build, as cmd/steer's process tests do, linked once for the
+	// packages that run it.
+	if steerBin, err = dnstest.SteerBinary(dir); err != nil {
 		panic(err)
 	}
 	code := m.Run()
@@ -61,7 +61,7 @@ func browser(t *testing.T) *Browser {
 	defer sharedMu.Unlock()
 	if !sharedTried {
 		sharedTried = true
-		shared, sharedErr = StartBrowser(path, filepath.Join(filepath.Dir(steerBin), "profile"), Options{})
+		shared, sharedErr = StartBrowser(path, filepath.Join(tmpDir, "profile"), Options{})
 	}
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
