@@ -127,6 +127,7 @@ func (c *Config) decodeValidity(root *yaml.Node, probs *diag.Problems) {
 		}
 		c.Zones[i].DNSSEC.Validity = v
 	}
+	c.decodeKeyTimings(root, probs)
 }
 
 func (c *Config) applyDNSSECDefaults() {
@@ -200,6 +201,7 @@ func (c *Config) checkDNSSEC(probs *diag.Problems, i int) {
 	if d.Validity < 0 || d.Validity > MaxValidity {
 		bad(".validity", "must be more than 0 and at most %dd", int(MaxValidity/(24*time.Hour)))
 	}
+	c.checkKeyTimings(probs, i)
 	if d.Refresh <= 0 || d.Refresh >= 1 {
 		bad(".refresh", "%v is not between 0 and 1 (exclusive): the share of the validity after which signatures are renewed", d.Refresh)
 	}
@@ -305,6 +307,9 @@ func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 	// elsewhere, steer signing its steered answers with its ZSKs; the
 	// load checks that the zone carries the signer's DNSKEY RRset and
 	// that it holds these keys (dnssec.Signer.PublishedIn).
+	if len(probs) == 0 {
+		c.zskLifetimeProblem(i, keys, &probs)
+	}
 	if len(probs) > 0 {
 		return nil, probs
 	}

@@ -13,6 +13,10 @@ import "time"
 //	      keys: [keys/Kexample.com.+013+04565]  # base paths: .key and .private
 //	      validity: 336h                         # 14 days
 //	      refresh: 0.75
+//	      zsk_lifetime: 30d                      # automatic ZSK rollover (KSK+ZSK only)
+//	      dnskey_ttl: 1h                         # default: the SOA's TTL
+//	      propagation_delay: 5m                  # default keyroll.DefaultPropagationDelay
+//	      max_zone_ttl: 1d                       # default: the zone's longest TTL
 type Config struct {
 	// Keys are the base paths (relative to the configuration file's
 	// directory) of BIND dnssec-keygen pairs: one CSK, or KSKs and ZSKs.
@@ -22,11 +26,23 @@ type Config struct {
 	// Refresh is the share of the validity after which a signature is
 	// renewed; 0 means DefaultRefresh.
 	Refresh float64 `yaml:"refresh"`
+	// ZSKLifetime (zsk_lifetime) is how long a ZSK signs before steer
+	// rolls it over (pre-publication, internal/keyroll); 0: no rollover.
+	ZSKLifetime time.Duration `yaml:"-"`
+	// DNSKEYTTL (dnskey_ttl) is the TTL of the apex's DNSKEY, CDS and
+	// CDNSKEY RRsets; 0: the SOA's TTL.
+	DNSKEYTTL time.Duration `yaml:"-"`
+	// PropagationDelay (propagation_delay) is how long a change takes to
+	// reach every server of the zone; 0: keyroll's default.
+	PropagationDelay time.Duration `yaml:"-"`
+	// MaxZoneTTL (max_zone_ttl) is the longest TTL of the zone's signed
+	// data, signatures included; 0: computed from the zone served.
+	MaxZoneTTL time.Duration `yaml:"-"`
 	// Line is where the section starts in the configuration file.
 	Line int `yaml:"-"`
 }
 
 // Options returns the signer options the section sets.
 func (c *Config) Options() Options {
-	return Options{Validity: c.Validity, Refresh: c.Refresh}
+	return Options{Validity: c.Validity, Refresh: c.Refresh, KeyTTL: c.DNSKEYTTL}
 }

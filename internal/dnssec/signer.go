@@ -34,6 +34,10 @@ type Options struct {
 	// Jitter is the largest share of Validity taken off an RRset's
 	// expiration; 0 means DefaultJitter, a negative value none.
 	Jitter float64
+	// KeyTTL is the TTL of the apex's DNSKEY, CDS and CDNSKEY RRsets
+	// (the zone's dnskey_ttl); 0: the SOA's TTL. A key rollover's
+	// publication interval counts on it.
+	KeyTTL time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -95,6 +99,10 @@ type Signer struct {
 	// forKeys and forData are the keys that sign the apex's key RRsets
 	// (DNSKEY, CDS, CDNSKEY) and every other RRset (see keysFor).
 	forKeys, forData []*Key
+	// publish are keys in the DNSKEY RRset that sign nothing: a ZSK's
+	// successor before it is active, a retired ZSK until every signature
+	// it made has left the caches (a rollover, internal/keyroll).
+	publish []*Key
 	// Budget caps signatures made on queries' behalf; nil: no cap.
 	Budget *Budget
 	// Cache keeps signatures made on demand; nil: none.
@@ -129,6 +137,31 @@ func NewSigner(zone string, keys []*Key, o Options) (*Signer, error) {
 	return s, nil
 }
 
+// NewSignerPublishing is NewSigner with keys that sign and publish, keys
+// that are only published in the DNSKEY RRset (see Published): what a
+// ZSK rollover needs (RFC 6781 §4.1.1.1). A key may not be in both, nor
+// twice.
+func NewSignerPublishing(zone string, keys, publish []*Key, o Options) (*Signer, error) {
+	s, err := NewSigner(zone, keys, o)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range publish {
+		if k.DNSKEY.Hdr.Name != s.Zone {
+			return nil, fmt.Errorf("%s: key for %s, not for zone %s", k.File, k.DNSKEY.Hdr.Name, s.Zone)
+		}
+		for _, others := range [][]*Key{keys, publish[:i]} {
+			for _, o := range others {
+				if o.Tag == k.Tag && o.DNSKEY.Algorithm == k.DNSKEY.Algorithm && o.DNSKEY.PublicKey == k.DNSKEY.PublicKey {
+					return nil, fmt.Errorf("%s: key %d is listed twice", k.File, k.Tag)
+				}
+			}
+		}
+	}
+	s.publish = publish
+	return s, nil
+}
+
 // withEveryAlgorithm returns the keys of first and, for each algorithm
 // only others have, the first of others with it: RFC 4035 §2.2 wants each
 // RRset signed by at least one key of every algorithm in the DNSKEY RRset
@@ -149,7 +182,11 @@ func withEveryAlgorithm(first, others []*Key) []*Key {
 	return out
 }
 
-// Keys returns every key of the zone, the SEP keys first.
+// Published returns the keys the zone publishes without signing with
+// them (NewSignerPublishing).
+func (s *Signer) Published() []*Key { return s.publish }
+
+// Keys returns every key the zone signs with, the SEP keys first.
 func (s *Signer) Keys() []*Key {
 	out := append([]*Key(nil), s.ksk...)
 	if !s.csk {
@@ -299,18 +336,23 @@ func RefreshAt(sig *dns.RRSIG, refresh float64) uint32 {
 }
 
 // Apex returns the records the zone's apex publishes for its keys, TTL
-// ttl: the DNSKEY RRset (every key), and CDS (SHA-256) and CDNSKEY for
-// the SEP keys (RFC 7344, RFC 8078), for the parent to pick up, but for
-// those Withdrawn.
+// ttl (Options.KeyTTL instead when set): the DNSKEY RRset (every key
+// that signs, then every key only published), and CDS (SHA-256) and
+// CDNSKEY for the SEP keys that sign (RFC 7344, RFC 8078), for the parent
+// to pick up, but for those Withdrawn.
 func (s *Signer) Apex(ttl uint32) (dnskey, cds, cdnskey []dns.RR) {
 	if s.zskOnly {
 		return nil, nil, nil // the zone's signer publishes its keys, ours among them
 	}
-	for _, k := range s.Keys() {
+	if s.opts.KeyTTL > 0 {
+		ttl = uint32(s.opts.KeyTTL / time.Second)
+	}
+	signing := len(s.Keys())
+	for i, k := range append(s.Keys(), s.publish...) {
 		d := *k.DNSKEY
 		d.Hdr = dns.RR_Header{Name: s.Zone, Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: ttl}
 		dnskey = append(dnskey, &d)
-		if !k.SEP() || k.Withdrawn {
+		if !k.SEP() || k.Withdrawn || i >= signing {
 			continue
 		}
 		ds := k.DNSKEY.ToDS(dns.SHA256)

@@ -47,6 +47,14 @@ type Options struct {
 	// time as each is signed). A zone kept from Previous has the signatures due by then
 	// renewed (zone.Resigned).
 	Now time.Time
+	// ZoneKeys, when set, says which keys sign a signed zone at now and
+	// which are only published in its DNSKEY RRset, given the keys its
+	// dnssec section dc configures: the node's key plans (a ZSK rollover,
+	// internal/keyroll). nil: the configured keys sign. An error is the
+	// zone's dnssec section's, and rejects the build as a key that cannot
+	// be read does: the zone is never served unsigned, nor signed with a
+	// key it does not publish.
+	ZoneKeys func(origin string, dc *dnssec.Config, configured []*dnssec.Key, now time.Time) (sign, publish []*dnssec.Key, err error)
 }
 
 // What a degraded zone is served from (ZoneProblem.Serving); a zone read
@@ -184,8 +192,17 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			if len(keys) == 0 {
 				continue // the keys' problems are among errs
 			}
+			var publish []*dnssec.Key
+			if opts.ZoneKeys != nil {
+				sign, pub, err := opts.ZoneKeys(origin, zc.DNSSEC, keys, now())
+				if err != nil {
+					errs.Add(cfg.File, zc.DNSSEC.Line, "zones: %s: dnssec: %v", origin, err)
+					continue
+				}
+				keys, publish = sign, pub
+			}
 			var err error
-			if signer, err = zoneSigner(origin, zc.DNSSEC, keys, opts.Previous, sg); err != nil {
+			if signer, err = zoneSigner(origin, zc.DNSSEC, keys, publish, opts.Previous, sg); err != nil {
 				errs.Add(cfg.File, zc.DNSSEC.Line, "zones: %s: dnssec: %v", origin, err)
 				continue
 			}

@@ -24,17 +24,19 @@ import (
 // on the node's online signing state sg: the signer of the zone prev
 // serves for origin when it has the same keys, options and state (a
 // published signer is never written), else a new one.
-func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snapshot, sg *Signing) (*dnssec.Signer, error) {
+func zoneSigner(origin string, dc *dnssec.Config, keys, publish []*dnssec.Key, prev *Snapshot, sg *Signing) (*dnssec.Signer, error) {
 	if dc == nil {
 		return nil, nil
 	}
-	newSigner := dnssec.NewSigner
+	var s *dnssec.Signer
+	var err error
 	if config.MultiSigner(keys) {
 		// ZSKs alone: the zone is signed elsewhere and steer signs its
 		// steered answers only (zone.SignSteered).
-		newSigner = dnssec.NewZSKSigner
+		s, err = dnssec.NewZSKSigner(origin, keys, dc.Options())
+	} else {
+		s, err = dnssec.NewSignerPublishing(origin, keys, publish, dc.Options())
 	}
-	s, err := newSigner(origin, keys, dc.Options())
 	if err != nil {
 		return nil, err
 	}
@@ -46,12 +48,17 @@ func zoneSigner(origin string, dc *dnssec.Config, keys []*dnssec.Key, prev *Snap
 }
 
 // sameSigner reports whether a and b sign alike: the same keys, each
-// with the same DNSKEY, the same options, budget and cache.
+// with the same DNSKEY, the same keys only published, the same options,
+// budget and cache.
 func sameSigner(a, b *dnssec.Signer) bool {
 	if a == nil || b == nil || a.Zone != b.Zone || a.ZSKOnly() != b.ZSKOnly() || a.Options() != b.Options() || a.Budget != b.Budget || a.Cache != b.Cache {
 		return false
 	}
-	ka, kb := a.Keys(), b.Keys()
+	return sameKeys(a.Keys(), b.Keys()) && sameKeys(a.Published(), b.Published())
+}
+
+// sameKeys reports whether ka and kb are the same keys in the same order.
+func sameKeys(ka, kb []*dnssec.Key) bool {
 	if len(ka) != len(kb) {
 		return false
 	}

@@ -80,7 +80,7 @@ func (n *node) signs(t uint16) bool {
 }
 
 // Sign makes z a signed zone: it sets the apex's DNSKEY, CDS and CDNSKEY
-// RRsets (TTL the SOA's) from the signer's keys, in place of any the file
+// RRsets (TTL the SOA's, or the signer's KeyTTL) from the signer's keys, in place of any the file
 // has, and signs every RRset z is authoritative for, at now, on workers
 // goroutines. An RRset shared with the zone served until now (see
 // ParseOptions.Previous) keeps its signatures while they are fresh
