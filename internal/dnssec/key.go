@@ -62,7 +62,7 @@ func ParseKey(file string, pub, priv []byte) (*Key, error) {
 	}
 	pk, err := dk.ReadPrivateKey(bytes.NewReader(priv), file+".private")
 	if err != nil {
-		return nil, fmt.Errorf("%s.private: %v", file, err)
+		return nil, fmt.Errorf("%s.private: %v", file, privateError(err))
 	}
 	s, ok := pk.(crypto.Signer)
 	if !ok {
