@@ -39,7 +39,8 @@ type Options struct {
 	Members int
 	// TLS, if set, serves the client port over TLS with TLS.ServerCert
 	// and TLS.ServerKey; with ClientCertAuth, clients must present a
-	// certificate signed by TLS.CA. Peers talk plain HTTP.
+	// certificate signed by TLS.CA (without it, none is asked for).
+	// Peers talk plain HTTP.
 	TLS            *TLSFiles
 	ClientCertAuth bool
 }
@@ -162,8 +163,13 @@ func (m *Member) config(initialCluster, state string) *embed.Config {
 		cfg.ClientTLSInfo = transport.TLSInfo{
 			CertFile:       tf.ServerCert,
 			KeyFile:        tf.ServerKey,
-			TrustedCAFile:  tf.CA,
 			ClientCertAuth: m.c.opts.ClientCertAuth,
+		}
+		// etcd asks every client for a certificate when it has a
+		// trusted CA, whatever ClientCertAuth says: without it, a
+		// member serves TLS to any client.
+		if m.c.opts.ClientCertAuth {
+			cfg.ClientTLSInfo.TrustedCAFile = tf.CA
 		}
 	}
 	return cfg
@@ -285,6 +291,30 @@ func (c *Cluster) Compact(rev int64) {
 	defer cancel()
 	if _, err := e.Server.Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true}); err != nil {
 		c.t.Fatalf("etcdtest: compact to %d: %v", rev, err)
+	}
+}
+
+// EnableAuth turns etcd's authentication on, with one user, root, of the
+// given password and the root role: from then on the cluster serves only
+// clients that authenticate as root (by that password, or by a client
+// certificate whose common name is root). It fails the test if a step
+// fails.
+func (c *Cluster) EnableAuth(password string) {
+	c.t.Helper()
+	e := c.running()
+	if e == nil {
+		c.t.Fatalf("etcdtest: enable auth: no member running")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.Server.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: password}); err != nil {
+		c.t.Fatalf("etcdtest: add user root: %v", err)
+	}
+	if _, err := e.Server.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}); err != nil {
+		c.t.Fatalf("etcdtest: grant root the root role: %v", err)
+	}
+	if _, err := e.Server.AuthEnable(ctx, &pb.AuthEnableRequest{}); err != nil {
+		c.t.Fatalf("etcdtest: enable auth: %v", err)
 	}
 }
 

@@ -116,6 +116,7 @@ type etcdStore struct {
 	eps     []string
 	tls     *tls.Config
 	timeout time.Duration
+	cfg     EtcdConfig // as opened, for Protection
 
 	mu     sync.Mutex
 	closed bool
@@ -188,6 +189,7 @@ func OpenEtcd(cfg EtcdConfig) (Store, error) {
 		eps:     cfg.Endpoints,
 		tls:     tc,
 		timeout: def(cfg.RequestTimeout, defaultRequestTimeout),
+		cfg:     cfg,
 		leases:  make(map[*etcdLease]struct{}),
 	}, nil
 }
