@@ -275,7 +275,11 @@ func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 			continue
 		}
 		if k.DNSKEY.Hdr.Name != origin {
-			probs.Add(c.File, ln, "zones: %s: dnssec key %s is a key for %s, not for %s", z.Origin, z.DNSSEC.Keys[j], k.DNSKEY.Hdr.Name, origin)
+			why := "another zone of this configuration"
+			if !c.servesZone(k.DNSKEY.Hdr.Name) {
+				why = "a zone this configuration does not serve"
+			}
+			probs.Add(c.File, ln, "zones: %s: dnssec key %s is a key for %s, not for %s (%s)", z.Origin, z.DNSSEC.Keys[j], k.DNSKEY.Hdr.Name, origin, why)
 			continue
 		}
 		if prev, dup := seen[k.Tag]; dup {
@@ -314,4 +318,15 @@ func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 		return nil, probs
 	}
 	return keys, nil
+}
+
+// servesZone reports whether the configuration has a zone of origin
+// (canonical).
+func (c *Config) servesZone(origin string) bool {
+	for i := range c.Zones {
+		if dns.CanonicalName(c.Zones[i].Origin) == origin {
+			return true
+		}
+	}
+	return false
 }

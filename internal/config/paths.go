@@ -135,6 +135,46 @@ func (c *Config) BundledPaths() []PathRef {
 	return out
 }
 
+// Secret kinds: what a bundled file holding a secret is, for steer fleet
+// push's refusals and for redacting it wherever a bundle is shown.
+const (
+	// SecretDNSSEC is a DNSSEC private key (.private): whoever holds it
+	// signs for the zone.
+	SecretDNSSEC = "DNSSEC private key"
+	// SecretTSIG is a TSIG key file: whoever holds it transfers the zones
+	// and sends NOTIFYs the nodes accept.
+	SecretTSIG = "TSIG key"
+	// SecretCookie is the DNS cookie secret: whoever holds it mints
+	// server cookies every node accepts.
+	SecretCookie = "cookie secret"
+)
+
+// A SecretRef is a file that travels with the configuration and holds a
+// secret: Kind says which (SecretDNSSEC, SecretTSIG, SecretCookie).
+type SecretRef struct {
+	PathRef
+	Kind string
+}
+
+// SecretPaths lists the files among BundledPaths that hold secrets: the
+// DNSSEC private keys (.private), the TSIG key files and the cookie
+// secret. Zone files and the public halves of the keys (.key) are not
+// secret.
+func (c *Config) SecretPaths() []SecretRef {
+	var out []SecretRef
+	for _, r := range c.BundledPaths() {
+		switch {
+		case strings.HasPrefix(r.Key, "zones[") && strings.HasSuffix(r.Path, ".private"):
+			out = append(out, SecretRef{r, SecretDNSSEC})
+		case strings.HasPrefix(r.Key, "tsig."):
+			out = append(out, SecretRef{r, SecretTSIG})
+		case r.Key == "cookies.secret_file":
+			out = append(out, SecretRef{r, SecretCookie})
+		}
+	}
+	return out
+}
+
 // InDir reports whether the file at p, as a configuration in dir names
 // it, is dir or below it.
 func InDir(dir, p string) bool {

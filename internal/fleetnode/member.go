@@ -277,14 +277,38 @@ func (m *Member) saveCache(b fleet.Bundle) {
 	}
 	data, err := json.Marshal(cachedBundle{Meta: b.Meta, Rev: b.Rev, Files: b.Files})
 	if err == nil {
-		tmp := m.cache + ".tmp"
-		if err = os.WriteFile(tmp, data, 0o600); err == nil {
-			err = os.Rename(tmp, m.cache)
-		}
+		err = writePrivate(m.cache, data)
 	}
 	if err != nil {
 		m.log.Warn("fleet: the bundle could not be kept on disk", "file", m.cache, "err", err)
 	}
+}
+
+// writePrivate replaces the file at p with data, readable by its owner
+// only (the bundle holds the zones' DNSSEC private keys and the TSIG and
+// cookie secrets): written to p.tmp and renamed, the temporary file made
+// 0600 before anything is written to it, even when an older one was left
+// with another mode (os.WriteFile keeps an existing file's mode).
+func writePrivate(p string, data []byte) error {
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err2 := f.Close(); err == nil {
+		err = err2
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 func (m *Member) loadCache() (fleet.Bundle, error) {
@@ -375,6 +399,9 @@ func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, 
 	// reachable through a pushed name.
 	cfg, _, err := config.LoadAgain(b.FS(nil), fleet.ConfigName, prev)
 	if err != nil {
+		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
+	}
+	if err := strayKeys(cfg, b); err != nil {
 		return nil, b, fmt.Errorf("fleet bundle serial %d (revision %d): %w", b.Meta.Serial, b.Rev, err)
 	}
 	cfg = Overlay(cfg, m.Local())
