@@ -24,24 +24,26 @@ type fleetOpts struct {
 	timeout                        *time.Duration
 	json                           *bool
 	canary                         *string
+	insecureKeys                   *bool
 }
 
 func fleetFlags(fs *flag.FlagSet) fleetOpts {
 	return fleetOpts{
-		config:   fs.String("config", "", "push: the configuration to publish, with every zone it names (default: "+DefaultConfig+")"),
-		etcd:     fs.String("etcd", "", "etcd client URLs, comma-separated (default: from --fleet)"),
-		prefix:   fs.String("prefix", "", "the fleet's key prefix (default: from --fleet, else /steer/v1)"),
-		nodeFile: fs.String("fleet", "", "a node configuration whose fleet section names the store (endpoints, prefix, TLS, credentials)"),
-		timeout:  fs.Duration("timeout", 5*time.Second, "how long each request to etcd may take"),
-		json:     fs.Bool("json", false, "status: print JSON"),
-		canary:   fs.String("canary", "", "push: apply the configuration to these nodes only (comma-separated names), until steer fleet promote or rollback"),
+		config:       fs.String("config", "", "push: the configuration to publish, with every zone it names (default: "+DefaultConfig+")"),
+		etcd:         fs.String("etcd", "", "etcd client URLs, comma-separated (default: from --fleet)"),
+		prefix:       fs.String("prefix", "", "the fleet's key prefix (default: from --fleet, else /steer/v1)"),
+		nodeFile:     fs.String("fleet", "", "a node configuration whose fleet section names the store (endpoints, prefix, TLS, credentials)"),
+		timeout:      fs.Duration("timeout", 5*time.Second, "how long each request to etcd may take"),
+		json:         fs.Bool("json", false, "status: print JSON"),
+		canary:       fs.String("canary", "", "push: apply the configuration to these nodes only (comma-separated names), until steer fleet promote or rollback"),
+		insecureKeys: fs.Bool("allow-insecure-keys", false, "push: send the zones' DNSSEC private keys to an etcd that is not both TLS and authenticated. Dangerous: anyone who can read that etcd, or the network to it, gets the keys and can sign anything for the zones"),
 	}
 }
 
 // fleetCmd runs steer fleet push|status|promote|rollback.
 func fleetCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || !slices.Contains(subWords["fleet"], args[0]) {
-		fmt.Fprintln(stderr, "usage: steer fleet push|status|promote|rollback [--config FILE] [--canary NODE,...] [--etcd URL,...] [--prefix P] [--fleet NODE.yaml] [--json]")
+		fmt.Fprintln(stderr, "usage: steer fleet push|status|promote|rollback [--config FILE] [--canary NODE,...] [--allow-insecure-keys] [--etcd URL,...] [--prefix P] [--fleet NODE.yaml] [--json]")
 		return 2
 	}
 	sub := args[0]
@@ -50,7 +52,11 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	fo := fleetOptions{Prefix: *o.prefix, NodeFile: *o.nodeFile, Timeout: *o.timeout}
+	fo := fleetOptions{Prefix: *o.prefix, NodeFile: *o.nodeFile, Timeout: *o.timeout, InsecureKeys: *o.insecureKeys}
+	if fo.InsecureKeys && sub != "push" {
+		fmt.Fprintf(stderr, "steer fleet %s: --allow-insecure-keys goes with push\n", sub)
+		return 2
+	}
 	if *o.etcd != "" {
 		fo.Endpoints = strings.Split(*o.etcd, ",")
 	}
@@ -86,7 +92,10 @@ func fleetCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case "promote", "rollback":
-		msg, err := fleetRollout(sub, fo)
+		msg, warns, err := fleetRollout(sub, fo)
+		for _, w := range warns {
+			fmt.Fprintln(stderr, w)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "steer fleet %s: %v\n", sub, err)
 			return 1
@@ -128,6 +137,9 @@ type fleetOptions struct {
 	Timeout  time.Duration
 	// Canary names the nodes a push is applied to first.
 	Canary []string
+	// InsecureKeys lets a push send DNSSEC private keys to a store that
+	// is not both TLS and authenticated (with a warning).
+	InsecureKeys bool
 }
 
 // openFleetStore opens the store o names.
@@ -199,6 +211,11 @@ func fleetPush(path string, o fleetOptions) (*pushResult, error) {
 	}
 	defer s.Close()
 	ctx := context.Background()
+	kw, err := keysSafe(ctx, s, o, fleetnode.Secrets(b), "push")
+	if err != nil {
+		return nil, err
+	}
+	warns = append(warns, kw...)
 	cur, err := fleet.ReadBundle(ctx, s, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("reading the published configuration: %w", err)
@@ -249,31 +266,99 @@ func knownNodes(ctx context.Context, s fleet.Store, prefix string, names []strin
 }
 
 // fleetRollout runs steer fleet promote or rollback and says what it did.
-func fleetRollout(sub string, o fleetOptions) (string, error) {
+// Neither writes a file's contents (the bundles' files are in the store
+// already), so neither is refused for private keys; when the bundle it
+// makes current holds some and the store is not TLS and authenticated, it
+// warns as a push with --allow-insecure-keys does.
+func fleetRollout(sub string, o fleetOptions) (string, []string, error) {
 	s, prefix, err := openFleetStore(o)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer s.Close()
 	ctx := context.Background()
+	warn := func(b fleet.Bundle) []string {
+		o.InsecureKeys = true
+		w, _ := keysSafe(ctx, s, o, fleetnode.Secrets(b), sub)
+		return w
+	}
 	if sub == "promote" {
 		b, err := fleet.Promote(ctx, s, prefix)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		return fmt.Sprintf("promoted serial %d (%s) at revision %d: every node applies it; the bundle it replaced is kept for steer fleet rollback",
-			b.Meta.Serial, fleet.ShortDigest(b.Meta.Digest), b.Rev), nil
+			b.Meta.Serial, fleet.ShortDigest(b.Meta.Digest), b.Rev), warn(b), nil
 	}
 	now, undone, err := fleet.Rollback(ctx, s, prefix)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if undone.Meta.Canary != nil {
 		return fmt.Sprintf("withdrew the canary serial %d (%s) from %s: every node serves serial %d (%s)",
-			undone.Meta.Serial, fleet.ShortDigest(undone.Meta.Digest), strings.Join(undone.Meta.Canary, ", "), now.Meta.Serial, fleet.ShortDigest(now.Meta.Digest)), nil
+			undone.Meta.Serial, fleet.ShortDigest(undone.Meta.Digest), strings.Join(undone.Meta.Canary, ", "), now.Meta.Serial, fleet.ShortDigest(now.Meta.Digest)), nil, nil
 	}
 	return fmt.Sprintf("rolled back from serial %d (%s) to serial %d (%s) at revision %d; no previous bundle is kept now",
-		undone.Meta.Serial, fleet.ShortDigest(undone.Meta.Digest), now.Meta.Serial, fleet.ShortDigest(now.Meta.Digest), now.Rev), nil
+		undone.Meta.Serial, fleet.ShortDigest(undone.Meta.Digest), now.Meta.Serial, fleet.ShortDigest(now.Meta.Digest), now.Rev), warn(now), nil
+}
+
+// keysSafe decides whether the secrets of a bundle (fleetnode.Secrets)
+// may go to the store s. DNSSEC private keys go only to a store that is
+// both TLS (the members' certificates verified) and authenticated, as
+// the store itself confirms (fleet.Protection), unless the operator
+// accepts the danger with --allow-insecure-keys: then, and for the other
+// secrets (TSIG keys, the cookie secret), an unprotected store is a
+// warning. A bundle without secrets asks nothing of the store.
+func keysSafe(ctx context.Context, s fleet.Store, o fleetOptions, secrets map[string]string, what string) ([]string, error) {
+	if len(secrets) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	p := fleet.ProtectionOf(ctx, s)
+	if p.OK() {
+		return nil, nil
+	}
+	keys := fleetnode.HasPrivateKeys(secrets)
+	var other []string
+	for name, kind := range secrets {
+		if kind != config.SecretDNSSEC {
+			other = append(other, kind+" "+name)
+		}
+	}
+	slices.Sort(other)
+	reasons := "\n  - " + strings.Join(p.Missing, "\n  - ")
+	const danger = "anyone who can read that etcd, or the network to it, has the keys and can sign anything for the zones"
+	if len(keys) > 0 && !o.InsecureKeys {
+		return nil, fmt.Errorf("the bundle holds DNSSEC private keys (%s), and etcd is not both TLS and authenticated:%s\n"+
+			"Pushed there, %s. Name a store with both (--fleet NODE.yaml whose fleet.etcd section has https:// endpoints, tls, and a username and password or client certificate that etcd requires; "+
+			"README: \"DNSSEC keys in a fleet\"), or push with --allow-insecure-keys to accept the danger. Nothing was pushed",
+			strings.Join(keys, ", "), reasons, danger)
+	}
+	var warns []string
+	switch {
+	case len(keys) > 0 && what == "push":
+		warns = append(warns, fmt.Sprintf("warning: --allow-insecure-keys: DNSSEC private keys (%s) pushed to an etcd that is not both TLS and authenticated:%s\n%s.",
+			strings.Join(keys, ", "), reasons, danger))
+	case len(keys) > 0:
+		warns = append(warns, fmt.Sprintf("warning: the bundle now current holds DNSSEC private keys (%s) in an etcd that is not both TLS and authenticated:%s\n%s.",
+			strings.Join(keys, ", "), reasons, danger))
+	}
+	if len(other) > 0 {
+		warns = append(warns, fmt.Sprintf("warning: the bundle holds secrets (%s) in an etcd that is not both TLS and authenticated (%s): anyone who can read it has them",
+			strings.Join(other, ", "), strings.Join(shortReasons(p.Missing), "; ")))
+	}
+	return warns, nil
+}
+
+// shortReasons are the reasons up to their first colon ("no TLS", "no
+// authentication").
+func shortReasons(missing []string) []string {
+	out := make([]string, len(missing))
+	for i, m := range missing {
+		out[i], _, _ = strings.Cut(m, ":")
+	}
+	return out
 }
 
 // fleetState is what steer fleet status shows.
