@@ -126,6 +126,16 @@ func TestMultiSigner(t *testing.T) {
 		}
 		expectAnswer(t, snap, "shop.example.com.", dns.TypeA, "NOERROR", "A 10.0.0.1")
 		expectAnswer(t, snap, "www.example.com.", dns.TypeA, "NOERROR", "A 192.0.2.80")
+		// A reload keeps the ZSK signer and the fresh steered signatures.
+		next, _, err := snapshot.BuildWith(reload(t, dir), snapshot.Options{Previous: snap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nz := next.Zones.Zone("example.com.")
+		if nz.SteeredSigner() != z.SteeredSigner() || next.Presigned.Signed != 0 || next.Presigned.Reused != 2 {
+			t.Errorf("reload: same signer %v, %d sets signed, %d reused; want the signer and 2 sets kept",
+				nz.SteeredSigner() == z.SteeredSigner(), next.Presigned.Signed, next.Presigned.Reused)
+		}
 	})
 
 	t.Run("not-published", func(t *testing.T) {
