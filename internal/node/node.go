@@ -138,6 +138,8 @@ type Node struct {
 	// a new snapshot is served.
 	sigs    atomic.Pointer[sigView]
 	sigKick chan struct{}
+	// keys are the zones' key plans (keyroll.go).
+	keys *keyService
 
 	ctx      context.Context // ends at Shutdown: watchers and the reload loop
 	cancel   context.CancelFunc
@@ -182,6 +184,7 @@ func New(o Options) (_ *Node, err error) {
 	} else {
 		n.log.Info("no state directory: nothing is kept across restarts", "config", n.source)
 	}
+	n.keys = newKeyService(n.log, n.stateDir)
 	var bundle fleet.Bundle
 	if cfg.Fleet != nil {
 		n.fl, err = fleetnode.Open(fleetnode.Options{Log: n.log, Local: cfg, Version: o.Version, Reload: n.RequestReload, StateDir: n.stateDir})
@@ -355,7 +358,15 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed boo
 		opts.Secondary = n.xfr.copyOf
 		opts.Serials = n.xfr.Serials()
 	}
+	if n.keys != nil {
+		opts.ZoneKeys = n.keys.zoneKeys
+	}
 	snap, warns, err := snapshot.BuildWith(cfg, opts)
+	if n.keys != nil && prev != nil {
+		// A rebuild's time is what a key event waits for (a start
+		// compiles everything, which a key event never does).
+		n.keys.built(time.Since(start))
+	}
 	if err != nil {
 		return nil, warns, err
 	}
@@ -438,7 +449,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// Watchers and the reload loop run until Shutdown; each watcher takes
 	// its baseline before its file is read, so no change slips between.
 	applyFeed(n.feed, cfg)
-	n.loops.Add(5)
+	n.loops.Add(6)
 	go func() {
 		defer n.loops.Done()
 		n.tr.Run(n.ctx)
@@ -447,6 +458,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	go n.watchGeo(n.geoWatch)
 	go n.watchInputs()
 	go n.renewLoop()
+	go n.keyLoop()
 	if n.fl != nil {
 		interval := func(check string) time.Duration {
 			if c, ok := n.srv.Handler().Snapshot().HealthChecks[check]; ok {

@@ -127,6 +127,9 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 		case n.sigKick <- struct{}{}: // the renewal timer looks at the new signatures
 		default:
 		}
+		if n.keys != nil {
+			n.keys.poke() // the key plans' timer looks at the new keys
+		}
 	}()
 	// Health first: a new table's latency choices are then evaluated
 	// with the health it goes live with.
