@@ -117,6 +117,7 @@ const treeRecord = `  - name: tree.example.com
 // checks the answer at every level, straight from steer with kdig and
 // ECS, and through Unbound with its subnet cache in front.
 func TestTreeLevels(t *testing.T) {
+	t.Parallel() // 13 s of waiting out Unbound's copies: overlaps the other such test
 	srv := start(t, cfgOpts{extra: treeRecord})
 	resolver := startUnbound(t, srv)
 	const tree = "tree.example.com."

@@ -68,6 +68,7 @@ func unboundStats(t *testing.T, conf string) map[string]int {
 // with scope /12 and Unbound asks steer about once; with Mumbai back the
 // scopes are the original /24s again and every /24 misses again.
 func TestUnboundSubnetCacheFollowsHealth(t *testing.T) {
+	t.Parallel() // 10 s of waiting out Unbound's copies: overlaps the other such test
 	dnstest.NeedTool(t, "unbound")
 	dnstest.NeedTool(t, "unbound-control")
 	dnstest.NeedTool(t, "kdig")
