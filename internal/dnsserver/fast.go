@@ -183,7 +183,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	kind, z, node := snap.Zones.Classify(name)
 	// A DO query to a signed zone gets RRSIGs: precompiled (static data),
 	// pre-signed (steered answers), or, for denial, the general path's.
-	signed := q.do && z != nil && z.Signer() != nil
+	signed := q.do && z != nil && z.Signed()
 
 	out := buf[:0]
 	scope := -1

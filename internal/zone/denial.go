@@ -79,6 +79,10 @@ func (z *Zone) deny(a *Answer, name string, n *node, qtype uint16, synthesized b
 		}
 		return
 	}
+	if z.pre != nil {
+		z.preDeny(a, name, n, synthesized)
+		return
+	}
 	var buf [24]uint16
 	a.NXName = n == nil
 	if qtype == dns.TypeNSEC {
@@ -223,6 +227,10 @@ func (z *Zone) delegation(a *Answer, cut *node) {
 	if cut.get(dns.TypeDS) != nil {
 		return // referral put the DS and its RRSIGs in
 	}
+	if z.pre != nil {
+		z.preDelegation(a, cut)
+		return
+	}
 	var buf [8]uint16
 	z.addNSEC(a, &a.Ns, cut.name, kindCut, cut.bitmap(buf[:0], dns.TypeDS, false), nil)
 }
@@ -231,6 +239,10 @@ func (z *Zone) delegation(a *Answer, cut *node) {
 // at *.ce the NSEC that proves the next closer name does not exist, so
 // that no closer match could have answered (RFC 4035 §3.1.3.3).
 func (z *Zone) wildcardProof(a *Answer, ce *node, name string) {
+	if z.pre != nil {
+		z.preWildcardProof(a, ce.name, name)
+		return
+	}
 	nc := nextCloser(name, ce.name)
 	if nc == "" {
 		return

@@ -133,12 +133,12 @@ func (s *Set) Precompile() {
 		nodes := make([]*node, 0, len(z.nodes))
 		for name, n := range z.nodes {
 			if z.borrowed(n) {
-				if n.wildChild == wild[name] && !n.dependent() && (n.sig != nil) == (z.signer != nil) {
+				if n.wildChild == wild[name] && !n.dependent() && (n.sig != nil) == z.Signed() {
 					continue
 				}
 				n = z.own(n)
 			}
-			if z.signer == nil {
+			if !z.Signed() {
 				n.sig = nil // signed in the served zone, no longer
 			}
 			n.wildChild = wild[name]
@@ -267,7 +267,7 @@ func (p *packer) looked(name string, qtype uint16, o *LookupOptions) []byte {
 // per template its answers without DO have (see TemplateDO); an RRset
 // whose records and signatures are the served zone's keeps its template.
 func (p *packer) nodeDO(n *node) {
-	if !n.plain || n.sig == nil || p.z.signer == nil || len(n.templates) == 0 {
+	if !n.plain || n.sig == nil || !p.z.Signed() || len(n.templates) == 0 {
 		return
 	}
 	var pn *node

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -36,6 +37,9 @@ type ParseOptions struct {
 	// changes a few records of a large zone holds little more than one
 	// copy. Previous must be a published zone; it is only read.
 	Previous *Zone
+	// Now is when a pre-signed zone's signatures must be valid (zero:
+	// the current time); see presigned.go.
+	Now time.Time
 }
 
 // minSplit is the smallest file cut into parts for parallel parsing.
@@ -160,6 +164,11 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 					differ = true
 					minTTL = min(minTTL, rr.Header().Ttl)
 				}
+			}
+			if differ && s.rtype == dns.TypeRRSIG {
+				// Each RRSIG has the TTL of the RRset it covers (RFC
+				// 4034 §3): not one RRset of its own.
+				differ = false
 			}
 			if differ {
 				warns.Add(z.files[s.file], int(s.line), "%s %s: records have different TTLs; all get %d (RFC 2181 §5.2)",
@@ -296,6 +305,21 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		// The text alone would read its includes again, which may be the
 		// very files that break later: keep the records instead.
 		z.source = z.flatten()
+	}
+	if z.apex.set(dns.TypeRRSIG) != nil {
+		// Signed elsewhere: served as signed, once its chain and
+		// signatures are checked.
+		now := opts.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		z.loadPresigned(now, &errs, &warns)
+		if len(errs) > 0 {
+			return nil, errs, warns
+		}
+		if hasInclude(data) {
+			z.source = z.flatten() // with the NSEC3 records, now out of the nodes
+		}
 	}
 	return z, nil, warns
 }

@@ -53,6 +53,13 @@ func (z *Zone) EachRecord(yield func(dns.RR) bool) {
 			}
 		}
 	}
+	if z.pre != nil {
+		for _, rr := range z.pre.records {
+			if !yield(rr) {
+				return
+			}
+		}
+	}
 }
 
 // FileSerial is the serial of the SOA as read, before WithSerial
@@ -76,6 +83,10 @@ func (z *Zone) FileSerial() uint32 {
 func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 	if z.Failed != "" || z.SOA == nil || z.apex == nil {
 		return nil, diag.Problems{{File: z.File, Msg: fmt.Sprintf("zone %s has no SOA to change", z.Origin)}}
+	}
+	if z.pre != nil {
+		// Its SOA is signed by the zone's signer, whose serial it is.
+		return nil, diag.Problems{{File: z.File, Msg: fmt.Sprintf("zone %s is pre-signed: its SOA serial is its signer's", z.Origin)}}
 	}
 	soa := dns.Copy(z.SOA).(*dns.SOA)
 	soa.Serial = serial

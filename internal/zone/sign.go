@@ -38,5 +38,5 @@ func (z *Zone) Signer() *dnssec.Signer { return z.signer }
 // dnssecOK reports whether the answer being built for zone z must carry
 // DNSSEC records.
 func (a *Answer) dnssecOK(z *Zone) bool {
-	return a.opts != nil && a.opts.DO && z.signer != nil
+	return a.opts != nil && a.opts.DO && (z.signer != nil || z.pre != nil)
 }

@@ -97,6 +97,9 @@ func (z *Zone) Sign(s *dnssec.Signer, now time.Time, workers int) error {
 	if s.Zone != z.Origin {
 		return fmt.Errorf("signer for %s, not for zone %s", s.Zone, z.Origin)
 	}
+	if z.pre != nil {
+		return z.attachSigner(s)
+	}
 	z.signer = s
 	z.setApexKeys()
 	var jobs []*node
@@ -282,15 +285,16 @@ func negSOASigs(z *Zone) []dns.RR {
 	return out
 }
 
-// Signed reports whether z is a signed zone.
-func (z *Zone) Signed() bool { return z.signer != nil }
+// Signed reports whether z is a signed zone: signed by steer (Sign) or
+// signed elsewhere (Presigned). Its answers with DO carry RRSIGs.
+func (z *Zone) Signed() bool { return z.signer != nil || z.pre != nil }
 
 // SignatureTimes returns, for a signed zone, the earliest point (Unix
 // seconds) at which one of its signatures is due for renewal, and the
 // earliest expiration among them; 0, 0 for an unsigned zone. The
 // signatures of steered answers are not the zone's.
 func (z *Zone) SignatureTimes() (refresh, expire uint32) {
-	if z.signer == nil || z.Failed != "" {
+	if z.signer == nil || z.Failed != "" || z.pre != nil {
 		return 0, 0
 	}
 	r := z.signer.Options().Refresh
@@ -330,7 +334,7 @@ func (z *Zone) eachSig(n *node, f func(*dns.RRSIG)) {
 // packs only the nodes whose signatures changed (and those whose
 // answers carry other names' addresses). z is left as it is.
 func (z *Zone) Resigned(now time.Time, workers int) (*Zone, error) {
-	if z.signer == nil || z.Failed != "" || !z.precompiled {
+	if z.signer == nil || z.Failed != "" || !z.precompiled || z.pre != nil {
 		return z, nil
 	}
 	var due []*node

@@ -79,6 +79,9 @@ type Zone struct {
 	steerSigner *dnssec.Signer
 	// negSigs are the RRSIGs of NegSOA in a signed zone (see Sign).
 	negSigs []dns.RR
+	// pre is set on a zone signed elsewhere (see presigned.go): its
+	// chain and signatures, checked at load.
+	pre *presigned
 	// apexOnly is set on a zone WithSerial made from a published one:
 	// Precompile packs its apex only (every other node is the base's,
 	// packed already).
@@ -230,13 +233,19 @@ func (z *Zone) flatten() []byte {
 	fmt.Fprintf(&b, "; zone %s as loaded from %s, written out by steer\n", z.Origin, z.File)
 	for _, name := range names {
 		for _, s := range z.nodes[name].rrsets {
-			if name == z.Origin && z.signer != nil && signerApex(s.rtype) {
+			if name == z.Origin && z.signer != nil && z.pre == nil && signerApex(s.rtype) {
 				continue // the signer's, not the file's
 			}
 			for _, rr := range s.rrs {
 				b.WriteString(rr.String())
 				b.WriteByte('\n')
 			}
+		}
+	}
+	if z.pre != nil {
+		for _, rr := range z.pre.records {
+			b.WriteString(rr.String())
+			b.WriteByte('\n')
 		}
 	}
 	return b.Bytes()
