@@ -229,7 +229,7 @@ func TestPresignedBadInput(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, text, want string
-		now          time.Time
+		now              time.Time
 	}{
 		{"nsec gap", without(nsec, func(l string) bool {
 			f := fields(l)
