@@ -179,8 +179,8 @@ func (c *Config) checkDNSSEC(probs *diag.Problems, i int) {
 		}
 		probs.Add(c.File, ln, "zones: %s: dnssec%s: %s", z.Origin, key, fmt.Sprintf(format, args...))
 	}
-	if len(d.Keys) == 0 {
-		bad(".keys", "list the base paths of the zone's keys (K<zone>+<alg>+<tag>, as steer dnssec keygen writes them)")
+	if len(d.Keys) == 0 && !d.Presigned {
+		bad(".keys", "list the base paths of the zone's keys (K<zone>+<alg>+<tag>, as steer dnssec keygen writes them), or set presigned: true for a zone signed elsewhere")
 	}
 	seen := map[string]int{}
 	for j, k := range d.Keys {
@@ -255,7 +255,7 @@ func (c *Config) KeyBases(i int) []string {
 func (c *Config) ZoneKeys(i int) ([]*dnssec.Key, diag.Problems) {
 	z := &c.Zones[i]
 	var probs diag.Problems
-	if z.DNSSEC == nil {
+	if z.DNSSEC == nil || z.DNSSEC.Presigned && len(z.DNSSEC.Keys) == 0 {
 		return nil, nil
 	}
 	origin := dns.CanonicalName(z.Origin)

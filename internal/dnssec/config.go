@@ -38,6 +38,14 @@ type Config struct {
 	// MaxZoneTTL (max_zone_ttl) is the longest TTL of the zone's signed
 	// data, signatures included; 0: computed from the zone served.
 	MaxZoneTTL time.Duration `yaml:"-"`
+	// Presigned says the zone comes signed by another signer (its file
+	// or its primary carries the DNSKEY RRset, RRSIGs and an NSEC or
+	// NSEC3 chain): steer serves its signatures and needs no key. A
+	// pre-signed zone is found without it; set, a copy that arrives
+	// unsigned fails rather than being served unsigned under the DS its
+	// parent has. With Keys (ZSKs only), steer signs its steered names
+	// in the zone (multi-signer).
+	Presigned bool `yaml:"presigned"`
 	// Line is where the section starts in the configuration file.
 	Line int `yaml:"-"`
 }

@@ -27,6 +27,10 @@ import (
 type Zone struct {
 	Origin string
 	File   string
+	// Config is added to this zone alone, in the peer's syntax (Knot's
+	// zone: item, NSD's zone: clause, BIND's zone { } block): a signing
+	// policy for one zone of several, say.
+	Config string
 }
 
 // Options adds configuration to what a peer is started with, in the
@@ -85,7 +89,7 @@ func StartKnot(t testing.TB, zones []Zone, o Options) *Server {
 			dir, indent(o.Zone, "    "))
 		b.WriteString("zone:\n")
 		for _, z := range zones {
-			fmt.Fprintf(&b, "  - domain: %q\n    file: %q\n", z.Origin, z.File)
+			fmt.Fprintf(&b, "  - domain: %q\n    file: %q\n%s\n", z.Origin, z.File, indent(z.Config, "    "))
 		}
 		conf := filepath.Join(dir, "knot.conf")
 		writeFile(t, conf, b.String())
@@ -128,7 +132,7 @@ remote-control:
 `, port, port, dir, filepath.Join(dir, "nsd.pid"), filepath.Join(dir, "xfrd.state"), filepath.Join(dir, "zone.list"), dir,
 			indent(o.Server, "  "), o.Top)
 		for _, z := range zones {
-			fmt.Fprintf(&b, "zone:\n  name: %q\n  zonefile: %q\n%s\n", z.Origin, z.File, indent(o.Zone, "  "))
+			fmt.Fprintf(&b, "zone:\n  name: %q\n  zonefile: %q\n%s\n%s\n", z.Origin, z.File, indent(o.Zone, "  "), indent(z.Config, "  "))
 		}
 		conf := filepath.Join(dir, "nsd.conf")
 		writeFile(t, conf, b.String())
@@ -155,7 +159,7 @@ func StartBIND(t testing.TB, zones []Zone, o Options) *Server {
 %s
 `, dir, filepath.Join(dir, "named.pid"), port, o.Server, o.Top)
 		for _, z := range zones {
-			fmt.Fprintf(&b, "zone %q { type primary; file %q; %s };\n", z.Origin, z.File, o.Zone)
+			fmt.Fprintf(&b, "zone %q { type primary; file %q; %s %s };\n", z.Origin, z.File, o.Zone, z.Config)
 		}
 		conf := filepath.Join(dir, "named.conf")
 		writeFile(t, conf, b.String())

@@ -187,7 +187,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
 		var signer *dnssec.Signer
-		if zc.DNSSEC != nil {
+		if zc.DNSSEC != nil && (len(zc.DNSSEC.Keys) > 0 || !zc.DNSSEC.Presigned) {
 			keys := zoneKeys[origin]
 			if len(keys) == 0 {
 				continue // the keys' problems are among errs
@@ -236,7 +236,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		serial := opts.Serials[origin]
 		unchanged := func(pz *zone.Zone) bool { return pz != nil && (pz == keep || rerr == nil && pz.Unchanged(file, data)) }
-		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer &&
+		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer && !presignedExpired(pz, now()) &&
 			(serial == 0 || serial == pz.Serial() || !newer(serial, pz.FileSerial())) {
 			// The same bytes, the same steered names and the same keys:
 			// the zone being served is kept as it is (marked, signed and
@@ -250,7 +250,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			marks[kz] = recs
 			reused++
 			continue
-		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer {
+		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer && !pz.Presigned() {
 			// Only the serial to export moved (a steered name's
 			// fallback): the served zone with a new apex, not a parse.
 			nz, zerrs := pz.WithSerial(serial)
@@ -272,7 +272,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// A reload parses on the cores answering leaves free
 			// (policy.Workers) and shares what did not change with the
 			// zone being served.
-			po := zone.ParseOptions{Workers: policy.Workers(opts.Previous != nil)}
+			po := zone.ParseOptions{Workers: policy.Workers(opts.Previous != nil), Now: now()}
 			if opts.Previous != nil {
 				po.Previous = previousZone(opts.Previous, origin)
 			}
@@ -294,6 +294,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		var merrs diag.Problems
 		if z != nil {
+			zerrs = append(zerrs, presignedChecks(cfg, &zc, z, file)...)
 			merrs = mark(cfg, z, recs)
 		}
 		if z != nil && len(merrs) == 0 && signer == nil && len(recs) > 0 && z.SignedElsewhere() {
@@ -562,6 +563,10 @@ func fallback(cfg *config.Config, origin string, recs []*policy.Record, opts Opt
 		z, errs, _ := zone.Parse(nil, origin, file, src)
 		if len(errs) > 0 {
 			notes = append(notes, fmt.Sprintf("the %s does not load either: %v", what, errs[0]))
+			return nil
+		}
+		if perrs := presignedChecks(cfg, zoneConfig(cfg, origin), z, file); len(perrs) > 0 {
+			notes = append(notes, fmt.Sprintf("the %s does not load either: %v", what, perrs[0]))
 			return nil
 		}
 		if merrs := mark(cfg, z, recs); len(merrs) > 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/zone"
 )
@@ -85,6 +86,38 @@ func signZone(z *zone.Zone, s *dnssec.Signer, now time.Time, workers int) error 
 	}
 	if err := z.Sign(s, now, workers); err != nil {
 		return fmt.Errorf("signing zone %s: %v", z.Origin, err)
+	}
+	return nil
+}
+
+// presignedChecks are the problems of z, loaded from file for the zone
+// zc, as a zone signed elsewhere: a zone whose dnssec section says
+// presigned must arrive signed (a signer that stopped signing, or a
+// primary that is not the signer, would otherwise have it served
+// unsigned under the DS its parent publishes: bogus for every
+// validating resolver).
+func presignedChecks(cfg *config.Config, zc *config.Zone, z *zone.Zone, file string) diag.Problems {
+	var errs diag.Problems
+	if zc != nil && zc.DNSSEC != nil && zc.DNSSEC.Presigned && !z.Presigned() {
+		errs.Add(file, 0, "zone %s has no RRSIGs at its apex, but dnssec.presigned (%s:%d) says it comes signed: refusing to serve it unsigned", z.Origin, cfg.File, zc.DNSSEC.Line)
+	}
+	return errs
+}
+
+// presignedExpired reports whether z, a zone signed elsewhere, holds a
+// signature that has expired at now: it is then loaded again (and
+// fails), not kept as served.
+func presignedExpired(z *zone.Zone, now time.Time) bool {
+	exp := z.PresignedExpiry()
+	return exp != 0 && int32(exp-uint32(now.Unix())) <= 0
+}
+
+// zoneConfig returns cfg's zone section for origin (canonical), or nil.
+func zoneConfig(cfg *config.Config, origin string) *config.Zone {
+	for i := range cfg.Zones {
+		if dns.CanonicalName(cfg.Zones[i].Origin) == origin {
+			return &cfg.Zones[i]
+		}
 	}
 	return nil
 }

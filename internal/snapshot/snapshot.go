@@ -143,16 +143,28 @@ func healthChecks(cfg *config.Config, errs *diag.Problems) map[string]health.Che
 
 // Summary describes the snapshot in one line for logs.
 func (s *Snapshot) Summary() string {
-	records, signed := 0, 0
+	records, signed, pre := 0, 0, 0
+	var found []string
 	for _, z := range s.Zones.Zones() {
 		records += z.Records
-		if z.Signer() != nil {
+		switch {
+		case z.Presigned():
+			pre++
+			found = append(found, z.Origin+" "+z.PresignedSummary())
+		case z.Signer() != nil:
 			signed++
 		}
 	}
 	out := fmt.Sprintf("%d zones, %d records", len(s.Zones.Zones()), records)
-	if signed > 0 {
+	switch {
+	case pre > 0:
+		out = fmt.Sprintf("%d zones (%d signed, %d pre-signed), %d records", len(s.Zones.Zones()), signed, pre, records)
+	case signed > 0:
 		out = fmt.Sprintf("%d zones (%d signed), %d records", len(s.Zones.Zones()), signed, records)
+	}
+	if len(found) > 0 && len(found) <= 3 {
+		// What the load found in each zone signed elsewhere.
+		out += " [" + strings.Join(found, "; ") + "]"
 	}
 	if len(s.Degraded) > 0 {
 		out += fmt.Sprintf(" (%d zones degraded)", len(s.Degraded))

@@ -247,7 +247,9 @@ func transferWarnings(cfg *config.Config, marks map[*zone.Zone][]*policy.Record,
 // applySerial gives z the serial to export when it is newer than the
 // file's (see Options.Serials).
 func applySerial(z *zone.Zone, serial uint32) (*zone.Zone, error) {
-	if z == nil || z.Failed != "" || serial == 0 || serial == z.Serial() || !newer(serial, z.FileSerial()) {
+	if z == nil || z.Failed != "" || serial == 0 || serial == z.Serial() || !newer(serial, z.FileSerial()) || z.Presigned() {
+		// A pre-signed zone's SOA is its signer's, signed: its serial
+		// is exported as it is.
 		return z, nil
 	}
 	nz, errs := z.WithSerial(serial)

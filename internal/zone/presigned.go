@@ -13,7 +13,6 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
-	"github.com/steer-dns/steer/internal/dnssec"
 )
 
 // This file serves a zone signed elsewhere (Knot, OpenDNSSEC, BIND's
@@ -918,16 +917,10 @@ func (z *Zone) preDelegation(a *Answer, cut *node) {
 	z.nsec3Encloser(a, cut.name, z.closestEncloser(cut.name), false)
 }
 
-// attachSigner gives a pre-signed zone a signer of its own answers: in a
-// multi-signer setup (RFC 8901 model 2) steer signs only its steered
-// names, with a ZSK whose DNSKEY the zone's signer publishes, and serves
-// everything else with the zone's own signatures and chain. Only such a
-// ZSK-only signer is taken: one that would publish keys of its own and
-// sign the zone's data over its signer's is refused.
-func (z *Zone) attachSigner(s *dnssec.Signer) error {
-	if zo, ok := any(s).(interface{ ZSKOnly() bool }); !ok || !zo.ZSKOnly() {
-		return fmt.Errorf("zone %s is pre-signed (%s): steer would sign its data over its signer's with keys of its own; remove dnssec.keys to serve it as signed, or give steer a ZSK only, published in the signer's DNSKEY RRset, to sign its steered names (multi-signer)", z.Origin, z.pre.found)
-	}
-	z.signer = s
-	return nil
+// refuseSigner is Sign's answer for a zone signed elsewhere: steer would
+// publish keys of its own and sign the zone's data over its signer's.
+// Such a zone takes a ZSK-only signer for its steered names instead
+// (SignSteered, multi-signer).
+func (z *Zone) refuseSigner() error {
+	return fmt.Errorf("zone %s is signed elsewhere (%s): steer would sign its data over its signer's with keys of its own; remove dnssec.keys to serve it as its signer signed it, or give steer a ZSK only, published in the signer's DNSKEY RRset, to sign its steered names (multi-signer)", z.Origin, z.pre.found)
 }

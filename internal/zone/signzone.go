@@ -98,7 +98,7 @@ func (z *Zone) Sign(s *dnssec.Signer, now time.Time, workers int) error {
 		return fmt.Errorf("signer for %s, not for zone %s", s.Zone, z.Origin)
 	}
 	if z.pre != nil {
-		return z.attachSigner(s)
+		return z.refuseSigner()
 	}
 	z.signer = s
 	z.setApexKeys()
