@@ -97,7 +97,7 @@ signing:
 `)
 	checkProblems(t, ps, []prob{
 		{8, "a.example: dnssec.validity: invalid validity \"2w\""},
-		{23, `unknown key "salt" in zones[3].dnssec (known keys: dnskey_ttl, keys, max_zone_ttl, propagation_delay, refresh, validity, zsk_lifetime)`},
+		{23, `unknown key "salt" in zones[3].dnssec (known keys: dnskey_ttl, keys, max_zone_ttl, presigned, propagation_delay, refresh, validity, zsk_lifetime)`},
 		{26, "e.example: dnssec.validity: a validity must be a string"},
 	})
 	_, ps = parse(t, `tsig:
