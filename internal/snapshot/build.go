@@ -560,7 +560,9 @@ func signedElsewhere(cfg *config.Config, z *zone.Zone, recs []*policy.Record) di
 func fallback(cfg *config.Config, origin string, recs []*policy.Record, opts Options, signer *dnssec.Signer, now time.Time) (*zone.Zone, string, []string) {
 	var notes []string
 	try := func(file string, src []byte, what string) *zone.Zone {
-		z, errs, _ := zone.Parse(nil, origin, file, src)
+		// At now: a pre-signed copy whose signatures have expired since
+		// is no good copy.
+		z, errs, _ := zone.ParseWith(nil, origin, file, src, zone.ParseOptions{Now: now})
 		if len(errs) > 0 {
 			notes = append(notes, fmt.Sprintf("the %s does not load either: %v", what, errs[0]))
 			return nil
