@@ -77,6 +77,9 @@ func minimalNSD(n reply, q question) (reply, bool) {
 			ns = append(ns, strings.ToLower(f[4]))
 			continue
 		}
+		if covers(s, "NS") {
+			continue // the NS RRset's signature goes with it
+		}
 		auth = append(auth, s)
 	}
 	if len(ns) == 0 {
@@ -99,9 +102,18 @@ func minimalNSD(n reply, q question) (reply, bool) {
 	m.sections[1] = auth
 	m.sections[2] = slices.DeleteFunc(slices.Clone(n.sections[2]), func(s string) bool {
 		f := strings.Split(s, "\t")
-		return len(f) == 5 && (f[3] == "A" || f[3] == "AAAA") && slices.Contains(ns, f[0]) && !needed[f[0]]
+		address := len(f) == 5 && (f[3] == "A" || f[3] == "AAAA" || covers(s, "A") || covers(s, "AAAA"))
+		return address && slices.Contains(ns, f[0]) && !needed[f[0]]
 	})
 	return m, true
+}
+
+// covers reports whether the record s (rrText) is an RRSIG over type t:
+// with DO, an RRset minimal responses leave out takes its signatures
+// with it.
+func covers(s, t string) bool {
+	f := strings.Split(s, "\t")
+	return len(f) == 5 && f[3] == "RRSIG" && strings.HasPrefix(f[4], t+" ")
 }
 
 // chainPrefix reports whether all three answers are the same CNAME chain

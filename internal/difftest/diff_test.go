@@ -205,14 +205,15 @@ func TestDifferential(t *testing.T) {
 		t.Errorf("%v\nsteer:\n%sknot:\n%snsd:\n%s", f.q, f.steer, f.knot, f.nsd)
 	}
 
-	t.Run("fast path matches general", func(t *testing.T) { fastMatchesGeneral(t, dnsserver.NewHandler(snap), qs) })
+	t.Run("fast path matches general", func(t *testing.T) { fastMatchesGeneral(t, dnsserver.NewHandler(snap), qs, 30000) })
 }
 
 // fastMatchesGeneral asks the handler each question in nine forms (EDNS
 // sizes, DO, NSID, a client subnet, no EDNS, TCP, random case) and
 // requires the fast path to write exactly the bytes the general path
-// does, on these zones as on steer's own test zone.
-func fastMatchesGeneral(t *testing.T, h *dnsserver.Handler, qs []question) {
+// does, on these zones as on steer's own test zone; at least least
+// queries are compared.
+func fastMatchesGeneral(t *testing.T, h *dnsserver.Handler, qs []question, least int) {
 	r := rand.New(rand.NewPCG(3, 4))
 	buf1 := make([]byte, 0, 65535)
 	buf2 := make([]byte, 0, 65535)
@@ -258,7 +259,7 @@ func fastMatchesGeneral(t *testing.T, h *dnsserver.Handler, qs []question) {
 			}
 		}
 	}
-	if n < 30000 {
+	if n < least {
 		t.Errorf("only %d queries compared", n)
 	}
 	t.Logf("%d queries compared", n)
