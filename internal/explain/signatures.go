@@ -42,23 +42,39 @@ func zoneKeys(snap *snapshot.Snapshot) keyFinder {
 			return nil, ""
 		}
 		z := snap.Zones.Zone(dns.CanonicalName(signer))
-		if z == nil || z.Signer() == nil {
+		if z == nil {
 			return nil, ""
 		}
-		keys := z.Signer().Keys()
-		csk := true
-		for _, k := range keys {
-			csk = csk && k.SEP()
-		}
-		for _, k := range keys {
-			if k.Tag == tag && k.DNSKEY.Algorithm == alg {
-				switch {
-				case csk:
-					return k.DNSKEY, "CSK"
-				case k.SEP():
-					return k.DNSKEY, "KSK"
+		if s := z.SteeredSigner(); s != nil {
+			keys := s.Keys()
+			csk := !s.ZSKOnly()
+			for _, k := range keys {
+				csk = csk && k.SEP()
+			}
+			for _, k := range keys {
+				if k.Tag == tag && k.DNSKEY.Algorithm == alg {
+					switch {
+					case csk:
+						return k.DNSKEY, "CSK"
+					case k.SEP():
+						return k.DNSKEY, "KSK"
+					}
+					return k.DNSKEY, "ZSK"
 				}
-				return k.DNSKEY, "ZSK"
+			}
+		}
+		if z.Signer() != nil {
+			return nil, ""
+		}
+		// A zone signed elsewhere: the key is its signer's, in the
+		// DNSKEY RRset the zone serves.
+		a := snap.Zones.Lookup(z.Origin, dns.TypeDNSKEY)
+		for _, rr := range a.Answer {
+			if k, ok := rr.(*dns.DNSKEY); ok && k.KeyTag() == tag && k.Algorithm == alg {
+				if k.Flags&dns.SEP != 0 {
+					return k, "KSK"
+				}
+				return k, "ZSK"
 			}
 		}
 		return nil, ""
@@ -131,7 +147,7 @@ func unsigned(resp *dns.Msg, snap *snapshot.Snapshot, req Request) []string {
 		return nil
 	}
 	z := snap.Zones.Find(dns.CanonicalName(req.Name))
-	if z == nil || z.Signer() == nil {
+	if z == nil || z.SteeredSigner() == nil {
 		return nil
 	}
 	for _, sec := range [][]dns.RR{resp.Answer, resp.Ns} {
