@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/peertest"
 	"github.com/steer-dns/steer/internal/validatortest"
 )
@@ -157,6 +158,20 @@ records:
 	}
 	if tags := sigTags(ask(steerAddr, "static."+origin, dns.TypeA, "")); len(tags) != 1 || tags[zsk.Tag] {
 		t.Errorf("static A signed by keys %v, want Knot's ZSK alone", tags)
+	}
+	// explain verifies both kinds: steer's over the steered answer, the
+	// signer's over static data (with the DNSKEY RRset the zone serves).
+	for _, q := range []struct {
+		name string
+		ecs  netip.Prefix
+	}{{"shop." + origin, netip.MustParsePrefix(berlin)}, {"static." + origin, netip.Prefix{}}} {
+		rep, err := explain.Run(n.srv.Handler(), explain.Request{Name: q.name, Qtype: dns.TypeA, ECS: q.ecs, From: netip.MustParseAddr("127.0.0.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Signatures) != 1 || !rep.Signatures[0].Verified || (rep.Signatures[0].KeyTag == zsk.Tag) != (q.name == "shop."+origin) {
+			t.Errorf("explain %s: signatures %+v", q.name, rep.Signatures)
+		}
 	}
 	ready := time.Since(start)
 
