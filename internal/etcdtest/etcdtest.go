@@ -153,6 +153,10 @@ func (m *Member) config(initialCluster, state string) *embed.Config {
 	cfg.InitialClusterToken = m.c.token
 	cfg.ClusterState = state
 	cfg.UnsafeNoFsync = true
+	// bcrypt's least cost (4, not 10): with authentication on
+	// (EnableAuth) every client's login hashes the password, which
+	// under the race detector took more than the 5 s a client waits.
+	cfg.BcryptCost = 4
 	cfg.AutoCompactionRetention = "0" // tests compact by hand
 	cfg.EnableGRPCGateway = false
 	// Let test clients ping often to notice a cut link quickly.
