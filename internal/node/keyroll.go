@@ -59,6 +59,9 @@ type keyService struct {
 	// lastBuild is how long the last build took (Dsgn's measure).
 	lastBuild time.Duration
 	poked     chan struct{}
+	// fleet keeps the plans in a fleet's store (keyroll_fleet.go); nil
+	// on a single node.
+	fleet *keyFleet
 }
 
 // keyZone is one zone's plan.
@@ -109,6 +112,7 @@ func (ks *keyService) save(origin string, p *keyroll.Plan) error {
 func (ks *keyService) zoneKeys(origin string, dc *dnssec.Config, configured []*dnssec.Key, now time.Time) (sign, publish []*dnssec.Key, err error) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	ks.adoptLocked(origin) // in a fleet, the store's plan
 	kz := ks.zones[origin]
 	if kz == nil {
 		p, err := ks.load(origin)
@@ -124,7 +128,7 @@ func (ks *keyService) zoneKeys(origin string, dc *dnssec.Config, configured []*d
 			}
 			kz = &keyZone{logged: now}
 			ks.zones[origin] = kz
-			if err := ks.save(origin, p); err != nil {
+			if err := ks.keep(origin, p, false); err != nil {
 				delete(ks.zones, origin)
 				return nil, nil, err
 			}
@@ -137,12 +141,16 @@ func (ks *keyService) zoneKeys(origin string, dc *dnssec.Config, configured []*d
 			ks.log.Info("DNSSEC key plan loaded", "zone", origin, "file", ks.path(origin), "keys", planKeys(p, now))
 		}
 	}
-	p, err := kz.plan.Sync(configured, now)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %v", ks.path(origin), err)
+	p := kz.plan
+	if ks.drivesLocked() || !ks.inStoreLocked(origin) {
+		// The driver brings the plan in line with the configured keys;
+		// the other nodes of a fleet take its plan as it is.
+		if p, err = kz.plan.Sync(configured, now); err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", ks.path(origin), err)
+		}
 	}
 	if p != kz.plan {
-		if err := ks.save(origin, p); err != nil {
+		if err := ks.keep(origin, p, false); err != nil {
 			return nil, nil, err
 		}
 		ks.log.Info("DNSSEC key plan follows the configured keys", "zone", origin, "keys", planKeys(p, now))
@@ -251,11 +259,24 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 		origin := dns.CanonicalName(zc.Origin)
 		kz := ks.zones[origin]
 		z := snap.Zones.Zone(origin)
+		ks.adoptLocked(origin) // in a fleet, the store's plan
+		kz = ks.zones[origin]
 		if kz == nil || zc.DNSSEC == nil || z == nil || z.Failed != "" || z.Signer() == nil {
 			continue
 		}
 		t := ks.timings(zc.DNSSEC, z, snap)
-		p, events, err := kz.plan.Next(now, t, ks.gen)
+		drives := ks.drivesLocked()
+		if drives && ks.fleet != nil && !ks.inStoreLocked(origin) {
+			// The plan this node made before it drove (or before the
+			// store answered) becomes the fleet's.
+			if err := ks.keep(origin, kz.plan, false); err != nil {
+				ks.log.Warn("DNSSEC key plan cannot be written to the fleet's store yet", "zone", origin, "err", err)
+			}
+		}
+		p, events, err := kz.plan, []keyroll.Event(nil), error(nil)
+		if drives {
+			p, events, err = kz.plan.Next(now, t, ks.gen)
+		}
 		switch {
 		case err != nil:
 			if msg := err.Error(); msg != kz.stepErr {
@@ -264,7 +285,9 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 			}
 		case p != kz.plan:
 			kz.stepErr = ""
-			if err := ks.save(origin, p); err != nil {
+			if err := ks.keep(origin, p, false); errors.Is(err, errPlanMoved) {
+				break // another node's plan is the one: nothing was made here
+			} else if err != nil {
 				ks.log.Error("DNSSEC key rollover cannot proceed; the zone is signed with its current keys", "zone", origin, "problem", err)
 				break
 			}

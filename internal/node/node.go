@@ -191,6 +191,7 @@ func New(o Options) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
+		n.keys.shareInFleet(n.fl) // the key plans are the store's (keyroll_fleet.go)
 		if cfg, bundle, err = n.fl.Config(nil); err != nil {
 			cfg, bundle = n.fleetFallback(bundle, err)
 		}

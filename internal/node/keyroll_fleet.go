@@ -1,0 +1,222 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/steer-dns/steer/internal/dnssec"
+	"github.com/steer-dns/steer/internal/fleetnode"
+	"github.com/steer-dns/steer/internal/keyroll"
+)
+
+// Key plans in a fleet. Every node must publish the same DNSKEY RRset and
+// sign with the same ZSK at every instant, and a rollover must make one
+// successor, not one per node; so in a fleet a zone's plan is the store's
+// (P/dnssec/ORIGIN, fleetnode.KeyPlans). One node drives (it holds
+// P/dnssec/leader under its lease): only it steps the plans (Next: the
+// successor, its times; Sync: the configured keys) and writes them back,
+// each write a compare-and-swap on the plan it stepped. Every node adopts
+// the store's plan as soon as it sees it, keeps it 0600 in its state
+// directory (keyroll.File) before using it, and serves from that copy
+// after a restart until the store answers. When the driver dies its lease
+// ends, another node takes the key and steps the plan as the store has
+// it: the successor already made is the one that goes on. An operator's
+// change (a KSK rollover) goes through any node, also as a
+// compare-and-swap.
+
+// errPlanMoved is keep's error when the store's plan changed under a
+// driver's step (another node wrote first): the step is dropped, and the
+// store's plan is the one in use.
+var errPlanMoved = errors.New("the fleet's key plan changed meanwhile")
+
+// keyFleet is the keyService's part in a fleet.
+type keyFleet struct {
+	plans *fleetnode.KeyPlans
+	// revs are the store revisions of the plans adopted, by origin.
+	revs map[string]int64
+}
+
+// shareInFleet makes ks keep its plans in the fleet's store; changed
+// plans and a new driver wake the key loop. Call it before Start.
+func (ks *keyService) shareInFleet(m *fleetnode.Member) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.fleet = &keyFleet{revs: map[string]int64{}}
+	ks.fleet.plans = m.ShareKeyPlans(ks.poke)
+}
+
+// drivesLocked reports whether this node may step plans: always on a
+// single node; in a fleet when it holds the leader key and has read the
+// store since it started.
+func (ks *keyService) drivesLocked() bool {
+	if ks.fleet == nil {
+		return true
+	}
+	_, self := ks.fleet.plans.Driver()
+	return self && ks.fleet.plans.Loaded()
+}
+
+// inStoreLocked reports whether the store holds a plan for origin.
+func (ks *keyService) inStoreLocked(origin string) bool {
+	if ks.fleet == nil {
+		return false
+	}
+	_, _, ok := ks.fleet.plans.Plan(origin)
+	return ok
+}
+
+// adoptLocked makes the store's plan of origin the one in use when it is
+// one this node has not adopted yet, keeping its copy in the state
+// directory first. A plan in the store that cannot be read is logged and
+// not used: the zone goes on with the plan it has.
+func (ks *keyService) adoptLocked(origin string) {
+	if ks.fleet == nil {
+		return
+	}
+	data, rev, ok := ks.fleet.plans.Plan(origin)
+	if !ok || ks.fleet.revs[origin] == rev {
+		return
+	}
+	p, err := keyroll.Decode(fleetnode.PlanKey("fleet store", origin), data)
+	if err == nil && p.Zone != origin {
+		err = fmt.Errorf("the fleet's key plan for %s is the plan of zone %s", origin, p.Zone)
+	}
+	if err != nil {
+		ks.log.Error("DNSSEC key plan in the fleet's store cannot be used; keeping the plan in use", "zone", origin, "err", err)
+		ks.fleet.revs[origin] = rev // logged once per revision
+		return
+	}
+	kz := ks.zones[origin]
+	if kz == nil {
+		kz = &keyZone{logged: time.Now()}
+		ks.zones[origin] = kz
+	}
+	if path := ks.path(origin); path != "" {
+		if err := keyroll.Save(path, p); err != nil {
+			ks.log.Error("DNSSEC key plan from the fleet's store cannot be kept in the state directory", "zone", origin, "err", err)
+		}
+	}
+	fresh := kz.plan == nil
+	kz.plan = p
+	ks.fleet.revs[origin] = rev
+	driver, _ := ks.fleet.plans.Driver()
+	if fresh {
+		ks.log.Info("DNSSEC key plan from the fleet's store", "zone", origin, "driver", driver, "keys", planKeys(p, time.Now()))
+	} else {
+		ks.log.Debug("DNSSEC key plan from the fleet's store", "zone", origin, "driver", driver, "revision", rev)
+	}
+}
+
+// storeLocked writes p, stepped or changed from the plan in use, to the
+// store (a step when driver, else an operator's change), on the revision
+// adopted; false when the store's plan changed meanwhile (the caller
+// adopts it) or the store failed (err).
+func (ks *keyService) storeLocked(origin string, p *keyroll.Plan, driver bool) (bool, error) {
+	data, err := p.Encode()
+	if err != nil {
+		return false, err
+	}
+	rev := ks.fleet.revs[origin]
+	if !ks.inStoreLocked(origin) {
+		rev = 0
+	}
+	var ok bool
+	var newRev int64
+	if driver {
+		ok, newRev, err = ks.fleet.plans.Step(origin, data, rev)
+	} else {
+		ok, newRev, err = ks.fleet.plans.Change(origin, data, rev)
+	}
+	if err != nil || !ok {
+		return false, err
+	}
+	ks.fleet.revs[origin] = newRev
+	return true, nil
+}
+
+// keep makes p origin's plan: kept in the state directory and, in a
+// fleet, written to the store first by the driver (by anyone when
+// operator is set); a lost compare-and-swap adopts the store's plan
+// instead, and is an error for an operator's change.
+func (ks *keyService) keep(origin string, p *keyroll.Plan, operator bool) error {
+	if ks.fleet != nil && (operator || ks.drivesLocked()) {
+		if data, _, ok := ks.fleet.plans.Plan(origin); ok {
+			// A step that moved nothing (Next and Sync return a copy) is
+			// not written: every write wakes every node.
+			if enc, err := p.Encode(); err == nil && bytes.Equal(enc, data) {
+				ks.zones[origin].plan = p
+				return nil
+			}
+		}
+		ok, err := ks.storeLocked(origin, p, !operator)
+		switch {
+		case err != nil && operator:
+			return fmt.Errorf("writing the key plan to the fleet's store: %v", err)
+		case err != nil:
+			return fmt.Errorf("the fleet's store did not take the key plan: %v", err)
+		case !ok:
+			ks.adoptLocked(origin)
+			if operator {
+				return fmt.Errorf("zone %s: the key plan changed in the fleet's store meanwhile; look at steer dnssec status and try again", origin)
+			}
+			return errPlanMoved
+		}
+	}
+	return ks.save(origin, p)
+}
+
+// plan returns origin's plan in use (the store's in a fleet, once seen),
+// nil when the zone has none yet.
+func (ks *keyService) plan(origin string) *keyroll.Plan {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.adoptLocked(origin)
+	if kz := ks.zones[origin]; kz != nil {
+		return kz.plan
+	}
+	return nil
+}
+
+// change applies an operator's change f to origin's plan (made from the
+// configured keys when the zone has none yet) and keeps it; in a fleet
+// it needs the store.
+func (ks *keyService) change(origin string, configured []*dnssec.Key, f func(*keyroll.Plan) (*keyroll.Plan, error)) (*keyroll.Plan, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.fleet != nil && !ks.fleet.plans.Loaded() {
+		return nil, fmt.Errorf("zone %s: the fleet's store has not answered since this node started: its key plan cannot be changed now", origin)
+	}
+	ks.adoptLocked(origin)
+	kz := ks.zones[origin]
+	if kz == nil || kz.plan == nil {
+		p, err := ks.load(origin)
+		if errors.Is(err, fs.ErrNotExist) {
+			p, err = keyroll.New(origin, configured, time.Now())
+		}
+		if err != nil {
+			return nil, err
+		}
+		kz = &keyZone{plan: p, logged: time.Now()}
+		ks.zones[origin] = kz
+	}
+	q, err := f(kz.plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := ks.keep(origin, q, true); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// source says where the plans are kept and who drives them.
+func (ks *keyService) source() (source, driver string) {
+	if ks.fleet == nil {
+		return "state directory", ""
+	}
+	d, _ := ks.fleet.plans.Driver()
+	return "fleet", d
+}
