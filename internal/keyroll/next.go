@@ -137,6 +137,13 @@ func (q *Plan) roll(now time.Time, t Timings, gen Generator) ([]Event, error) {
 		return nil, fmt.Errorf("zone %s: key plan has no ZSK to roll", q.Zone)
 	}
 	L, ipub, iret := t.ZSKLifetime, t.Ipub(), t.Iret()
+	// Every ZSK retired by now keeps at least Iret after its retirement
+	// (the timings may have grown: a slower rebuild, a longer TTL).
+	for _, k := range q.Keys {
+		if k.Role == RoleZSK && !k.Retire.IsZero() && !k.Retire.After(now) && !k.Removed(now) {
+			k.Remove = maxTime(k.Remove, k.Retire.Add(iret))
+		}
+	}
 	if last.Active.After(now) {
 		// A successor is scheduled: last. Its predecessor is the key
 		// it replaces.
@@ -166,13 +173,6 @@ func (q *Plan) roll(now time.Time, t Timings, gen Generator) ([]Event, error) {
 		}
 		last.Active, pred.Retire = act, act
 		return nil, nil
-	}
-	// last signs; each predecessor still published keeps at least Iret
-	// after its retirement (the timings may have grown).
-	for _, k := range q.Keys {
-		if k.Role == RoleZSK && k != last && !k.Retire.IsZero() && !k.Removed(now) {
-			k.Remove = maxTime(k.Remove, k.Retire.Add(iret))
-		}
 	}
 	if !last.Retire.IsZero() {
 		return nil, nil // retired without successor: check refuses it

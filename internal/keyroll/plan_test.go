@@ -393,3 +393,28 @@ func jsonText(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
 }
+
+// Timings that grow while a retired ZSK waits for its removal (a slower
+// rebuild, a longer TTL) push the removal later, also while the next
+// successor is already scheduled.
+func TestRetiredKeyFollowsLongerIret(t *testing.T) {
+	p, _, _ := kskZSK(t, t0)
+	q, _, err := p.Next(t0, timings, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swap := q.Keys[2].Active
+	q, _, err = q.Next(swap, timings, nil) // schedules the third ZSK
+	if err != nil || len(q.Keys) != 4 {
+		t.Fatalf("step at the swap: %v", err)
+	}
+	slower := timings
+	slower.SignDelay = time.Hour
+	r, _, err := q.Next(swap.Add(time.Second), slower, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := swap.Add(slower.Iret()); !r.Keys[1].Remove.Equal(want) {
+		t.Fatalf("retired ZSK removed at %s, want %s", r.Keys[1].Remove, want)
+	}
+}

@@ -377,6 +377,7 @@ func (n *Node) keyLoop() {
 		if !next.IsZero() {
 			timer = time.NewTimer(time.Until(next))
 			wake = timer.C
+			n.log.Debug("DNSSEC key plans: next event", "at", next.UTC().Format(time.RFC3339Nano))
 		}
 		select {
 		case <-n.ctx.Done():

@@ -159,10 +159,12 @@ records:
 	}
 	old := fmt.Sprint(zsk.KeyTag())
 	var seen []view
+	var seenAt []time.Time
 	record := func() view {
 		v := look()
 		if v.dnskey != "" && (len(seen) == 0 || seen[len(seen)-1] != v) {
 			seen = append(seen, v)
+			seenAt = append(seenAt, time.Now())
 			t.Logf("%s: DNSKEY ZSKs %s, steered answer signed by %s", time.Since(start).Round(time.Millisecond), v.dnskey, v.signer)
 		}
 		return v
@@ -186,7 +188,9 @@ records:
 	n.Shutdown(ctx)
 	cancel()
 	t.Logf("%s: restarting", time.Since(start).Round(time.Millisecond))
+	firstLogs := n.logs
 	n = startNodeIn(t, dir, Options{Listen: []string{addr}})
+	restarted := time.Now()
 	if !strings.Contains(n.logs.String(), "DNSSEC key plan loaded") {
 		t.Errorf("the restarted node did not load its plan:\n%s", n.logs)
 	}
@@ -195,6 +199,29 @@ records:
 	dnstest.WaitFor(t, 10*time.Second, "the successor signing", func() bool {
 		return record().signer == successor
 	}, history)
+	// From the switch on nothing the node serves carries a signature by
+	// the old ZSK: the zone's data, its denial, the steered answer.
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{"example.com", dns.TypeSOA}, {"www.example.com", dns.TypeA}, {"nx.example.com", dns.TypeA},
+		{"www.example.com", dns.TypeTXT}, {"shop.example.com", dns.TypeA}, {"example.com", dns.TypeDNSKEY}} {
+		r := n.doQuery(q.name, q.qtype)
+		sigs := 0
+		for _, sec := range [][]dns.RR{r.Answer, r.Ns} {
+			for _, rr := range sec {
+				if s, ok := rr.(*dns.RRSIG); ok {
+					sigs++
+					if fmt.Sprint(s.KeyTag) == old {
+						t.Errorf("%s %s after the switch: RRSIG by the old ZSK %s\n%v", q.name, dns.TypeToString[q.qtype], old, r)
+					}
+				}
+			}
+		}
+		if sigs == 0 {
+			t.Errorf("%s %s after the switch: no RRSIG\n%v", q.name, dns.TypeToString[q.qtype], r)
+		}
+	}
 	dnstest.WaitFor(t, 10*time.Second, "the old ZSK removed", func() bool {
 		return record().dnskey == successor
 	}, history)
@@ -219,15 +246,65 @@ records:
 	if strings.Join(steps, " ") != strings.Join(want, " ") {
 		t.Errorf("rollover steps %v, want %v", steps, want)
 	}
+	// The plan the node kept: the successor published Ipub (3 s) before
+	// it signed, the old ZSK published Iret (at least 4 s) after it
+	// stopped; and the node followed it: nothing seen before its time.
+	p, err := keyroll.Load(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldK, newK *keyroll.Key
+	for _, k := range p.Keys {
+		switch fmt.Sprint(k.Tag) {
+		case old:
+			oldK = k
+		case successor:
+			newK = k
+		}
+	}
+	if oldK == nil || newK == nil {
+		t.Fatalf("plan without the old ZSK or its successor: %+v", p.Keys)
+	}
+	if d := newK.Active.Sub(newK.Publish); d < 3*time.Second {
+		t.Errorf("successor published %s before it signed, want Ipub 3s", d)
+	}
+	if d := oldK.Remove.Sub(oldK.Retire); d < 4*time.Second || !oldK.Retire.Equal(newK.Active) {
+		t.Errorf("old ZSK retired at %s (successor active %s), removed %s later, want Iret >= 4s", oldK.Retire, newK.Active, d)
+	}
+	for i, v := range seen {
+		var due time.Time
+		switch {
+		case v.dnskey == pair && v.signer == old:
+			due = newK.Publish
+		case v.dnskey == pair && v.signer == successor:
+			due = newK.Active
+		case v.dnskey == successor:
+			due = oldK.Remove
+		}
+		if seenAt[i].Before(due) {
+			t.Errorf("%v seen at %s, before the plan's %s", v, seenAt[i].Format(time.StampMilli), due.Format(time.StampMilli))
+		}
+	}
 	if strings.Count(n.logs.String(), "event=generate") > 1 {
 		t.Errorf("the restarted node made another successor:\n%s", n.logs)
 	}
-	for _, ev := range []string{"event=activate", "event=retire", "event=remove"} {
-		if !strings.Contains(n.logs.String(), ev) {
+	// Each event is logged once by the node running when it falls due
+	// (one that falls while none runs is in the restarted node's "plan
+	// loaded" line instead).
+	logs := firstLogs.String() + n.logs.String()
+	events := []string{"event=generate", "event=publish", "event=remove"}
+	if restarted.Before(newK.Active) {
+		events = append(events, "event=activate", "event=retire")
+	}
+	for _, ev := range events {
+		if c := strings.Count(logs, ev); c < 1 {
 			t.Errorf("no %s logged", ev)
 		}
 	}
-	if strings.Contains(n.logs.String(), "Private-key") || strings.Contains(n.logs.String(), "PrivateKey:") {
+	if strings.Count(logs, "tag="+successor+" role=zsk event=publish") != 1 || strings.Count(logs, "tag="+old+" role=zsk event=remove") != 1 {
+		t.Errorf("an event logged twice:\n%s", logs)
+	}
+	if strings.Contains(logs, "Private-key") || strings.Contains(logs, "PrivateKey:") {
 		t.Error("private key material in the log")
 	}
 	t.Logf("%d validator queries in %s: %d SERVFAIL or unanswered, %d without AD",
