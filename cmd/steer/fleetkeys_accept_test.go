@@ -39,7 +39,9 @@ import (
 // subnets (Pune, Berlin, Columbus) with the site steering gives them.
 // Then a bundle with a key pair for a zone not pushed is published: every
 // node keeps serving (and validating) the bundle before it and fleet
-// status says why, naming the files; steer fleet rollback clears it. Over
+// status says why, naming the files; steer fleet rollback clears it. So
+// for a bundle whose zone names the other zone's key (refused at its
+// line). Over
 // all that (nodes logging at debug), the private key appears nowhere:
 // not in the nodes' logs, fleet status (text and --json), the push's
 // output or any admin API answer; the state directories hold it only in
@@ -247,10 +249,45 @@ fleet:
 	if rc, out := fleetCmd("rollback", "--fleet", nodes[0].file); rc != 0 || strings.Contains(out, "warning") {
 		t.Fatalf("rollback: %d %s", rc, out)
 	}
-	dnstest.WaitFor(t, 5*time.Second, "fleet status to show no node refusing a bundle", func() bool {
+	noneRefusing := func() {
+		t.Helper()
+		dnstest.WaitFor(t, 5*time.Second, "fleet status to show no node refusing a bundle", func() bool {
+			_, out := fleetCmd("status", "--fleet", nodes[0].file)
+			return !strings.Contains(out, "rejected")
+		}, func() string { _, out := fleetCmd("status", "--fleet", nodes[0].file); return out })
+	}
+	noneRefusing()
+
+	// The zone names the other zone's key (a push that skipped steer
+	// check): every node refuses it at the key's line, and keeps serving
+	// the zone signed.
+	if cur, err = fleet.ReadBundle(ctx, store, "/steer/v1"); err != nil {
+		t.Fatal(err)
+	}
+	bad = fleet.Bundle{Files: maps.Clone(cur.Files)}
+	bad.Files[stray+".key"], bad.Files[stray+".private"] = opub, opriv
+	bad.Files[fleet.ConfigName] = []byte(strings.Replace(string(cur.Files[fleet.ConfigName]), "keys: ["+key+"]", "keys: ["+key+", "+stray+"]", 1))
+	if _, _, err := fleet.Publish(ctx, store, "/steer/v1", bad, cur.Rev); err != nil {
+		t.Fatal(err)
+	}
+	want := "steer.yaml:4: zones: example.com: dnssec key " + stray + " is a key for example.org., not for example.com. (a zone this configuration does not serve)"
+	dnstest.WaitFor(t, 5*time.Second, "fleet status to show every node refusing the key for another zone", func() bool {
 		_, out := fleetCmd("status", "--fleet", nodes[0].file)
-		return !strings.Contains(out, "rejected") && strings.Count(out, " serial 1") >= 1
+		return strings.Count(out, want) == 3
 	}, func() string { _, out := fleetCmd("status", "--fleet", nodes[0].file); return out })
+	for _, n := range nodes {
+		m := new(dns.Msg)
+		m.SetQuestion("shop.example.com.", dns.TypeA)
+		m.SetEdns0(1232, true)
+		r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, n.dns)
+		if err != nil || len(r.Answer) != 2 || r.Answer[1].Header().Rrtype != dns.TypeRRSIG || r.Answer[1].(*dns.RRSIG).KeyTag != anchor.Keys[0].KeyTag() {
+			t.Errorf("%s after the bundle with a key for another zone: %v %v", n.name, r, err)
+		}
+	}
+	if rc, out := fleetCmd("rollback", "--fleet", nodes[0].file); rc != 0 {
+		t.Fatalf("rollback: %d %s", rc, out)
+	}
+	noneRefusing()
 
 	// Nothing shows the private key.
 	fleetCmd("status", "--fleet", nodes[0].file, "--json")
