@@ -124,9 +124,8 @@ signing: { budget_per_core: 1000 }
 		"world":       {"{ keys: [" + rel(world) + "] }", "", 4, "is readable by group and others (mode 0644)"},
 		"unknown-alg": {"{ keys: [keys/Kexample.com.+200+00003] }", "", 4, "algorithm 200 (unknown) is not supported"},
 		"no-sep":      {"{ keys: [" + rel(zsk[0]) + "] }", "", 4, "no key has the SEP flag"},
-		"secondaries": {"{ keys: [" + rel(csk[0]) + "] }", "    secondaries: [{ address: 192.0.2.9, tsig: k }]\ntsig: { k: { secret_file: k.key } }\n", 5,
-			"a signed zone cannot have secondaries yet: signed exports come later"},
-		"validity": {"{ keys: [" + rel(csk[0]) + "], validity: 2 weeks }", "", 4, `invalid validity "2 weeks"`},
+		"denial":      {"{ keys: [" + rel(csk[0]) + "], denial: nsec5 }", "", 4, `dnssec.denial: "nsec5" is not nsec or nsec3`},
+		"validity":    {"{ keys: [" + rel(csk[0]) + "], validity: 2 weeks }", "", 4, `invalid validity "2 weeks"`},
 	} {
 		p := filepath.Join(dir, name+".yaml")
 		body := "zones:\n  - origin: example.com\n    file: example.com.zone\n    dnssec: " + c.dnssec + "\n" + c.extra

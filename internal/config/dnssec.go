@@ -26,6 +26,7 @@ import (
 //	      keys: [keys/Kexample.com.+013+04565]  # base paths: .key and .private
 //	      validity: 14d                          # or 336h; default 14d
 //	      refresh: 0.75                          # default 0.75
+//	      denial: nsec                           # or nsec3: what transfers out carry
 //	signing:
 //	  budget_per_core: 20000  # online signatures a second, per core
 //	  cache_entries: 65536    # slots of the cache of online signatures
@@ -146,6 +147,9 @@ func (c *Config) applyDNSSECDefaults() {
 		if d.Validity == 0 {
 			d.Validity = dnssec.DefaultValidity
 		}
+		if d.Denial == "" {
+			d.Denial = dnssec.DenialNSEC
+		}
 		if _, given := c.lines[fmt.Sprintf("zones[%d].dnssec.refresh", i)]; !given {
 			d.Refresh = dnssec.DefaultRefresh
 		}
@@ -205,9 +209,10 @@ func (c *Config) checkDNSSEC(probs *diag.Problems, i int) {
 	if d.Refresh <= 0 || d.Refresh >= 1 {
 		bad(".refresh", "%v is not between 0 and 1 (exclusive): the share of the validity after which signatures are renewed", d.Refresh)
 	}
-	if len(z.Secondaries) > 0 {
-		ln := c.Line(fmt.Sprintf("zones[%d].secondaries", i))
-		probs.Add(c.File, ln, "zones: %s: a signed zone cannot have secondaries yet: signed exports come later (remove secondaries, or dnssec)", z.Origin)
+	switch d.Denial {
+	case dnssec.DenialNSEC, dnssec.DenialNSEC3:
+	default:
+		bad(".denial", "%q is not nsec or nsec3 (the denial of existence the zone's transfers to secondaries carry)", d.Denial)
 	}
 	// A zone transferred in (primaries) is signed at its primary; steer
 	// may hold a ZSK of it only (multi-signer, see ZoneKeys), which

@@ -82,7 +82,7 @@ zones:
       refresh: 0
   - origin: c.example
     file: c.zone
-    dnssec: { keys: [Kc], validity: 400d }
+    dnssec: { keys: [Kc], validity: 400d, denial: nsec5 }
     secondaries:
       - { address: 192.0.2.1, tsig: k }
   - origin: d.example
@@ -97,7 +97,7 @@ signing:
 `)
 	checkProblems(t, ps, []prob{
 		{8, "a.example: dnssec.validity: invalid validity \"2w\""},
-		{23, `unknown key "salt" in zones[3].dnssec (known keys: dnskey_ttl, keys, max_zone_ttl, presigned, propagation_delay, refresh, validity, zsk_lifetime)`},
+		{23, `unknown key "salt" in zones[3].dnssec (known keys: denial, dnskey_ttl, keys, max_zone_ttl, presigned, propagation_delay, refresh, validity, zsk_lifetime)`},
 		{26, "e.example: dnssec.validity: a validity must be a string"},
 	})
 	_, ps = parse(t, `tsig:
@@ -116,7 +116,7 @@ zones:
       refresh: 0
   - origin: c.example
     file: c.zone
-    dnssec: { keys: [Kc], validity: 400d }
+    dnssec: { keys: [Kc], validity: 400d, denial: nsec5 }
     secondaries:
       - { address: 192.0.2.1, tsig: k }
   - origin: d.example
@@ -135,7 +135,7 @@ signing:
 		{13, "dnssec.validity: must be more than 0"},
 		{14, "dnssec.refresh: 0 is not between 0 and 1"},
 		{17, "dnssec.validity: must be more than 0 and at most 366d"},
-		{18, "zones: c.example: a signed zone cannot have secondaries yet: signed exports come later"},
+		{17, `zones: c.example: dnssec.denial: "nsec5" is not nsec or nsec3`},
 		{24, "signing.budget_per_core: -1 is not between"},
 		{25, "signing.cache_entries: 100000000 is not between"},
 	})

@@ -17,6 +17,7 @@ import "time"
 //	      dnskey_ttl: 1h                         # default: the SOA's TTL
 //	      propagation_delay: 5m                  # default keyroll.DefaultPropagationDelay
 //	      max_zone_ttl: 1d                       # default: the zone's longest TTL
+//	      denial: nsec                           # or nsec3: what transfers to secondaries carry
 type Config struct {
 	// Keys are the base paths (relative to the configuration file's
 	// directory) of BIND dnssec-keygen pairs: one CSK, or KSKs and ZSKs.
@@ -46,9 +47,21 @@ type Config struct {
 	// parent has. With Keys (ZSKs only), steer signs its steered names
 	// in the zone (multi-signer).
 	Presigned bool `yaml:"presigned"`
+	// Denial is the denial of existence a signed export (a transfer to
+	// secondaries) carries: DenialNSEC (a complete NSEC chain) or
+	// DenialNSEC3 (RFC 5155, no opt-out, RFC 9276's parameters). The
+	// node's own answers use compact denial (RFC 9824) either way. ""
+	// means DenialNSEC.
+	Denial string `yaml:"denial"`
 	// Line is where the section starts in the configuration file.
 	Line int `yaml:"-"`
 }
+
+// The denials of a signed export.
+const (
+	DenialNSEC  = "nsec"
+	DenialNSEC3 = "nsec3"
+)
 
 // Options returns the signer options the section sets.
 func (c *Config) Options() Options {

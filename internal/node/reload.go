@@ -164,7 +164,9 @@ func (n *Node) runReload(p pendingReload) Result {
 		}
 		res.Changed = append(res.Changed, rr.Changed...)
 	}
-	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 && n.xfr != nil {
+	if p.kinds&(kindConfig|kindGeo|kindZones|kindResign) != 0 && n.xfr != nil {
+		// A renewal changes a signed zone's export (its signatures):
+		// it is exported under the next serial.
 		n.xfr.refresh()
 	}
 	if p.kinds&kindInputs != 0 && p.kinds&kindConfig == 0 {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -22,17 +23,47 @@ import (
 // snapshot, and asks for a rebuild through request; the DNS server hands
 // it transfer requests and NOTIFYs (dnsserver.Transfers), and builds take
 // its copies and serials (copyOf, Serials).
-type xfrWiring struct{ *xfr.Service }
+type xfrWiring struct {
+	*xfr.Service
+	log *slog.Logger
+
+	// mu guards the signed exports: the service may ask for the zones
+	// from several goroutines (a reload, a health change, the renewal
+	// timer).
+	mu sync.Mutex
+	// signed holds the last signed export of each signed zone with
+	// secondaries: reused while its zone and fallbacks are the same and
+	// its own signatures fresh, and the source of the signatures the
+	// next one keeps.
+	signed map[string]*snapshot.SignedExport
+	// renew is the timer that builds the signed exports again when
+	// their first own signature is due (nil: none set).
+	renew   *time.Timer
+	renewAt time.Time
+	closed  bool
+}
+
+// Close stops the renewal timer of the signed exports, then the service.
+func (w *xfrWiring) Close() {
+	w.mu.Lock()
+	w.closed = true
+	if w.renew != nil {
+		w.renew.Stop()
+	}
+	w.mu.Unlock()
+	w.Service.Close()
+}
 
 // dir is the state directory ("": keep nothing); ag agrees exported
 // serials with the fleet (nil: not in a fleet).
 func newXfr(log *slog.Logger, reg prometheus.Registerer, dir string, ag xfr.Agreement, current func() *snapshot.Snapshot, request func(why string)) *xfrWiring {
-	return &xfrWiring{xfr.New(xfr.Options{
+	w := &xfrWiring{log: log, signed: map[string]*snapshot.SignedExport{}}
+	w.Service = xfr.New(xfr.Options{
 		Log:        log,
 		Registerer: reg,
 		Dir:        dir,
 		Agreement:  ag,
-		Zones:      func() []xfr.Zone { return xfrZones(current()) },
+		Zones:      func() []xfr.Zone { return w.zones(current()) },
 		Rebuild:    request,
 		Steered: func(origin string) map[string]uint16 {
 			if snap := current(); snap != nil {
@@ -40,7 +71,8 @@ func newXfr(log *slog.Logger, reg prometheus.Registerer, dir string, ag xfr.Agre
 			}
 			return nil // New: the first build checks the steered names
 		},
-	})}
+	})
+	return w
 }
 
 // configure gives the service the transfers settings and the secondary
@@ -78,9 +110,81 @@ func (w *xfrWiring) copyOf(origin string) snapshot.Transferred {
 	return snapshot.Transferred{Name: name, Data: data, Unusable: unusable}
 }
 
+// zones is what the service sees of snap (xfrZones), a signed zone's
+// export being its signed export (signedExport).
+func (w *xfrWiring) zones(snap *snapshot.Snapshot) []xfr.Zone {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	live := map[string]bool{}
+	out := xfrZones(snap, func(xz *xfr.Zone, z *zonedata.Zone) bool {
+		live[z.Origin] = true
+		return w.signedExport(snap, xz, z, now)
+	})
+	for o := range w.signed {
+		if !live[o] {
+			delete(w.signed, o)
+		}
+	}
+	w.scheduleRenewal(now)
+	return out
+}
+
+// signedExport makes xz, the export of the signed zone z, its signed
+// export: every record with its signatures, the steered names'
+// fallbacks signed, the denial chain. The previous export is reused
+// while it is still the export of z (a Refresh after a health change
+// that moved nothing). It reports false when the export cannot be
+// built (said in the log): the zone is then not transferred until it
+// can be, and the secondaries keep the copy they have.
+func (w *xfrWiring) signedExport(snap *snapshot.Snapshot, xz *xfr.Zone, z *zonedata.Zone, now time.Time) bool {
+	prev := w.signed[z.Origin]
+	e := prev
+	if !prev.Reusable(z, xz.Fallbacks, now) {
+		start := time.Now()
+		var err error
+		e, err = snapshot.BuildSignedExport(z, xz.Fallbacks, snap.Denial(z.Origin), prev, now)
+		if err != nil {
+			w.log.Error("zone transfers: cannot build the signed export; the secondaries keep what they have", "zone", z.Origin, "err", err)
+			return false
+		}
+		w.log.Debug("zone transfers: signed export built", "zone", z.Origin, "records", len(e.RRs),
+			"signatures_made", e.Made, "signatures_kept", e.Kept, "took", time.Since(start).Round(time.Microsecond))
+		w.signed[z.Origin] = e
+	}
+	rrs := e.RRs
+	// Version is the export itself: one export, one digest. Its
+	// fallbacks are in its records, signed.
+	xz.Version, xz.Fallbacks, xz.Each = e, nil, nil
+	xz.Records = func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }
+	return true
+}
+
+// scheduleRenewal sets the timer that builds the signed exports again
+// when the first signature one of them made is due for renewal (w.mu
+// held): the export changes (and gets a new serial) before what the
+// secondaries serve expires.
+func (w *xfrWiring) scheduleRenewal(now time.Time) {
+	var at time.Time
+	for _, e := range w.signed {
+		if !e.Refresh.IsZero() && (at.IsZero() || e.Refresh.Before(at)) {
+			at = e.Refresh
+		}
+	}
+	if w.closed || at.IsZero() || (w.renew != nil && at.Equal(w.renewAt)) {
+		return
+	}
+	if w.renew != nil {
+		w.renew.Stop()
+	}
+	w.renewAt = at
+	w.renew = time.AfterFunc(max(at.Sub(now), time.Second), func() { w.Refresh() })
+}
+
 // xfrZones is what the service sees of snap: every zone served, and for
-// those with secondaries what they export.
-func xfrZones(snap *snapshot.Snapshot) []xfr.Zone {
+// those with secondaries what they export; signed, when set, makes the
+// export of a signed zone its signed export (false: none to give).
+func xfrZones(snap *snapshot.Snapshot, signed func(*xfr.Zone, *zonedata.Zone) bool) []xfr.Zone {
 	if snap == nil {
 		return nil
 	}
@@ -105,8 +209,11 @@ func xfrZones(snap *snapshot.Snapshot) []xfr.Zone {
 		// export (WithSerial) holds the same records, whose digest and
 		// delta are not taken again.
 		xz.Journal, xz.Version, xz.Records, xz.Each = zc.Journal(), z.Base(), z.AppendRecords, z.EachRecord
-		for _, r := range snap.Steered(z) {
-			xz.Fallbacks = append(xz.Fallbacks, snap.Fallback(r)...)
+		xz.Fallbacks = snap.Fallbacks(z)
+		if signed != nil && z.Signed() {
+			if !signed(xz, z) {
+				xz.SOA = nil // nothing consistent to transfer: the secondaries keep their copy
+			}
 		}
 		for _, s := range zc.Secondaries {
 			xz.Secondaries = append(xz.Secondaries, xfr.Secondary{Prefix: s.Prefix(), Key: snap.TSIG[s.TSIG], Notify: s.NotifyAddr()})

@@ -238,8 +238,12 @@ func transferWarnings(cfg *config.Config, marks map[*zone.Zone][]*policy.Record,
 		}
 		z := by[dns.CanonicalName(zc.Origin)]
 		if n := len(marks[z]); z != nil && n > 0 {
-			warns.Add(cfg.File, zc.Line, "zone %s has %d steered name(s) and is transferred out to %d secondaries: they cannot steer and answer every client with the fallback answer (%s), and a resolver caches their answers (no ECS option: RFC 7871 scope 0) for every client, so one such server flattens the steering of all; Google Public DNS's ECS guidelines require every authoritative server of an ECS-enabled zone to enable ECS (see README, Zone transfers)",
-				z.Origin, n, len(zc.Secondaries), marks[z][0].Name)
+			signed := ""
+			if zc.Signed() {
+				signed = " (signed, with steer's keys: a secondary serves the fallback and its signatures as any other RRset)"
+			}
+			warns.Add(cfg.File, zc.Line, "zone %s has %d steered name(s) and is transferred out to %d secondaries: they cannot steer and answer every client with the fallback answer (%s)%s, and a resolver caches their answers (no ECS option: RFC 7871 scope 0) for every client, so one such server flattens the steering of all; Google Public DNS's ECS guidelines require every authoritative server of an ECS-enabled zone to enable ECS (see README, Zone transfers)",
+				z.Origin, n, len(zc.Secondaries), marks[z][0].Name, signed)
 		}
 	}
 }
