@@ -384,4 +384,3 @@ func hasLine(text string, words ...string) bool {
 	}
 	return false
 }
-
