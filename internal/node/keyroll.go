@@ -44,6 +44,10 @@ import (
 // plus the build itself (measured, lastBuild).
 const keySignMin = time.Second
 
+// keyLookMax is the longest keyLoop sleeps between two looks at the
+// plans.
+const keyLookMax = time.Minute
+
 // keyRetryMax bounds the wait between two rebuilds asked for a plan the
 // served snapshot does not follow yet (a rebuild failing).
 const keyRetryMax = time.Minute
@@ -371,6 +375,12 @@ func (n *Node) keyLoop() {
 			// later, not in a loop.
 			next = time.Now().Add(retry)
 			retry = min(2*retry, keyRetryMax)
+		}
+		// The plans are looked at again at least every keyLookMax, so
+		// that a key event is never missed for long whatever happened
+		// to the timer (a step that failed, a clock stepped).
+		if next.IsZero() || time.Until(next) > keyLookMax {
+			next = time.Now().Add(keyLookMax)
 		}
 		var wake <-chan time.Time
 		var timer *time.Timer
