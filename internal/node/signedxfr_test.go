@@ -384,3 +384,128 @@ func hasLine(text string, words ...string) bool {
 	}
 	return false
 }
+
+// TestSignedExportRenewal: signatures falling due (a validity of
+// seconds) change what a signed zone exports, so the export gets the
+// next serial though the file's is the same, and an IXFR from the first
+// serial carries the old RRSIGs out and the new ones in; the export
+// after the renewal is still whole (dnssec-verify).
+func TestSignedExportRenewal(t *testing.T) {
+	t.Parallel()
+	dnstest.NeedTool(t, "dnssec-verify")
+	const origin = "renew.xfr.test."
+	dir := t.TempDir()
+	base, dk := writeKey(t, dir, origin, true)
+	writeFile(t, dir, "renew.zone", signedXfrZone(origin, 1, ""))
+	writeFile(t, dir, "knot.key", keyFile("knot-key"))
+	// Validity 20 s, renewed at 30 %: a signature falls due about 4 s
+	// after it is made.
+	writeFile(t, dir, "steer.yaml", fmt.Sprintf(`api: { listen: "127.0.0.1:0" }
+health: { state_file: state/steer-health.json }
+tsig:
+  knot-key: { secret_file: knot.key }
+zones:
+  - origin: %s
+    file: renew.zone
+    dnssec: { keys: [%s], validity: 20s, refresh: 0.3, denial: nsec3 }
+    secondaries:
+      - { address: 127.0.0.1, tsig: knot-key, notify: none }
+records:
+  - name: shop.%s
+    ttl: 30
+    pools:
+      other: { address: 198.51.100.2 }
+    rules:
+      - default: { pool: other }
+`, origin, base, origin))
+	n := startNodeIn(t, dir, Options{})
+	serial := func() uint32 {
+		r, err := n.tryQuery(origin, dns.TypeSOA)
+		if err != nil || len(r.Answer) != 1 {
+			return 0
+		}
+		return r.Answer[0].(*dns.SOA).Serial
+	}
+	first := serial()
+	if first == 0 {
+		t.Fatal("no SOA")
+	}
+	start := time.Now()
+	dnstest.WaitFor(t, 30*time.Second, "a renewal to give the export a new serial", func() bool { return xfrSerialNewer(serial(), first) },
+		func() string { return grepLines(n.logs.String(), "renew") })
+	t.Logf("serial %d → %d after %v", first, serial(), time.Since(start).Round(time.Millisecond))
+
+	tr := &dns.Transfer{TsigSecret: map[string]string{"knot-key.": xfrKeys["knot-key"]}, DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second}
+	m := new(dns.Msg)
+	m.SetIxfr(origin, first, ".", ".")
+	m.SetTsig("knot-key.", dns.HmacSHA256, 300, time.Now().Unix())
+	env, err := tr.In(m, n.dns.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rrs []dns.RR
+	for e := range env {
+		if e.Error != nil {
+			t.Fatalf("IXFR: %v", e.Error)
+		}
+		rrs = append(rrs, e.RR...)
+	}
+	if len(rrs) < 3 || rrs[1].Header().Rrtype != dns.TypeSOA || rrs[1].(*dns.SOA).Serial != first {
+		t.Fatalf("IXFR from %d is not incremental: %d records, the second %v", first, len(rrs), rrs[min(1, len(rrs)-1)])
+	}
+	// Walk the difference sequences: deletions after a From SOA,
+	// additions after a To SOA.
+	var del, add []*dns.RRSIG
+	adding, soas := false, 0
+	for _, rr := range rrs[1 : len(rrs)-1] {
+		if rr.Header().Rrtype == dns.TypeSOA {
+			soas++
+			adding = soas%2 == 0
+			continue
+		}
+		if sig, ok := rr.(*dns.RRSIG); ok {
+			if adding {
+				add = append(add, sig)
+			} else {
+				del = append(del, sig)
+			}
+		}
+	}
+	if len(del) == 0 || len(add) == 0 {
+		t.Fatalf("IXFR from %d: %d RRSIGs out, %d in", first, len(del), len(add))
+	}
+	now := uint32(time.Now().Unix())
+	for _, s := range add {
+		if s.KeyTag != dk.KeyTag() || s.Inception > now || s.Expiration < now {
+			t.Errorf("an RRSIG the IXFR adds is not a current one of the key: %v", s)
+		}
+	}
+	t.Logf("IXFR %d → %d: %d RRSIGs out, %d in, %d deltas", first, rrs[0].(*dns.SOA).Serial, len(del), len(add), soas/2)
+
+	// AXFR now: whole.
+	m = new(dns.Msg)
+	m.SetAxfr(origin)
+	m.SetTsig("knot-key.", dns.HmacSHA256, 300, time.Now().Unix())
+	tr = &dns.Transfer{TsigSecret: tr.TsigSecret, DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second}
+	env, err = tr.In(m, n.dns.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for e := range env {
+		if e.Error != nil {
+			t.Fatalf("AXFR: %v", e.Error)
+		}
+		for _, rr := range e.RR {
+			b.WriteString(rr.String() + "\n")
+		}
+	}
+	file := filepath.Join(t.TempDir(), "renew.db")
+	writeFile(t, filepath.Dir(file), "renew.db", b.String())
+	if out, err := exec.Command("dnssec-verify", "-z", "-o", origin, file).CombinedOutput(); err != nil {
+		t.Errorf("dnssec-verify after the renewal: %v\n%s", err, out)
+	}
+}
+
+// xfrSerialNewer is RFC 1982's a after b.
+func xfrSerialNewer(a, b uint32) bool { return a != b && a-b < 1<<31 }
