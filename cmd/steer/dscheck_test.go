@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/peertest"
@@ -90,5 +92,70 @@ func TestDSCheckOffline(t *testing.T) {
 	}
 	if code, _, errOut := runSteer("dnssec", "status", "ok.example.com", "--config", conf); code != 1 || !strings.Contains(errOut, "give --api URL") {
 		t.Errorf("status without a node's API: exit %d %s", code, errOut)
+	}
+}
+
+// TestDNSSECRollCommands: steer dnssec status, roll-ksk and ds-check
+// against a running steer (its API found through --config) and NSD
+// serving the parent zone com. with the old KSK's DS: status lists the
+// KSK and ZSK; roll-ksk prints the new DS; ds-check then fails naming
+// the new KSK the parent lacks; completing is refused naming the
+// parent's DS; status --json shows the rollover under way.
+func TestDNSSECRollCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var bases []string
+	var ksk *dnssec.Key
+	for _, sep := range []bool{true, false} {
+		k, err := dnssec.GenerateKey("example.com", dns.ECDSAP256SHA256, sep)
+		noErr(t, err)
+		b, err := dnssec.WriteKey(filepath.Join(dir, "keys"), k, time.Now())
+		noErr(t, err)
+		bases = append(bases, b)
+		if sep {
+			ksk = k
+		}
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", dnstest.FreePort(t))
+	old := ksk.DS()
+	dnstest.WriteFiles(t, dir, map[string]string{
+		"token":            "tok",
+		"example.com.zone": zoneText(1, "x"),
+		"com.zone": "$ORIGIN com.\n$TTL 300\n@ SOA ns.nic hostmaster 1 3600 600 86400 300\n@ NS ns.nic\nns.nic A 192.0.2.1\nexample NS ns1.example\nns1.example A 192.0.2.53\n" +
+			fmt.Sprintf("example 60 DS %d %d %d %s\n", old.KeyTag, old.Algorithm, old.DigestType, old.Digest),
+		"steer.yaml": fmt.Sprintf("listen: [%q]\napi: { listen: %q, token_file: token }\nzones:\n  - origin: example.com\n    file: example.com.zone\n    dnssec: { keys: [%s, %s] }\n",
+			addr, apiAddr, bases[0], bases[1]),
+	})
+	cfg := filepath.Join(dir, "steer.yaml")
+	startSteer(t, cfg)
+	nsd := peertest.StartNSD(t, []peertest.Zone{{Origin: "com.", File: filepath.Join(dir, "com.zone")}}, peertest.Options{})
+
+	code, out, errOut := runSteer("dnssec", "status", "example.com", "--config", cfg)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%-6d KSK", ksk.Tag)) || !strings.Contains(out, dnssec.DSLine(old)) || !strings.Contains(out, "state directory") {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runSteer("dnssec", "ds-check", "example.com", "--config", cfg, "--parent-ns", nsd.Addr.String()); code != 0 || !strings.Contains(out, "running node's key plan") {
+		t.Fatalf("ds-check before the rollover: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runSteer("dnssec", "roll-ksk", "example.com", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "give the parent the new DS") || !strings.Contains(out, "KSK rollover under way") {
+		t.Fatalf("roll-ksk: exit %d\n%s%s", code, out, errOut)
+	}
+	var p api.KeyPlan
+	code, js, errOut := runSteer("dnssec", "status", "example.com", "--config", cfg, "--json")
+	if code != 0 || json.Unmarshal([]byte(js), &p) != nil || p.Rolling == nil || len(p.Keys) != 3 || len(p.ParentDS) != 2 {
+		t.Fatalf("status --json: exit %d\n%s%s", code, js, errOut)
+	}
+	code, out, errOut = runSteer("dnssec", "ds-check", "example.com", "--config", cfg, "--parent-ns", nsd.Addr.String())
+	if want := fmt.Sprintf("KSK %d has no DS at the parent", p.Rolling.New); code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("ds-check during the rollover: exit %d, want 1 and %q\n%s%s", code, want, out, errOut)
+	}
+	code, out, errOut = runSteer("dnssec", "roll-ksk", "example.com", "--config", cfg, "--complete", "--parent-ns", nsd.Addr.String())
+	if want := fmt.Sprintf("has no DS naming the new KSK %d", p.Rolling.New); code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, dnssec.DSLine(old)) {
+		t.Fatalf("complete before the parent has the new DS: exit %d, want 1 and %q\n%s%s", code, want, out, errOut)
+	}
+	if code, _, errOut := runSteer("dnssec", "status", "exmaple.com", "--config", cfg); code != 1 || !strings.Contains(errOut, "404") || !strings.Contains(errOut, "exmaple.com.") {
+		t.Errorf("status of a typo: exit %d %s", code, errOut)
 	}
 }
