@@ -304,10 +304,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// Signed before it is precompiled; a zone that cannot be
 			// signed is not served unsigned: it fails, alone.
 			if err := signZone(z, signer, now(), signWorkers); err != nil {
-				if !strict && signer.ZSKOnly() {
+				if !strict && signer.ZSKOnly() && z.Presigned() {
 					// A zone signed elsewhere whose steered answers
 					// steer's ZSK cannot sign so that they validate: its
-					// signer's data validates, so it is served, the
+					// signer's data validates, so it is served (a copy
+					// that is not signed fails as any zone that cannot
+					// be signed: never served unsigned), the
 					// steered names answering with the signer's
 					// stand-ins (zone.Unsteer), never with signatures
 					// by a key validators cannot find.

@@ -180,6 +180,16 @@ func TestMultiSigner(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "carries no DNSKEY RRset and signatures, and no key has the SEP flag") {
 			t.Errorf("Build: %v", err)
 		}
+		// A serving node does not serve it unsigned (a signer that
+		// stopped signing): it fails as a zone that cannot be signed.
+		snap, _, err := snapshot.BuildWith(reload(t, dir), snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Degraded) != 1 || snap.Degraded[0].Serving != snapshot.ServingServfail {
+			t.Errorf("degraded: %+v", snap.Degraded)
+		}
+		expectAnswer(t, snap, "www.example.com.", dns.TypeA, "SERVFAIL")
 	})
 
 	t.Run("stand-ins", func(t *testing.T) {

@@ -24,12 +24,10 @@ import (
 // there (NODATA) holds; and they are what the name answers should steer
 // not be able to sign (Unsteer).
 
-// SignedElsewhere reports whether z's data is signed already: its apex
-// has RRSIGs and a DNSKEY RRset, as a signer's output has (a pre-signed
-// zone).
-func (z *Zone) SignedElsewhere() bool {
-	return z.apex != nil && z.apex.get(dns.TypeRRSIG) != nil && z.apex.get(dns.TypeDNSKEY) != nil
-}
+// SignedElsewhere reports whether z's data is signed already, by a
+// signer steer is not (Presigned: its DNSKEY RRset, signatures and
+// chain, checked at load).
+func (z *Zone) SignedElsewhere() bool { return z.Presigned() }
 
 // standIn reports whether an RRset of type t at a name steered with
 // steerType (A or CNAME) is the signer's stand-in for the steered
