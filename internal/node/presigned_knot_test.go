@@ -184,3 +184,46 @@ acl:
 		}
 	}
 }
+
+// TestPresignedExpiresWhileServed: a zone signed elsewhere whose
+// signatures run out while it is served (its signer stopped renewing) is
+// answered SERVFAIL from their expiration on, with no reload: the
+// renewal timer wakes for it.
+func TestPresignedExpiresWhileServed(t *testing.T) {
+	t.Parallel()
+	dnstest.NeedTool(t, "dnssec-signzone")
+	dir := t.TempDir()
+	origin := "pre1.test."
+	writeFile(t, dir, "z", presignedZone(origin))
+	run := func(name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	run("dnssec-keygen", "-q", "-a", "ECDSAP256SHA256", "-f", "KSK", "-K", dir, origin)
+	run("dnssec-keygen", "-q", "-a", "ECDSAP256SHA256", "-K", dir, origin)
+	expires := time.Unix(time.Now().Add(6*time.Second).Unix(), 0) // whole seconds, as RRSIG times are
+	run("dnssec-signzone", "-q", "-S", "-K", dir, "-o", origin, "-s", "now-3600", "-e", fmt.Sprint(expires.Unix()), "-f", filepath.Join(dir, "signed.zone"), "z")
+	writeFile(t, dir, "steer.yaml", "zones:\n  - origin: "+origin+"\n    file: signed.zone\n")
+	n := startNodeIn(t, dir, Options{})
+	ask := func() int {
+		m := new(dns.Msg)
+		m.SetQuestion("www."+origin, dns.TypeA)
+		m.SetEdns0(1232, true)
+		r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, n.dns.String())
+		if err != nil {
+			return -1
+		}
+		return r.Rcode
+	}
+	if rc := ask(); rc != dns.RcodeSuccess || time.Now().After(expires) {
+		t.Fatalf("before the expiry: rcode %d (or the machine was too slow: %v)", rc, time.Now().After(expires))
+	}
+	dnstest.WaitFor(t, time.Until(expires)+5*time.Second, "SERVFAIL once the signatures expired", func() bool { return ask() == dns.RcodeServerFailure }, n.logs.String)
+	if time.Now().Before(expires) {
+		t.Errorf("SERVFAIL before the signatures expired")
+	}
+}

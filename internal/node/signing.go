@@ -61,6 +61,10 @@ type sigView struct {
 	zones []zoneSigs
 	// validity is the shortest validity among the signed zones.
 	validity time.Duration
+	// presignedExpiry is the first expiration among the zones signed
+	// elsewhere (no renewal here: past it, the renewal step answers the
+	// zone SERVFAIL, see snapshot.Resigned); zero when none.
+	presignedExpiry time.Time
 }
 
 // viewOf computes the signature state of snap, reusing prev's for the
@@ -83,6 +87,9 @@ func viewOf(snap *snapshot.Snapshot, prev *sigView) *sigView {
 	})
 	sameTable := prev != nil && prev.snap != nil && prev.snap.Presigned == snap.Presigned
 	for _, z := range snap.Zones.Zones() {
+		if e := unixTime(z.PresignedExpiry()); !e.IsZero() && (v.presignedExpiry.IsZero() || e.Before(v.presignedExpiry)) {
+			v.presignedExpiry = e
+		}
 		s := z.SteeredSigner()
 		if s == nil {
 			continue
@@ -172,6 +179,9 @@ func (n *Node) renewLoop() {
 		now := time.Now()
 		n.alarm(v, now, logged)
 		refresh, expire := v.earliest()
+		if pe := v.presignedExpiry; !pe.IsZero() && (refresh.IsZero() || pe.Before(refresh)) {
+			refresh = pe // a zone signed elsewhere expires: stop serving it
+		}
 		var wake <-chan time.Time
 		var timer *time.Timer
 		if !refresh.IsZero() {

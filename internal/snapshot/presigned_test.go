@@ -81,4 +81,19 @@ func TestPresignedZone(t *testing.T) {
 		t.Errorf("expired: %+v", later.Degraded)
 	}
 	expectAnswer(t, later, "www.example.com.", 1, "SERVFAIL")
+
+	// The same while served, with no reload: the node's renewal step
+	// (its timer wakes at the first expiration) answers the zone
+	// SERVFAIL once its signer has let the signatures expire.
+	if same, err := snap.Resigned(time.Now()); err != nil || same != snap {
+		t.Errorf("renewal before the expiry changed the snapshot (%v)", err)
+	}
+	gone, err := snap.Resigned(time.Now().Add(60 * 24 * time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gone.Degraded) != 1 || gone.Degraded[0].Serving != snapshot.ServingServfail || !strings.Contains(gone.Degraded[0].Problem, "signatures expired at") {
+		t.Errorf("expired while served: %+v", gone.Degraded)
+	}
+	expectAnswer(t, gone, "www.example.com.", 1, "SERVFAIL")
 }

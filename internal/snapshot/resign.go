@@ -30,8 +30,20 @@ func (s *Snapshot) Resigned(now time.Time) (*Snapshot, error) {
 	out := make([]*zone.Zone, len(zones))
 	var errs []error
 	changed := false
+	var expired []ZoneProblem
 	for i, z := range zones {
 		out[i] = z
+		if presignedExpired(z, now) {
+			// Signed elsewhere, and its signer has not renewed it in
+			// time (no transfer, no new file): answered SERVFAIL from
+			// now on, as a zone that failed to load, rather than with
+			// signatures every validator rejects.
+			f := zone.NewFailed(z.Origin, z.File, fmt.Sprintf("its signatures expired at %s (%s): the signer did not renew them in time",
+				time.Unix(int64(z.PresignedExpiry()), 0).UTC().Format(time.RFC3339), z.PresignedSummary()))
+			out[i], changed = f, true
+			expired = append(expired, ZoneProblem{Origin: z.Origin, File: z.File, Problem: f.Failed, Serving: ServingServfail})
+			continue
+		}
 		if z.Signer() == nil {
 			continue
 		}
@@ -52,6 +64,9 @@ func (s *Snapshot) Resigned(now time.Time) (*Snapshot, error) {
 		return s, errors.Join(errs...)
 	}
 	n := *s
+	if len(expired) > 0 {
+		n.Degraded = append(append([]ZoneProblem(nil), s.Degraded...), expired...)
+	}
 	if changed {
 		n.Zones = zone.NewSet(out)
 		n.Zones.Precompile()
