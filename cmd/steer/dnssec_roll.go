@@ -308,7 +308,7 @@ func planKeys(p api.KeyPlan) (published, want []*dns.DNSKEY, source string, err 
 		should[ds] = true
 	}
 	for _, k := range p.Keys {
-		if k.State == "removed" || k.State == "created" || k.State == "generated" {
+		if k.State == "removed" || k.State == "generated" {
 			continue
 		}
 		rr, err := dns.NewRR(k.DNSKEY)

@@ -76,7 +76,7 @@ type PlanKey struct {
 	Tag       uint16 `json:"tag"`
 	Role      string `json:"role"` // ksk, zsk or csk
 	Algorithm string `json:"algorithm"`
-	// State is the key's state now: "created" (not yet published),
+	// State is the key's state now: "generated" (not yet published),
 	// "published" (in the DNSKEY RRset, not signing), "active"
 	// (signing), "retired" (published, no longer signing) or "removed".
 	State string `json:"state"`
