@@ -431,7 +431,12 @@ records:
 		t.Fatal("no SOA")
 	}
 	start := time.Now()
-	dnstest.WaitFor(t, 30*time.Second, "a renewal to give the export a new serial", func() bool { return xfrSerialNewer(serial(), first) },
+	// Both the served SOA and the transfer service's export (which the
+	// IXFR below is answered from, and which follows the snapshot a
+	// moment later under load) must have moved on.
+	dnstest.WaitFor(t, 30*time.Second, "a renewal to give the export a new serial", func() bool {
+		return xfrSerialNewer(serial(), first) && xfrSerialNewer(n.xfr.Status(origin).ExportedSerial, first)
+	},
 		func() string { return grepLines(n.logs.String(), "renew") })
 	t.Logf("serial %d → %d after %v", first, serial(), time.Since(start).Round(time.Millisecond))
 
