@@ -187,6 +187,15 @@ func TestDebianPackage(t *testing.T) {
 		t.Error("systemd-analyze is not installed (STEER_REQUIRE_TOOLS=1)")
 	}
 
+	// Nothing of the steer user may still run when the package goes:
+	// a process outliving the wrapper that served it would write its
+	// state again after postrm removed /var/lib/steer.
+	for deadline := time.Now().Add(10 * time.Second); exec.Command("pgrep", "-u", "steer").Run() == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("ps", "-u", "steer", "-o", "pid,args").CombinedOutput()
+			t.Fatalf("processes of the steer user still run 10 s after the test stopped its server:\n%s", out)
+		}
+	}
 	dpkgRun(t, "--purge", "steer")
 	if installed() {
 		t.Fatal("steer still installed after dpkg --purge")
@@ -194,7 +203,8 @@ func TestDebianPackage(t *testing.T) {
 	for _, f := range append(files, "/etc/steer", "/etc/systemd/system/multi-user.target.wants/steer.service") {
 		f = strings.TrimSuffix(strings.TrimPrefix(f, "."), "/")
 		if _, err := os.Lstat(f); err == nil {
-			t.Errorf("%s is left after dpkg --purge", f)
+			ls, _ := exec.Command("ls", "-laR", f).CombinedOutput()
+			t.Errorf("%s is left after dpkg --purge:\n%s", f, ls)
 		}
 	}
 	if err := exec.Command("getent", "passwd", "steer").Run(); err == nil {
