@@ -341,13 +341,13 @@ acl:
 		}
 		t.Logf("serial %d served by the three peers %v after the change", serial, time.Since(start).Round(time.Millisecond))
 	}
-	waitAll(2, 15*time.Second)
+	waitAll(2, 45*time.Second)
 	for _, z := range signedXfrZones {
 		if code, body := n.call("PUT", "/v1/records/shop."+z.origin+"/pools/other/state", "", `{"state":"down"}`); code != 204 {
 			t.Fatalf("pool override: %d %s", code, body)
 		}
 	}
-	waitAll(3, 15*time.Second)
+	waitAll(3, 45*time.Second)
 	// What the changes touched, at serial 3 (the copies are checked
 	// whole by dnssec-verify): the SOA, the new name, the names around
 	// it (in the NSEC chain: alias before it, ent after it), the
