@@ -258,10 +258,6 @@ records:
 	if old > successor {
 		pair = successor + "," + old
 	}
-	want := []string{old + "/" + old, pair + "/" + old, pair + "/" + successor, successor + "/" + successor}
-	if strings.Join(steps, " ") != strings.Join(want, " ") {
-		t.Errorf("rollover steps %v, want %v", steps, want)
-	}
 	// The plan the node kept: the successor published Ipub (3 s) before
 	// it signed, the old ZSK published Iret (at least 4 s) after it
 	// stopped; and the node followed it: nothing seen before its time.
@@ -280,6 +276,16 @@ records:
 	}
 	if oldK == nil || newK == nil {
 		t.Fatalf("plan without the old ZSK or its successor: %+v", p.Keys)
+	}
+	// A step that fell while the node was down (a restart that took
+	// longer than the step lasted, on a loaded machine) cannot be seen.
+	want := []string{old + "/" + old, pair + "/" + old}
+	if restarted.Before(oldK.Remove) {
+		want = append(want, pair+"/"+successor)
+	}
+	want = append(want, successor+"/"+successor)
+	if strings.Join(steps, " ") != strings.Join(want, " ") {
+		t.Errorf("rollover steps %v, want %v (node down %s)", steps, want, time.Duration(upAt.Load()-downAt.Load()).Round(time.Millisecond))
 	}
 	if d := newK.Active.Sub(newK.Publish); d < 3*time.Second {
 		t.Errorf("successor published %s before it signed, want Ipub 3s", d)
@@ -308,16 +314,20 @@ records:
 	// (one that falls while none runs is in the restarted node's "plan
 	// loaded" line instead).
 	logs := firstLogs.String() + n.logs.String()
-	events := []string{"event=generate", "event=publish", "event=remove"}
+	events := []string{"event=generate", "event=publish"}
 	if restarted.Before(newK.Active) {
 		events = append(events, "event=activate", "event=retire")
+	}
+	removes := 0
+	if restarted.Before(oldK.Remove) {
+		events, removes = append(events, "event=remove"), 1
 	}
 	for _, ev := range events {
 		if c := strings.Count(logs, ev); c < 1 {
 			t.Errorf("no %s logged", ev)
 		}
 	}
-	if strings.Count(logs, "tag="+successor+" role=zsk event=publish") != 1 || strings.Count(logs, "tag="+old+" role=zsk event=remove") != 1 {
+	if strings.Count(logs, "tag="+successor+" role=zsk event=publish") != 1 || strings.Count(logs, "tag="+old+" role=zsk event=remove") != removes {
 		t.Errorf("an event logged twice:\n%s", logs)
 	}
 	if strings.Contains(logs, "Private-key") || strings.Contains(logs, "PrivateKey:") {
