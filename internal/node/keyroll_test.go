@@ -83,12 +83,13 @@ records:
 	// The validator's view, every 100 ms per name, until stop.
 	var queries, servfail, noAD, unreachable atomic.Int64
 	// The restart's window, in time since start: from just before the
-	// node stops until a second after it serves again (downAt set,
+	// node stops until 3 s after it serves again (Unbound backs off a
+	// server it found unreachable before asking it again) (downAt set,
 	// upAt 0: still down).
 	var downAt, upAt atomic.Int64
 	inRestart := func(sent time.Duration) bool {
 		d, u := downAt.Load(), upAt.Load()
-		return d != 0 && int64(sent) >= d && (u == 0 || int64(sent) <= u+int64(time.Second))
+		return d != 0 && int64(sent) >= d && (u == 0 || int64(sent) <= u+int64(3*time.Second))
 	}
 	var badMu sync.Mutex
 	var bad []string
