@@ -243,7 +243,9 @@ func (s *etcdStore) probe() string {
 	return msg
 }
 
-func (s *etcdStore) probeOne(ep string) error {
+// dialEndpoint opens a TCP connection to the member at ep (a URL or
+// host:port) within probeTimeout, and returns its host:port.
+func dialEndpoint(ep string) (net.Conn, string, error) {
 	host := ep
 	if i := strings.Index(ep, "://"); i >= 0 {
 		host = ep[i+3:]
@@ -253,10 +255,17 @@ func (s *etcdStore) probeOne(ep string) error {
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", host)
+	return conn, host, err
+}
+
+func (s *etcdStore) probeOne(ep string) error {
+	conn, host, err := dialEndpoint(ep)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
 	if s.tls == nil {
 		return nil
 	}

@@ -137,19 +137,13 @@ func (s *etcdStore) certRequired() (notAsking []string, err error) {
 // asksForCert reports whether the member at ep asks for a client
 // certificate in the TLS handshake (it is then given the client's own).
 func (s *etcdStore) asksForCert(ep string) (bool, error) {
-	host := ep
-	if i := strings.Index(ep, "://"); i >= 0 {
-		host = ep[i+3:]
-	}
-	host = strings.TrimSuffix(host, "/")
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
+	conn, host, err := dialEndpoint(ep)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
 	tc := s.tls.Clone()
 	if tc.ServerName == "" {
 		if h, _, err := net.SplitHostPort(host); err == nil {
