@@ -183,6 +183,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.fleetRoutes()
 	s.dnssecRoutes()
 	s.dashboardRoutes()
+	s.overrideRoutes()
 	return h
 }
 
@@ -376,49 +377,46 @@ type stateBody struct {
 	// Expires is a Go duration from now ("30m") or an RFC 3339 time;
 	// empty: no expiry.
 	Expires string `json:"expires,omitempty"`
+	// Force applies an override a safety rule refuses (logged with the
+	// caller's address).
+	Force bool `json:"force,omitempty"`
 }
 
 var validStates = map[string]bool{"up": true, "down": true, "drain": true, "auto": true}
 
 // readState decodes and checks a state body, writing the error response
 // itself when it fails.
-func readState(w http.ResponseWriter, r *http.Request, now time.Time) (state string, expires time.Time, ok bool) {
+func readState(w http.ResponseWriter, r *http.Request, now time.Time) (state string, expires time.Time, opt OverrideOptions, ok bool) {
 	var body stateBody
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&body)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("trailing data after the JSON object")
-			var mbe *http.MaxBytesError
-			if errors.As(terr, &mbe) {
-				err = terr
-			}
-		}
-	}
+	dry, err := dryRun(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
-			return "", time.Time{}, false
-		}
-		if errors.Is(err, io.EOF) {
-			err = errors.New("empty body")
-		}
-		writeError(w, http.StatusBadRequest, "bad JSON body: "+err.Error())
-		return "", time.Time{}, false
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", time.Time{}, opt, false
+	}
+	if !decodeStrict(w, r, &body) {
+		return "", time.Time{}, opt, false
 	}
 	state = strings.ToLower(strings.TrimSpace(body.State))
 	if !validStates[state] {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("bad state %q: want up, down, drain or auto", body.State))
-		return "", time.Time{}, false
+		return "", time.Time{}, opt, false
 	}
 	expires, err = health.ParseExpires(body.Expires, now)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
-		return "", time.Time{}, false
+		return "", time.Time{}, opt, false
 	}
-	return state, expires, true
+	return state, expires, OverrideOptions{Force: body.Force, DryRun: dry, Caller: r.RemoteAddr}, true
+}
+
+// noSafety answers 501 for force or dry_run on a Backend without safety
+// rules (not an OverrideBackend).
+func noSafety(w http.ResponseWriter, opt OverrideOptions) bool {
+	if opt.Force || opt.DryRun {
+		writeError(w, http.StatusNotImplemented, "this server has no safety rules: force and dry_run do not apply")
+		return true
+	}
+	return false
 }
 
 func (s *server) targetState(w http.ResponseWriter, r *http.Request) {
@@ -428,8 +426,15 @@ func (s *server) targetState(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("bad address %q", raw))
 		return
 	}
-	state, expires, ok := readState(w, r, time.Now())
+	state, expires, opt, ok := readState(w, r, time.Now())
 	if !ok {
+		return
+	}
+	if ob, ok := s.b.(OverrideBackend); ok {
+		s.applyOverrides(w, ob, []Override{{Target: addr, State: state, Expires: expires}}, opt, false)
+		return
+	}
+	if noSafety(w, opt) {
 		return
 	}
 	if err := s.b.SetTargetState(addr, state, expires); err != nil {
@@ -450,8 +455,15 @@ func (s *server) targetState(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) poolState(w http.ResponseWriter, r *http.Request) {
 	record, pool := r.PathValue("name"), r.PathValue("pool")
-	state, expires, ok := readState(w, r, time.Now())
+	state, expires, opt, ok := readState(w, r, time.Now())
 	if !ok {
+		return
+	}
+	if ob, ok := s.b.(OverrideBackend); ok {
+		s.applyOverrides(w, ob, []Override{{Record: record, Pool: pool, State: state, Expires: expires}}, opt, false)
+		return
+	}
+	if noSafety(w, opt) {
 		return
 	}
 	if err := s.b.SetPoolState(record, pool, state, expires); err != nil {
@@ -484,7 +496,25 @@ func pendingAnswer(w http.ResponseWriter, err error) bool {
 // reload answers 200 with the result when the reload applied, 422 with it
 // (and "error" listing the problems) when the configuration was rejected.
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
-	res, err := s.b.Reload(r.Context())
+	force := false
+	if v := strings.TrimSpace(r.URL.Query().Get("force")); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad force %q (1 or 0)", v))
+			return
+		}
+		force = f
+	}
+	var res ReloadResult
+	var err error
+	if fr, ok := s.b.(ForceReloader); ok && force {
+		res, err = fr.ReloadForced(r.Context(), r.RemoteAddr)
+	} else if force {
+		writeError(w, http.StatusNotImplemented, "this server has no safety rules: force does not apply")
+		return
+	} else {
+		res, err = s.b.Reload(r.Context())
+	}
 	if err != nil && !res.Applied && res.Seq == 0 {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

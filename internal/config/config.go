@@ -106,6 +106,9 @@ type Config struct {
 	// Signing holds the node-wide limits of online DNSSEC signatures
 	// (dnssec.go).
 	Signing Signing `yaml:"signing"`
+	// Safety is the fleet-wide safety rule on overrides (safety.go):
+	// records and policies may set their own.
+	Safety *Safety `yaml:"safety"`
 
 	// File is the configuration's path as given (for messages).
 	File string `yaml:"-"`
@@ -480,6 +483,7 @@ func (c *Config) check(probs *diag.Problems) {
 	}
 	c.checkSigning(probs)
 	c.checkTSIG(probs)
+	c.checkSafety(probs)
 	c.checkHealthChecks(probs)
 	c.readSecrets(probs)
 }

@@ -69,6 +69,9 @@ type Record struct {
 	// when_all_down, unless the record sets its own) the record uses
 	// instead of rules of its own; its pools give the names they refer to.
 	Policy string `yaml:"policy"`
+	// Safety is the record's own safety rule on overrides (safety.go),
+	// over its policy's and the top level's.
+	Safety *Safety `yaml:"safety"`
 
 	Line int `yaml:"-"`
 }
@@ -83,6 +86,9 @@ type Policy struct {
 	Rules       []Rule           `yaml:"rules"`
 	OnUnhealthy string           `yaml:"on_unhealthy"`
 	WhenAllDown string           `yaml:"when_all_down"`
+	// Safety is the safety rule of every record using the policy, unless
+	// the record sets its own (safety.go).
+	Safety *Safety `yaml:"safety"`
 }
 
 // Pool is one site: its addresses (or CNAME target) and where it is.

@@ -157,3 +157,20 @@ func overrideAttrs(o Override, expires time.Time, ids ...any) []any {
 	}
 	return attrs
 }
+
+// UsableIf reports whether k would be usable were addr's target override
+// o (OverrideNone: none) instead of the one in force: the status Usable
+// goes by (the fleet's verdict when one is set) under o. A safety rule
+// asks it before an override is applied.
+func (m *Manager) UsableIf(k Key, o Override) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := Unknown
+	if c := m.checkers[k]; c != nil {
+		s = c.m.status
+	}
+	if f := m.verdict; f != nil {
+		s = f(k, s)
+	}
+	return usable(s, o)
+}

@@ -126,6 +126,11 @@ func (b *backend) Reload(ctx context.Context) (api.ReloadResult, error) {
 	return b.n.Reload(ctx)
 }
 
+// ReloadForced implements api.ForceReloader.
+func (b *backend) ReloadForced(ctx context.Context, caller string) (api.ReloadResult, error) {
+	return b.n.ReloadForced(ctx, caller)
+}
+
 func (b *backend) PushLatency(format string, body io.Reader) (api.LatencyResult, error) {
 	return b.n.lat.push(format, body)
 }

@@ -54,13 +54,25 @@ type pendingReload struct {
 	kinds    reloadKind
 	triggers []string
 	waiters  []chan Result
+	// forcedBy, when set, is the caller of a forced reload: a safety
+	// rule does not refuse it (checkReloadSafety).
+	forcedBy string
 }
 
 // request queues a reload of kind and returns a channel that receives its
 // result (buffered: a caller that does not wait loses nothing).
 func (n *Node) request(kind reloadKind, trigger string) <-chan Result {
+	return n.requestBy(kind, trigger, "")
+}
+
+// requestBy is request; a forcedBy caller forces the reload past the
+// safety rules (and every request merged with it).
+func (n *Node) requestBy(kind reloadKind, trigger, forcedBy string) <-chan Result {
 	ch := make(chan Result, 1)
 	n.reloadMu.Lock()
+	if forcedBy != "" {
+		n.pending.forcedBy = forcedBy
+	}
 	n.pending.kinds |= kind
 	if !containsString(n.pending.triggers, trigger) {
 		n.pending.triggers = append(n.pending.triggers, trigger)
@@ -88,6 +100,13 @@ func containsString(ss []string, s string) bool {
 // when the configuration was rejected and the old one keeps serving.
 func (n *Node) Reload(ctx context.Context) (Result, error) {
 	return n.wait(ctx, n.request(kindConfig, "api"))
+}
+
+// ReloadForced is Reload past the safety rules: a configuration that
+// disables or weights out a pool a rule needs is applied anyway, and
+// logged with caller.
+func (n *Node) ReloadForced(ctx context.Context, caller string) (Result, error) {
+	return n.wait(ctx, n.requestBy(kindConfig, "api (forced)", caller))
 }
 
 // RequestReload asks for a reload without waiting (SIGHUP); its result
@@ -143,7 +162,7 @@ func (n *Node) runReload(p pendingReload) Result {
 	}
 	switch {
 	case p.kinds&kindConfig != 0:
-		n.reloadConfig(&res)
+		n.reloadConfig(&res, p.forcedBy)
 	case p.kinds&kindGeo != 0:
 		n.reloadGeo(&res)
 		if p.kinds&kindZones != 0 && res.Applied {
@@ -205,7 +224,7 @@ func (n *Node) reject(res *Result, err error) {
 // reloadConfig re-reads everything and applies it all, or nothing when
 // the configuration is invalid. Settings that cannot change while
 // running are named in res.RestartNeeded.
-func (n *Node) reloadConfig(res *Result) {
+func (n *Node) reloadConfig(res *Result, forcedBy string) {
 	step := func(name string, t time.Time) {
 		n.log.Debug("reload step", "step", name, "took", time.Since(t).Round(time.Microsecond))
 	}
@@ -255,6 +274,15 @@ func (n *Node) reloadConfig(res *Result) {
 	if err != nil {
 		n.reject(res, err)
 		return
+	}
+	if res.Trigger != "fleet" {
+		// A push is applied by every node alike; refusing it on some
+		// nodes and not others would split the fleet, so it is not
+		// checked here.
+		if err := n.checkReloadSafety(old, snap, forcedBy != "", forcedBy); err != nil {
+			n.reject(res, err)
+			return
+		}
 	}
 	// Prepare every part before anything changes.
 	p, err := prepare(cfg, snap, parts{ql: n.ql, api: n.api, grd: n.grd, lat: n.lat})
