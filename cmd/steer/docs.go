@@ -258,4 +258,5 @@ var subWords = map[string][]string{
 	"completion": {"bash", "zsh", "fish"},
 	"dnssec":     {"keygen", "ds", "ds-check", "status", "roll-ksk"},
 	"fleet":      {"push", "status", "promote", "rollback"},
+	"rum":        {"report"},
 }

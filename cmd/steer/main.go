@@ -56,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fleetCmd(args[1:], stdout, stderr)
 	case "dnssec":
 		return dnssecCmd(args[1:], stdout, stderr)
+	case "rum":
+		return rumCmd(args[1:], stdout, stderr)
 	case "completion":
 		return completionCmd(args[1:], stdout, stderr)
 	case "manpage":

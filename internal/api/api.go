@@ -184,6 +184,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.dnssecRoutes()
 	s.dashboardRoutes()
 	s.overrideRoutes()
+	s.rumRoutes()
 	return h
 }
 

@@ -520,8 +520,9 @@ func offBest(b *reportBlock, o ReportOptions) (NetworkFinding, bool) {
 		Count: round1(b.best.Count + vs.Count), Total: b.best.Total + vs.Total}, true
 }
 
-// WriteText prints the report as tables for a terminal.
-func (r *Report) WriteText(w io.Writer) {
+// WriteText prints the report as tables for a terminal, listing at most
+// limit networks per finding (0: all).
+func (r *Report) WriteText(w io.Writer, limit int) {
 	fmt.Fprintf(w, "real-user measurements for %s, %s\n", r.Record, r.Generated.Format(time.DateTime+" MST"))
 	fmt.Fprintf(w, "%d networks, %d cells, %.0f beacons (decayed), %d ever; p75 in ms, count = decayed beacons\n",
 		r.Blocks, r.Cells, r.Count, r.Total)
@@ -574,20 +575,36 @@ func (r *Report) WriteText(w io.Writer) {
 	if len(r.Misplaced) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NETWORK\tGEOIP\tRESEMBLES\tBEST p75\tCOUNTRY'S BEST: p75 (country's)\tCHOSEN\tCOUNT")
-		for _, f := range r.Misplaced {
+		for _, f := range firstFindings(r.Misplaced, limit) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %.1f\t%s %.1f (%.1f)\t%s\t%.0f\n", f.Block, f.Country, orDash(f.Resembles), f.Best, f.BestP75,
 				f.Versus, f.VersusP75, f.CountryP75, orDash(f.Chosen), f.Count)
 		}
 		tw.Flush()
+		writeMore(w, len(r.Misplaced), limit)
 	}
 	fmt.Fprintf(w, "\nnetworks steered off their measured best by more than %.0f%%: %d\n", 100*r.Options.Margin, len(r.OffBest))
 	if len(r.OffBest) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NETWORK\tGEOIP\tBEST p75\tCHOSEN p75\tCOUNT")
-		for _, f := range r.OffBest {
+		for _, f := range firstFindings(r.OffBest, limit) {
 			fmt.Fprintf(tw, "%s\t%s\t%s %.1f\t%s %.1f\t%.0f\n", f.Block, orDash(f.Country), f.Best, f.BestP75, f.Versus, f.VersusP75, f.Count)
 		}
 		tw.Flush()
+		writeMore(w, len(r.OffBest), limit)
+	}
+}
+
+// firstFindings returns the first limit findings (all when limit is 0).
+func firstFindings(fs []NetworkFinding, limit int) []NetworkFinding {
+	if limit > 0 && len(fs) > limit {
+		return fs[:limit]
+	}
+	return fs
+}
+
+func writeMore(w io.Writer, n, limit int) {
+	if limit > 0 && n > limit {
+		fmt.Fprintf(w, "... and %d more (--limit 0 or --json lists all)\n", n-limit)
 	}
 }
 

@@ -149,9 +149,9 @@ func TestReportFindsWhereGeoIPIsWrong(t *testing.T) {
 		}
 	}
 	var txt bytes.Buffer
-	rep.WriteText(&txt)
+	rep.WriteText(&txt, 2)
 	for _, want := range []string{"countries far above their neighbours", "NL  ", "networks GeoIP seems to misplace (their best site beats their country's best by 20%): 3",
-		"networks steered off their measured best by more than 20%: 3"} {
+		"networks steered off their measured best by more than 20%: 3", "... and 1 more"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, txt.String())
 		}
