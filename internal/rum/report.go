@@ -39,7 +39,10 @@ import (
 //     close, those of its continent.
 //   - Networks GeoIP seems to misplace: a network whose measured best
 //     site beats, by the margin, its own p75 to the site that is best
-//     for the country GeoIP puts it in. Its users are best served from
+//     for the country GeoIP puts it in (the site most of the country's
+//     networks measure best, weighed by their beacons: a majority, so
+//     that misplaced networks cannot move it until they are most of
+//     the country). Its users are best served from
 //     somewhere else than their supposed compatriots: a VPN egress, a
 //     mobile or corporate network whose addresses are placed at a head
 //     office. The country whose p75 to the sites looks most like the
@@ -175,7 +178,8 @@ type CountryReport struct {
 	// Chosen is the p75 of each block to the site the policy chooses for
 	// it (blocks that measured their chosen site).
 	Chosen *SiteP75 `json:"chosen,omitempty"`
-	// Best is the site with the lowest p75 for the country.
+	// Best is the site most of the country's networks measure best,
+	// weighed by their beacons.
 	Best string `json:"best_site,omitempty"`
 }
 
@@ -286,6 +290,7 @@ type countryAcc struct {
 	blocks          int
 	sites           map[string]*mixture
 	chosen          mixture
+	votes           map[string]float64 // by site: the count of the blocks it is best for
 	best            string
 	p75             map[string]float64 // by site, for resemblance
 }
@@ -345,7 +350,7 @@ func BuildReport(in ReportInput, o ReportOptions) (*Report, error) {
 		}
 		ca := countries[b.info.Country]
 		if ca == nil {
-			ca = &countryAcc{code: b.info.Country, continent: b.info.Continent, sites: map[string]*mixture{}}
+			ca = &countryAcc{code: b.info.Country, continent: b.info.Continent, sites: map[string]*mixture{}, votes: map[string]float64{}}
 			countries[b.info.Country] = ca
 		}
 		b.country = ca
@@ -361,6 +366,9 @@ func BuildReport(in ReportInput, o ReportOptions) (*Report, error) {
 		if c := b.cell(b.chosen); c != nil {
 			ca.chosen.add(c)
 		}
+		if b.best != nil {
+			ca.votes[b.best.Site] += b.best.Count
+		}
 	}
 	for _, site := range sortedKeys(siteAll) {
 		rep.Sites = append(rep.Sites, siteAll[site].row(site))
@@ -369,13 +377,20 @@ func BuildReport(in ReportInput, o ReportOptions) (*Report, error) {
 		ca := countries[code]
 		cr := CountryReport{Country: code, Continent: ca.continent, Blocks: ca.blocks}
 		ca.p75 = map[string]float64{}
-		bestP75 := math.Inf(1)
 		for _, site := range sortedKeys(ca.sites) {
 			row := ca.sites[site].row(site)
 			cr.Sites = append(cr.Sites, row)
 			ca.p75[site] = row.P75
-			if row.P75 < bestP75 {
-				ca.best, bestP75 = site, row.P75
+		}
+		// The country's best site is the one most of its beacons' networks
+		// measure best (ties: the lower p75). Not the lowest p75: the
+		// networks GeoIP misplaces into a country can be more than a
+		// quarter of it, and would move its p75s.
+		bestVotes := -1.0
+		for _, site := range sortedKeys(ca.votes) {
+			v := ca.votes[site]
+			if v > bestVotes || v == bestVotes && ca.p75[site] < ca.p75[ca.best] {
+				ca.best, bestVotes = site, v
 			}
 		}
 		cr.Best = ca.best
