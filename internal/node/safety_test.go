@@ -1,15 +1,19 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/fleet"
+	"github.com/steer-dns/steer/internal/health"
 )
 
 // safetyConfig serves shop.example.com from three pools (a, b, c at
@@ -222,5 +226,58 @@ func TestSafetyReload(t *testing.T) {
 	}
 	if !strings.Contains(n.logs.String(), "reload: safety rule overridden by force") {
 		t.Errorf("the forced reload is not logged")
+	}
+}
+
+// TestSafetyFleetBatch: a batch through one node's API is one store
+// transaction both nodes follow within a second; the rule is then
+// checked against the fleet's view on the other node.
+func TestSafetyFleetBatch(t *testing.T) {
+	t.Parallel() // waits on the store and its peers
+	c, s := fleetStore(t)
+	cfg := `identity: pushed
+api: { listen: "127.0.0.1:0" }
+zones:
+  - origin: example.com
+    file: zones/example.com.zone
+records:
+  - name: shop.example.com
+    ttl: 5
+    safety: { min_usable: 2 }
+    pools:
+      a: { address: 192.0.2.1 }
+      b: { address: 192.0.2.2 }
+      c: { address: 192.0.2.3 }
+    rules:
+      - default: { failover: [a, b, c] }
+`
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "zones/example.com.zone": []byte(zone("example.com", 1, "x"))}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	n1 := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "n1")}, Options{})
+	n2 := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "n2")}, Options{})
+	start := time.Now()
+	code, body := n1.call("POST", "/v1/overrides", "", `{"overrides":[
+		{"record":"shop.example.com","pool":"a","state":"drain"},
+		{"record":"shop.example.com","pool":"b","state":"up"},
+		{"target":"192.0.2.3","state":"up","expires":"1h"}]}`)
+	if code != 200 {
+		t.Fatalf("batch through n1: %d %s", code, body)
+	}
+	dnstest.WaitFor(t, time.Second, "all three overrides on n2", func() bool {
+		hm := n2.hc.manager
+		oa, _, okA := hm.PoolOverride("shop.example.com.", "a")
+		ob, _, okB := hm.PoolOverride("shop.example.com.", "b")
+		oc, _, okC := hm.TargetOverride(netip.MustParseAddr("192.0.2.3"))
+		return okA && okB && okC && oa == health.OverrideDrain && ob == health.OverrideUp && oc == health.OverrideUp
+	})
+	t.Logf("the batch reached n2 in %v", time.Since(start).Round(time.Millisecond))
+	if got := n2.a("shop.example.com"); got != "192.0.2.2" {
+		t.Errorf("n2 answers %s after the batch, want b", got)
+	}
+	code, body = n2.call("PUT", "/v1/records/shop.example.com/pools/b/state", "", `{"state":"down"}`)
+	if code != 409 || !strings.Contains(body, "only 1 usable pool(s) would remain (c") {
+		t.Fatalf("down of b through n2 with a drained by n1: %d %s", code, body)
 	}
 }
