@@ -268,9 +268,34 @@ func (n *Node) renew(res *Result) {
 	}
 	after := n.signatures()
 	refresh, expire := after.earliest()
-	res.Changed = append(res.Changed, renewed(before, after)...)
-	n.log.Info("DNSSEC signatures renewed", "zones", strings.Join(res.Changed, "; "),
-		"next_renewal", refresh.UTC().Format(time.RFC3339), "earliest_expiry", expire.UTC().Format(time.RFC3339))
+	for _, z := range expiredZones(old, snap) {
+		// Signed elsewhere, and not renewed by its signer in time: what
+		// happened is an expiry, not a renewal.
+		at := time.Unix(int64(z.PresignedExpiry()), 0).UTC().Format(time.RFC3339)
+		n.log.Error("DNSSEC signatures expired: zone answered SERVFAIL until its signer renews them", "zone", z.Origin,
+			"expired", at, "signatures", z.PresignedSummary())
+		res.Changed = append(res.Changed, fmt.Sprintf("zone %s: signatures expired at %s, answered SERVFAIL", z.Origin, at))
+	}
+	if r := renewed(before, after); len(r) > 0 {
+		res.Changed = append(res.Changed, r...)
+		n.log.Info("DNSSEC signatures renewed", "zones", strings.Join(r, "; "),
+			"next_renewal", refresh.UTC().Format(time.RFC3339), "earliest_expiry", expire.UTC().Format(time.RFC3339))
+	}
+}
+
+// expiredZones returns the zones of old, signed elsewhere, that snap (its
+// renewal) answers SERVFAIL because their signatures expired.
+func expiredZones(old, snap *snapshot.Snapshot) []*zonedata.Zone {
+	var out []*zonedata.Zone
+	for _, z := range old.Zones.Zones() {
+		if z.Failed != "" || z.PresignedExpiry() == 0 {
+			continue
+		}
+		if nz := snap.Zones.Zone(z.Origin); nz != nil && nz.Failed != "" {
+			out = append(out, z)
+		}
+	}
+	return out
 }
 
 // madeBy returns how many signatures each zone of v has made renewing

@@ -138,6 +138,9 @@ func (w *xfrWiring) zones(snap *snapshot.Snapshot) []xfr.Zone {
 // built (said in the log): the zone is then not transferred until it
 // can be, and the secondaries keep the copy they have.
 func (w *xfrWiring) signedExport(snap *snapshot.Snapshot, xz *xfr.Zone, z *zonedata.Zone, now time.Time) bool {
+	if z.Presigned() {
+		return w.signerExport(xz, z, now)
+	}
 	prev := w.signed[z.Origin]
 	e := prev
 	if !prev.Reusable(z, xz.Fallbacks, now) {
@@ -155,6 +158,48 @@ func (w *xfrWiring) signedExport(snap *snapshot.Snapshot, xz *xfr.Zone, z *zoned
 	rrs := e.RRs
 	// Version is the export itself: one export, one digest. Its
 	// fallbacks are in its records, signed.
+	xz.Version, xz.Fallbacks, xz.Each = e, nil, nil
+	xz.Records = func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }
+	return true
+}
+
+// signerExport makes xz, the export of z, a zone signed elsewhere, what
+// its secondaries validate on their own: the signer's zone as it came
+// in, with its serial (Fixed: the SOA is the signer's, signed by it);
+// for a multi-signer zone, the steered names' fallbacks signed with
+// steer's ZSK in place of the signer's stand-ins (BuildSignerExport).
+// A zone whose steered names are unsteered (steer's ZSK is not
+// published: zone.Unsteer) and a pre-signed zone without steered names
+// export nothing else: their stand-ins, signed by the signer, are what
+// validates. It reports false when the export cannot be built (said in
+// the log): the secondaries then keep what they have.
+func (w *xfrWiring) signerExport(xz *xfr.Zone, z *zonedata.Zone, now time.Time) bool {
+	xz.Fixed = true
+	if !z.MultiSigner() {
+		delete(w.signed, z.Origin)
+		xz.Fallbacks = nil
+		return true
+	}
+	prev := w.signed[z.Origin]
+	start := time.Now()
+	e, err := snapshot.BuildSignerExport(z, xz.Fallbacks, prev, now)
+	if err != nil {
+		w.log.Error("zone transfers: cannot build the multi-signer export; the secondaries keep what they have", "zone", z.Origin, "err", err)
+		return false
+	}
+	if e != prev {
+		w.log.Debug("zone transfers: multi-signer export built", "zone", z.Origin, "serial", z.Serial(), "records", len(e.RRs),
+			"signatures_made", e.Made, "signatures_kept", e.Kept, "took", time.Since(start).Round(time.Microsecond))
+		if exp := z.PresignedExpiry(); !e.Expires.IsZero() && exp != 0 && e.Expires.Unix() < int64(exp) {
+			// Its fallbacks' signatures are renewed with the signer's
+			// next serial only.
+			w.log.Warn("zone transfers: steer's signatures of the exported steered names expire before the signer's own: unless the signer's serial moves before, the secondaries will serve them expired; give the zone's dnssec section a validity longer than the signer's",
+				"zone", z.Origin, "serial", z.Serial(), "expires", e.Expires.UTC().Format(time.RFC3339),
+				"signer_expires", time.Unix(int64(exp), 0).UTC().Format(time.RFC3339))
+		}
+		w.signed[z.Origin] = e
+	}
+	rrs := e.RRs
 	xz.Version, xz.Fallbacks, xz.Each = e, nil, nil
 	xz.Records = func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }
 	return true

@@ -1,11 +1,13 @@
 package snapshot_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/dnssec"
@@ -138,6 +140,81 @@ func TestMultiSigner(t *testing.T) {
 		}
 	})
 
+	t.Run("export", func(t *testing.T) {
+		dir := multiSetup(t, section, published)
+		snap, _, err := snapshot.Build(reload(t, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := snap.Zones.Zone("example.com.")
+		now := time.Now()
+		fb := snap.Fallbacks(z)
+		e, err := snapshot.BuildSignerExport(z, fb, nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The signer's records and signatures as they came, but shop's
+		// stand-in and its RRSIG: in their place the fallback, signed by
+		// steer's ZSK alone.
+		signer := map[string]bool{}
+		for rr := range z.EachRecord {
+			signer[rr.String()] = true
+		}
+		var shop, shopSigs []dns.RR
+		for _, rr := range e.RRs {
+			if rr.Header().Name == "shop.example.com." && (rr.Header().Rrtype == dns.TypeA || rr.Header().Rrtype == dns.TypeRRSIG && rr.(*dns.RRSIG).TypeCovered == dns.TypeA) {
+				if rr.Header().Rrtype == dns.TypeA {
+					shop = append(shop, rr)
+				} else {
+					shopSigs = append(shopSigs, rr)
+				}
+				continue
+			}
+			if !signer[rr.String()] {
+				t.Errorf("not the signer's: %v", rr)
+			}
+			delete(signer, rr.String())
+		}
+		for rr := range signer {
+			if !strings.HasPrefix(rr, "shop.example.com.") {
+				t.Errorf("left out: %s", rr)
+			}
+		}
+		if len(shop) != 1 || shop[0].(*dns.A).A.String() != "10.0.0.2" || len(shopSigs) != 1 || shopSigs[0].(*dns.RRSIG).KeyTag != zsk.Tag {
+			t.Fatalf("shop: %v signed by %v; want the fallback 10.0.0.2 signed by steer's ZSK %d", shop, shopSigs, zsk.Tag)
+		}
+		if err := shopSigs[0].(*dns.RRSIG).Verify(zsk.DNSKEY, shop); err != nil {
+			t.Error(err)
+		}
+		verifyZone(t, "example.com.", e.RRs)
+		// The same serial keeps what it exported (the SOA, signed by
+		// the signer, cannot move): another fallback changes nothing.
+		other := []dns.RR{dns.Copy(fb[0])}
+		other[0].(*dns.A).A = net.ParseIP("10.0.0.1")
+		if again, err := snapshot.BuildSignerExport(z, other, e, now); err != nil || again != e {
+			t.Errorf("same zone and serial: a new export (%v)", err)
+		}
+		// A fallback of a type the signer's chain does not list at the
+		// name is refused, not exported.
+		txt, _ := dns.NewRR("shop.example.com. 60 IN TXT \"x\"")
+		if _, err := snapshot.BuildSignerExport(z, []dns.RR{txt}, nil, now); err == nil || !strings.Contains(err.Error(), "lists {A RRSIG NSEC}") {
+			t.Errorf("TXT fallback: %v", err)
+		}
+		nx, _ := dns.NewRR("nx.example.com. 60 IN A 10.0.0.9")
+		if _, err := snapshot.BuildSignerExport(z, []dns.RR{nx}, nil, now); err == nil || !strings.Contains(err.Error(), "has no NSEC or NSEC3 in the signer's chain") {
+			t.Errorf("a name outside the chain: %v", err)
+		}
+	})
+
+	t.Run("denial", func(t *testing.T) {
+		// The signer's chain is NSEC; the export cannot carry NSEC3.
+		dir := multiSetup(t, "    dnssec: { keys: ["+zskBase+"], denial: nsec3 }\n", published)
+		_, _, err := snapshot.Build(reload(t, dir))
+		if err == nil || !strings.Contains(err.Error(), "steer.yaml:6: zones: example.com.: dnssec.denial: nsec3, but the zone is signed elsewhere with nsec") {
+			t.Errorf("Build: %v", err)
+		}
+	})
+
 	t.Run("not-published", func(t *testing.T) {
 		dir := multiSetup(t, section, signElsewhere(t, multiZone))
 		_, _, err := snapshot.Build(reload(t, dir))
@@ -203,4 +280,23 @@ func TestMultiSigner(t *testing.T) {
 			}
 		}
 	})
+}
+
+// verifyZone runs BIND's dnssec-verify on rrs, the zone origin, and
+// fails on its complaint.
+func verifyZone(t *testing.T, origin string, rrs []dns.RR) {
+	t.Helper()
+	dnstest.NeedTool(t, "dnssec-verify")
+	file := filepath.Join(t.TempDir(), "zone")
+	var b strings.Builder
+	for _, rr := range rrs {
+		b.WriteString(rr.String() + "\n")
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("dnssec-verify", "-o", origin, file).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Zone fully signed") {
+		t.Errorf("dnssec-verify: %v\n%s", err, out)
+	}
 }

@@ -101,6 +101,21 @@ func presignedChecks(cfg *config.Config, zc *config.Zone, z *zone.Zone, file str
 	if zc != nil && zc.DNSSEC != nil && zc.DNSSEC.Presigned && !z.Presigned() {
 		errs.Add(file, 0, "zone %s has no RRSIGs at its apex, but dnssec.presigned (%s:%d) says it comes signed: refusing to serve it unsigned", z.Origin, cfg.File, zc.DNSSEC.Line)
 	}
+	if zc != nil && zc.DNSSEC != nil && z.Presigned() && zc.DNSSEC.Denial != z.SignerDenial() {
+		// Its transfers out carry the signer's chain as it came (steer
+		// cannot build one: it holds no key that signs the zone's
+		// data), so a denial asked of them that is not the signer's
+		// cannot be given.
+		for i := range cfg.Zones {
+			if dns.CanonicalName(cfg.Zones[i].Origin) != z.Origin {
+				continue
+			}
+			if ln := cfg.Line(fmt.Sprintf("zones[%d].dnssec.denial", i)); ln != 0 {
+				errs.Add(cfg.File, ln, "zones: %s: dnssec.denial: %s, but the zone is signed elsewhere with %s: its transfers out carry the signer's chain as it came, which steer cannot replace; remove denial (or have the signer use %s)",
+					z.Origin, zc.DNSSEC.Denial, z.SignerDenial(), zc.DNSSEC.Denial)
+			}
+		}
+	}
 	return errs
 }
 

@@ -41,8 +41,17 @@ type SignedExport struct {
 	// from the previous export.
 	Made, Kept int
 
+	// Expires is, for a multi-signer zone's export (BuildSignerExport),
+	// when the first signature steer made in it expires: the export is
+	// the signer's serial's and is not renewed before the signer's next
+	// serial (zero for other exports).
+	Expires time.Time
+
 	// fallbacks is the text of the fallbacks it was built with.
 	fallbacks string
+	// steered are the fallbacks a multi-signer zone's export carries,
+	// kept for the exports of the same serial.
+	steered []dns.RR
 	// sigs are the signatures it made or kept, by the text of their
 	// RRset.
 	sigs map[string][]dns.RR

@@ -239,7 +239,12 @@ func transferWarnings(cfg *config.Config, marks map[*zone.Zone][]*policy.Record,
 		z := by[dns.CanonicalName(zc.Origin)]
 		if n := len(marks[z]); z != nil && n > 0 {
 			signed := ""
-			if zc.Signed() {
+			switch {
+			case z.MultiSigner():
+				signed = " (signed elsewhere: a secondary serves the fallback signed with steer's ZSK in place of the signer's stand-in, beside the signer's data and chain as they came; as the SOA is the signer's, a fallback that moves reaches the secondaries with the signer's next serial)"
+			case z.Presigned():
+				signed = " (signed elsewhere, its steered names unsteered: a secondary serves the signer's stand-ins)"
+			case zc.Signed():
 				signed = " (signed, with steer's keys: a secondary serves the fallback and its signatures as any other RRset)"
 			}
 			warns.Add(cfg.File, zc.Line, "zone %s has %d steered name(s) and is transferred out to %d secondaries: they cannot steer and answer every client with the fallback answer (%s)%s, and a resolver caches their answers (no ECS option: RFC 7871 scope 0) for every client, so one such server flattens the steering of all; Google Public DNS's ECS guidelines require every authoritative server of an ECS-enabled zone to enable ECS (see README, Zone transfers)",

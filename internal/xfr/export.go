@@ -31,6 +31,10 @@ type Zone struct {
 	FileSerial uint32
 	// In is set for a zone transferred in from primaries.
 	In bool
+	// Fixed is set for a zone signed elsewhere: its SOA is signed by its
+	// signer, so its serial is exported as it is, never given the next
+	// one (nor agreed with a fleet), whatever changes under it.
+	Fixed bool
 
 	// The rest concerns a zone transferred out; none of it is read for a
 	// zone without Secondaries.
@@ -231,7 +235,9 @@ func (s *Service) Refresh() {
 			last = &sv
 		}
 		target := nextSerial(z.FileSerial, last, hexSum)
-		if s.o.Agreement != nil {
+		if z.Fixed {
+			target = z.Serial
+		} else if s.o.Agreement != nil {
 			target = s.agree(origin, hexSum, target, last == nil || last.Sum != hexSum)
 		}
 		if target != z.Serial {

@@ -164,3 +164,69 @@ func (z *Zone) hasChildren(name string) bool {
 	}
 	return false
 }
+
+// SignerDenial is the denial chain of a zone signed elsewhere:
+// dnssec.DenialNSEC or dnssec.DenialNSEC3 ("" for another zone).
+func (z *Zone) SignerDenial() string {
+	switch {
+	case z.pre == nil:
+		return ""
+	case z.pre.nsec3:
+		return dnssec.DenialNSEC3
+	}
+	return dnssec.DenialNSEC
+}
+
+// ChainTypes returns the types the signer's NSEC or NSEC3 at name
+// (canonical) lists, in a zone signed elsewhere; ok is false when the
+// chain has no NSEC or NSEC3 of name (another zone, or a name outside
+// the chain: an RRset there could not be proven to be the only one, nor
+// other types denied). A multi-signer export checks with it that each
+// RRset it puts in place of a stand-in is one the chain lists.
+func (z *Zone) ChainTypes(name string) (types []uint16, ok bool) {
+	p := z.pre
+	if p == nil {
+		return nil, false
+	}
+	if p.nsec3 {
+		i, match := p.findHash(name, false)
+		if !match {
+			return nil, false
+		}
+		return p.chain[i].rrs[0].(*dns.NSEC3).TypeBitMap, true
+	}
+	n := p.nsecAt(name, false)
+	if n == nil || n.name != name {
+		return nil, false
+	}
+	nsec := n.get(dns.TypeNSEC)
+	if len(nsec) != 1 {
+		return nil, false
+	}
+	return nsec[0].(*dns.NSEC).TypeBitMap, true
+}
+
+// AppendSignerRecords appends the records of z, a zone signed
+// elsewhere, as its signer gave them (AppendRecords: the SOA first, the
+// RRSIGs and the NSEC or NSEC3 chain with them), but for the RRsets
+// leave lists by owner (canonical) and type, and the RRSIGs covering
+// them: a multi-signer export puts steer's own signed RRsets in place of
+// those stand-ins.
+func (z *Zone) AppendSignerRecords(dst []dns.RR, leave map[string]map[uint16]bool) []dns.RR {
+	for rr := range z.EachRecord {
+		if len(leave) > 0 {
+			h := rr.Header()
+			if types := leave[dns.CanonicalName(h.Name)]; types != nil {
+				t := h.Rrtype
+				if sig, ok := rr.(*dns.RRSIG); ok {
+					t = sig.TypeCovered
+				}
+				if types[t] {
+					continue
+				}
+			}
+		}
+		dst = append(dst, rr)
+	}
+	return dst
+}
