@@ -183,7 +183,8 @@ func TestSignedTransfersOut(t *testing.T) {
 		anchors[z.origin] = validatortest.NewAnchor(t, z.origin, []dns.RR{dk})
 		files[z.denial+".zone"] = signedXfrZone(z.origin, 1, "")
 	}
-	files["steer.yaml"] = signedXfrConfig(keys, nil)
+	sx := newSignerXfr(t, dir) // zones signed elsewhere, to NSD and Knot
+	files["steer.yaml"] = sx.config(signedXfrConfig(keys, nil), nil)
 	for k := range xfrKeys {
 		files[strings.TrimSuffix(k, "-key")+".key"] = keyFile(k)
 	}
@@ -203,6 +204,7 @@ func TestSignedTransfersOut(t *testing.T) {
 		for _, z := range signedXfrZones {
 			zs = append(zs, peertest.Zone{Origin: z.origin, File: filepath.Join(pdir, "absent."+z.denial)})
 		}
+		zs = append(zs, sx.peerZones(pdir, "absent")...)
 		zone.WriteString(fmt.Sprintf("request-xfr: %s@%d nsd-key\nallow-notify: 127.0.0.1 nsd-key\nprovide-xfr: 127.0.0.1 NOKEY\n", host, port))
 		peers[0] = peertest.StartNSD(t, zs, peertest.Options{
 			Server: "xfrd-reload-timeout: 0\n",
@@ -215,6 +217,7 @@ func TestSignedTransfersOut(t *testing.T) {
 		for _, z := range signedXfrZones {
 			zs = append(zs, peertest.Zone{Origin: z.origin, File: filepath.Join(pdir, "knot."+z.denial)})
 		}
+		zs = append(zs, sx.peerZones(pdir, "knot")...)
 		peers[1] = peertest.StartKnot(t, zs, peertest.Options{
 			Top: fmt.Sprintf(`key:
   - id: knot-key
@@ -319,13 +322,18 @@ acl:
 	check("serial 1", func(origin string, nsec3 bool) (pos, neg []validatortest.DelvQuery) {
 		return delvQueries(t, origin, signedXfrZone(origin, 1, ""), nsec3)
 	}, "198.51.100.2")
+	for _, o := range signerXfrOrigins {
+		sx.wait(peers[:2], o, 1)
+	}
+	sx.check("signed elsewhere, serial 1", n, peers[:2], "198.51.100.2", 1)
 
 	// A change in the file (a new name: its RRset and two NSEC or NSEC3
 	// records signed), with NOTIFYs to each peer; then the steered
 	// name's fallback moves (its default pool drained): a new serial
 	// without a file change, the fallback signed again.
 	notify := map[string]int{"nsd-key": int(peers[0].Addr.Port()), "knot-key": int(peers[1].Addr.Port()), "bind-key": int(peers[2].Addr.Port())}
-	writeFile(t, dir, "steer.yaml", signedXfrConfig(keys, notify))
+	writeFile(t, dir, "steer.yaml", sx.config(signedXfrConfig(keys, notify), notify))
+	sx.sign(preOrigin, 2, "added TXT \"new in serial 2\"\n") // the signer signs a change
 	for _, z := range signedXfrZones {
 		writeFile(t, dir, z.denial+".zone", signedXfrZone(z.origin, 2, "added TXT \"new in serial 2\"\n"))
 	}
@@ -347,7 +355,13 @@ acl:
 			t.Fatalf("pool override: %d %s", code, body)
 		}
 	}
+	// The multi-signer zone's fallback moves too, but its SOA is its
+	// signer's: its export stays that of serial 1 (below).
+	if code, body := n.call("PUT", "/v1/records/shop."+multiOrigin+"/pools/other/state", "", `{"state":"down"}`); code != 204 {
+		t.Fatalf("pool override: %d %s", code, body)
+	}
 	waitAll(3, 45*time.Second)
+	sx.wait(peers[:2], preOrigin, 2)
 	// What the changes touched, at serial 3 (the copies are checked
 	// whole by dnssec-verify): the SOA, the new name, the names around
 	// it (in the NSEC chain: alias before it, ent after it), the
@@ -358,7 +372,14 @@ acl:
 		neg = []validatortest.DelvQuery{{Name: "addee." + origin, Qtype: dns.TypeA}, {Name: "added." + origin, Qtype: dns.TypeA}}
 		return pos, neg
 	}, "198.51.100.1")
+	sx.check("signed elsewhere, after the changes", n, peers[:2], "198.51.100.2", 2)
 	logs := n.logs.String()
+	if !hasLine(logs, "zone transferred out", "zone="+preOrigin, "type=ixfr", "serial=2", "form=incremental", "key=knot-key") {
+		t.Errorf("%s: no incremental transfer of serial 2 to Knot:\n%s", preOrigin, grepLines(logs, "zone="+preOrigin))
+	}
+	if l := grepLines(logs, "giving it the next one"); strings.Contains(l, multiOrigin) || strings.Contains(l, preOrigin) {
+		t.Errorf("a zone signed elsewhere was given a serial of steer's:\n%s", l)
+	}
 	for _, z := range signedXfrZones {
 		for _, k := range []string{"knot-key", "bind-key"} {
 			for _, serial := range []string{"serial=2", "serial=3"} {
