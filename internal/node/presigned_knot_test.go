@@ -226,4 +226,10 @@ func TestPresignedExpiresWhileServed(t *testing.T) {
 	if time.Now().Before(expires) {
 		t.Errorf("SERVFAIL before the signatures expired")
 	}
+	// The log says what happened: an expiry, of which zone, when; not
+	// a renewal.
+	logs := n.logs.String()
+	if !hasLine(logs, "level=ERROR", "DNSSEC signatures expired", "zone="+origin, "expired="+expires.UTC().Format(time.RFC3339)) || strings.Contains(logs, "DNSSEC signatures renewed") {
+		t.Errorf("the expiry is not logged as one:\n%s", grepLines(logs, "DNSSEC"))
+	}
 }

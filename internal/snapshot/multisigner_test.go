@@ -206,6 +206,27 @@ func TestMultiSigner(t *testing.T) {
 		}
 	})
 
+	t.Run("secondaries", func(t *testing.T) {
+		// dnssec-signzone's signatures last 30 days; steer's, exported
+		// for the signer's serial, must not run out first.
+		for validity, warned := range map[string]bool{"1d": true, "60d": false} {
+			section := "    dnssec: { keys: [" + zskBase + "], validity: " + validity + " }\n    secondaries:\n      - { address: 127.0.0.2, tsig: xfr-key }\n"
+			_, dir := write(t, map[string]string{
+				"steer.yaml":  "tsig:\n  xfr-key: { secret_file: xfr.key }\n" + strings.Replace(multiConfig, "DNSSEC\n", section, 1),
+				"signed.zone": published, "xfr.key": xfrKey,
+			})
+			writeGeo(t, filepath.Join(dir, "geo.mmdb"), "DE")
+			_, warns, err := snapshot.Build(reload(t, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := warns.Err() != nil && strings.Contains(warns.Err().Error(), "steer.yaml:8: zone example.com.: steer's signatures of the steered names last")
+			if got != warned {
+				t.Errorf("validity %s: warned %v, want %v: %v", validity, got, warned, warns.Err())
+			}
+		}
+	})
+
 	t.Run("denial", func(t *testing.T) {
 		// The signer's chain is NSEC; the export cannot carry NSEC3.
 		dir := multiSetup(t, "    dnssec: { keys: ["+zskBase+"], denial: nsec3 }\n", published)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/config"
@@ -249,6 +250,15 @@ func transferWarnings(cfg *config.Config, marks map[*zone.Zone][]*policy.Record,
 			}
 			warns.Add(cfg.File, zc.Line, "zone %s has %d steered name(s) and is transferred out to %d secondaries: they cannot steer and answer every client with the fallback answer (%s)%s, and a resolver caches their answers (no ECS option: RFC 7871 scope 0) for every client, so one such server flattens the steering of all; Google Public DNS's ECS guidelines require every authoritative server of an ECS-enabled zone to enable ECS (see README, Zone transfers)",
 				z.Origin, n, len(zc.Secondaries), marks[z][0].Name, signed)
+			if z.MultiSigner() && zc.DNSSEC != nil {
+				// The export keeps steer's signatures over the fallbacks
+				// for the signer's serial: they must outlast it.
+				validity := z.SteeredSigner().Options().Validity
+				if exp := time.Unix(int64(z.PresignedExpiry()), 0); time.Now().Add(validity).Before(exp) {
+					warns.Add(cfg.File, zc.DNSSEC.Line, "zone %s: steer's signatures of the steered names last %s, but the signer's run until %s: the transfers out keep steer's for the signer's serial, so unless the signer's serial moves within %s its secondaries will serve them expired; give the zone a validity longer than the signer's",
+						z.Origin, validity, exp.UTC().Format(time.RFC3339), validity)
+				}
+			}
 		}
 	}
 }
