@@ -52,6 +52,27 @@ type LatencyStatus struct {
 	MaxAge       string    `json:"max_age"`
 	SwitchRounds int       `json:"switch_rounds"`
 	Margin       float64   `json:"switch_margin"`
+	// RUM is the real-user measurements' part (nil: rum not configured).
+	RUM *RUMStatus `json:"rum,omitempty"`
+}
+
+// RUMStatus is RUM's part of the latency map: the map's values that come
+// from real users and their share, how RUM is blended, and the beacon
+// store.
+type RUMStatus struct {
+	Listen     string  `json:"listen"`
+	Values     int     `json:"values"` // real-user (network, site) values in the map
+	Share      float64 `json:"share"`  // Values / all values of the map
+	Weight     float64 `json:"weight"` // RUM's weight against probes
+	Quantile   string  `json:"quantile"`
+	MinSamples float64 `json:"min_samples"`
+	Interval   string  `json:"interval"`
+	Blocks     int     `json:"blocks"`
+	MaxBlocks  int     `json:"max_blocks"`
+	Cells      int     `json:"cells"`
+	Accepted   uint64  `json:"accepted"`
+	Evictions  uint64  `json:"evictions"`
+	Rounds     uint64  `json:"rounds"` // feeds into the map so far
 }
 
 // latencyFormat picks the push format from the Content-Type: text/csv is

@@ -80,6 +80,9 @@ type Config struct {
 	QueryLog QueryLog `yaml:"query_log"`
 	// Latency configures the latency map (by: latency).
 	Latency Latency `yaml:"latency"`
+	// RUM, when set, takes real-user measurements on a beacon listener
+	// of its own and feeds them into the latency map (rum.go).
+	RUM *RUM `yaml:"rum"`
 	// Anycast, when set, announces service prefixes over BGP while healthy.
 	Anycast *Anycast `yaml:"anycast"`
 	// RRL configures response rate limiting (on by default).
@@ -449,6 +452,7 @@ func (c *Config) check(probs *diag.Problems) {
 		probs.Add(f, c.Line("api.token_env"), "api: give token_file or token_env, not both")
 	}
 	c.checkLatency(probs)
+	c.checkRUM(probs)
 	c.checkMetrics(probs)
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")

@@ -137,9 +137,9 @@ func (c *Config) applyFleetDefaults() {
 
 // NodeFileKeys are the top-level keys a fleet node's own file may hold:
 // the fleet section and what is the node's own, which overrides the
-// pushed configuration's (listen, api, anycast, node, identity,
+// pushed configuration's (listen, api, anycast, rum, node, identity,
 // state_dir, and of transfers only NodeTransferKeys).
-var NodeFileKeys = []string{"fleet", "node", "identity", "listen", "api", "anycast", "state_dir", "transfers"}
+var NodeFileKeys = []string{"fleet", "node", "identity", "listen", "api", "anycast", "rum", "state_dir", "transfers"}
 
 // NodeTransferKeys are the keys of transfers a node's own file may hold:
 // the addresses it sends from, which are its own (an anycast node's

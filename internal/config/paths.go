@@ -83,6 +83,9 @@ func (c *Config) LocalPaths() []PathRef {
 	add("api.token_file", c.API.TokenFile)
 	add("api.tls_cert_file", c.API.TLSCertFile)
 	add("api.tls_key_file", c.API.TLSKeyFile)
+	if c.RUM != nil {
+		add("rum.token_file", c.RUM.TokenFile)
+	}
 	if c.Anycast != nil {
 		for i, p := range c.Anycast.Peers {
 			add(fmt.Sprintf("anycast.peers[%d].password_file", i), p.PasswordFile)

@@ -79,6 +79,13 @@ func (c *Config) readSecrets(probs *diag.Problems) {
 		}
 	}
 	c.readAPICert(bad)
+	if r := c.RUM; r != nil && r.TokenFile != "" {
+		s, err := ReadSecret(c.LocalFS(r.TokenFile), c.LocalPath(r.TokenFile))
+		if err != nil {
+			bad("rum.token_file", "beacon token: %v", err)
+		}
+		r.Token = s
+	}
 	if c.Anycast != nil {
 		for i := range c.Anycast.Peers {
 			p := &c.Anycast.Peers[i]
@@ -121,12 +128,16 @@ func (c *Config) withSecretsReread() (*Config, bool, error) {
 		f := *c.Fleet
 		cp.Fleet = &f
 	}
+	if c.RUM != nil {
+		r := *c.RUM
+		cp.RUM = &r
+	}
 	var probs diag.Problems
 	cp.readSecrets(&probs)
 	if err := probs.Err(); err != nil {
 		return nil, false, err
 	}
-	if cp.API.Token != c.API.Token || cp.API.tlsPEM != c.API.tlsPEM || c.Fleet != nil && cp.Fleet.Etcd.Password != c.Fleet.Etcd.Password ||
+	if cp.API.Token != c.API.Token || c.RUM != nil && cp.RUM.Token != c.RUM.Token || cp.API.tlsPEM != c.API.tlsPEM || c.Fleet != nil && cp.Fleet.Etcd.Password != c.Fleet.Etcd.Password ||
 		c.Anycast != nil && !slices.EqualFunc(cp.Anycast.Peers, c.Anycast.Peers, func(a, b AnycastPeer) bool { return a.Password == b.Password }) {
 		return &cp, false, nil
 	}

@@ -405,6 +405,9 @@ func (r *Report) Text() string {
 				if c.Key != "" {
 					from += " (key " + c.Key + ")"
 				}
+				if c.RUMKey != "" && c.RUMKey != c.Key {
+					from += fmt.Sprintf(" blended with real users' %.1f ms (key %s)", c.RUMms, c.RUMKey)
+				}
 				if c.Estimate != "" {
 					from += " (" + c.Estimate + ")"
 				}

@@ -412,7 +412,7 @@ func (m *Member) configOf(b fleet.Bundle, prev *config.Config) (*config.Config, 
 
 // Overlay gives the pushed configuration cfg (which it changes) what is
 // the node's own, from its local file: the fleet section and node always;
-// listen, api, anycast and identity where the local file sets them, each
+// listen, api, anycast, rum and identity where the local file sets them, each
 // replacing the pushed section whole. An identity set in neither is the
 // node's name. (A prev passed to LoadAgain is such an overlaid cfg: the
 // fields set here are set again on every call.)
@@ -427,6 +427,9 @@ func Overlay(cfg, local *config.Config) *config.Config {
 	}
 	if local.Anycast != nil {
 		cfg.Anycast = local.Anycast
+	}
+	if local.RUM != nil {
+		cfg.RUM = local.RUM
 	}
 	if local.Line("identity") > 0 || cfg.Identity == "" {
 		cfg.Identity = local.Identity

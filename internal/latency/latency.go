@@ -78,6 +78,11 @@ type Options struct {
 	// OverheadMs is added to every estimate, as given (the configuration's
 	// default is DefaultOverheadMs).
 	OverheadMs float64
+	// RUMWeight is the weight of real-user measurements (Measurement.RUM)
+	// against probe measurements where a network has both for a site:
+	// the RTT is RUMWeight*rum + (1-RUMWeight)*probe. Where only RUM has
+	// a value it is used whole (over an estimate). Zero ignores RUM.
+	RUMWeight float64
 }
 
 // WithDefaults returns o with zero fields (but OverheadMs, taken as
@@ -106,6 +111,10 @@ type Measurement struct {
 	// Origin is where the measurement was read (set by ParseCSV and
 	// ParseJSON); Check names entries by it.
 	Origin Origin
+	// RUM marks a real-user measurement (package rum), keyed by a CIDR
+	// prefix. RUM values are kept apart from probe values and blended
+	// with them by Options.RUMWeight at Lookup.
+	RUM bool
 }
 
 // Client is what Lookup knows about the client network asking.
@@ -147,6 +156,11 @@ type RTT struct {
 	// site that was older than MaxAge and was skipped, so the answer is a
 	// fallback.
 	Stale bool
+	// RUMKey is the real-user value's key ("rum:192.0.2.0/24") when one
+	// went into Ms, with that value in RUMms; Key is then the probe's
+	// key, or RUMKey when no probe measured the site.
+	RUMKey string
+	RUMms  float64
 }
 
 // value is one smoothed (key, site) value.
@@ -186,7 +200,22 @@ type Map struct {
 	sub       map[string]*entry
 	country   map[string]*entry
 	continent map[string]*entry
+	rum       map[netip.Prefix]*entry // real-user values (Measurement.RUM)
+	rum4Bits  []int
+	rum6Bits  []int
 	values    int
+	rumValues int
+}
+
+// RUMPrefix starts the key of a real-user value ("rum:192.0.2.0/24").
+const RUMPrefix = "rum:"
+
+// RUMValues returns how many of the map's values are real-user values.
+func (m *Map) RUMValues() int {
+	if m == nil {
+		return 0
+	}
+	return m.rumValues
 }
 
 // maxChain bounds the keys one client can match: 129 prefix lengths plus
@@ -217,8 +246,11 @@ func (m *Map) NextStale(now time.Time) time.Time {
 
 // all returns every entry of the map.
 func (m *Map) all() []*entry {
-	out := make([]*entry, 0, len(m.cidr)+len(m.asn)+len(m.sub)+len(m.country)+len(m.continent))
+	out := make([]*entry, 0, len(m.cidr)+len(m.asn)+len(m.sub)+len(m.country)+len(m.continent)+len(m.rum))
 	for _, e := range m.cidr {
+		out = append(out, e)
+	}
+	for _, e := range m.rum {
 		out = append(out, e)
 	}
 	for _, e := range m.asn {
@@ -257,10 +289,13 @@ func (m *Map) Len() int { return m.values }
 // locations are known; else Source "none". It does not allocate beyond
 // growing dst.
 func (m *Map) Lookup(dst []RTT, c *Client, sites []Site, now time.Time) []RTT {
-	var chain [maxChain]*entry
-	n := 0
+	var chain, rchain [maxChain]*entry
+	n, rn := 0, 0
 	if m != nil {
 		n = m.chain(&chain, c)
+		if len(m.rum) > 0 && m.o.RUMWeight > 0 {
+			rn = m.cidrChain(&rchain, m.rum, m.rum4Bits, m.rum6Bits, c)
+		}
 	}
 	for _, s := range sites {
 		r := RTT{Site: s.Name, Source: SourceNone}
@@ -287,6 +322,24 @@ func (m *Map) Lookup(dst []RTT, c *Client, sites []Site, now time.Time) []RTT {
 			r.Ms = 2*Distance(c.Lat, c.Lon, s.Lat, s.Lon)/o.KmPerMs + o.OverheadMs
 			r.Source = SourceEstimated
 		}
+		for _, e := range rchain[:rn] {
+			v := e.find(s.Name)
+			if v == nil {
+				continue
+			}
+			if m.o.MaxAge > 0 && now.Sub(v.at) > m.o.MaxAge {
+				r.Stale = true
+				continue
+			}
+			r.RUMKey, r.RUMms = e.key, v.ms
+			if found {
+				r.Ms = m.o.RUMWeight*v.ms + (1-m.o.RUMWeight)*r.Ms
+			} else {
+				// A user measurement beats a distance estimate.
+				r.Ms, r.Source, r.Key = v.ms, SourceMeasured, e.key
+			}
+			break
+		}
 		dst = append(dst, r)
 	}
 	return dst
@@ -295,27 +348,7 @@ func (m *Map) Lookup(dst []RTT, c *Client, sites []Site, now time.Time) []RTT {
 // chain fills chain with the entries matching c, most specific first, and
 // returns how many there are.
 func (m *Map) chain(chain *[maxChain]*entry, c *Client) int {
-	n := 0
-	if c.Addr.IsValid() && len(m.cidr) > 0 {
-		a := c.Addr.Unmap()
-		bits := m.v6Bits
-		if a.Is4() {
-			bits = m.v4Bits
-		}
-		for _, b := range bits {
-			if c.Bits > 0 && b > c.Bits {
-				continue
-			}
-			p, err := a.Prefix(b)
-			if err != nil {
-				continue
-			}
-			if e := m.cidr[p]; e != nil {
-				chain[n] = e
-				n++
-			}
-		}
-	}
+	n := m.cidrChain(chain, m.cidr, m.v4Bits, m.v6Bits, c)
 	if c.ASN != 0 {
 		if e := m.asn[c.ASN]; e != nil {
 			chain[n] = e
@@ -337,12 +370,47 @@ func (m *Map) chain(chain *[maxChain]*entry, c *Client) int {
 	return n
 }
 
-// NumPrefixes returns how many CIDR keys the map has.
+// cidrChain fills chain with the entries of cidr (whose prefix lengths
+// are v4 and v6, longest first) matching c, most specific first.
+func (m *Map) cidrChain(chain *[maxChain]*entry, cidr map[netip.Prefix]*entry, v4, v6 []int, c *Client) int {
+	n := 0
+	if !c.Addr.IsValid() || len(cidr) == 0 {
+		return 0
+	}
+	a := c.Addr.Unmap()
+	bits := v6
+	if a.Is4() {
+		bits = v4
+	}
+	for _, b := range bits {
+		if c.Bits > 0 && b > c.Bits {
+			continue
+		}
+		p, err := a.Prefix(b)
+		if err != nil {
+			continue
+		}
+		if e := cidr[p]; e != nil {
+			chain[n] = e
+			n++
+		}
+	}
+	return n
+}
+
+// NumPrefixes returns how many CIDR keys the map has (probe and
+// real-user keys alike, a prefix with both counted once).
 func (m *Map) NumPrefixes() int {
 	if m == nil {
 		return 0
 	}
-	return len(m.cidr)
+	n := len(m.cidr)
+	for p := range m.rum {
+		if m.cidr[p] == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Prefixes returns every CIDR key of the map, sorted (IPv4 first, then by
@@ -351,9 +419,14 @@ func (m *Map) Prefixes() []netip.Prefix {
 	if m == nil {
 		return nil
 	}
-	out := make([]netip.Prefix, 0, len(m.cidr))
+	out := make([]netip.Prefix, 0, len(m.cidr)+len(m.rum))
 	for p := range m.cidr {
 		out = append(out, p)
+	}
+	for p := range m.rum {
+		if m.cidr[p] == nil {
+			out = append(out, p)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if c := out[i].Addr().Compare(out[j].Addr()); c != 0 {
@@ -371,8 +444,17 @@ func Distance(lat1, lon1, lat2, lon2 float64) float64 { return geo.Distance(lat1
 // entry currently published for it. Entries are immutable once published;
 // an update replaces a key's entry with a changed copy.
 type keyState struct {
-	k Key
-	e *entry
+	k   Key
+	rum bool // a real-user value's key (Measurement.RUM)
+	e   *entry
+}
+
+// name is the key's name in Store.state and its entry's key.
+func (ks *keyState) name() string {
+	if ks.rum {
+		return RUMPrefix + ks.k.String()
+	}
+	return ks.k.String()
 }
 
 // Store owns the current Map. Update is serialised; Map and Lookup on the
@@ -383,6 +465,8 @@ type Store struct {
 	state   map[string]*keyState
 	bits4   [129]int // CIDR keys per prefix length
 	bits6   [129]int
+	rbits4  [129]int // real-user keys per prefix length
+	rbits6  [129]int
 	cur     atomic.Pointer[Map]
 	updates atomic.Uint64
 }
@@ -391,7 +475,7 @@ type Store struct {
 func NewStore(o Options) *Store {
 	s := &Store{o: o.WithDefaults(), state: make(map[string]*keyState)}
 	s.cur.Store(&Map{o: s.o, store: s, cidr: map[netip.Prefix]*entry{}, asn: map[uint32]*entry{}, sub: map[string]*entry{},
-		country: map[string]*entry{}, continent: map[string]*entry{}})
+		country: map[string]*entry{}, continent: map[string]*entry{}, rum: map[netip.Prefix]*entry{}})
 	return s
 }
 
@@ -427,18 +511,25 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 			// measurements would all look older than it.
 			at = now
 		}
-		ks := s.state[m.Key]
+		var ks *keyState
+		if !m.RUM {
+			ks = s.state[m.Key]
+		}
 		if ks == nil {
 			k, _ := ParseKey(m.Key)
-			name := k.String()
-			if ks = s.state[name]; ks == nil {
-				ks = &keyState{k: k}
-				s.state[name] = ks
+			if m.RUM && k.Kind != KindCIDR {
+				continue // real-user values are per network
+			}
+			ks = &keyState{k: k, rum: m.RUM}
+			if old := s.state[ks.name()]; old != nil {
+				ks = old
+			} else {
+				s.state[ks.name()] = ks
 			}
 		}
 		if !touched[ks] {
 			touched[ks] = true
-			e := &entry{key: ks.k.String()}
+			e := &entry{key: ks.name()}
 			if ks.e != nil {
 				e.sites = append(make([]value, 0, len(ks.e.sites)+1), ks.e.sites...)
 			}
@@ -491,19 +582,22 @@ func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
 	prev := s.cur.Load()
 	m := &Map{o: s.o, update: update, values: prev.values, prefixGen: prev.prefixGen, store: s,
 		cidr: maps.Clone(prev.cidr), asn: maps.Clone(prev.asn), sub: maps.Clone(prev.sub),
-		country: maps.Clone(prev.country), continent: maps.Clone(prev.continent)}
+		country: maps.Clone(prev.country), continent: maps.Clone(prev.continent), rum: prev.rum, rumValues: prev.rumValues}
+	rumCloned := false
 	for ks := range touched {
 		var had *entry
-		switch ks.k.Kind {
-		case KindCIDR:
+		switch {
+		case ks.rum:
+			had = prev.rum[ks.k.Prefix]
+		case ks.k.Kind == KindCIDR:
 			had = prev.cidr[ks.k.Prefix]
-		case KindASN:
+		case ks.k.Kind == KindASN:
 			had = prev.asn[ks.k.ASN]
-		case KindSubdivision:
+		case ks.k.Kind == KindSubdivision:
 			had = prev.sub[ks.k.Code]
-		case KindCountry:
+		case ks.k.Kind == KindCountry:
 			had = prev.country[ks.k.Code]
-		case KindContinent:
+		case ks.k.Kind == KindContinent:
 			had = prev.continent[ks.k.Code]
 		}
 		if had != nil {
@@ -512,14 +606,30 @@ func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
 		e := ks.e
 		if len(e.sites) == 0 {
 			e = nil
-			delete(s.state, ks.k.String())
+			delete(s.state, ks.name())
 		}
 		if e != nil {
 			m.values += len(e.sites)
 		}
+		if ks.rum {
+			if had != nil {
+				m.rumValues -= len(had.sites)
+			}
+			if e != nil {
+				m.rumValues += len(e.sites)
+			}
+			if !rumCloned {
+				m.rum, rumCloned = maps.Clone(prev.rum), true
+			}
+		}
 		if ks.k.Kind == KindCIDR {
 			bits := &s.bits6
-			if ks.k.Prefix.Addr().Is4() {
+			switch {
+			case ks.rum && ks.k.Prefix.Addr().Is4():
+				bits = &s.rbits4
+			case ks.rum:
+				bits = &s.rbits6
+			case ks.k.Prefix.Addr().Is4():
 				bits = &s.bits4
 			}
 			switch {
@@ -531,7 +641,11 @@ func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
 				m.prefixGen = update
 			}
 		}
-		set(m, ks.k, e)
+		if ks.rum {
+			setOrDelete(m.rum, ks.k.Prefix, e)
+		} else {
+			set(m, ks.k, e)
+		}
 	}
 	for b := 128; b >= 0; b-- {
 		if s.bits4[b] > 0 {
@@ -539,6 +653,12 @@ func (s *Store) publish(touched map[*keyState]bool, update uint64) *Map {
 		}
 		if s.bits6[b] > 0 {
 			m.v6Bits = append(m.v6Bits, b)
+		}
+		if s.rbits4[b] > 0 {
+			m.rum4Bits = append(m.rum4Bits, b)
+		}
+		if s.rbits6[b] > 0 {
+			m.rum6Bits = append(m.rum6Bits, b)
 		}
 	}
 	return m

@@ -42,6 +42,11 @@ type latencyWiring struct {
 	stats   policy.LatencyStats
 	timer   *time.Timer
 	pending map[string]bool // during prepare: the sites of the snapshot being prepared
+	// onFresh returns (l.mu held) every RUM value for cfg when a fresh
+	// map starts: they land in it with the files, before the first
+	// evaluation. rum reports RUM's part of status.
+	onFresh func(cfg *config.RUM) []latency.Measurement
+	rum     *rumWiring
 }
 
 func newLatency(log *slog.Logger, current func() *policy.Live) *latencyWiring {
@@ -59,7 +64,11 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 	defer l.mu.Unlock()
 	cfg := snap.Config
 	o := cfg.Latency.LatencyOptions()
-	if l.store == nil || o != l.opts {
+	if cfg.RUM != nil {
+		o.RUMWeight = cfg.RUM.WeightOr()
+	}
+	fresh := l.store == nil || o != l.opts
+	if fresh {
 		if l.store != nil {
 			l.log.Info("latency settings changed: starting a fresh latency map")
 		}
@@ -80,6 +89,12 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 		}
 	}
 	_, errs, warns = l.readChanged()
+	if fresh && cfg.RUM != nil && l.onFresh != nil {
+		if ms := l.onFresh(cfg.RUM); len(ms) > 0 {
+			l.store.Update(ms, time.Now())
+			l.log.Info("real-user values applied to the fresh latency map", "values", len(ms), "update", l.store.Updates())
+		}
+	}
 	if snap.Live != nil {
 		l.evaluate(snap.Live, "load")
 	}
@@ -298,6 +313,25 @@ func (l *latencyWiring) push(format string, body io.Reader) (api.LatencyResult, 
 	return res, nil
 }
 
+// pushRUM applies one round of real-user values (already checked by the
+// intake) as one update.
+func (l *latencyWiring) pushRUM(ms []latency.Measurement) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.store == nil {
+		return
+	}
+	now := time.Now()
+	l.store.Update(ms, now)
+	l.last, l.lastSrc = now, "rum"
+	l.publish()
+	l.count("rum", true)
+	if t := l.current(); t != nil {
+		l.evaluate(t, "rum round")
+	}
+	l.log.Debug("rum round applied", "values", len(ms), "update", l.store.Updates(), "networks", l.stats.Networks)
+}
+
 // status describes the map for the admin API.
 func (l *latencyWiring) status() api.LatencyStatus {
 	l.mu.Lock()
@@ -305,5 +339,6 @@ func (l *latencyWiring) status() api.LatencyStatus {
 	m := l.store.Map()
 	return api.LatencyStatus{Update: l.store.Updates(), Values: m.Len(), Prefixes: m.NumPrefixes(), Networks: l.stats.Networks,
 		LastUpdate: l.last, LastSource: l.lastSrc, Files: append([]string(nil), l.files...),
-		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRounds: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin}
+		HalfLife: l.opts.HalfLife.String(), MaxAge: l.opts.MaxAge.String(), SwitchRounds: l.opts.SwitchRounds, Margin: l.opts.SwitchMargin,
+		RUM: l.rum.status(m.Len(), m.RUMValues())}
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/steer-dns/steer/internal/latency"
 	"github.com/steer-dns/steer/internal/metrics"
 	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/rum"
 	"github.com/steer-dns/steer/internal/snapshot"
 	"github.com/steer-dns/steer/internal/traffic"
 	"github.com/steer-dns/steer/internal/xfr"
@@ -98,6 +99,7 @@ type Node struct {
 	reg     *prometheus.Registry // every subsystem's metrics, served at /metrics
 	hc      *healthWiring
 	lat     *latencyWiring
+	rum     *rumWiring
 	ql      *queryLog
 	api     *apiWiring
 	ac      *anycastWiring
@@ -257,6 +259,12 @@ func New(o Options) (_ *Node, err error) {
 	if n.lat.met, err = latency.NewMetrics(n.reg); err != nil {
 		return nil, err
 	}
+	rumMet, err := rum.NewMetrics(n.reg)
+	if err != nil {
+		return nil, err
+	}
+	n.rum = newRUM(n.log, rumMet, n.lat)
+	n.lat.rum = n.rum
 	n.api = &apiWiring{log: n.log, newHandler: func() *api.Handler {
 		return api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
 	}}
@@ -443,6 +451,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	p.api.commit(cfg.API.Token.Value())
 	n.onStop(n.api.stop)
+	if err := n.rum.start(); err != nil {
+		return err
+	}
+	n.onStop(n.rum.stop)
 	if n.ac, err = startAnycast(n.log, snap, n.srv, n.hc.manager, n.met, n.reg); err != nil {
 		return fmt.Errorf("anycast: %w", err)
 	}
@@ -524,6 +536,9 @@ func (n *Node) Addrs() []netip.AddrPort { return n.srv.Addrs() }
 
 // APIAddr returns the admin API's bound address ("" without one).
 func (n *Node) APIAddr() string { return n.api.addr() }
+
+// RUMAddr is the bound address of the beacon listener ("" when off).
+func (n *Node) RUMAddr() string { return n.rum.addr() }
 
 // ReopenLogs reopens the query log (logrotate's SIGUSR1).
 func (n *Node) ReopenLogs() {

@@ -98,6 +98,7 @@ func (p *plan) commit(n *Node) []string {
 	if p.api != nil {
 		changed = append(changed, p.api.commit(p.cfg.API.Token.Value())...)
 	}
+	changed = append(changed, n.rum.configure(p.cfg, p.snap)...)
 	return append(changed, n.grd.commit(p.guard)...)
 }
 

@@ -988,6 +988,10 @@ type LatencyCandidate struct {
 	// Estimate shows the estimate's arithmetic when Source is estimated.
 	Estimate string `json:"estimate,omitempty"`
 	Usable   bool   `json:"usable"`
+	// RUMKey and RUMms are the real-user value that went into RTT
+	// (blended with the probes' by rum.weight), when there is one.
+	RUMKey string  `json:"rum_key,omitempty"`
+	RUMms  float64 `json:"rum_ms,omitempty"`
 }
 
 // LatencyTrace explains one by: latency decision.
@@ -1051,7 +1055,8 @@ func (l *Live) explainLatency(r *Record, a *Action, rule int, addr netip.Addr, i
 	for i, rt := range rtts {
 		m := a.Candidates[i]
 		name := r.MemberName(m)
-		lc := LatencyCandidate{Pool: name, Site: r.memberSite(m), RTT: rt.Ms, Source: rt.Source, Key: rt.Key, Usable: r.usableMember(m, avail)}
+		lc := LatencyCandidate{Pool: name, Site: r.memberSite(m), RTT: rt.Ms, Source: rt.Source, Key: rt.Key, Usable: r.usableMember(m, avail),
+			RUMKey: rt.RUMKey, RUMms: rt.RUMms}
 		if rt.Stale {
 			lc.Source = latency.SourceStale + " → " + rt.Source
 		}

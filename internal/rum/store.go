@@ -90,6 +90,9 @@ type Aggregate struct {
 	Count    float64      // decayed number of beacons
 	Total    uint64       // beacons ever accepted for the cell
 	Last     time.Time    // newest beacon's time
+	// Recent is the decayed number of beacons as of Last: how many
+	// back the quantiles, not counting the time since (Count does).
+	Recent float64
 }
 
 // Truncate returns the block p belongs to: p masked to /24 (IPv4) or /56
@@ -192,20 +195,35 @@ var (
 // finite RTT > 0, a time); the intake checks the rest (known sites, RTT
 // and time bounds) before calling it.
 func (s *Store) Add(b Beacon) error {
+	p, err := check(&b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.add(p, &b)
+	s.mu.Unlock()
+	return nil
+}
+
+// check returns b's block, or the reason Add refuses b.
+func check(b *Beacon) (netip.Prefix, error) {
 	p := Truncate(b.Client)
 	switch {
 	case !p.IsValid():
-		return ErrClient
+		return p, ErrClient
 	case b.Site == "":
-		return ErrSite
+		return p, ErrSite
 	case !(b.RTTms > 0) || math.IsInf(b.RTTms, 0):
-		return ErrRTT
+		return p, ErrRTT
 	case b.Time.IsZero():
-		return ErrTime
+		return p, ErrTime
 	}
+	return p, nil
+}
+
+// add folds b into block p's cell for b.Site; the caller holds s.mu.
+func (s *Store) add(p netip.Prefix, b *Beacon) {
 	t := b.Time.UnixNano()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	bi := s.blockFor(p)
 	bl := &s.blocks[bi]
 	si, ok := s.siteIdx[b.Site]
@@ -239,7 +257,6 @@ func (s *Store) Add(b Beacon) error {
 		s.dirty = append(s.dirty, ref{blk: bi, gen: bl.gen, site: si})
 	}
 	s.accepted++
-	return nil
 }
 
 // add folds one RTT measured at t (unix ns) into c.
@@ -363,7 +380,7 @@ func (s *Store) pushFront(bi int32) {
 // aggregate describes c of block p at now; the caller holds s.mu.
 func (s *Store) aggregate(p netip.Prefix, c *cell, now int64) Aggregate {
 	return Aggregate{Block: p, Site: s.sites[c.site], P50: c.quantile(0.5), P75: c.quantile(0.75),
-		Count: c.count(now, s.hlNs), Total: c.total, Last: time.Unix(0, c.last).UTC()}
+		Count: c.count(now, s.hlNs), Total: c.total, Last: time.Unix(0, c.last).UTC(), Recent: c.count(c.last, s.hlNs)}
 }
 
 // Snapshot returns every cell, sorted by Block (IPv4 first, then by
