@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,16 @@ func TestMultiSigner(t *testing.T) {
 		if again, err := snapshot.BuildSignerExport(z, other, e, now); err != nil || again != e {
 			t.Errorf("same zone and serial: a new export (%v)", err)
 		}
+		// A zone parsed again (a reload) under the same serial too.
+		snap2, _, err := snapshot.Build(reload(t, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		z2 := snap2.Zones.Zone("example.com.")
+		again, err := snapshot.BuildSignerExport(z2, other, e, now.Add(time.Hour))
+		if err != nil || z2 == z || again.Zone != z2 || !slices.Equal(rrTexts(again.RRs), rrTexts(e.RRs)) {
+			t.Errorf("the same serial parsed again: another export (%v)", err)
+		}
 		// A fallback of a type the signer's chain does not list at the
 		// name is refused, not exported.
 		txt, _ := dns.NewRR("shop.example.com. 60 IN TXT \"x\"")
@@ -320,4 +331,12 @@ func verifyZone(t *testing.T, origin string, rrs []dns.RR) {
 	if err != nil || !strings.Contains(string(out), "Zone fully signed") {
 		t.Errorf("dnssec-verify: %v\n%s", err, out)
 	}
+}
+
+func rrTexts(rrs []dns.RR) []string {
+	out := make([]string, len(rrs))
+	for i, rr := range rrs {
+		out[i] = rr.String()
+	}
+	return out
 }

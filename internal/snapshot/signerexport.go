@@ -26,31 +26,42 @@ import (
 // The SOA is the signer's, signed by it: its serial cannot move when a
 // fallback does. So the export is the signer's serial's: the fallbacks
 // and steer's signatures over them are those of the first export of the
-// serial, kept until the signer's next serial (a zone of another version
-// under the same serial, which a signer does not make, is exported
-// anew). steer's own answers steer meanwhile.
+// serial, kept until the signer's next serial (unless the signer's chain
+// no longer takes them: a reload with other steered names, under a
+// serial the signer did not move). steer's own answers steer meanwhile.
 
 // BuildSignerExport returns the export of z, a multi-signer zone
 // (z.MultiSigner()), whose steered names are exported with fallbacks, at
-// now; prev is the zone's previous export (or nil): while z is the same
-// zone version with the same serial, its fallbacks and signatures are
-// kept (see above).
+// now; prev is the zone's previous export (or nil): while z has the same
+// serial, its fallbacks and signatures are kept (see above).
 func BuildSignerExport(z *zone.Zone, fallbacks []dns.RR, prev *SignedExport, now time.Time) (*SignedExport, error) {
 	signer := z.SteeredSigner()
 	if !z.MultiSigner() || signer == nil || z.Failed != "" || z.SOA == nil {
 		return nil, fmt.Errorf("zone %s is not a multi-signer zone served", z.Origin)
 	}
 	var old map[string][]dns.RR
-	frozen := false
 	if prev != nil && prev.Zone != nil && prev.Zone.Origin == z.Origin {
 		old = prev.sigs
-		if prev.Zone.Base() == z.Base() && prev.Zone.Serial() == z.Serial() {
+		if prev.Zone.Serial() == z.Serial() {
 			if prev.Zone == z {
 				return prev, nil
 			}
-			fallbacks, frozen = prev.steered, true
+			// The serial's export again (a reload that changed the
+			// steered names): the same fallbacks and signatures, where
+			// the signer's chain still takes them.
+			if e, err := buildSignerExport(z, prev.steered, old, true, now); err == nil {
+				return e, nil
+			}
 		}
 	}
+	return buildSignerExport(z, fallbacks, old, false, now)
+}
+
+// buildSignerExport is BuildSignerExport with fallbacks and the
+// signatures old of the previous export, which it keeps when fresh, or
+// when frozen (the export of the same serial) whatever their age.
+func buildSignerExport(z *zone.Zone, fallbacks []dns.RR, old map[string][]dns.RR, frozen bool, now time.Time) (*SignedExport, error) {
+	signer := z.SteeredSigner()
 	e := &SignedExport{Zone: z, fallbacks: rrText(fallbacks), steered: fallbacks, sigs: map[string][]dns.RR{}}
 
 	// The fallbacks, one RRset per name and type, each of a type the
