@@ -83,6 +83,8 @@ type Config struct {
 	// RUM, when set, takes real-user measurements on a beacon listener
 	// of its own and feeds them into the latency map (rum.go).
 	RUM *RUM `yaml:"rum"`
+	// Load configures capacity feedback (load.go).
+	Load LoadFeed `yaml:"load"`
 	// Anycast, when set, announces service prefixes over BGP while healthy.
 	Anycast *Anycast `yaml:"anycast"`
 	// RRL configures response rate limiting (on by default).
@@ -453,6 +455,7 @@ func (c *Config) check(probs *diag.Problems) {
 	}
 	c.checkLatency(probs)
 	c.checkRUM(probs)
+	c.checkLoad(probs)
 	c.checkMetrics(probs)
 	if len(c.Geo.Databases) == 0 {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")

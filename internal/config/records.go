@@ -110,6 +110,9 @@ type Pool struct {
 	// MinUp is how many of the pool's addresses must be up for the pool to
 	// be up (default 1).
 	MinUp int `yaml:"min_up"`
+	// Capacity, with a load feed, sheds the pool's networks when its
+	// load is above target (load.go).
+	Capacity *Capacity `yaml:"capacity"`
 }
 
 // HealthCheck is a named health check template: the keys of

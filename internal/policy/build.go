@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/netip"
 	"regexp"
 	"runtime"
@@ -527,6 +528,18 @@ func (b *builder) pools(rc config.Record) {
 		p.MinUp = max(1, pc.MinUp)
 		if pc.MinUp < 0 || (pc.MinUp > len(addrs) && r.Type != dns.TypeCNAME) {
 			b.errf(at+".min_up", "record %s: pool %s: min_up %d is not between 1 and its %d addresses", r.Name, name, pc.MinUp, len(addrs))
+		}
+		if c := pc.Capacity; c != nil {
+			p.Capacity = &Capacity{Target: c.Target, Max: math.Inf(1)}
+			if math.IsNaN(c.Target) || math.IsInf(c.Target, 0) || c.Target <= 0 {
+				b.errf(at+".capacity.target", "record %s: pool %s: capacity target %v must be a positive number (in the unit of its load feed)", r.Name, name, c.Target)
+			}
+			if c.Max != nil {
+				p.Capacity.Max = *c.Max
+				if math.IsNaN(*c.Max) || *c.Max < c.Target {
+					b.errf(at+".capacity.max", "record %s: pool %s: capacity max %v is below its target %v", r.Name, name, *c.Max, c.Target)
+				}
+			}
 		}
 		if pc.Bias < -99 || pc.Bias > 99 {
 			b.errf(at+".bias", "record %s: pool %s: bias %d is not between -99 and 99", r.Name, name, pc.Bias)

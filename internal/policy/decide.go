@@ -47,6 +47,10 @@ type Query struct {
 	// process's random source: a simulation gives a seeded one so that
 	// a run can be repeated (internal/simulate).
 	Rand *rand.Rand
+	// capc counts the query at its leaf, shed drops pools for the
+	// networks capacity feedback shed (Live.Decide sets both, capacity.go).
+	capc *recCap
+	shed *recShed
 }
 
 // draw returns a number in [0, n) from q.Rand, or from the process's
@@ -146,6 +150,10 @@ func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
 		t = &r.v6
 	}
 	oi, pos, depth := t.lookup(addr)
+	if q.capc != nil {
+		q.capc.count(t, t == &r.v6, pos)
+	}
+	leafDepth := depth
 	widened := 0
 	if w := q.Scopes; w != nil {
 		if s, ok := w.depth(t == &r.v6, pos); ok && s != depth {
@@ -171,6 +179,21 @@ func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
 			o = &r.outcomes[r.twinBase+u>>1]
 		}
 	}
+	var drop uint64
+	if s := q.shed; s != nil && input == InputClient {
+		// Capacity feedback: a shed network answers without the pools
+		// that shed it, over its own prefix; any other client's scope
+		// covers no shed network.
+		d, sc, in := s.find(addr)
+		switch {
+		case in:
+			drop, depth, widened = d, sc, 0
+		case sc >= leafDepth && depth < leafDepth:
+			depth, widened = leafDepth, 0
+		case sc > depth:
+			depth = sc
+		}
+	}
 	mask := o.mask&r.clientRules | r.defaultBit
 	if r.resolverRules != 0 && q.Resolver.IsValid() {
 		rt := &r.r4
@@ -181,7 +204,7 @@ func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
 		mi, _, _ := rt.lookup(ra)
 		mask |= r.masks[mi] & r.resolverRules
 	}
-	avail := q.Up & fam
+	avail := q.Up & fam &^ drop
 	q.res = nil
 	if r.gact != nil && rs != nil {
 		i := 0
@@ -194,6 +217,11 @@ func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
 	}
 	d := Decision{Rule: -1, Scope: depth, WidenedFrom: widened, Input: input}
 	r.decideOutcome(&d, o, mask, fam, avail, q)
+	if drop != 0 && d.AllDown {
+		// Nothing else of its rules is usable now: the shed pool answers.
+		d = Decision{Rule: -1, Scope: depth, Input: input}
+		r.decideOutcome(&d, o, mask, fam, q.Up&fam, q)
+	}
 	return d
 }
 

@@ -33,6 +33,10 @@ type Live struct {
 	// onHealth is called with the sets a new health state makes
 	// reachable, before it is published (OnHealth).
 	onHealth atomic.Pointer[func(r *Record, qtype uint16, rrs []dns.RR)]
+	// cap is the capacity feedback's counters and controller, shed what
+	// it sheds now (capacity.go).
+	cap  capacity
+	shed atomic.Pointer[shedState]
 }
 
 // Hooks are called from the query path for each steered answer; they must
@@ -64,6 +68,7 @@ type LiveOptions struct {
 // usable), no latency state (latency actions take their fallback order).
 func NewLive(t *Table, o LiveOptions) *Live {
 	l := &Live{t: t, hooks: o.Hooks}
+	l.cap.init(t)
 	if p := o.Previous; p != nil && p.t.geo == t.geo {
 		if h := p.health.Load(); h != nil && h.cache != nil {
 			// Partitions taken from the previous table keep their widenings too.
@@ -109,6 +114,7 @@ func (l *Live) Decide(r *Record, q *Query, now int64) Steered {
 	h := l.health.Load()
 	q.Up, q.Scopes = h.usable(r, q.Qtype)
 	q.Latency = nil
+	q.capc, q.shed = l.shedFor(r)
 	if r.HasLatency() {
 		q.Latency = l.lat.Load()
 	}

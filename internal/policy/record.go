@@ -159,6 +159,9 @@ type Pool struct {
 	// addresses ("" for none); MinUp of them must be usable.
 	Check string
 	MinUp int
+	// Capacity, when set, is the pool's capacity in the unit of its load
+	// feed (capacity.go).
+	Capacity *Capacity
 }
 
 // ActionKind says how an action picks pools.

@@ -299,7 +299,15 @@ func poolsEqual(a, b map[string]config.Pool) bool {
 func poolEqual(a, b *config.Pool) bool {
 	return a.Address == b.Address && listEqual(a.Addresses, b.Addresses) && a.Target == b.Target &&
 		ptrEqual(a.Location, b.Location) && a.Site == b.Site && a.Bias == b.Bias &&
-		ptrEqual(a.Enabled, b.Enabled) && a.HealthCheck == b.HealthCheck && a.MinUp == b.MinUp
+		ptrEqual(a.Enabled, b.Enabled) && a.HealthCheck == b.HealthCheck && a.MinUp == b.MinUp &&
+		capacityEqual(a.Capacity, b.Capacity)
+}
+
+func capacityEqual(a, b *config.Capacity) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Target == b.Target && ptrEqual(a.Max, b.Max)
 }
 
 func rulesEqual(a, b []config.Rule) bool {
