@@ -185,6 +185,7 @@ func NewHandler(b Backend, o Options) *Handler {
 	s.dashboardRoutes()
 	s.overrideRoutes()
 	s.rumRoutes()
+	s.loadRoutes()
 	return h
 }
 

@@ -100,6 +100,7 @@ type Node struct {
 	hc      *healthWiring
 	lat     *latencyWiring
 	rum     *rumWiring
+	load    *loadWiring
 	ql      *queryLog
 	api     *apiWiring
 	ac      *anycastWiring
@@ -265,6 +266,9 @@ func New(o Options) (_ *Node, err error) {
 	}
 	n.rum = newRUM(n.log, rumMet, n.lat)
 	n.lat.rum = n.rum
+	if n.load, err = newLoad(n.log, func() *policy.Live { return current().Live }, n.reg); err != nil {
+		return nil, err
+	}
 	n.api = &apiWiring{log: n.log, newHandler: func() *api.Handler {
 		return api.NewHandler(&backend{n: n}, api.Options{Log: n.log, Metrics: n.met.Handler()})
 	}}
@@ -427,6 +431,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.hc.setStateFile(n.healthStateFile(cfg))
 	n.onStop(func(context.Context) { n.hc.close() })
 	n.onStop(func(context.Context) { n.lat.stop() })
+	n.onStop(func(context.Context) { n.load.stop() })
 	if err := ctx.Err(); err != nil {
 		return err
 	}

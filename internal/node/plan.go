@@ -136,6 +136,7 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 	// with the health it goes live with.
 	defer n.hc.hold(fresh)()
 	defer n.lat.hold(fresh)()
+	defer n.load.configure(snap) // after the swap: steps the table now served
 	return n.srv.Apply(snap)
 }
 

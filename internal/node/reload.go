@@ -191,6 +191,7 @@ func (n *Node) runReload(p pendingReload) Result {
 	if p.kinds&kindInputs != 0 && p.kinds&kindConfig == 0 {
 		n.lat.poll()
 		n.feed.Poll()
+		n.load.poll()
 	}
 	res.Took = time.Since(start).Round(time.Microsecond).String()
 	if p.kinds&(kindConfig|kindGeo|kindZones) != 0 {
@@ -424,7 +425,7 @@ func (n *Node) watchGeo(w *watcher) {
 func (n *Node) watchInputs() {
 	defer n.loops.Done()
 	n.every(func() {
-		if n.lat.changed() || n.feed.Changed() {
+		if n.lat.changed() || n.feed.Changed() || n.load.changed() {
 			n.request(kindInputs, "input file changed")
 		}
 	})

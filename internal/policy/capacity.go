@@ -193,6 +193,10 @@ type poolCtl struct {
 	nets  []int32 // networks the pool answers
 	order []int32 // shed networks, in the order shed
 	st    PoolLoad
+	// acted is the time of the load the last move answered: a step with
+	// no newer load (a reload, a timer) moves nothing more, or a pool
+	// would shed again for a load its last move already answered.
+	acted time.Time
 }
 
 // count notes one query at leaf position pos of t (v6: the IPv6 trie).
@@ -410,6 +414,95 @@ func (c *capacity) init(t *Table) {
 	}
 }
 
+// carry takes the shed networks and last counts of prev's records into
+// c (a reload: a new table's state starts from the old one's), matched
+// by record name, pool name and network prefix, and returns the shed
+// state to publish; nil when nothing carries. O(the capacity records'
+// networks).
+func (c *capacity) carry(t *Table, prev *Live) *shedState {
+	if !c.any || prev == nil || !prev.cap.any {
+		return nil
+	}
+	prev.cap.mu.Lock()
+	defer prev.cap.mu.Unlock()
+	old := prev.shed.Load()
+	st := &shedState{recs: make([]*recShed, len(c.recs)), loads: make([][]PoolLoad, len(c.recs))}
+	any := false
+	for ri, rc := range c.recs {
+		if rc == nil {
+			continue
+		}
+		r := t.Records[ri]
+		pr := prev.t.Get(r.Name)
+		if pr == nil || pr.Index >= len(prev.cap.recs) || prev.cap.recs[pr.Index] == nil {
+			continue
+		}
+		oc := prev.cap.recs[pr.Index]
+		type key struct {
+			hi, lo uint64
+			bits   uint8
+			v6     bool
+		}
+		at := make(map[key]int32, len(rc.nets))
+		for i, n := range rc.nets {
+			at[key{n.hi, n.lo, n.bits, n.v6}] = int32(i)
+		}
+		for oi, n := range oc.nets {
+			if ni, ok := at[key{n.hi, n.lo, n.bits, n.v6}]; ok {
+				rc.last[ni] = oc.last[oi]
+			}
+		}
+		var loads []PoolLoad
+		for _, pc := range rc.pools {
+			for _, opc := range oc.pools {
+				if opc.pool.Name != pc.pool.Name {
+					continue
+				}
+				bit := uint64(1) << pc.pool.Index
+				for _, oi := range opc.order {
+					n := oc.nets[oi]
+					if ni, ok := at[key{n.hi, n.lo, n.bits, n.v6}]; ok && rc.nets[ni].pools&bit != 0 && rc.shed[ni]&bit == 0 {
+						rc.shed[ni] |= bit
+						pc.order = append(pc.order, ni)
+					}
+				}
+				nets := pc.st.Networks
+				pc.st = opc.st
+				pc.st.Record, pc.st.Target, pc.st.Max, pc.st.Networks, pc.st.Shed = r.Name, pc.pool.Capacity.Target, pc.pool.Capacity.Max, nets, len(pc.order)
+			}
+			loads = append(loads, pc.st)
+		}
+		st.loads[ri] = loads
+		any = true
+		var closed uint64
+		if old != nil && pr.Index < len(old.recs) {
+			closed = remapPools(closedOf(old.recs[pr.Index]), pr, r)
+		}
+		st.recs[ri] = rc.publish(closed)
+	}
+	if !any {
+		return nil
+	}
+	return st
+}
+
+// remapPools renumbers a mask of from's pools as to's, by name.
+func remapPools(m uint64, from, to *Record) uint64 {
+	var out uint64
+	for ; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if i >= len(from.Pools) {
+			continue
+		}
+		for _, p := range to.Pools {
+			if p.Name == from.Pools[i].Name {
+				out |= 1 << p.Index
+			}
+		}
+	}
+	return out
+}
+
 // SetLoad is one step of the feedback loop: load gives each capacity
 // pool's last reported load (false: none), now is the step's time. It
 // reads the answers counted since the previous step, moves networks of
@@ -516,6 +609,13 @@ func (rc *recCap) step(pc *poolCtl, ld Load, ok bool, now time.Time, o ShedOptio
 		}
 	}
 	limit := o.MaxShift * float64(total)
+	if (st.State == "shed" || st.State == "full" || st.State == "ok") && !ld.At.After(pc.acted) {
+		st.Shed = len(pc.order)
+		return false // no newer load than the one last answered
+	}
+	if st.State != "no data" && st.State != "stale" {
+		pc.acted = ld.At
+	}
 	switch st.State {
 	case "no data", "stale":
 		// Ignored: every network back.

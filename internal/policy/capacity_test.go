@@ -93,12 +93,13 @@ func TestCapacitySheds(t *testing.T) {
 	o := policy.ShedOptions{MaxShift: 0.5, LowWater: 0.85, StaleAfter: time.Second}
 	now := time.Unix(1_700_000_000, 0)
 	at := func(v float64) func(string, string) (policy.Load, bool) {
+		now = now.Add(100 * time.Millisecond) // each report newer than the last
 		return func(_, pool string) (policy.Load, bool) { return policy.Load{Value: v, At: now}, pool == "a" }
 	}
 	if got := offer(l, r, rnd, 4000); got != 1 {
 		t.Fatalf("before any load, a answers %.2f of 10/11, want all", got)
 	}
-	st := l.SetLoad(at(150), now, o)
+	st := l.SetLoad(at(150), now.Add(100*time.Millisecond), o)
 	if len(st) != 1 || st[0].State != "shed" || st[0].Networks != 32 {
 		t.Fatalf("states %+v", st)
 	}
@@ -111,14 +112,18 @@ func TestCapacitySheds(t *testing.T) {
 		t.Errorf("reason %q", reason)
 	}
 	checkScopes(t, l, r, rnd)
+	// The same report again (a reload's step): nothing more moves.
+	if again := l.SetLoad(func(_, pool string) (policy.Load, bool) { return policy.Load{Value: 150, At: now}, pool == "a" }, now, o); again[0].Moved != 0 {
+		t.Errorf("a step without a newer load moved %d networks", again[0].Moved)
+	}
 	// Inside the band (90 %): nothing moves.
-	st = l.SetLoad(at(90), now, o)
+	st = l.SetLoad(at(90), now.Add(100*time.Millisecond), o)
 	if st[0].Moved != 0 || st[0].Shed == 0 {
 		t.Errorf("at 90 %% of target: moved %d, shed %d; want a hold", st[0].Moved, st[0].Shed)
 	}
 	offer(l, r, rnd, 4000)
 	// Below the low-water mark: some come back, not past the band's middle.
-	st = l.SetLoad(at(60), now, o)
+	st = l.SetLoad(at(60), now.Add(100*time.Millisecond), o)
 	if st[0].Moved >= 0 {
 		t.Errorf("at 60 %% of target: moved %d, want some back", st[0].Moved)
 	}

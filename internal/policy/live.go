@@ -69,6 +69,9 @@ type LiveOptions struct {
 func NewLive(t *Table, o LiveOptions) *Live {
 	l := &Live{t: t, hooks: o.Hooks}
 	l.cap.init(t)
+	if st := l.cap.carry(t, o.Previous); st != nil {
+		l.shed.Store(st)
+	}
 	if p := o.Previous; p != nil && p.t.geo == t.geo {
 		if h := p.health.Load(); h != nil && h.cache != nil {
 			// Partitions taken from the previous table keep their widenings too.
