@@ -1,0 +1,290 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/dnstest"
+)
+
+// capacityConfig: c.example.com sends 10.0.0.0/11 to pool a (falling over
+// to b) in 32 /16 networks, the rest of the space to c; a declares a
+// capacity of 100 (max 200) in its load feed's unit.
+func capacityConfig(extra string) string {
+	var even, odd []string
+	for i := range 32 {
+		n := fmt.Sprintf("10.%d.0.0/16", i)
+		if i%2 == 0 {
+			even = append(even, n)
+		} else {
+			odd = append(odd, n)
+		}
+	}
+	db, _ := filepath.Abs("../../testdata/geo/larkbook-country-flat.mmdb")
+	return `api: { listen: "127.0.0.1:0" }
+ecs: { enabled: true }
+geo: { databases: ["` + db + `"] }
+metrics: { per_record: [c.example.com] }
+zones:
+  - { origin: example.com, file: example.com.zone }
+` + extra + `
+records:
+  - name: c.example.com
+    ttl: 1
+    pools:
+      a: { address: 192.0.2.1, capacity: { target: 100, max: 200 } }
+      b: { address: 192.0.2.2 }
+      c: { address: 192.0.2.3 }
+    rules:
+      - match: { cidr: [` + strings.Join(even, ", ") + `] }
+        failover: [a, b]
+      - match: { cidr: [` + strings.Join(odd, ", ") + `] }
+        failover: [a, b]
+      - default: { pool: c }
+`
+}
+
+// capacityRound asks for c.example.com over ECS from random /24s of each
+// /16 of 10.0.0.0/11, weight(k) queries from 10.k.0.0/16 (the offered
+// load of each network), 4 at a time; it checks that no answer's ECS
+// scope covers a client of the round that got another pool, and returns
+// how many of the answers named each address.
+func capacityRound(t *testing.T, addr netip.AddrPort, rnd *rand.Rand, weight func(k int) int) map[string]int {
+	t.Helper()
+	type ans struct {
+		client netip.Prefix
+		scope  int
+		a      string
+	}
+	var subnets []netip.Prefix
+	for k := range 32 {
+		for range weight(k) {
+			subnets = append(subnets, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(k), byte(rnd.IntN(256)), 0}), 24))
+		}
+	}
+	n := len(subnets)
+	out := make([]ans, n)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &dns.Client{Timeout: 250 * time.Millisecond}
+			for i := w; i < n; i += 8 {
+				m := new(dns.Msg)
+				m.SetQuestion("c.example.com.", dns.TypeA)
+				o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+				o.SetUDPSize(1232)
+				o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: subnets[i].Addr().AsSlice()})
+				m.Extra = append(m.Extra, o)
+				r, _, err := c.Exchange(m, addr.String())
+				if err != nil || len(r.Answer) == 0 {
+					continue // a dropped UDP query on a loaded machine
+				}
+				out[i] = ans{client: subnets[i], a: r.Answer[0].(*dns.A).A.String(), scope: -1}
+				if opt := r.IsEdns0(); opt != nil {
+					for _, e := range opt.Option {
+						if s, ok := e.(*dns.EDNS0_SUBNET); ok {
+							out[i].scope = int(s.SourceScope)
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	counts := map[string]int{}
+	byScope := map[netip.Prefix]string{}
+	for _, a := range out {
+		if a.a == "" {
+			continue
+		}
+		counts[a.a]++
+		if a.scope < 0 || a.scope > 24 {
+			t.Errorf("%s: scope %d, want 0..24", a.client, a.scope)
+			continue
+		}
+		byScope[netip.PrefixFrom(a.client.Addr(), a.scope).Masked()] = a.a
+	}
+	for _, a := range out {
+		if a.a == "" {
+			continue
+		}
+		for l := 0; l <= 24; l++ {
+			if got, ok := byScope[netip.PrefixFrom(a.client.Addr(), l).Masked()]; ok && got != a.a {
+				t.Errorf("an answer %s with scope /%d covers %s, which got %s", got, l, a.client, a.a)
+			}
+		}
+	}
+	return counts
+}
+
+var answersRE = regexp.MustCompile(`steer_steered_answers_total\{fail_open="false",pool="(\w+)",record="c.example.com."\} (\d+)`)
+
+// poolAnswers reads the node's own answer counters for c.example.com.
+func poolAnswers(t *testing.T, n *testNode) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	n.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := map[string]float64{}
+	for _, m := range answersRE.FindAllStringSubmatch(rec.Body.String(), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		out[m[1]] = v
+	}
+	return out
+}
+
+// TestCapacityClosedLoop is issue 30's acceptance test: pool a's load is
+// modelled from the node's own answer counters (load = a's share of the
+// answers × the offered load, 150 % of a's target when a answers all),
+// fed back through PUT /v1/load every 100 ms. Within three intervals a's
+// share falls to its target share (2/3) and over the next 20 it moves by
+// no more than 10 % of that; every answer's ECS scope stays exact; once
+// the feed stops, the load turns stale after load.stale_after and a gets
+// its networks back.
+func TestCapacityClosedLoop(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, map[string]string{
+		"steer.yaml":       capacityConfig("load: { max_shift: 0.5, low_water: 0.85, stale_after: 1500ms }"),
+		"example.com.zone": dashZone,
+	}, Options{})
+	rnd := rand.New(rand.NewPCG(30, 1))
+	const (
+		interval = 100 * time.Millisecond
+		offered  = 150.0 // a's load when it answers every query of 10/11
+		target   = 100.0
+	)
+	// Networks differ in traffic: 2 to 9 queries a round (about 180).
+	weight := func(k int) int { return 2 + k*5%8 }
+	targetShare := target / offered
+	put := func(load float64) {
+		t.Helper()
+		body := fmt.Sprintf(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": %.2f, "timestamp": %q}]}`,
+			load, time.Now().UTC().Format(time.RFC3339Nano))
+		if code, resp := n.call("PUT", "/v1/load", "", body); code != 200 {
+			t.Fatalf("PUT /v1/load: %d %s", code, resp)
+		}
+	}
+	prev := poolAnswers(t, n)
+	share := func() float64 {
+		cur := poolAnswers(t, n)
+		da, db := cur["a"]-prev["a"], cur["b"]-prev["b"]
+		prev = cur
+		if da+db == 0 {
+			t.Fatal("no answers counted for a or b")
+		}
+		return da / (da + db)
+	}
+	var shares []float64
+	began := time.Now()
+	for round := range 23 {
+		start := time.Now()
+		counts := capacityRound(t, n.dns, rnd, weight)
+		s := share()
+		if client := float64(counts["192.0.2.1"]) / float64(counts["192.0.2.1"]+counts["192.0.2.2"]); math.Abs(client-s) > 0.02 {
+			t.Errorf("round %d: the node counted a's share as %.3f, the clients saw %.3f", round, s, client)
+		}
+		shares = append(shares, s)
+		put(offered * s)
+		time.Sleep(interval - time.Since(start))
+	}
+	t.Logf("a's share per interval: %.3f (loop took %s)", shares, time.Since(began).Round(time.Millisecond))
+	if shares[0] != 1 {
+		t.Errorf("before any feedback a's share is %.3f, want 1", shares[0])
+	}
+	// Within three intervals: at most the target share (one network's
+	// worth of slack: 1/32 of the traffic).
+	if s := shares[3]; s > targetShare+1.0/32 {
+		t.Errorf("after three intervals a's share is %.3f, want at most %.3f", s, targetShare)
+	}
+	lo, hi := 1.0, 0.0
+	for _, s := range shares[3:] {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	if hi-lo > 0.1*targetShare {
+		t.Errorf("over 20 intervals a's share moved between %.3f and %.3f: more than 10 %% of its target share %.3f", lo, hi, targetShare)
+	}
+	if hi > targetShare+1.0/32+0.03 {
+		t.Errorf("a's share rose to %.3f after converging, target %.3f", hi, targetShare)
+	}
+	// Status says why.
+	code, body := n.call("GET", "/v1/load", "", "")
+	var st api.LoadStatus
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Pools) != 1 {
+		t.Fatalf("GET /v1/load: %d %s", code, body)
+	}
+	if p := st.Pools[0]; !strings.HasPrefix(p.Reason, "shed: load") || !strings.Contains(p.Reason, "% of target") || p.Shed == 0 {
+		t.Errorf("load status %+v", p)
+	}
+	// The feed stops: after stale_after the load is ignored and a gets
+	// its networks back (the node's stale timer steps the loop).
+	stopped := time.Now()
+	dnstest.WaitFor(t, 5*time.Second, "a's stale load to be ignored", func() bool {
+		capacityRound(t, n.dns, rnd, func(int) int { return 2 })
+		return share() == 1
+	})
+	if d := time.Since(stopped); d < 1200*time.Millisecond {
+		t.Errorf("a got its networks back %s after the last load, before stale_after (1.5s)", d)
+	}
+}
+
+// TestCapacityLoadInput: PUT /v1/load refuses bad items naming them and
+// applies nothing; a load file is watched and applied.
+func TestCapacityLoadInput(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, map[string]string{
+		"steer.yaml":       capacityConfig("load: { files: [load.json] }"),
+		"example.com.zone": dashZone,
+	}, Options{})
+	for _, c := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"loads": [{"record": "c.example.com", "pool": "zz", "current-load": 5}]}`, 404, `loads[0]: record c.example.com has no pool "zz"`},
+		{`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": 5}, {"record": "nope.example.com", "pool": "a", "current-load": 5}]}`, 404, `loads[1]: no steered record "nope.example.com"`},
+		{`{"loads": [{"record": "c.example.com", "pool": "b", "current-load": 5}]}`, 404, `loads[0]: pool b of c.example.com declares no capacity`},
+		{`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": -1}]}`, 400, `loads[0]: current-load -1 is not a number`},
+		{`{"loads": [{"record": "c.example.com", "pool": "a"}]}`, 400, `loads[0]: current-load is required`},
+		{`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": 5, "timestamp": "yesterday"}]}`, 400, `loads[0]: timestamp "yesterday" is not RFC 3339`},
+		{`{"loads": [{"record": "c.example.com", "pool": "a", "current_load": 5}]}`, 400, `loads[0]: json: unknown field "current_load"`},
+		{`{"loads": [`, 400, `not a JSON object`},
+	} {
+		code, body := n.call("PUT", "/v1/load", "", c.body)
+		var e struct{ Error string }
+		json.Unmarshal([]byte(body), &e)
+		if code != c.code || !strings.Contains(e.Error, c.want) {
+			t.Errorf("PUT %s: %d %s, want %d naming %q", c.body, code, body, c.code, c.want)
+		}
+	}
+	loadState := func() api.PoolLoad {
+		code, body := n.call("GET", "/v1/load", "", "")
+		var st api.LoadStatus
+		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Pools) != 1 {
+			t.Fatalf("GET /v1/load: %d %s", code, body)
+		}
+		return st.Pools[0]
+	}
+	if p := loadState(); p.State != "no data" {
+		t.Errorf("after only bad input the pool has a load: %+v", p)
+	}
+	capacityRound(t, n.dns, rand.New(rand.NewPCG(1, 1)), func(int) int { return 3 }) // traffic to shed
+	writeFile(t, n.dir, "load.json", fmt.Sprintf(`[{"record": "c.example.com", "pool": "a", "current-load": 130, "timestamp": %q}]`, time.Now().UTC().Format(time.RFC3339)))
+	dnstest.WaitFor(t, 3*time.Second, "the load file to apply", func() bool { return loadState().Load == 130 })
+	if p := loadState(); p.State != "shed" || p.Shed == 0 || p.Percent != 130 {
+		t.Errorf("after a load of 130 %% of target: %+v", p)
+	}
+}
