@@ -254,27 +254,56 @@ func (m *Member) flushPending(ctx context.Context) {
 		if len(items) == 0 {
 			continue
 		}
-		sort.Slice(items, func(i, j int) bool { return items[i].po.SetAt.Before(items[j].po.SetAt) })
+		sort.Slice(items, func(i, j int) bool {
+			if !items[i].po.SetAt.Equal(items[j].po.SetAt) {
+				return items[i].po.SetAt.Before(items[j].po.SetAt)
+			}
+			return items[i].key < items[j].key
+		})
 		done := 0
-		for _, it := range items {
-			if exp := it.po.Expires; !exp.IsZero() && !exp.After(time.Now()) {
-				m.mu.Lock()
-				if cur, ok := m.pending[it.key]; ok && cur.SetAt.Equal(it.po.SetAt) {
-					delete(m.pending, it.key) // expired while pending
+		// The overrides of one batch (SetOverrides: one SetAt) go in one
+		// transaction, as they would have when it was set.
+		for len(items) > 0 {
+			n := 1
+			for n < len(items) && items[n].po.SetAt.Equal(items[0].po.SetAt) {
+				n++
+			}
+			batch := items[:n]
+			items = items[n:]
+			var puts []fleet.KV
+			var dels, keys []string
+			for _, it := range batch {
+				if exp := it.po.Expires; !exp.IsZero() && !exp.After(time.Now()) {
+					m.mu.Lock()
+					if cur, ok := m.pending[it.key]; ok && cur.SetAt.Equal(it.po.SetAt) {
+						delete(m.pending, it.key) // expired while pending
+					}
+					m.mu.Unlock()
+					done++
+					continue
 				}
-				m.mu.Unlock()
-				done++
+				keys = append(keys, it.key)
+				if it.po.Value == nil {
+					dels = append(dels, it.key)
+				} else {
+					puts = append(puts, fleet.KV{Key: it.key, Value: it.po.Value})
+				}
+			}
+			if len(keys) == 0 {
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			rev, err := m.writeOverride(wctx, it.key, it.po.Value)
+			_, rev, err := m.store.Txn(wctx, nil, puts, dels)
 			cancel()
 			if err != nil {
 				break
 			}
-			m.written(it.key, &it.po.SetAt, rev)
-			done++
-			m.log.Info("fleet: an override set while the store was unreachable is written to it", "key", it.key, "revision", rev)
+			setAt := batch[0].po.SetAt
+			for _, k := range keys {
+				m.written(k, &setAt, rev)
+			}
+			done += len(keys)
+			m.log.Info("fleet: overrides set while the store was unreachable are written to it", "keys", strings.Join(keys, " "), "revision", rev)
 		}
 		if done > 0 {
 			m.savePending()

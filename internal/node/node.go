@@ -128,6 +128,10 @@ type Node struct {
 	// right after New read them.
 	geoWatch *watcher
 
+	// safetyMu serialises the check and the apply of overrides
+	// (safety.go).
+	safetyMu sync.Mutex
+
 	// The reload path (reload.go).
 	reloadMu   sync.Mutex
 	pending    pendingReload

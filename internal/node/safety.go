@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/steer-dns/steer/internal/api"
@@ -29,10 +28,6 @@ import (
 // of a record already below its rule through failures, is not made
 // worse by the rule.
 
-// safetyMu serialises the check and the apply of overrides, so two
-// batches that each keep a rule cannot together break it on this node.
-var safetyMu sync.Mutex
-
 // moveWindow is the span of answers a dry run's figures are taken from.
 const moveWindow = 5 * time.Minute
 
@@ -45,8 +40,10 @@ type hypo struct {
 // ApplyOverrides implements api.OverrideBackend.
 func (b *backend) ApplyOverrides(items []api.Override, o api.OverrideOptions) (api.OverrideResult, error) {
 	n := b.n
-	safetyMu.Lock()
-	defer safetyMu.Unlock()
+	// Serialised, so two batches that each keep a rule cannot together
+	// break it on this node.
+	n.safetyMu.Lock()
+	defer n.safetyMu.Unlock()
 	snap := n.srv.Handler().Snapshot()
 	h := hypo{targets: map[netip.Addr]health.Override{}, pools: map[[2]string]health.Override{}}
 	writes := make([]fleetnode.OverrideWrite, len(items))
