@@ -128,6 +128,9 @@ type PoolStatus struct {
 	// LastAnswered is when an answer last named the pool (to within a
 	// quarter second), or when the configuration was loaded.
 	LastAnswered time.Time `json:"last_answered"`
+	// Capacity is the capacity feedback state of a pool that declares a
+	// capacity ("shed: load 130 % of target (...)").
+	Capacity string `json:"capacity,omitempty"`
 }
 
 // TargetStatus is one address of a pool and its health.

@@ -88,6 +88,9 @@ type OverviewPool struct {
 	Since    time.Time  `json:"since,omitempty"`
 	Override bool       `json:"override,omitempty"`
 	Expires  *time.Time `json:"override_expires,omitempty"`
+	// Capacity is the capacity feedback state of a pool that declares a
+	// capacity ("shed: load 130 % of target (...)").
+	Capacity string `json:"capacity,omitempty"`
 	// Answers and shares (0..1 of the record's answers) over the windows.
 	Answers5m uint64  `json:"answers_5m"`
 	Answers1h uint64  `json:"answers_1h"`

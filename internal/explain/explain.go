@@ -99,6 +99,9 @@ type Step struct {
 	// Widened says how health widened the scope, when it did: from the
 	// partition's prefix length to the wider one with the same answer.
 	Widened *Widened `json:"scope_widened_by_health,omitempty"`
+	// Shed says that capacity feedback shed the client's network from a
+	// pool above its target: the network, the pools and why.
+	Shed string `json:"shed,omitempty"`
 }
 
 // Widened is a scope health widened: every network in Network gets the
@@ -129,6 +132,9 @@ type PoolState struct {
 	Name      string   `json:"name"`
 	Addresses []string `json:"addresses"`
 	State     string   `json:"state"`
+	// Capacity is the pool's capacity feedback state ("shed: load 130 %
+	// of target ..."), for a pool that declares a capacity.
+	Capacity string `json:"capacity,omitempty"`
 }
 
 // Run explains req against the handler's current snapshot.
@@ -270,9 +276,25 @@ func step(snap *snapshot.Snapshot, r *policy.Record, q *policy.Query, d *policy.
 		if why != "" && state != "up" || strings.Contains(why, "operator") {
 			ps.State += " (" + why + ")"
 		}
+		if pl, ok := snap.Live.PoolLoad(r, p); ok {
+			ps.Capacity = pl.Reason()
+		}
 		s.Pools = append(s.Pools, ps)
 	}
 	s.Chosen = r.PoolNames(d.Pools)
+	if d.Input == policy.InputClient {
+		if net, from, ok := snap.Live.ShedAt(r, q.Client); ok {
+			var why []string
+			for _, name := range from {
+				for _, p := range r.Pools {
+					if pl, ok := snap.Live.PoolLoad(r, p); ok && p.Name == name {
+						why = append(why, name+": "+pl.Reason())
+					}
+				}
+			}
+			s.Shed = fmt.Sprintf("network %s is shed from %s to the next candidate of its rule (%s)", net, strings.Join(from, ", "), strings.Join(why, "; "))
+		}
+	}
 	if d.WidenedFrom != 0 {
 		w := &Widened{From: d.WidenedFrom, To: d.Scope, Unusable: r.PoolNames(r.Enabled &^ q.Up)}
 		if p, err := q.Client.Prefix(d.Scope); err == nil {
@@ -383,6 +405,10 @@ func (r *Report) Text() string {
 		}
 		p("  pools:")
 		for _, ps := range s.Pools {
+			if ps.Capacity != "" {
+				p("    %-16s %-28s %s; %s", ps.Name, strings.Join(ps.Addresses, " "), ps.State, ps.Capacity)
+				continue
+			}
 			p("    %-16s %-28s %s", ps.Name, strings.Join(ps.Addresses, " "), ps.State)
 		}
 		if len(s.Ranking) > 0 {
@@ -427,6 +453,9 @@ func (r *Report) Text() string {
 			p("    winner: %s: %s", dash(l.Winner), l.Why)
 		}
 		p("  decision: %s", s.Decision)
+		if s.Shed != "" {
+			p("  capacity: %s", s.Shed)
+		}
 		if w := s.Widened; w != nil {
 			p("  scope: /%d widened to /%d by health: %s not usable, and every network in %s gets this answer", w.From, w.To, strings.Join(w.Unusable, ", "), w.Network)
 		}

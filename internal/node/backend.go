@@ -196,6 +196,9 @@ func (n *Node) Status() api.Status {
 		for _, p := range r.Pools {
 			state, why, _ := t.PoolState(r, p)
 			ps := api.PoolStatus{Name: p.Name, State: state, Reason: why, LastAnswered: t.LastAnswered(r, p.Index)}
+			if pl, ok := t.PoolLoad(r, p); ok {
+				ps.Capacity = pl.Reason()
+			}
 			if o, exp, ok := n.hc.manager.PoolOverride(r.Name, p.Name); ok {
 				if !exp.IsZero() {
 					ps.Expires = &exp

@@ -18,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/explain"
 )
 
 // capacityConfig: c.example.com sends 10.0.0.0/11 to pool a (falling over
@@ -284,7 +285,41 @@ func TestCapacityLoadInput(t *testing.T) {
 	capacityRound(t, n.dns, rand.New(rand.NewPCG(1, 1)), func(int) int { return 3 }) // traffic to shed
 	writeFile(t, n.dir, "load.json", fmt.Sprintf(`[{"record": "c.example.com", "pool": "a", "current-load": 130, "timestamp": %q}]`, time.Now().UTC().Format(time.RFC3339)))
 	dnstest.WaitFor(t, 3*time.Second, "the load file to apply", func() bool { return loadState().Load == 130 })
-	if p := loadState(); p.State != "shed" || p.Shed == 0 || p.Percent != 130 {
-		t.Errorf("after a load of 130 %% of target: %+v", p)
+	p := loadState()
+	if p.State != "shed" || p.Shed == 0 || p.Percent != 130 {
+		t.Fatalf("after a load of 130 %% of target: %+v", p)
+	}
+	// Status, the dashboard's overview and explain say why.
+	var st api.Status
+	if code, body := n.call("GET", "/v1/status", "", ""); code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("status: %d %s", code, body)
+	}
+	for _, r := range st.Records {
+		for _, sp := range r.Pools {
+			if r.Name == "c.example.com." && sp.Name == "a" && !strings.HasPrefix(sp.Capacity, "shed: load 130 % of target") {
+				t.Errorf("status of pool a: capacity %q", sp.Capacity)
+			}
+		}
+	}
+	if ov := overview(t, n, ""); poolOf(ov, "c.example.com.", "a") == nil || !strings.HasPrefix(poolOf(ov, "c.example.com.", "a").Capacity, "shed: load 130 % of target") {
+		t.Errorf("overview of pool a: %+v", poolOf(ov, "c.example.com.", "a"))
+	}
+	shed := 0
+	for k := range 32 {
+		var rep explain.Report
+		code, body := n.call("GET", fmt.Sprintf("/v1/explain?name=c.example.com&ecs=10.%d.1.0/24", k), "", "")
+		if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || len(rep.Steer) != 1 {
+			t.Fatalf("explain: %d %s", code, body)
+		}
+		if s := rep.Steer[0].Shed; s != "" {
+			shed++
+			if want := fmt.Sprintf("network 10.%d.0.0/16 is shed from a to the next candidate of its rule (a: shed: load 130 %% of target", k); !strings.HasPrefix(s, want) ||
+				fmt.Sprint(rep.Steer[0].Chosen) != "[b]" {
+				t.Errorf("explain 10.%d.1.0/24: shed %q chosen %v, want %q...", k, s, rep.Steer[0].Chosen, want)
+			}
+		}
+	}
+	if shed != p.Shed {
+		t.Errorf("explain names %d shed networks, the load status %d", shed, p.Shed)
 	}
 }

@@ -312,6 +312,9 @@ func (n *Node) overviewRecord(snap *snapshot.Snapshot, x *dashIndex, r *policy.R
 		op := api.OverviewPool{Name: p.Name, State: state, Reason: why, Override: ovr,
 			Answers5m: c5.Pools[p.Name], Answers1h: c1.Pools[p.Name], LastAnswered: live.LastAnswered(r, p.Index).UTC(),
 			Location: x.loc[r.Index][p.Index]}
+		if pl, ok := live.PoolLoad(r, p); ok {
+			op.Capacity = pl.Reason()
+		}
 		if c5.Answers > 0 {
 			op.Share5m = float64(op.Answers5m) / float64(c5.Answers)
 		}

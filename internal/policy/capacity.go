@@ -811,3 +811,19 @@ func (l *Live) shedFor(r *Record) (*recCap, *recShed) {
 	}
 	return c.recs[r.Index], s
 }
+
+// ShedAt reports whether client's network of r is shed now: its prefix
+// and the pools it does not get (explain).
+func (l *Live) ShedAt(r *Record, client netip.Addr) (netip.Prefix, []string, bool) {
+	_, s := l.shedFor(r)
+	if s == nil || !client.IsValid() {
+		return netip.Prefix{}, nil, false
+	}
+	a := client.Unmap()
+	drop, scope, in := s.find(a)
+	if !in {
+		return netip.Prefix{}, nil, false
+	}
+	p, _ := a.Prefix(scope)
+	return p, r.PoolNames(drop), true
+}

@@ -72,7 +72,7 @@ function breakable(name) {
 // poolCells are the cells of one pool (the DOM contract's td.state,
 // td.reason, td.since, td.share-5m, td.share-1h, td.drain, td.no-traffic).
 export function poolCells(rec, p, now = Date.now()) {
-  const reason = [p.reason || ''];
+  const reason = [p.reason || '', p.capacity || '']; // capacity: "shed: load 130 % of target (...)"
   if (p.override && !/override/.test(p.reason || '')) reason.push('override');
   const expires = p.override_expires ? el('span', { class: 'expires' }, ` (until ${utc(p.override_expires)}, ${ago(p.override_expires, now)})`) : null;
   return [
