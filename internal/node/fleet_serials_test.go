@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/fleet"
 	"github.com/steer-dns/steer/internal/peertest"
@@ -173,4 +174,152 @@ type agreedValue struct {
 	Sum    string `json:"sum"`
 	Node   string `json:"node"`
 	rev    int64
+}
+
+// TestFleetSignedSerialsAgree: two nodes of a fleet sign one zone with
+// the keys pushed in the bundle, each at its own time, and export it
+// signed to a secondary. Their exports differ in every RRSIG's inception
+// (node b starts in a later second), yet they agree one serial for the
+// same content, and each node's transfer under it validates with the
+// zone's keys; a pool going down is one new serial for both, agreed once.
+func TestFleetSignedSerialsAgree(t *testing.T) {
+	c, s := fleetStore(t)
+	t.Parallel()
+	const origin = "signed.fleet.test."
+	files := map[string][]byte{"knot.key": []byte(keyFile("knot-key"))}
+	k, err := dnssec.GenerateKey(origin, dns.ECDSAP256SHA256, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, priv := k.Files(time.Now())
+	files["keys/"+k.BaseName()+".key"], files["keys/"+k.BaseName()+".private"] = pub, priv
+	files["steer.yaml"] = []byte(fmt.Sprintf(`identity: pushed
+tsig:
+  knot-key: { secret_file: knot.key }
+zones:
+  - origin: %s
+    file: signed.zone
+    dnssec: { keys: [keys/%s] }
+    secondaries:
+      - { address: 127.0.0.1, tsig: knot-key, notify: none }
+records:
+  - name: shop.%s
+    ttl: 30
+    pools:
+      de: { address: 198.51.100.1 }
+      other: { address: 198.51.100.2 }
+    rules:
+      - default: { failover: [other, de] }
+`, origin, k.BaseName(), origin))
+	files["signed.zone"] = []byte("$ORIGIN " + origin + "\n$TTL 300\n@ SOA ns1 hostmaster 1 86400 3600 1209600 60\n@ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.80\n")
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", fleet.Bundle{Files: files}, 0); err != nil {
+		t.Fatal(err)
+	}
+	soa := func(n *testNode) uint32 {
+		r, err := n.tryQuery(origin, dns.TypeSOA)
+		if err != nil || len(r.Answer) != 1 {
+			return 0
+		}
+		return r.Answer[0].(*dns.SOA).Serial
+	}
+	agreed := func() (a agreedValue) {
+		kvs, _, err := s.Get(context.Background(), "/steer/v1/serials/"+origin)
+		if err == nil && len(kvs) == 1 {
+			json.Unmarshal(kvs[0].Value, &a)
+			a.rev = kvs[0].Rev
+		}
+		return a
+	}
+	// axfr transfers the zone from n as the secondary does and checks
+	// every RRSIG in it with the zone's DNSKEY; it returns the serial
+	// and the inceptions of the RRSIGs.
+	axfr := func(n *testNode) (uint32, map[uint32]bool) {
+		m := new(dns.Msg)
+		m.SetAxfr(origin)
+		m.SetTsig("knot-key.", dns.HmacSHA256, 300, time.Now().Unix())
+		tr := &dns.Transfer{TsigSecret: map[string]string{"knot-key.": xfrKeys["knot-key"]}, DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second}
+		env, err := tr.In(m, n.dns.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets := map[[2]string][]dns.RR{}
+		var sigs []*dns.RRSIG
+		var serial uint32
+		for e := range env {
+			if e.Error != nil {
+				t.Fatalf("AXFR from %s: %v", n.dns, e.Error)
+			}
+			for _, rr := range e.RR {
+				switch v := rr.(type) {
+				case *dns.RRSIG:
+					sigs = append(sigs, v)
+				case *dns.SOA:
+					serial = v.Serial
+					sets[[2]string{v.Hdr.Name, "SOA"}] = []dns.RR{v}
+				default:
+					key := [2]string{rr.Header().Name, dns.TypeToString[rr.Header().Rrtype]}
+					sets[key] = append(sets[key], rr)
+				}
+			}
+		}
+		inceptions := map[uint32]bool{}
+		for _, sig := range sigs {
+			inceptions[sig.Inception] = true
+			if err := sig.Verify(k.DNSKEY, sets[[2]string{sig.Hdr.Name, dns.TypeToString[sig.TypeCovered]}]); err != nil {
+				t.Errorf("AXFR from %s: the RRSIG over %s %s does not verify: %v", n.dns, sig.Hdr.Name, dns.TypeToString[sig.TypeCovered], err)
+			}
+		}
+		if len(sigs) < 5 {
+			t.Errorf("AXFR from %s: %d RRSIGs", n.dns, len(sigs))
+		}
+		return serial, inceptions
+	}
+	na := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "a")}, Options{})
+	dnstest.WaitFor(t, 5*time.Second, "node a to export its first serial", func() bool { return na.xfr.Status(origin).ExportedSerial != 0 })
+	// Node b signs in a later second: its RRSIGs differ from a's.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	nb := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "b")}, Options{})
+	first := agreed()
+	dnstest.WaitFor(t, 5*time.Second, "both nodes to export the agreed serial", func() bool {
+		first = agreed()
+		return first.Serial != 0 && soa(na) == first.Serial && soa(nb) == first.Serial &&
+			na.xfr.Status(origin).ExportedSerial == first.Serial && nb.xfr.Status(origin).ExportedSerial == first.Serial
+	})
+	sa, ia := axfr(na)
+	sb, ib := axfr(nb)
+	if sa != first.Serial || sb != first.Serial {
+		t.Fatalf("transfers under serials %d (a) and %d (b), agreed %d", sa, sb, first.Serial)
+	}
+	for inc := range ib {
+		if ia[inc] {
+			t.Errorf("nodes a and b signed with the same inception %d: the test does not show signatures made apart", inc)
+		}
+	}
+
+	// A pool goes down: one new serial, agreed once, on both nodes.
+	setPoolState(t, na.Node, "shop."+strings.TrimSuffix(origin, "."), "other", "down")
+	want := first.Serial + 1
+	for _, n := range []*testNode{na, nb} {
+		dnstest.WaitFor(t, 10*time.Second, fmt.Sprintf("serial %d on %s", want, n.dns), func() bool {
+			return n.xfr.Status(origin).ExportedSerial == want && soa(n) == want && n.a("shop."+origin) == "198.51.100.1"
+		})
+	}
+	after := agreed()
+	if after.Serial != want || after.Sum == first.Sum {
+		t.Errorf("agreed %+v after the pool went down (before %+v)", after, first)
+	}
+	na.xfr.Refresh()
+	nb.xfr.Refresh()
+	if again := agreed(); again.rev != after.rev || soa(na) != want || soa(nb) != want {
+		t.Errorf("after refreshing both again: agreed %+v (was %+v), serials %d and %d", again, after, soa(na), soa(nb))
+	}
+	if sa, _ := axfr(na); sa != want {
+		t.Errorf("node a transfers serial %d, want %d", sa, want)
+	}
+	if sb, _ := axfr(nb); sb != want {
+		t.Errorf("node b transfers serial %d, want %d", sb, want)
+	}
+	if l := na.logs.String() + nb.logs.String(); strings.Contains(l, "cannot agree") {
+		t.Errorf("an agreement failed:\n%s", grepLines(l, "agree"))
+	}
 }

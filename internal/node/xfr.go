@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/dnssec"
 	"github.com/steer-dns/steer/internal/dnsserver"
 	"github.com/steer-dns/steer/internal/secondary"
 	"github.com/steer-dns/steer/internal/snapshot"
@@ -159,6 +160,7 @@ func (w *xfrWiring) signedExport(snap *snapshot.Snapshot, xz *xfr.Zone, z *zoned
 	// Version is the export itself: one export, one digest. Its
 	// fallbacks are in its records, signed.
 	xz.Version, xz.Fallbacks, xz.Each = e, nil, nil
+	xz.SigPeriod = exportSigPeriod(z.Signer().Options())
 	xz.Records = func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }
 	return true
 }
@@ -203,6 +205,25 @@ func (w *xfrWiring) signerExport(xz *xfr.Zone, z *zonedata.Zone, now time.Time) 
 	xz.Version, xz.Fallbacks, xz.Each = e, nil, nil
 	xz.Records = func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }
 	return true
+}
+
+// exportSigPeriod is the period a signed export's earliest signature
+// expiration is rounded down to in the digest the fleet agrees serials
+// by (xfr.Zone.SigPeriod). A node moves its export to the next period
+// when its signatures expiring in this one are renewed, which is by the
+// period's end less the renewal margin (1 − refresh of the shortest
+// span, validity less jitter plus backdate); a secondary's copy under
+// the period holds signatures expiring no earlier than the period's
+// start, and an SOA signature made with the serial, which may expire up
+// to the jitter (a tenth of the validity) before a signature made with
+// it. The period is half of what remains of the margin after the
+// jitter (defaults: 0.88 days, a new serial about daily, 0.88 days
+// before a copy's first signature expires), at least an eighth of the
+// margin and a second.
+func exportSigPeriod(o dnssec.Options) time.Duration {
+	margin := (1 - o.Refresh) * (float64(o.Validity)*(1-o.Jitter) + float64(o.Backdate))
+	p := max((margin-o.Jitter*float64(o.Validity))/2, margin/8)
+	return max(time.Duration(p), time.Second)
 }
 
 // scheduleRenewal sets the timer that builds the signed exports again

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -58,6 +59,14 @@ type Zone struct {
 	// Fallbacks are the records the zone's steered names are exported
 	// with (a secondary cannot steer).
 	Fallbacks []dns.RR
+	// SigPeriod is set on an export whose RRSIGs this node makes itself
+	// (a signed zone's signed export): in a fleet (Options.Agreement),
+	// its digest then takes each RRSIG without what only this node gave
+	// it — inception, expiration, signature octets — and the earliest
+	// expiration among them rounded down to SigPeriod (sigSum). 0: the
+	// RRSIGs are digested whole (an unsigned or pre-signed zone, whose
+	// signatures are the same on every node).
+	SigPeriod time.Duration
 }
 
 // Secondary is a server that may transfer a zone out.
@@ -261,7 +270,7 @@ func (s *Service) Refresh() {
 		switch {
 		case st == nil:
 			st = &exportState{}
-			if z.Journal > 0 {
+			if z.Journal > 0 && s.exact(z) {
 				st.journal = NewJournal(z.Journal)
 			}
 			s.state[origin] = st
@@ -277,6 +286,9 @@ func (s *Service) Refresh() {
 		if sv := (savedSerial{Serial: target, Sum: hexSum}); s.saved[origin] != sv {
 			s.saved[origin] = sv
 			changed = true
+		}
+		if !s.exact(z) {
+			st.journal = nil // AXFR-style from now on (exact)
 		}
 		e := &export{serial: target, soa: z.SOA, each: eachOf(z), fallbacks: z.Fallbacks, journal: st.journal}
 		var targets []Target
@@ -314,6 +326,18 @@ func (s *Service) Refresh() {
 		s.o.Rebuild("zone serial")
 	}
 }
+
+// exact reports whether a serial of z names one export, record for
+// record, so that a delta between two serials applies to any copy of the
+// first (the IXFR journal). It does not for a signed export in a fleet:
+// each node signs it itself, so two nodes' exports under one agreed
+// serial differ in their RRSIGs (inception, expiration and, for ECDSA or
+// a signing time a second apart, the signature), and a signature renewed
+// within the serial's validity period changes the export without a new
+// serial (sigSum). A delta from this node's export would delete RRSIGs a
+// secondary holding another node's copy does not have; such a zone is
+// answered AXFR-style (RFC 1995 §4), which every copy takes.
+func (s *Service) exact(z *Zone) bool { return s.o.Agreement == nil || z.SigPeriod <= 0 }
 
 // journalDelta is the journal's entry for the change from st to z. When the
 // zone's records are the same version (its serial or a fallback moved),
@@ -371,7 +395,8 @@ func (s *Service) agree(origin, sum string, target uint32, changed bool) uint32 
 
 // sum digests what z exports: its records (the SOA without its serial,
 // nor its signatures) and its steered names' fallbacks. The records' part is kept per
-// Version; the fallbacks are few and digested each time.
+// Version; the fallbacks are few and digested each time. A signed
+// export in a fleet digests its RRSIGs as sigSum says.
 func (s *Service) sum(z *Zone) [32]byte {
 	zs, ok := s.sums[z.Version]
 	if !ok {
@@ -380,13 +405,24 @@ func (s *Service) sum(z *Zone) [32]byte {
 		soa.Serial = 0
 		fmt.Fprintln(h, soa.String())
 		rrs := z.Records(nil)
+		var sigs *sigSum
+		if !s.exact(z) {
+			sigs = &sigSum{period: uint32(max(z.SigPeriod/time.Second, 1))}
+		}
 		for _, rr := range rrs[1:] {
-			if sig, ok := rr.(*dns.RRSIG); ok && sig.TypeCovered == dns.TypeSOA {
+			sig, ok := rr.(*dns.RRSIG)
+			switch {
+			case ok && sig.TypeCovered == dns.TypeSOA:
 				// A signed export's SOA signatures change with the
 				// serial, which the digest leaves out.
-				continue
+			case ok && sigs != nil:
+				sigs.add(h, sig)
+			default:
+				fmt.Fprintln(h, rr.String())
 			}
-			fmt.Fprintln(h, rr.String())
+		}
+		if sigs != nil {
+			sigs.finish(h)
 		}
 		copy(zs[:], h.Sum(nil))
 		if z.Version != nil {
@@ -406,6 +442,53 @@ func (s *Service) sum(z *Zone) [32]byte {
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
 	return out
+}
+
+// sigSum digests the RRSIGs of a signed export that each node of a
+// fleet signs itself, so that nodes with the same records and keys
+// agree one serial, and a renewal of the signatures still gets the
+// next one:
+//
+//   - each RRSIG by what every node gives it: owner, TTL, type covered,
+//     algorithm, labels, original TTL, key tag and signer (a new key, a
+//     key retired, a TTL changed: a new serial);
+//   - not its inception, expiration and signature, which are the
+//     node's own (its signing time; ECDSA's octets);
+//   - but the earliest expiration among them rounded down to the
+//     period (Zone.SigPeriod, the same on every node signing with the
+//     same dnssec settings): the export's validity period.
+//
+// Signatures are renewed as they fall due, so the earliest expiration
+// moves on, and leaves its period, within the period plus the renewal
+// margin; every node then exports a new digest, and the first to see it
+// agrees the next serial, which the others take when they get there (a
+// node signing a moment later is a moment later). A copy a secondary
+// took under a serial expires no earlier than the start of its period,
+// while every node moves on before that (the node picks the period so:
+// exportSigPeriod), so a secondary always finds a newer serial before
+// what it serves expires. Two nodes exporting one serial with different
+// signatures are both valid: a secondary transferring it from either
+// serves a zone that validates; only the IXFR journal cannot serve such
+// zones (Service.exact).
+type sigSum struct {
+	period  uint32
+	earlier uint32 // the earliest expiration seen
+	any     bool
+}
+
+func (g *sigSum) add(h io.Writer, sig *dns.RRSIG) {
+	c := *sig
+	c.Inception, c.Expiration, c.Signature = 0, 0, ""
+	fmt.Fprintln(h, c.String())
+	if !g.any || SerialNewer(g.earlier, sig.Expiration) {
+		g.earlier, g.any = sig.Expiration, true
+	}
+}
+
+func (g *sigSum) finish(h io.Writer) {
+	if g.any {
+		fmt.Fprintf(h, "validity period %d\n", g.earlier/g.period)
+	}
 }
 
 // save writes the exported serials atomically.

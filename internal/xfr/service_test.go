@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -242,5 +243,72 @@ func TestServiceAgreement(t *testing.T) {
 	s.Refresh()
 	if s.Serials()[origin] != 9 || ag.calls != 2 {
 		t.Fatalf("store down, next change: serials %v, %d agreements (want 9, 2)", s.Serials(), ag.calls)
+	}
+}
+
+// TestSignedExportDigest: in a fleet, two nodes' signed exports of the
+// same records and keys have one digest although each signed them at its
+// own time (inception, expiration, signature octets), so they agree one
+// serial; a renewal moving the earliest expiration into the next period,
+// a signature by another key or a changed record is a new digest; a node
+// alone digests the signatures whole. Such an export keeps no IXFR
+// journal in a fleet (a delta would not apply to another node's copy).
+func TestSignedExportDigest(t *testing.T) {
+	const origin = "signed.example."
+	const period = 3600
+	base := uint32(1_800_000_000/period*period + 100) // early in a period
+	soa := soaAt(t, 1)
+	soa.Hdr.Name = origin
+	sig := func(name string, covered uint16, tag uint16, inc, exp uint32, octets string) *dns.RRSIG {
+		return &dns.RRSIG{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeRRSIG, Class: dns.ClassINET, Ttl: 300},
+			TypeCovered: covered, Algorithm: dns.ECDSAP256SHA256, Labels: 2, OrigTtl: 300, KeyTag: tag,
+			SignerName: origin, Inception: inc, Expiration: exp, Signature: octets}
+	}
+	// export is one node's signed export: signed at at (the apex NS
+	// expiring first), its octets, the key tag, the address of www.
+	export := func(at uint32, octets string, tag uint16, www string) Zone {
+		rrs := []dns.RR{soa,
+			sig(origin, dns.TypeSOA, tag, at+17, at+5000, octets+"S"),
+			mustRR(t, origin+" 300 IN NS ns1."+origin),
+			sig(origin, dns.TypeNS, tag, at, at+1000, octets+"N"),
+			mustRR(t, "www."+origin+" 300 IN A "+www),
+			sig("www."+origin, dns.TypeA, tag, at, at+2000, octets+"W"),
+		}
+		return Zone{Origin: origin, SOA: soa, Version: &struct{ int }{}, SigPeriod: period * time.Second,
+			Records: func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }}
+	}
+	fleet := New(Options{Agreement: &fakeAgreement{give: 1}})
+	defer fleet.Close()
+	alone := New(Options{})
+	defer alone.Close()
+	a := export(base, "AAAA", 1, "192.0.2.1")
+	b := export(base+40, "BBBB", 1, "192.0.2.1") // another node, 40 s later
+	if fleet.sum(&a) != fleet.sum(&b) {
+		t.Error("in a fleet, the same records signed by two nodes have two digests")
+	}
+	if alone.sum(&a) == alone.sum(&b) {
+		t.Error("a node alone digests signatures made at another time the same")
+	}
+	for what, z := range map[string]Zone{
+		"renewed into the next period": export(base+period, "AAAA", 1, "192.0.2.1"),
+		"signed by another key":        export(base, "AAAA", 2, "192.0.2.1"),
+		"a changed record":             export(base, "AAAA", 1, "192.0.2.2"),
+	} {
+		if fleet.sum(&a) == fleet.sum(&z) {
+			t.Errorf("%s: the same digest", what)
+		}
+	}
+
+	// No journal in a fleet: the new serial is answered AXFR-style.
+	key := tsig.Key{Name: "svc-key.", Algorithm: dns.HmacSHA256, Secret: "c3ZjIHRlc3Qga2V5IG9mIHRoaXJ0eS10d28gYnl0ZXMh"}
+	for _, s := range []*Service{fleet, alone} {
+		z := a
+		z.Journal, z.Serial, z.FileSerial = 5, 1, 1
+		z.Secondaries = []Secondary{{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Key: key}}
+		s.o.Zones = func() []Zone { return []Zone{z} }
+		s.Refresh()
+		if got := s.state[origin].journal != nil; got != (s == alone) {
+			t.Errorf("journal kept %v (alone %v)", got, s == alone)
+		}
 	}
 }
