@@ -141,6 +141,9 @@ func printPlan(w io.Writer, p api.KeyPlan, now time.Time) {
 		src += ", driven by node " + p.Driver
 	}
 	fmt.Fprintf(w, "zone %s (plan kept in the %s)\n", p.Zone, src)
+	if p.Held != "" {
+		fmt.Fprintf(w, "ROLLOVER HELD: %s\n", p.Held)
+	}
 	fmt.Fprintf(w, "%-6s %-4s %-16s %-10s %-20s %-20s %-20s %s\n", "TAG", "ROLE", "ALGORITHM", "STATE", "PUBLISH", "ACTIVE", "RETIRE", "REMOVE")
 	ts := func(t *time.Time) string {
 		if t == nil {

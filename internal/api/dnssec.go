@@ -32,6 +32,14 @@ type ZoneDNSSEC struct {
 	// (a seventh of the validity when that is shorter): renewal is not
 	// keeping up. The node logs the same at ERROR.
 	Expiring string `json:"expiring,omitempty"`
+	// NextKeyEvent is the zone's next key event (its key plan's), nil
+	// when none is scheduled or the zone has no plan.
+	NextKeyEvent *KeyEvent `json:"next_key_event,omitempty"`
+	// RolloverHeld says, when set, why the zone's key rollover does not
+	// proceed (on the node that drives the fleet's key plans: a
+	// generated private key would go to a store that is not TLS and
+	// authenticated); the zone is signed with its current keys.
+	RolloverHeld string `json:"rollover_held,omitempty"`
 }
 
 // DNSSECKey is one key of a signed zone.
@@ -44,6 +52,10 @@ type DNSSECKey struct {
 	File string `json:"file"`
 	// DS is the DS record (SHA-256) the parent publishes, for a SEP key.
 	DS string `json:"ds,omitempty"`
+	// State is the key's state: "active" (signing) or "published" (in
+	// the DNSKEY RRset, not signing); with a key plan, the plan's
+	// (PlanKey.State: published, active, retired).
+	State string `json:"state"`
 }
 
 // KeyPlan is GET /v1/dnssec/{zone}: a signed zone's keys with their
@@ -69,6 +81,9 @@ type KeyPlan struct {
 	// "fleet" (the store, driven by Driver).
 	Source string `json:"source"`
 	Driver string `json:"driver,omitempty"`
+	// Held says, when set, why the rollover does not proceed (see
+	// ZoneDNSSEC.RolloverHeld).
+	Held string `json:"held,omitempty"`
 }
 
 // PlanKey is one key of a plan.

@@ -37,6 +37,12 @@ type Fleet struct {
 	ViewGrace Duration `yaml:"view_grace"`
 	// HealthQuorum turns observations into verdicts.
 	HealthQuorum HealthQuorum `yaml:"health_quorum"`
+	// AllowInsecureKeys lets the node that drives the key plans write
+	// the private keys it generates (a ZSK rollover's successor, a new
+	// KSK) to a store that is not both TLS and authenticated, as steer
+	// fleet push --allow-insecure-keys does for the pushed keys; without
+	// it such a rollover is held, the zone signed with its current keys.
+	AllowInsecureKeys bool `yaml:"allow_insecure_keys"`
 }
 
 // Etcd is the store's address and credentials.

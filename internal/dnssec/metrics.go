@@ -28,6 +28,9 @@ var (
 	descExpiry = prometheus.NewDesc("steer_dnssec_signature_expires_in_seconds",
 		"Seconds until the earliest expiration among the signatures each signed zone serves (renewal keeps it above a quarter of the validity; below 48 h the node logs an error).",
 		[]string{"zone"}, nil)
+	descNextKeyEvent = prometheus.NewDesc("steer_dnssec_next_key_event_timestamp_seconds",
+		"When the next key event of each signed zone with a key plan is due (Unix time): a ZSK rollover's publish, activate, retire or remove, a KSK's. No series for a zone with none scheduled.",
+		[]string{"zone"}, nil)
 )
 
 // ZoneState is what the collector reads of one signed zone at a scrape.
@@ -36,6 +39,9 @@ type ZoneState struct {
 	// Expiry is the earliest expiration (Unix seconds) among the
 	// signatures the zone serves; 0: not known (no series).
 	Expiry uint32
+	// NextKeyEvent is when the zone's next key event is due (its key
+	// plan's); zero: none scheduled (no series).
+	NextKeyEvent time.Time
 }
 
 // Source is what is being served at a scrape: the signed zones, and any
@@ -70,7 +76,7 @@ func NewCollector(source func() Source) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSignatures, descCacheLookups, descCacheInserts, descRefused, descExpiry} {
+	for _, d := range []*prometheus.Desc{descSignatures, descCacheLookups, descCacheInserts, descRefused, descExpiry, descNextKeyEvent} {
 		ch <- d
 	}
 }
@@ -99,10 +105,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 
 	for _, z := range src.Zones {
-		if z.Signer == nil || z.Expiry == 0 {
+		if z.Signer == nil {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(descExpiry, prometheus.GaugeValue, float64(int64(z.Expiry)-now), z.Signer.Zone)
+		if z.Expiry != 0 {
+			ch <- prometheus.MustNewConstMetric(descExpiry, prometheus.GaugeValue, float64(int64(z.Expiry)-now), z.Signer.Zone)
+		}
+		if !z.NextKeyEvent.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descNextKeyEvent, prometheus.GaugeValue, float64(z.NextKeyEvent.UnixMilli())/1000, z.Signer.Zone)
+		}
 	}
 }
 

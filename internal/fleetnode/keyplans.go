@@ -38,6 +38,11 @@ type KeyPlans struct {
 	// it does not drive.
 	leading int64
 	poke    chan struct{} // the leader key changed
+
+	// prot is the store's protection as last asked (Protection), at
+	// protAt.
+	prot   fleet.Protection
+	protAt time.Time
 }
 
 // dnssecPrefix is P/dnssec/, leaderKey P/dnssec/leader (no origin can be
@@ -83,6 +88,38 @@ func (k *KeyPlans) Driver() (node string, self bool) {
 	defer k.mu.Unlock()
 	return k.driver, k.leading != 0
 }
+
+// protectionMaxAge is how long Protection's answer is kept: the store's
+// protection is asked again at most once a minute (etcd's authentication
+// may be turned on while the nodes run).
+const protectionMaxAge = time.Minute
+
+// Protection says how the store guards what is written to it
+// (fleet.ProtectionOf): a plan holding a private key steer generated
+// may go only to a store that is TLS and authenticated (or with
+// fleet.allow_insecure_keys, InsecureKeysAllowed). Asked only when such
+// a plan is to be written, and kept for a minute; it may block for the
+// store's round trips (a TLS handshake with each member).
+func (k *KeyPlans) Protection() fleet.Protection {
+	k.mu.Lock()
+	if !k.protAt.IsZero() && time.Since(k.protAt) < protectionMaxAge {
+		defer k.mu.Unlock()
+		return k.prot
+	}
+	k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	p := fleet.ProtectionOf(ctx, k.m.store)
+	k.mu.Lock()
+	k.prot, k.protAt = p, time.Now()
+	k.mu.Unlock()
+	return p
+}
+
+// InsecureKeysAllowed reports whether the node's file allows generated
+// private keys into a store that is not TLS and authenticated
+// (fleet.allow_insecure_keys).
+func (k *KeyPlans) InsecureKeysAllowed() bool { return k.m.local.Fleet.AllowInsecureKeys }
 
 // ErrNotDriver is Step's error when this node does not hold the leader
 // key (it lost it, or never had it).

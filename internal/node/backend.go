@@ -178,7 +178,9 @@ func (n *Node) Status() api.Status {
 			zs.Serving = s
 		}
 		zs.Transfer = n.xfr.status(snap, z)
-		zs.DNSSEC = dnssecStatus(z, sigs, now)
+		if zs.DNSSEC = dnssecStatus(z, sigs, now); zs.DNSSEC != nil {
+			n.keyStatus(zs.DNSSEC, z, now)
+		}
 		st.Zones = append(st.Zones, zs)
 	}
 	if snap.Geo != nil {

@@ -75,6 +75,10 @@ type keyZone struct {
 	logged time.Time
 	// stepErr is the last step's error, logged once per distinct text.
 	stepErr string
+	// held says why the zone's rollover is held: a generated private
+	// key would go to a store that is not TLS and authenticated
+	// (keysMayGoLocked); "" when it is not.
+	held string
 }
 
 func newKeyService(log *slog.Logger, dir string) *keyService {
@@ -280,6 +284,8 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 		p, events, err := kz.plan, []keyroll.Event(nil), error(nil)
 		if drives {
 			p, events, err = kz.plan.Next(now, t, ks.gen)
+		} else {
+			kz.held = "" // the driver holds it, and says so
 		}
 		switch {
 		case err != nil:
@@ -288,9 +294,18 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 				ks.log.Error("DNSSEC key rollover cannot proceed; the zone is signed with its current keys", "zone", origin, "problem", msg)
 			}
 		case p != kz.plan:
-			kz.stepErr = ""
-			if err := ks.keep(origin, p, false); errors.Is(err, errPlanMoved) {
+			err := ks.keep(origin, p, false)
+			if !errors.Is(err, errKeysHeld) {
+				kz.stepErr, kz.held = "", ""
+			}
+			if errors.Is(err, errPlanMoved) {
 				break // another node's plan is the one: nothing was made here
+			} else if errors.Is(err, errKeysHeld) {
+				if msg := kz.held; msg != kz.stepErr {
+					kz.stepErr = msg
+					ks.log.Error("DNSSEC key rollover held; the zone is signed with its current keys", "zone", origin, "problem", kz.held)
+				}
+				break
 			} else if err != nil {
 				ks.log.Error("DNSSEC key rollover cannot proceed; the zone is signed with its current keys", "zone", origin, "problem", err)
 				break
@@ -402,4 +417,20 @@ func (n *Node) keyLoop() {
 			timer.Stop()
 		}
 	}
+}
+
+// next is when origin's next key event is due, by the plan in use (zero
+// when none is scheduled, or the zone has no plan): the metric
+// steer_dnssec_next_key_event_timestamp_seconds, read at a scrape.
+func (ks *keyService) next(origin string, now time.Time) time.Time {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	kz := ks.zones[origin]
+	if kz == nil || kz.plan == nil {
+		return time.Time{}
+	}
+	if evs := kz.plan.Events(now, now.Add(100*365*24*time.Hour)); len(evs) > 0 {
+		return evs[0].At
+	}
+	return time.Time{}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/steer-dns/steer/internal/dnssec"
@@ -31,6 +32,13 @@ import (
 // driver's step (another node wrote first): the step is dropped, and the
 // store's plan is the one in use.
 var errPlanMoved = errors.New("the fleet's key plan changed meanwhile")
+
+// errKeysHeld is keep's error when the plan would put a private key
+// steer generated into a store that is not TLS and authenticated
+// (keysMayGoLocked): the step or change is dropped, the key with it (it
+// was never kept or published), and the zone goes on with the plan in
+// use.
+var errKeysHeld = errors.New("a generated private key may not go to this store")
 
 // keyFleet is the keyService's part in a fleet.
 type keyFleet struct {
@@ -151,6 +159,9 @@ func (ks *keyService) keep(origin string, p *keyroll.Plan, operator bool) error 
 				return nil
 			}
 		}
+		if err := ks.keysMayGoLocked(origin, p); err != nil {
+			return err
+		}
 		ok, err := ks.storeLocked(origin, p, !operator)
 		switch {
 		case err != nil && operator:
@@ -166,6 +177,76 @@ func (ks *keyService) keep(origin string, p *keyroll.Plan, operator bool) error 
 		}
 	}
 	return ks.save(origin, p)
+}
+
+// keysMayGoLocked checks that p may be written to the fleet's store as
+// origin's plan: a private key steer generated (a ZSK rollover's
+// successor, a new KSK) that the plan in use does not hold goes only to
+// a store that is TLS and authenticated, as steer fleet push asks of the
+// pushed keys, unless the node's file allows it
+// (fleet.allow_insecure_keys). The configured keys' private parts are
+// not new there: they came through that store in the pushed bundle, on
+// the push's own check. The reason a plan is held is kept for the status
+// (kz.held) and returned as an errKeysHeld.
+func (ks *keyService) keysMayGoLocked(origin string, p *keyroll.Plan) error {
+	kz := ks.zones[origin]
+	var cur *keyroll.Plan
+	if kz != nil {
+		cur = kz.plan
+	}
+	fresh := newGeneratedKeys(cur, p)
+	if len(fresh) == 0 {
+		return nil
+	}
+	prot := ks.fleet.plans.Protection()
+	if prot.OK() {
+		if kz != nil {
+			kz.held = ""
+		}
+		return nil
+	}
+	if ks.fleet.plans.InsecureKeysAllowed() {
+		ks.log.Warn("DNSSEC: writing a generated private key to the fleet's store, which is not both TLS and authenticated, as fleet.allow_insecure_keys allows: anyone who can read that etcd, or the network to it, has the key and can sign anything for the zone",
+			"zone", origin, "keys", strings.Join(fresh, ", "), "missing", strings.Join(prot.Missing, "; "))
+		return nil
+	}
+	why := fmt.Sprintf("zone %s: key rollover held, the zone stays signed with its current keys: it would write the private key of %s, generated here, to the fleet's store, which is not both TLS and authenticated (%s); protect etcd (README: \"DNSSEC keys in a fleet\"), or set fleet.allow_insecure_keys: true in the nodes' files to accept that anyone who can read that etcd, or the network to it, can sign for the zone",
+		origin, strings.Join(fresh, ", "), strings.Join(prot.Missing, "; "))
+	if kz != nil {
+		kz.held = why
+	}
+	return fmt.Errorf("%w: %s", errKeysHeld, why)
+}
+
+// newGeneratedKeys names the keys of p that steer generated and whose
+// private key p holds while cur (the plan in use; nil for none) does
+// not.
+func newGeneratedKeys(cur, p *keyroll.Plan) []string {
+	had := map[string]bool{}
+	if cur != nil {
+		for _, k := range cur.Keys {
+			if k.Private != "" {
+				had[k.DNSKEY] = true
+			}
+		}
+	}
+	var out []string
+	for _, k := range p.Keys {
+		if k.Source == keyroll.SourceGenerated && k.Private != "" && !had[k.DNSKEY] {
+			out = append(out, fmt.Sprintf("%s %d", strings.ToUpper(string(k.Role)), k.Tag))
+		}
+	}
+	return out
+}
+
+// held says why origin's key rollover is held ("" when it is not).
+func (ks *keyService) held(origin string) string {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if kz := ks.zones[origin]; kz != nil {
+		return kz.held
+	}
+	return ""
 }
 
 // plan returns origin's plan in use (the store's in a fleet, once seen),

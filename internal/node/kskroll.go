@@ -211,6 +211,7 @@ func (n *Node) loadedAt() time.Time {
 func (n *Node) planView(p *keyroll.Plan) api.KeyPlan {
 	v := planView(p, time.Now())
 	v.Source, v.Driver = n.keys.source()
+	v.Held = n.keys.held(p.Zone)
 	return v
 }
 

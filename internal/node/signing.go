@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnssec"
+	"github.com/steer-dns/steer/internal/keyroll"
 	"github.com/steer-dns/steer/internal/snapshot"
 	zonedata "github.com/steer-dns/steer/internal/zone"
 )
@@ -349,8 +351,12 @@ func dnssecStatus(z *zonedata.Zone, v *sigView, now time.Time) *api.ZoneDNSSEC {
 			csk = false
 		}
 	}
-	for _, k := range keys {
-		ks := api.DNSSECKey{Tag: k.Tag, Algorithm: dns.AlgorithmToString[k.DNSKEY.Algorithm], File: k.File, Role: "ZSK"}
+	signing := len(keys)
+	for i, k := range append(slices.Clip(keys), s.Published()...) {
+		ks := api.DNSSECKey{Tag: k.Tag, Algorithm: dns.AlgorithmToString[k.DNSKEY.Algorithm], File: k.File, Role: "ZSK", State: keyroll.StateActive}
+		if i >= signing {
+			ks.State = keyroll.StatePublished // a rollover's successor, or a retired key
+		}
 		if k.SEP() {
 			ks.Role = "KSK"
 			if csk {
@@ -374,16 +380,38 @@ func dnssecStatus(z *zonedata.Zone, v *sigView, now time.Time) *api.ZoneDNSSEC {
 	return st
 }
 
+// keyStatus adds to st, z's signing state, what z's key plan says (none
+// for a zone without one): each key's state in the plan, the next key
+// event, and why a rollover is held.
+func (n *Node) keyStatus(st *api.ZoneDNSSEC, z *zonedata.Zone, now time.Time) {
+	p := n.keys.plan(z.Origin)
+	if p == nil {
+		return
+	}
+	v := planView(p, now)
+	st.NextKeyEvent = v.Next
+	st.RolloverHeld = n.keys.held(z.Origin)
+	for i := range st.Keys {
+		k := &st.Keys[i]
+		for _, pk := range v.Keys {
+			if pk.Tag == k.Tag && pk.Algorithm == k.Algorithm && pk.State != keyroll.StateRemoved {
+				k.State = pk.State
+			}
+		}
+	}
+}
+
 // dnssecSource is what the signing metrics read at a scrape: each signed
 // zone's signer and earliest expiry, from the served snapshot's view.
 func (n *Node) dnssecSource() dnssec.Source {
 	var src dnssec.Source
+	now := time.Now()
 	for _, zs := range n.signatures().zones {
 		var exp uint32
 		if !zs.expire.IsZero() {
 			exp = uint32(zs.expire.Unix())
 		}
-		src.Zones = append(src.Zones, dnssec.ZoneState{Signer: zs.z.SteeredSigner(), Expiry: exp})
+		src.Zones = append(src.Zones, dnssec.ZoneState{Signer: zs.z.SteeredSigner(), Expiry: exp, NextKeyEvent: n.keys.next(zs.z.Origin, now)})
 	}
 	return src
 }
