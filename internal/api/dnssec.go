@@ -54,7 +54,8 @@ type DNSSECKey struct {
 	DS string `json:"ds,omitempty"`
 	// State is the key's state: "active" (signing) or "published" (in
 	// the DNSKEY RRset, not signing); with a key plan, the plan's
-	// (PlanKey.State: published, active, retired).
+	// (PlanKey.State: generated, not yet published, published, active,
+	// retired).
 	State string `json:"state"`
 }
 

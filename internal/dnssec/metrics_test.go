@@ -95,6 +95,13 @@ func TestCollector(t *testing.T) {
 	sign(s2, ReasonDenial)
 	want("later", series(3, 2, 1, 2, 3, 1, 1, 60, true))
 
+	// A key plan with an event scheduled: its time, in Unix seconds.
+	src.Zones[0].NextKeyEvent = now.Add(90*time.Second + 500*time.Millisecond)
+	w := series(3, 2, 1, 2, 3, 1, 1, 60, true)
+	w["steer_dnssec_next_key_event_timestamp_seconds{zone=example.com.}"] = float64(now.Unix()) + 90.5
+	want("a key event scheduled", w)
+	src.Zones[0].NextKeyEvent = time.Time{}
+
 	// The zone is no longer served: its series go.
 	src = Source{}
 	want("zone removed", series(0, 0, 0, 2, 3, 1, 1, 0, false))

@@ -124,6 +124,19 @@ zones:
 				if st := n.Status(); st.Zones[0].DNSSEC.RolloverHeld != "" {
 					t.Errorf("status: rollover held: %s", st.Zones[0].DNSSEC.RolloverHeld)
 				}
+				// The status lists the successor (generated, or
+				// published already) beside the keys that sign, and the
+				// next key event.
+				var keys string
+				dnstest.WaitFor(t, 5*time.Second, "the status to list the published successor", func() bool {
+					d := n.Status().Zones[0].DNSSEC
+					keys = fmt.Sprint(d.Keys)
+					states := map[string]int{}
+					for _, k := range d.Keys {
+						states[k.State]++
+					}
+					return len(d.Keys) == 3 && states[keyroll.StateActive] == 2 && states[keyroll.StateGenerated]+states[keyroll.StatePublished] == 1 && d.NextKeyEvent != nil
+				}, func() string { return keys })
 				return
 			}
 			dnstest.WaitFor(t, 10*time.Second, "the driver to log the rollover held", func() bool {

@@ -391,13 +391,18 @@ func (n *Node) keyStatus(st *api.ZoneDNSSEC, z *zonedata.Zone, now time.Time) {
 	v := planView(p, now)
 	st.NextKeyEvent = v.Next
 	st.RolloverHeld = n.keys.held(z.Origin)
-	for i := range st.Keys {
-		k := &st.Keys[i]
-		for _, pk := range v.Keys {
-			if pk.Tag == k.Tag && pk.Algorithm == k.Algorithm && pk.State != keyroll.StateRemoved {
-				k.State = pk.State
-			}
+	for _, pk := range v.Keys {
+		if pk.State == keyroll.StateRemoved {
+			continue
 		}
+		i := slices.IndexFunc(st.Keys, func(k api.DNSSECKey) bool { return k.Tag == pk.Tag && k.Algorithm == pk.Algorithm })
+		if i < 0 {
+			// Not in the DNSKEY RRset served: a successor generated,
+			// published later.
+			st.Keys = append(st.Keys, api.DNSSECKey{Tag: pk.Tag, Algorithm: pk.Algorithm, Role: strings.ToUpper(pk.Role), DS: pk.DS})
+			i = len(st.Keys) - 1
+		}
+		st.Keys[i].State = pk.State
 	}
 }
 
