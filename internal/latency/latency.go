@@ -115,6 +115,10 @@ type Measurement struct {
 	// prefix. RUM values are kept apart from probe values and blended
 	// with them by Options.RUMWeight at Lookup.
 	RUM bool
+	// Forget, with RUM, removes every real-user value of Key instead
+	// (the RUM store evicted the block); Site, RTTms and Samples are
+	// then not read.
+	Forget bool
 }
 
 // Client is what Lookup knows about the client network asking.
@@ -502,6 +506,12 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 	touched := make(map[*keyState]bool, min(len(ms), len(s.state)+len(ms)))
 	for i := range ms {
 		m := &ms[i]
+		if m.Forget {
+			if m.RUM {
+				s.forget(m.Key, touched)
+			}
+			continue
+		}
 		if m.Validate() != nil {
 			continue
 		}
@@ -574,6 +584,21 @@ func (s *Store) Update(ms []Measurement, now time.Time) {
 	u := s.updates.Load() + 1
 	s.cur.Store(s.publish(touched, u))
 	s.updates.Store(u)
+}
+
+// forget empties the real-user entry of key, if any; the caller holds
+// s.mu. publish then removes it.
+func (s *Store) forget(key string, touched map[*keyState]bool) {
+	k, err := ParseKey(key)
+	if err != nil || k.Kind != KindCIDR {
+		return
+	}
+	ks := s.state[(&keyState{k: k, rum: true}).name()]
+	if ks == nil {
+		return
+	}
+	touched[ks] = true
+	ks.e = &entry{key: ks.name()}
 }
 
 // publish returns the previous Map with the touched keys' entries

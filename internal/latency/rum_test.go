@@ -37,6 +37,11 @@ func TestRUMBlend(t *testing.T) {
 	if r := s.Map().Lookup(nil, c, sites, now)[0]; math.Abs(r.Ms-(0.7*40+0.3*60)) > 1e-9 || r.Key != "192.0.2.0/24" {
 		t.Errorf("fra after a probe of the /24: %+v, want 46 ms", r)
 	}
+	// An evicted block's values are forgotten; the probes' stay.
+	s.Update([]Measurement{{Key: "192.0.2.0/24", RUM: true, Forget: true}}, now.Add(2*time.Second))
+	if m := s.Map(); m.RUMValues() != 0 || m.Len() != 2 || m.Lookup(nil, c, sites, now)[0].RUMKey != "" {
+		t.Errorf("after forgetting the /24: %d values (%d rum)", m.Len(), m.RUMValues())
+	}
 	// Weight 0 ignores users.
 	z := NewStore(Options{})
 	z.Update([]Measurement{{Key: "192.0.2.0/24", Site: "fra", RTTms: 40, Samples: 9, MeasuredAt: now, RUM: true}}, now)

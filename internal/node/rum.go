@@ -194,7 +194,13 @@ func (w *rumWiring) round() {
 	if r == nil || s == nil {
 		return
 	}
-	ms := measurementsOf(s.TakeChanged(), r.MinSamplesOr(), r.QuantileOr())
+	// The blocks evicted go first: one evicted and seen again since is
+	// forgotten, then fed anew.
+	var ms []latency.Measurement
+	for _, p := range s.TakeEvicted() {
+		ms = append(ms, latency.Measurement{Key: p.String(), RUM: true, Forget: true})
+	}
+	ms = append(ms, measurementsOf(s.TakeChanged(), r.MinSamplesOr(), r.QuantileOr())...)
 	if len(ms) == 0 {
 		return
 	}

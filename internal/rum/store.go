@@ -159,6 +159,7 @@ type Store struct {
 	siteIdx    map[string]int32
 	sites      []string
 	dirty      []ref
+	evicted    []netip.Prefix // blocks evicted since the last TakeEvicted
 	cells      int
 	evictions  uint64
 	accepted   uint64
@@ -331,6 +332,9 @@ func (s *Store) blockFor(p netip.Prefix) int32 {
 		old := &s.blocks[bi]
 		s.unlink(bi)
 		delete(s.index, old.p)
+		if len(s.evicted) < s.o.MaxBlocks {
+			s.evicted = append(s.evicted, old.p)
+		}
 		s.cells -= len(old.cells)
 		old.cells = old.cells[:0]
 		old.gen++
@@ -427,6 +431,17 @@ func (s *Store) TakeChanged() []Aggregate {
 	s.dirty = s.dirty[:0]
 	s.mu.Unlock()
 	sortAggregates(out)
+	return out
+}
+
+// TakeEvicted returns the blocks evicted since the previous call (at
+// most MaxBlocks of them; beyond that the latency map's staleness removes
+// what is left), so the server removes their values from the latency map.
+func (s *Store) TakeEvicted() []netip.Prefix {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.evicted
+	s.evicted = nil
 	return out
 }
 

@@ -93,6 +93,9 @@ func TestStoreEvictsLeastRecentlySeen(t *testing.T) {
 	if st := s.Stats(); st.Evictions != 1 || st.Blocks != 3 || st.Cells != 3 {
 		t.Errorf("stats %+v, want 1 eviction, 3 blocks, 3 cells", st)
 	}
+	if ev := s.TakeEvicted(); len(ev) != 1 || ev[0].String() != "10.0.2.0/24" {
+		t.Errorf("evicted %v, want 10.0.2.0/24", ev)
+	}
 	// The evicted block's pending change is not reported.
 	for _, a := range s.TakeChanged() {
 		if a.Block.String() == "10.0.2.0/24" {
