@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,9 @@ import (
 // with Knot's KSK as its only trust anchor, validates through steer the
 // steered name for two ECS cases (the right site, AD), the static names,
 // a NODATA at the steered name and a nonexistent name; and through Knot
-// the static names.
+// the static names. steer's transfer out is Knot's zone exactly while
+// shop is unsteered, then Knot's with shop's stand-in replaced by the
+// fallback signed by steer's ZSK, which dnssec-verify accepts.
 func TestMultiSignerWithKnot(t *testing.T) {
 	t.Parallel() // waits on Knot, transfers and resolvers
 	dnstest.NeedTool(t, "keymgr")
@@ -85,16 +88,20 @@ acl:
 
 	city, asn := larkbookGeo(t)
 	cfg := fmt.Sprintf(`health: { state_file: state/steer-health.json }
+tsig:
+  knot-key: { secret_file: knot.key }
 zones:
   - origin: example.com
     primaries: [%s]
     dnssec: { keys: [%s] }
+    secondaries: [{ address: 127.0.0.1, tsig: knot-key, notify: none }]
 geo:
   databases: [%q, %q]
 ecs: { enabled: true, max_source_v4: 28, max_source_v6: 56 }
 records:
 %s`, knot.Addr, filepath.Base(zskBase), city, asn, dnstest.LarkbookRecord())
 	writeFile(t, sdir, "steer.yaml", cfg)
+	writeFile(t, sdir, "knot.key", keyFile("knot-key"))
 	n := startNodeIn(t, sdir, Options{Listen: []string{fmt.Sprintf("127.0.0.1:%d", steerPort)}})
 	steerAddr := n.dns
 
@@ -134,6 +141,10 @@ records:
 	if got := firstA(before); got != "192.0.2.1" || len(sigTags(before)) == 0 || sigTags(before)[zsk.Tag] {
 		t.Errorf("shop before Knot publishes steer's ZSK: %q signed by %v, want the stand-in 192.0.2.1 signed by Knot\n%v", got, sigTags(before), before)
 	}
+	// Unsteered, steer transfers out Knot's zone exactly.
+	if got, want := axfrTexts(t, steerAddr, origin, true), axfrTexts(t, knot.Addr, origin, false); !slices.Equal(got, want) {
+		t.Errorf("steer's export of the unsteered zone is not Knot's:\n%s", rrDiff(got, want))
+	}
 
 	// The operator imports steer's public key into Knot's set; Knot
 	// re-signs the DNSKEY RRset and notifies steer.
@@ -172,6 +183,39 @@ records:
 		if len(rep.Signatures) != 1 || !rep.Signatures[0].Verified || (rep.Signatures[0].KeyTag == zsk.Tag) != (q.name == "shop."+origin) {
 			t.Errorf("explain %s: signatures %+v", q.name, rep.Signatures)
 		}
+	}
+	// steer's export: Knot's records and signatures as they came, but
+	// shop's stand-in, replaced by the fallback signed by steer's ZSK;
+	// dnssec-verify accepts it.
+	var export []string
+	dnstest.WaitFor(t, 10*time.Second, "steer's export to carry shop signed by its ZSK", func() bool {
+		export = axfrTexts(t, steerAddr, origin, true)
+		return slices.ContainsFunc(export, func(l string) bool {
+			return strings.HasPrefix(l, "shop."+origin) && strings.Contains(l, "RRSIG\tA ") && strings.Contains(l, fmt.Sprintf(" %d %s ", zsk.Tag, origin))
+		})
+	})
+	knotAll := axfrTexts(t, knot.Addr, origin, false)
+	var shopSet []string
+	for _, l := range export {
+		if strings.HasPrefix(l, "shop."+origin) && (strings.Contains(l, "\tA\t") || strings.Contains(l, "RRSIG\tA ")) {
+			shopSet = append(shopSet, l)
+		} else if !slices.Contains(knotAll, l) {
+			t.Errorf("steer's export has a record Knot's zone lacks: %s", l)
+		}
+	}
+	for _, l := range knotAll {
+		isShopA := strings.HasPrefix(l, "shop."+origin) && (strings.Contains(l, "\tA\t") || strings.Contains(l, "RRSIG\tA "))
+		if !isShopA && !slices.Contains(export, l) {
+			t.Errorf("steer's export lacks Knot's %s", l)
+		}
+	}
+	if len(shopSet) != 2 || strings.Contains(strings.Join(shopSet, "\n"), "192.0.2.1") {
+		t.Errorf("shop in the export: %v, want the fallback and steer's RRSIG alone", shopSet)
+	}
+	file := filepath.Join(t.TempDir(), "export.db")
+	writeFile(t, filepath.Dir(file), "export.db", strings.Join(export, "\n")+"\n")
+	if out, err := exec.Command("dnssec-verify", "-o", origin, file).CombinedOutput(); err != nil || !strings.Contains(string(out), "Zone fully signed") {
+		t.Errorf("dnssec-verify of steer's export: %v\n%s", err, out)
 	}
 	ready := time.Since(start)
 
@@ -250,4 +294,29 @@ func larkbookGeo(t *testing.T) (city, asn string) {
 		t.Fatal(err)
 	}
 	return city, asn
+}
+
+// axfrTexts transfers origin from server (with the knot-key TSIG when
+// signed) and returns its records' text, sorted, each once.
+func axfrTexts(t *testing.T, server netip.AddrPort, origin string, signed bool) []string {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetAxfr(origin)
+	tr := &dns.Transfer{DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second}
+	if signed {
+		m.SetTsig("knot-key.", dns.HmacSHA256, 300, time.Now().Unix())
+		tr.TsigSecret = map[string]string{"knot-key.": xfrKeys["knot-key"]}
+	}
+	env, err := tr.In(m, server.String())
+	if err != nil {
+		t.Fatalf("AXFR %s from %s: %v", origin, server, err)
+	}
+	var rrs []dns.RR
+	for e := range env {
+		if e.Error != nil {
+			t.Fatalf("AXFR %s from %s: %v", origin, server, e.Error)
+		}
+		rrs = append(rrs, e.RR...)
+	}
+	return rrStrings(rrs)
 }
