@@ -245,6 +245,10 @@ func (s *server) applyOverrides(w http.ResponseWriter, ob OverrideBackend, items
 		if errors.Is(err, ErrNotFound) {
 			code = http.StatusNotFound
 		}
+		var ie *ItemError
+		if !batch && errors.As(err, &ie) {
+			err = ie.Err // one override: the path names it
+		}
 		writeError(w, code, err.Error())
 	case !batch && !o.DryRun && len(res.Forced) == 0:
 		w.WriteHeader(http.StatusNoContent)

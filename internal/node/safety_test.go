@@ -172,6 +172,13 @@ func TestSafetyBatch(t *testing.T) {
 	none("after a batch whose third item names no pool")
 	code, body = n.call("POST", "/v1/overrides", "", `{"overrides":[
 		{"record":"shop.example.com","pool":"a","state":"up"},
+		{"target":"127.0.0.2","record":"shop.example.com","pool":"b","state":"drain"}]}`)
+	if code != 400 || !strings.Contains(body, "overrides item 2: give target, or record and pool, not both") {
+		t.Fatalf("batch with a malformed second item: %d %s", code, body)
+	}
+	none("after a batch with a malformed item")
+	code, body = n.call("POST", "/v1/overrides", "", `{"overrides":[
+		{"record":"shop.example.com","pool":"a","state":"up"},
 		{"record":"shop.example.com","pool":"b","state":"drain"},
 		{"target":"127.0.0.4","state":"down"}]}`)
 	if code != 409 || !strings.Contains(body, "min_usable 2") {
