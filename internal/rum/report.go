@@ -121,8 +121,9 @@ type ReportInput struct {
 	Record string
 	// Aggregates are the store's cells (Store.Snapshot).
 	Aggregates []Aggregate
-	// Locate says where the geo databases put a block (its first
-	// address): country, continent, location.
+	// Locate says where the geo databases put a block: country,
+	// continent, location. A block is placed by its first address, as
+	// the server places an ECS query for it.
 	Locate func(block netip.Prefix) geo.Info
 	// Choose returns the site the policy answers the block with now
 	// ("" when it answers none): the server's own decision for an ECS
