@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/explain"
+	"github.com/steer-dns/steer/internal/fleet"
 )
 
 // capacityConfig: c.example.com sends 10.0.0.0/11 to pool a (falling over
@@ -321,5 +323,37 @@ func TestCapacityLoadInput(t *testing.T) {
 	}
 	if shed != p.Shed {
 		t.Errorf("explain names %d shed networks, the load status %d", shed, p.Shed)
+	}
+}
+
+// TestCapacityFleetLoad: in a fleet, a load PUT on one node reaches the
+// other through the store and sheds there too.
+func TestCapacityFleetLoad(t *testing.T) {
+	t.Parallel() // waits on the store and the peers
+	c, s := fleetStore(t)
+	cfg := strings.Replace(capacityConfig(""), `api: { listen: "127.0.0.1:0" }`+"\n", "", 1)
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "example.com.zone": []byte(dashZone)}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*testNode
+	for _, name := range []string{"a", "b"} {
+		nodes = append(nodes, startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), name)}, Options{}))
+	}
+	// Traffic on b, so that b has networks to shed.
+	capacityRound(t, nodes[1].dns, rand.New(rand.NewPCG(2, 2)), func(int) int { return 3 })
+	start := time.Now()
+	body := fmt.Sprintf(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": 140, "timestamp": %q}]}`, time.Now().UTC().Format(time.RFC3339Nano))
+	if _, err := (&backend{n: nodes[0].Node}).PutLoad(strings.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	be := &backend{n: nodes[1].Node}
+	dnstest.WaitFor(t, time.Second, "the load on node b", func() bool {
+		st := be.Loads()
+		return len(st.Pools) == 1 && st.Pools[0].Load == 140 && st.Pools[0].Shed > 0
+	})
+	t.Logf("a load put on node a shed networks on node b after %s", time.Since(start).Round(time.Millisecond))
+	if st := be.Loads(); st.LastSource != "fleet" {
+		t.Errorf("node b's load came from %q, want fleet", st.LastSource)
 	}
 }

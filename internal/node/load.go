@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/fleetnode"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -42,8 +43,8 @@ type loadWiring struct {
 	stopped bool
 
 	// publish, when set (fleet mode), shares an update with the other
-	// nodes; it is called without mu held.
-	publish func(items []api.LoadItem) error
+	// nodes (setPublish); it is called without mu held.
+	publish func(loads []fleetnode.Load) error
 
 	ratio, shed, stale *prometheus.GaugeVec
 	updates            *prometheus.CounterVec
@@ -124,7 +125,7 @@ func (l *loadWiring) readChanged() (applied bool) {
 		if err == nil {
 			var items []api.LoadItem
 			if items, err = parseLoad(p, data); err == nil {
-				err = l.apply(items, time.Now())
+				_, err = l.apply(items, time.Now())
 			}
 		}
 		if err != nil {
@@ -200,10 +201,10 @@ func parseLoad(name string, data []byte) ([]api.LoadItem, error) {
 
 // apply checks items against the served table and, all good, stores
 // them; the caller holds mu. Nothing is stored when one is bad.
-func (l *loadWiring) apply(items []api.LoadItem, now time.Time) error {
+func (l *loadWiring) apply(items []api.LoadItem, now time.Time) ([]fleetnode.Load, error) {
 	live := l.current()
 	if live == nil {
-		return fmt.Errorf("%w: no table is served yet", api.ErrBadInput)
+		return nil, fmt.Errorf("%w: no table is served yet", api.ErrBadInput)
 	}
 	t := live.Table()
 	type kv struct {
@@ -214,12 +215,12 @@ func (l *loadWiring) apply(items []api.LoadItem, now time.Time) error {
 	for i, it := range items {
 		at := fmt.Sprintf("loads[%d]", i)
 		if it.Record == "" || it.Pool == "" {
-			return fmt.Errorf("%w: %s: record and pool are required", api.ErrBadInput, at)
+			return nil, fmt.Errorf("%w: %s: record and pool are required", api.ErrBadInput, at)
 		}
 		name := dns.CanonicalName(it.Record)
 		r := t.Get(name)
 		if r == nil {
-			return fmt.Errorf("%w: %s: no steered record %q", api.ErrNotFound, at, it.Record)
+			return nil, fmt.Errorf("%w: %s: no steered record %q", api.ErrNotFound, at, it.Record)
 		}
 		var p *policy.Pool
 		for _, x := range r.Pools {
@@ -228,37 +229,74 @@ func (l *loadWiring) apply(items []api.LoadItem, now time.Time) error {
 			}
 		}
 		if p == nil {
-			return fmt.Errorf("%w: %s: record %s has no pool %q", api.ErrNotFound, at, it.Record, it.Pool)
+			return nil, fmt.Errorf("%w: %s: record %s has no pool %q", api.ErrNotFound, at, it.Record, it.Pool)
 		}
 		if p.Capacity == nil {
-			return fmt.Errorf("%w: %s: pool %s of %s declares no capacity (capacity: { target: N })", api.ErrNotFound, at, it.Pool, it.Record)
+			return nil, fmt.Errorf("%w: %s: pool %s of %s declares no capacity (capacity: { target: N })", api.ErrNotFound, at, it.Pool, it.Record)
 		}
 		if it.Current == nil {
-			return fmt.Errorf("%w: %s: current-load is required", api.ErrBadInput, at)
+			return nil, fmt.Errorf("%w: %s: current-load is required", api.ErrBadInput, at)
 		}
 		v := *it.Current
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("%w: %s: current-load %v is not a number ≥ 0", api.ErrBadInput, at, v)
+			return nil, fmt.Errorf("%w: %s: current-load %v is not a number ≥ 0", api.ErrBadInput, at, v)
 		}
 		ts := now
 		if it.Timestamp != "" {
 			var err error
 			if ts, err = time.Parse(time.RFC3339Nano, it.Timestamp); err != nil {
-				return fmt.Errorf("%w: %s: timestamp %q is not RFC 3339", api.ErrBadInput, at, it.Timestamp)
+				return nil, fmt.Errorf("%w: %s: timestamp %q is not RFC 3339", api.ErrBadInput, at, it.Timestamp)
 			}
 			if ts.After(now.Add(5 * time.Second)) {
-				return fmt.Errorf("%w: %s: timestamp %s is in the future", api.ErrBadInput, at, it.Timestamp)
+				return nil, fmt.Errorf("%w: %s: timestamp %s is in the future", api.ErrBadInput, at, it.Timestamp)
 			}
 		}
 		out = append(out, kv{[2]string{name, it.Pool}, policy.Load{Value: v, At: ts}})
 	}
+	res := make([]fleetnode.Load, 0, len(out))
 	for _, e := range out {
+		res = append(res, fleetnode.Load{Record: e.k[0], Pool: e.k[1], Current: e.v.Value, At: e.v.At})
 		if old, ok := l.loads[e.k]; ok && old.At.After(e.v.At) {
 			continue // an older measurement than the one held
 		}
 		l.loads[e.k] = e.v
 	}
-	return nil
+	return res, nil
+}
+
+// fromFleet takes the loads in the fleet's store (every node's PUTs):
+// those newer than the ones held, of pools the served table has with a
+// capacity, are applied as one step.
+func (l *loadWiring) fromFleet(loads []fleetnode.Load) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	live := l.current()
+	if live == nil {
+		return
+	}
+	t := live.Table()
+	newer := false
+	for _, fl := range loads {
+		r := t.Get(fl.Record)
+		if r == nil {
+			continue // a record this node's table does not have (yet)
+		}
+		k := [2]string{fl.Record, fl.Pool}
+		if old, ok := l.loads[k]; ok && !fl.At.After(old.At) {
+			continue
+		}
+		for _, p := range r.Pools {
+			if p.Name == fl.Pool && p.Capacity != nil && !math.IsNaN(fl.Current) && fl.Current >= 0 {
+				l.loads[k] = policy.Load{Value: fl.Current, At: fl.At}
+				newer = true
+			}
+		}
+	}
+	if newer {
+		l.last, l.lastSrc = time.Now(), "fleet"
+		l.count("fleet", true)
+		l.step("fleet")
+	}
 }
 
 // step runs one step of the served table's loop; the caller holds mu.
@@ -309,7 +347,7 @@ func (l *loadWiring) step(why string) {
 
 // put applies one batch from the admin API (or the fleet store: source
 // "fleet") as one step.
-func (l *loadWiring) put(body io.Reader, source string) (api.LoadResult, []api.LoadItem, error) {
+func (l *loadWiring) put(body io.Reader, source string) (api.LoadResult, []fleetnode.Load, error) {
 	data, err := io.ReadAll(body)
 	if err != nil {
 		return api.LoadResult{}, nil, err
@@ -321,14 +359,15 @@ func (l *loadWiring) put(body io.Reader, source string) (api.LoadResult, []api.L
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.apply(items, time.Now()); err != nil {
+	loads, err := l.apply(items, time.Now())
+	if err != nil {
 		l.count(source, false)
 		return api.LoadResult{}, nil, fmt.Errorf("%w (nothing applied)", err)
 	}
 	l.last, l.lastSrc = time.Now(), source
 	l.count(source, true)
 	l.step(source)
-	return api.LoadResult{Applied: len(items), Pools: l.apiPools()}, items, nil
+	return api.LoadResult{Applied: len(items), Pools: l.apiPools()}, loads, nil
 }
 
 // apiPools is the pools' state for the API; the caller holds mu.
@@ -367,6 +406,19 @@ func (l *loadWiring) status() api.LoadStatus {
 		StaleAfter: l.opts.StaleAfter.String(), LastUpdate: l.last, LastSource: l.lastSrc, Pools: pools}
 }
 
+// setPublish makes every PUT fleet-wide through pub (fleet mode).
+func (l *loadWiring) setPublish(pub func([]fleetnode.Load) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.publish = pub
+}
+
+func (l *loadWiring) publisher() func([]fleetnode.Load) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.publish
+}
+
 func (l *loadWiring) stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -379,12 +431,14 @@ func (l *loadWiring) stop() {
 
 // PutLoad implements api.LoadBackend.
 func (b *backend) PutLoad(body io.Reader) (api.LoadResult, error) {
-	res, items, err := b.n.load.put(body, "api")
+	res, loads, err := b.n.load.put(body, "api")
 	if err != nil {
 		return res, err
 	}
-	if pub := b.n.load.publish; pub != nil {
-		if perr := pub(items); perr != nil {
+	if pub := b.n.load.publisher(); pub != nil {
+		// Fleet-wide: every node (this one again, as a no-op) follows
+		// the store.
+		if perr := pub(loads); perr != nil {
 			return res, &api.PendingError{Where: "fleet", Reason: perr.Error()}
 		}
 	}
