@@ -17,7 +17,18 @@ const (
 	DefaultRUMMinSamples = 10
 	DefaultRUMInterval   = 30 * time.Second
 	DefaultRUMQuantile   = "p50"
+	// DefaultRUMMaxConnections is enough for a CDN's edge relaying
+	// beacons over kept-alive connections.
+	DefaultRUMMaxConnections = 1024
 )
+
+// MaxConnectionsOr returns max_connections with its default.
+func (r *RUM) MaxConnectionsOr() int {
+	if r.MaxConnections <= 0 {
+		return DefaultRUMMaxConnections
+	}
+	return r.MaxConnections
+}
 
 // RUM configures real-user measurements: a beacon listener of its own
 // (browsers post to it through a CDN; it never serves the admin API) and
@@ -59,6 +70,9 @@ type RUM struct {
 	// MaxBatchBytes and MaxBatchBeacons bound one batch.
 	MaxBatchBytes   int64 `yaml:"max_batch_bytes"`
 	MaxBatchBeacons int   `yaml:"max_batch_beacons"`
+	// MaxConnections caps the listener's open connections (default
+	// DefaultRUMMaxConnections); more wait in the listen backlog.
+	MaxConnections int `yaml:"max_connections"`
 
 	// Token is the token of TokenFile, read at each load.
 	Token Secret `yaml:"-"`
@@ -171,6 +185,9 @@ func (c *Config) checkRUM(probs *diag.Problems) {
 	}
 	if r.MaxBatchBytes < 0 {
 		bad("max_batch_bytes", "%d must not be negative", r.MaxBatchBytes)
+	}
+	if r.MaxConnections < 0 {
+		bad("max_connections", "%d must not be negative", r.MaxConnections)
 	}
 	if r.MaxBatchBeacons < 0 {
 		bad("max_batch_beacons", "%d must not be negative", r.MaxBatchBeacons)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/steer-dns/steer/internal/latency"
 	"github.com/steer-dns/steer/internal/rum"
 	"github.com/steer-dns/steer/internal/snapshot"
+	"golang.org/x/net/netutil"
 )
 
 // rumWiring runs real-user measurements as configured (config.RUM): the
@@ -121,6 +124,7 @@ func (w *rumWiring) bindLocked() error {
 	if err != nil {
 		return fmt.Errorf("rum.listen: %w", err)
 	}
+	ln = netutil.LimitListener(ln, w.cfg.MaxConnectionsOr())
 	srv := &http.Server{
 		// The intake is looked up per request: a reload that replaces
 		// the store serves the new one at once.
@@ -135,7 +139,10 @@ func (w *rumWiring) bindLocked() error {
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(w.log.Handler(), slog.LevelDebug),
+		// net/http's own messages name the peer's full address (a
+		// panic, a bad request line): they are not logged, so no client
+		// address finer than its block is.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
