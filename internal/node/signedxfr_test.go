@@ -377,6 +377,9 @@ acl:
 	if !hasLine(logs, "zone transferred out", "zone="+preOrigin, "type=ixfr", "serial=2", "form=incremental", "key=knot-key") {
 		t.Errorf("%s: no incremental transfer of serial 2 to Knot:\n%s", preOrigin, grepLines(logs, "zone="+preOrigin))
 	}
+	if l := grepLines(logs, "expire before the signer's own"); l != "" {
+		t.Errorf("steer's signatures in the multi-signer export, valid 60 days, said to expire before the signer's 30:\n%s", l)
+	}
 	if l := grepLines(logs, "giving it the next one"); strings.Contains(l, multiOrigin) || strings.Contains(l, preOrigin) {
 		t.Errorf("a zone signed elsewhere was given a serial of steer's:\n%s", l)
 	}

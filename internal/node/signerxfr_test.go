@@ -137,7 +137,9 @@ func (s *signerXfr) config(base string, notify map[string]int) string {
 	for _, o := range signerXfrOrigins {
 		fmt.Fprintf(&b, "  - origin: %s\n    file: %ssigned\n", o, o)
 		if o == multiOrigin {
-			fmt.Fprintf(&b, "    dnssec: { keys: [%s] }\n", s.zsk)
+			// Longer than dnssec-signzone's 30 days: the export keeps
+			// steer's signatures for the signer's serial.
+			fmt.Fprintf(&b, "    dnssec: { keys: [%s], validity: 60d }\n", s.zsk)
 		} else {
 			b.WriteString("    dnssec: { presigned: true }\n")
 		}
