@@ -37,7 +37,10 @@ type KeyPlans struct {
 	// leading is the revision of the leader key this node wrote; 0 when
 	// it does not drive.
 	leading int64
-	poke    chan struct{} // the leader key changed
+	poke    chan struct{} // the leader key changed, or need did
+	// need says whether the node campaigns to drive (SetNeeded): only
+	// while it serves a zone with a key plan to step.
+	need bool
 
 	// prot is the store's protection as last asked (Protection), at
 	// protAt.
@@ -120,6 +123,31 @@ func (k *KeyPlans) Protection() fleet.Protection {
 // private keys into a store that is not TLS and authenticated
 // (fleet.allow_insecure_keys).
 func (k *KeyPlans) InsecureKeysAllowed() bool { return k.m.local.Fleet.AllowInsecureKeys }
+
+// SetNeeded says whether the plans need a driver: while the node serves
+// a signed zone with zsk_lifetime, or one whose plan is in the store. Only
+// then does the node campaign, holding a lease of its own for the leader
+// key; a fleet without such a zone holds no lease for it. Set false, a
+// driver revokes its lease (another node that still needs one takes
+// over). The plans are followed either way.
+func (k *KeyPlans) SetNeeded(need bool) {
+	k.mu.Lock()
+	moved := k.need != need
+	k.need = need
+	k.mu.Unlock()
+	if moved {
+		select {
+		case k.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (k *KeyPlans) needed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.need
+}
 
 // ErrNotDriver is Step's error when this node does not hold the leader
 // key (it lost it, or never had it).
@@ -257,6 +285,15 @@ func (k *KeyPlans) campaign(ctx context.Context) {
 		return true
 	}
 	for ctx.Err() == nil {
+		if !k.needed() {
+			// No plan to step here: no lease, until SetNeeded.
+			select {
+			case <-ctx.Done():
+				return
+			case <-k.poke:
+			}
+			continue
+		}
 		l, err := k.m.store.Grant(ctx, ttl)
 		if err != nil {
 			if !wait(250 * time.Millisecond) {
@@ -288,16 +325,24 @@ func (k *KeyPlans) hold(ctx context.Context, l fleet.Lease, key, node string, tt
 		if err == nil && ok {
 			k.m.log.Info("fleet: this node drives the key plans", "lease_ttl", ttl)
 			k.setLeading(rev)
-			select {
-			case <-ctx.Done():
-			case <-l.Done():
-				k.m.log.Warn("fleet: this node no longer drives the key plans: its lease was lost", "err", l.Err())
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-l.Done():
+					k.m.log.Warn("fleet: this node no longer drives the key plans: its lease was lost", "err", l.Err())
+					return
+				case <-k.poke:
+				}
+				if !k.needed() {
+					k.m.log.Info("fleet: this node no longer drives the key plans: no zone it serves has one to step")
+					return // the campaign revokes the lease
+				}
 			}
-			return
 		}
 		// Held by another node (or the store did not answer): look again
 		// when the key changes, or after a third of the TTL.
-		if !wait(ttl / 3) {
+		if !wait(ttl/3) || !k.needed() {
 			return
 		}
 	}

@@ -44,6 +44,7 @@ func TestKeyPlansDriver(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		mb.cancel = func() { cancel(); mb.m.wg.Wait() }
 		t.Cleanup(mb.cancel)
+		mb.k.SetNeeded(true)
 		mb.k.start(ctx)
 		return mb
 	}
@@ -115,4 +116,48 @@ func TestKeyPlansDriver(t *testing.T) {
 	if other.changes.Load() == 0 {
 		t.Error("changed was never called")
 	}
+}
+
+// TestKeyPlansLeaseOnlyWhenNeeded: a member whose node serves no zone
+// with a plan to step follows the plans but holds no lease for the
+// leader key; it campaigns once SetNeeded says a zone needs a driver,
+// and gives the key back (its lease revoked) when none does any more.
+func TestKeyPlansLeaseOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	store, err := fleet.OpenEtcd(fleet.EtcdConfig{Endpoints: c.Endpoints(), RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m := &Member{store: store, prefix: "/steer/v1", log: slog.New(slog.DiscardHandler), resync: make(chan struct{}),
+		local: &config.Config{Fleet: &config.Fleet{Node: "n1", LeaseTTL: config.Duration(2 * time.Second)}}}
+	k := m.ShareKeyPlans(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); m.wg.Wait() }()
+	k.start(ctx)
+	leader := func() (string, int64) {
+		kvs, _, err := store.Get(context.Background(), leaderKey("/steer/v1"))
+		if err != nil || len(kvs) != 1 {
+			return "", 0
+		}
+		return string(kvs[0].Value), kvs[0].Lease
+	}
+	dnstest.WaitFor(t, 5*time.Second, "the member to read the plans", k.Loaded)
+	time.Sleep(300 * time.Millisecond) // a campaign takes the key within milliseconds
+	if node, lease := leader(); node != "" || lease != 0 {
+		t.Fatalf("not needed, the leader key is held by %q under lease %x", node, lease)
+	}
+	k.SetNeeded(true)
+	dnstest.WaitFor(t, 5*time.Second, "the member to drive once needed", func() bool {
+		node, lease := leader()
+		_, self := k.Driver()
+		return node == "n1" && lease != 0 && self
+	})
+	k.SetNeeded(false)
+	dnstest.WaitFor(t, 5*time.Second, "the leader key to go with the lease when no longer needed", func() bool {
+		node, _ := leader()
+		_, self := k.Driver()
+		return node == "" && !self
+	})
 }

@@ -262,6 +262,12 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 	if snap == nil || snap.Config == nil || snap.Zones == nil {
 		return time.Time{}, false
 	}
+	// need: a zone served has a plan to step, or will (zsk_lifetime):
+	// only then does a fleet node campaign to drive (a lease of its own).
+	need := false
+	if ks.fleet != nil {
+		defer func() { ks.fleet.plans.SetNeeded(need) }()
+	}
 	for i := range snap.Config.Zones {
 		zc := &snap.Config.Zones[i]
 		origin := dns.CanonicalName(zc.Origin)
@@ -269,6 +275,9 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 		z := snap.Zones.Zone(origin)
 		ks.adoptLocked(origin) // in a fleet, the store's plan
 		kz = ks.zones[origin]
+		if zc.DNSSEC != nil && (zc.DNSSEC.ZSKLifetime > 0 || (kz != nil && kz.plan != nil)) {
+			need = true
+		}
 		if kz == nil || zc.DNSSEC == nil || z == nil || z.Failed != "" || z.Signer() == nil {
 			continue
 		}
