@@ -246,6 +246,14 @@ func (s *Service) Refresh() {
 		target := nextSerial(z.FileSerial, last, hexSum)
 		if z.Fixed {
 			target = z.Serial
+			if last != nil && SerialNewer(last.Serial, target) && s.behind[origin] != target {
+				// Its secondaries hold a newer serial (steer gave the
+				// zone its own before it came signed elsewhere): they
+				// keep that copy until the signer's passes it.
+				s.behind[origin] = target
+				s.log.Warn("zone transfers: the signer's serial is older than the one last exported; secondaries keep their copy until the signer's serial passes it (raise the serial at the signer)",
+					"zone", origin, "serial", target, "last_exported", last.Serial)
+			}
 		} else if s.o.Agreement != nil {
 			target = s.agree(origin, hexSum, target, last == nil || last.Sum != hexSum)
 		}

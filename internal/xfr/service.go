@@ -58,6 +58,7 @@ type Service struct {
 	file    string                 // "" keeps none
 	healthT *time.Timer
 	agreed  map[string]savedSerial // the fleet's serials for this node's exports (agree)
+	behind  map[string]uint32      // a Fixed zone's serial said to be behind the last exported
 	// agreeFailed is when an agreement last failed (agreeBackoff).
 	agreeFailed time.Time
 }
@@ -140,7 +141,7 @@ func New(o Options) *Service {
 		o.Timeout = 10 * time.Second
 	}
 	s := &Service{o: o, log: o.Log, state: map[string]*exportState{}, saved: map[string]savedSerial{},
-		serials: map[string]uint32{}, sums: map[any][32]byte{}, agreed: map[string]savedSerial{}}
+		serials: map[string]uint32{}, sums: map[any][32]byte{}, agreed: map[string]savedSerial{}, behind: map[string]uint32{}}
 	s.met = newCollectors(s)
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(s.met)

@@ -3,6 +3,7 @@ package xfr
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -310,5 +311,56 @@ func TestSignedExportDigest(t *testing.T) {
 		if got := s.state[origin].journal != nil; got != (s == alone) {
 			t.Errorf("journal kept %v (alone %v)", got, s == alone)
 		}
+	}
+}
+
+// TestServiceFixedSerial: a zone signed elsewhere (Fixed) is exported
+// under its signer's serial whatever changes under it: no rebuild for a
+// serial of steer's, no agreement with the fleet; a signer's serial older
+// than the one last exported is said.
+func TestServiceFixedSerial(t *testing.T) {
+	const origin = "fixed.example."
+	key := tsig.Key{Name: "svc-key.", Algorithm: dns.HmacSHA256, Secret: "c3ZjIHRlc3Qga2V5IG9mIHRoaXJ0eS10d28gYnl0ZXMh"}
+	records := func(serial uint32) func([]dns.RR) []dns.RR {
+		return func(dst []dns.RR) []dns.RR {
+			return append(dst, soaAt(t, serial), mustRR(t, origin+" 300 IN NS ns1."+origin), mustRR(t, "ns1."+origin+" 300 IN A 192.0.2.53"))
+		}
+	}
+	var mu sync.Mutex
+	var zones []Zone
+	var rebuilds []string
+	var logs strings.Builder
+	ag := &fakeAgreement{give: 99}
+	s := New(Options{
+		Log:       slog.New(slog.NewTextHandler(&logs, nil)),
+		Agreement: ag,
+		Zones: func() []Zone {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]Zone(nil), zones...)
+		},
+		Rebuild: func(why string) { rebuilds = append(rebuilds, why) },
+	})
+	defer s.Close()
+	type version struct{ n int }
+	serve := func(serial uint32, v *version, fb string) {
+		mu.Lock()
+		defer mu.Unlock()
+		zones = []Zone{{Origin: origin, Serial: serial, SOA: soaAt(t, serial), FileSerial: serial, Fixed: true,
+			Secondaries: []Secondary{{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Key: key}}, Journal: 5,
+			Version: v, Records: records(serial), Fallbacks: []dns.RR{mustRR(t, "shop."+origin+" 30 IN A "+fb)}}}
+	}
+	v1 := &version{1}
+	serve(5, v1, "198.51.100.1")
+	s.Refresh()
+	serve(5, v1, "198.51.100.2") // content moves, the signer's serial does not
+	s.Refresh()
+	if st := s.Status(origin); st.ExportedSerial != 5 || len(rebuilds) != 0 || len(s.Serials()) != 0 || ag.calls != 0 {
+		t.Errorf("exported %d, rebuilds %v, serials %v, agreements %d; want the signer's 5 and none", st.ExportedSerial, rebuilds, s.Serials(), ag.calls)
+	}
+	serve(3, &version{2}, "198.51.100.2") // an older serial from the signer
+	s.Refresh()
+	if st := s.Status(origin); st.ExportedSerial != 3 || !strings.Contains(logs.String(), "the signer's serial is older than the one last exported") {
+		t.Errorf("exported %d; log:\n%s", st.ExportedSerial, logs.String())
 	}
 }
