@@ -79,6 +79,12 @@ func TestRUMListener(t *testing.T) {
 			t.Errorf("bad batch: %d %s, want 400 naming %q", code, body, want)
 		}
 	}
+	if code, _, body := n.beacon("POST", "beacon-key", "", strings.Repeat(good, 1<<20/len(good)+1)); code != 413 || !strings.Contains(body, "exceeds the limit") {
+		t.Errorf("a batch over 1 MiB: %d %.200s, want 413", code, body)
+	}
+	if code, _, _ := n.beacon("POST", "beacon-key", "https://evil.example", good); code != 403 {
+		t.Errorf("a post from an origin not allowed: %d, want 403", code)
+	}
 	if _, b := n.call("GET", "/v1/latency", "tok", ""); !strings.Contains(b, `"accepted": 0`) {
 		t.Errorf("a rejected batch was applied: %s", b)
 	}
