@@ -177,3 +177,74 @@ func TestCapacityConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityMaxTakesNoNewNetworks: networks b sheds skip a, which is
+// above its max, and go on to the next candidate.
+func TestCapacityMaxTakesNoNewNetworks(t *testing.T) {
+	rec := `
+  - name: m.example.com
+    pools:
+      a: { address: 192.0.2.1, capacity: { target: 10, max: 12 } }
+      b: { address: 192.0.2.2, capacity: { target: 10 } }
+      c: { address: 192.0.2.3 }
+    rules:
+      - match: { cidr: [10.0.0.0/16, 10.2.0.0/16] }
+        failover: [b, a, c]
+      - match: { cidr: [10.1.0.0/16, 10.3.0.0/16] }
+        failover: [b, a, c]
+      - default: { pool: c }
+`
+	table := mustBuild(t, configYAML(t, []string{cityDB}, rec))
+	r := table.Get("m.example.com.")
+	l := policy.NewLive(table, policy.LiveOptions{})
+	ask := func(k int) string {
+		q := policy.Query{Qtype: dns.TypeA, Client: netip.AddrFrom4([4]byte{10, byte(k), 1, 0}), ClientBits: 24}
+		return poolNames(r, l.Decide(r, &q, 0).Decision.Pools)
+	}
+	for range 10 {
+		for k := range 4 {
+			ask(k)
+		}
+	}
+	now := time.Now()
+	loads := map[string]float64{"a": 13, "b": 20}
+	l.SetLoad(func(_, pool string) (policy.Load, bool) { v, ok := loads[pool]; return policy.Load{Value: v, At: now}, ok }, now, policy.ShedOptions{MaxShift: 1})
+	got := map[string]int{}
+	for k := range 4 {
+		got[ask(k)]++
+	}
+	if got["a"] != 0 || got["c"] == 0 || got["b"] == 0 {
+		t.Errorf("b at 200 %% sheds half its networks past a (above max) to c: answers %v", got)
+	}
+}
+
+// BenchmarkCapacityDecide is the query path of a record with a capacity
+// pool and networks shed, beside BenchmarkCapacityDecidePlain, the same
+// record without capacity.
+func BenchmarkCapacityDecide(b *testing.B)      { benchCapacity(b, "{ target: 100 }", 150) }
+func BenchmarkCapacityDecidePlain(b *testing.B) { benchCapacity(b, "", 0) }
+
+func benchCapacity(b *testing.B, capacity string, load float64) {
+	rec := capacityRecord(capacity)
+	if capacity == "" {
+		rec = strings.Replace(rec, ", capacity: ", "", 1)
+	}
+	table := mustBuild(b, configYAML(b, []string{cityDB}, rec))
+	r := table.Get("c.example.com.")
+	l := policy.NewLive(table, policy.LiveOptions{})
+	l.SetHealth(allUsable, nil)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	offer(l, r, rnd, 4000)
+	now := time.Now()
+	l.SetLoad(func(_, _ string) (policy.Load, bool) { return policy.Load{Value: load, At: now}, load > 0 }, now, policy.ShedOptions{MaxShift: 1})
+	clients := make([]netip.Addr, 1024)
+	for i := range clients {
+		clients[i] = netip.AddrFrom4([4]byte{10, byte(rnd.IntN(32)), byte(rnd.IntN(256)), 0})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		q := policy.Query{Qtype: dns.TypeA, Client: clients[i&1023], ClientBits: 24}
+		l.Decide(r, &q, 0)
+	}
+}
