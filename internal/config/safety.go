@@ -24,8 +24,9 @@ type Safety struct {
 // declared.
 type SafetyRule struct {
 	MinUsable int
-	// At is where the rule is declared, file:line.
-	At string
+	// At is where the rule is declared, file:line; Line is the line.
+	At   string
+	Line int
 	// Scope says whose rule it is: "record", "policy NAME" or "top level".
 	Scope string
 }
@@ -43,15 +44,18 @@ func (c *Config) SafetyFor(i int) (SafetyRule, bool) {
 		return SafetyRule{}, false
 	}
 	r := c.Records[i]
-	at := func(path string) string { return fmt.Sprintf("%s:%d", c.File, c.Line(path)) }
+	rule := func(min int, path, scope string) (SafetyRule, bool) {
+		l := c.Line(path)
+		return SafetyRule{MinUsable: min, At: fmt.Sprintf("%s:%d", c.File, l), Line: l, Scope: scope}, true
+	}
 	if r.Safety != nil {
-		return SafetyRule{MinUsable: r.Safety.MinUsable, At: at(fmt.Sprintf("records[%d].safety", i)), Scope: "record"}, true
+		return rule(r.Safety.MinUsable, fmt.Sprintf("records[%d].safety", i), "record")
 	}
 	if p, ok := c.Policies[r.Policy]; ok && r.Policy != "" && p.Safety != nil {
-		return SafetyRule{MinUsable: p.Safety.MinUsable, At: at("policies." + r.Policy + ".safety"), Scope: "policy " + r.Policy}, true
+		return rule(p.Safety.MinUsable, "policies."+r.Policy+".safety", "policy "+r.Policy)
 	}
 	if c.Safety != nil {
-		return SafetyRule{MinUsable: c.Safety.MinUsable, At: at("safety"), Scope: "top level"}, true
+		return rule(c.Safety.MinUsable, "safety", "top level")
 	}
 	return SafetyRule{}, false
 }

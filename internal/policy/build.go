@@ -203,6 +203,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		t.Records = append(t.Records, r)
 		t.bySrc[r.src] = r
 	}
+	t.checkSafety(cfg, &errs) // safety.go
 	t.parts = compiled
 	t.CompileTime = time.Since(start)
 	return t, warns, errs.Err()

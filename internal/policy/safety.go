@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"math/bits"
 	"net/netip"
+	"strings"
 
 	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/diag"
 )
 
 // What a safety rule (config.Safety) asks of a record before an override
@@ -161,4 +165,36 @@ func (r *Record) actionShares(a *Action, up uint64) map[int]float64 {
 		}
 	}
 	return out
+}
+
+// checkSafety refuses a safety rule a record cannot meet even with every
+// pool up, counting only the pools its rules can answer with (enabled,
+// and not only ever weighted 0): the configuration's own check
+// (config.checkSafety) counts the enabled pools, which is all it knows.
+func (t *Table) checkSafety(cfg *config.Config, errs *diag.Problems) {
+	var rules map[string]config.SafetyRule
+	for _, r := range t.Records {
+		if rules == nil {
+			rules = cfg.SafetyRules()
+			if len(rules) == 0 {
+				return
+			}
+		}
+		rule, ok := rules[r.Name]
+		if !ok {
+			continue
+		}
+		m := r.Enabled & r.Weighted()
+		if bits.OnesCount64(m) >= rule.MinUsable || bits.OnesCount64(r.Enabled) < rule.MinUsable {
+			continue // met, or already refused by the configuration's check
+		}
+		var names []string
+		for _, p := range r.Pools {
+			if m&(1<<p.Index) != 0 {
+				names = append(names, p.Name)
+			}
+		}
+		errs.Add(cfg.File, r.Line, "record %s: safety min_usable %d (%s rule at %s) cannot be met even with every pool up: only %d of its pools can be answered (%s; a pool listed only with weight 0, or only as when_all_down's fallback, is a last resort)",
+			r.Name, rule.MinUsable, rule.Scope, rule.At, len(names), strings.Join(names, ", "))
+	}
 }

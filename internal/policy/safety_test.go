@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/steer-dns/steer/internal/policy"
@@ -53,5 +54,22 @@ func TestSafetyPools(t *testing.T) {
 	}
 	if s := r.Shares(1, 0b1000); s != nil {
 		t.Errorf("failover shares with neither c nor a: %v", s)
+	}
+}
+
+// TestSafetyWeightedOut: a rule counting a pool only ever weighted 0 is
+// refused at build, naming the record and the rule's line.
+func TestSafetyWeightedOut(t *testing.T) {
+	_, _, err := build(t, configYAML(t, []string{cityDB}, `
+  - name: shop.example.com
+    safety: { min_usable: 2 }
+    pools:
+      a: { address: 192.0.2.1 }
+      b: { address: 192.0.2.2 }
+    rules:
+      - default: { split: [ { pool: a, weight: 1 }, { pool: b, weight: 0 } ] }
+`))
+	if err == nil || !strings.Contains(err.Error(), "steer.yaml:4: record shop.example.com.: safety min_usable 2 (record rule at steer.yaml:5) cannot be met even with every pool up: only 1 of its pools can be answered (a;") {
+		t.Fatalf("build: %v", err)
 	}
 }
