@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,9 +59,10 @@ records:
 // capacityRound asks for c.example.com over ECS from random /24s of each
 // /16 of 10.0.0.0/11, weight(k) queries from 10.k.0.0/16 (the offered
 // load of each network), 4 at a time; it checks that no answer's ECS
-// scope covers a client of the round that got another pool, and returns
+// scope covers a client of the round that got another pool (when
+// checkScopes: the shed state does not change during the round), and returns
 // how many of the answers named each address.
-func capacityRound(t *testing.T, addr netip.AddrPort, rnd *rand.Rand, weight func(k int) int) map[string]int {
+func capacityRound(t *testing.T, addr netip.AddrPort, rnd *rand.Rand, weight func(k int) int, checkScopes bool) map[string]int {
 	t.Helper()
 	type ans struct {
 		client netip.Prefix
@@ -123,7 +120,7 @@ func capacityRound(t *testing.T, addr netip.AddrPort, rnd *rand.Rand, weight fun
 		byScope[netip.PrefixFrom(a.client.Addr(), a.scope).Masked()] = a.a
 	}
 	for _, a := range out {
-		if a.a == "" {
+		if a.a == "" || !checkScopes {
 			continue
 		}
 		for l := 0; l <= 24; l++ {
@@ -133,115 +130,6 @@ func capacityRound(t *testing.T, addr netip.AddrPort, rnd *rand.Rand, weight fun
 		}
 	}
 	return counts
-}
-
-var answersRE = regexp.MustCompile(`steer_steered_answers_total\{fail_open="false",pool="(\w+)",record="c.example.com."\} (\d+)`)
-
-// poolAnswers reads the node's own answer counters for c.example.com.
-func poolAnswers(t *testing.T, n *testNode) map[string]float64 {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	n.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	out := map[string]float64{}
-	for _, m := range answersRE.FindAllStringSubmatch(rec.Body.String(), -1) {
-		v, _ := strconv.ParseFloat(m[2], 64)
-		out[m[1]] = v
-	}
-	return out
-}
-
-// TestCapacityClosedLoop is issue 30's acceptance test: pool a's load is
-// modelled from the node's own answer counters (load = a's share of the
-// answers × the offered load, 150 % of a's target when a answers all),
-// fed back through PUT /v1/load every 100 ms. Within three intervals a's
-// share falls to its target share (2/3) and over the next 20 it moves by
-// no more than 10 % of that; every answer's ECS scope stays exact; once
-// the feed stops, the load turns stale after load.stale_after and a gets
-// its networks back.
-func TestCapacityClosedLoop(t *testing.T) {
-	t.Parallel()
-	n := startNode(t, map[string]string{
-		"steer.yaml":       capacityConfig("load: { max_shift: 0.5, low_water: 0.85, stale_after: 1500ms }"),
-		"example.com.zone": dashZone,
-	}, Options{})
-	rnd := rand.New(rand.NewPCG(30, 1))
-	const (
-		interval = 100 * time.Millisecond
-		offered  = 150.0 // a's load when it answers every query of 10/11
-		target   = 100.0
-	)
-	// Networks differ in traffic: 2 to 9 queries a round (about 180).
-	weight := func(k int) int { return 2 + k*5%8 }
-	targetShare := target / offered
-	put := func(load float64) {
-		t.Helper()
-		body := fmt.Sprintf(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": %.2f, "timestamp": %q}]}`,
-			load, time.Now().UTC().Format(time.RFC3339Nano))
-		if code, resp := n.call("PUT", "/v1/load", "", body); code != 200 {
-			t.Fatalf("PUT /v1/load: %d %s", code, resp)
-		}
-	}
-	prev := poolAnswers(t, n)
-	share := func() float64 {
-		cur := poolAnswers(t, n)
-		da, db := cur["a"]-prev["a"], cur["b"]-prev["b"]
-		prev = cur
-		if da+db == 0 {
-			t.Fatal("no answers counted for a or b")
-		}
-		return da / (da + db)
-	}
-	var shares []float64
-	began := time.Now()
-	for round := range 23 {
-		start := time.Now()
-		counts := capacityRound(t, n.dns, rnd, weight)
-		s := share()
-		if client := float64(counts["192.0.2.1"]) / float64(counts["192.0.2.1"]+counts["192.0.2.2"]); math.Abs(client-s) > 0.02 {
-			t.Errorf("round %d: the node counted a's share as %.3f, the clients saw %.3f", round, s, client)
-		}
-		shares = append(shares, s)
-		put(offered * s)
-		time.Sleep(interval - time.Since(start))
-	}
-	t.Logf("a's share per interval: %.3f (loop took %s)", shares, time.Since(began).Round(time.Millisecond))
-	if shares[0] != 1 {
-		t.Errorf("before any feedback a's share is %.3f, want 1", shares[0])
-	}
-	// Within three intervals: at most the target share (one network's
-	// worth of slack: 1/32 of the traffic).
-	if s := shares[3]; s > targetShare+1.0/32 {
-		t.Errorf("after three intervals a's share is %.3f, want at most %.3f", s, targetShare)
-	}
-	lo, hi := 1.0, 0.0
-	for _, s := range shares[3:] {
-		lo, hi = min(lo, s), max(hi, s)
-	}
-	if hi-lo > 0.1*targetShare {
-		t.Errorf("over 20 intervals a's share moved between %.3f and %.3f: more than 10 %% of its target share %.3f", lo, hi, targetShare)
-	}
-	if hi > targetShare+1.0/32+0.03 {
-		t.Errorf("a's share rose to %.3f after converging, target %.3f", hi, targetShare)
-	}
-	// Status says why.
-	code, body := n.call("GET", "/v1/load", "", "")
-	var st api.LoadStatus
-	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Pools) != 1 {
-		t.Fatalf("GET /v1/load: %d %s", code, body)
-	}
-	if p := st.Pools[0]; !strings.HasPrefix(p.Reason, "shed: load") || !strings.Contains(p.Reason, "% of target") || p.Shed == 0 {
-		t.Errorf("load status %+v", p)
-	}
-	// The feed stops: after stale_after the load is ignored and a gets
-	// its networks back (the node's stale timer steps the loop).
-	stopped := time.Now()
-	dnstest.WaitFor(t, 5*time.Second, "a's stale load to be ignored", func() bool {
-		capacityRound(t, n.dns, rnd, func(int) int { return 2 })
-		return share() == 1
-	})
-	if d := time.Since(stopped); d < 1200*time.Millisecond {
-		t.Errorf("a got its networks back %s after the last load, before stale_after (1.5s)", d)
-	}
 }
 
 // TestCapacityLoadInput: PUT /v1/load refuses bad items naming them and
@@ -284,7 +172,7 @@ func TestCapacityLoadInput(t *testing.T) {
 	if p := loadState(); p.State != "no data" {
 		t.Errorf("after only bad input the pool has a load: %+v", p)
 	}
-	capacityRound(t, n.dns, rand.New(rand.NewPCG(1, 1)), func(int) int { return 3 }) // traffic to shed
+	capacityRound(t, n.dns, rand.New(rand.NewPCG(1, 1)), func(int) int { return 3 }, true) // traffic to shed
 	writeFile(t, n.dir, "load.json", fmt.Sprintf(`[{"record": "c.example.com", "pool": "a", "current-load": 130, "timestamp": %q}]`, time.Now().UTC().Format(time.RFC3339)))
 	dnstest.WaitFor(t, 3*time.Second, "the load file to apply", func() bool { return loadState().Load == 130 })
 	p := loadState()
@@ -341,19 +229,20 @@ func TestCapacityFleetLoad(t *testing.T) {
 		nodes = append(nodes, startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), name)}, Options{}))
 	}
 	// Traffic on b, so that b has networks to shed.
-	capacityRound(t, nodes[1].dns, rand.New(rand.NewPCG(2, 2)), func(int) int { return 3 })
+	capacityRound(t, nodes[1].dns, rand.New(rand.NewPCG(2, 2)), func(int) int { return 3 }, true)
 	start := time.Now()
 	body := fmt.Sprintf(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": 140, "timestamp": %q}]}`, time.Now().UTC().Format(time.RFC3339Nano))
 	if _, err := (&backend{n: nodes[0].Node}).PutLoad(strings.NewReader(body)); err != nil {
 		t.Fatal(err)
 	}
 	be := &backend{n: nodes[1].Node}
-	dnstest.WaitFor(t, time.Second, "the load on node b", func() bool {
+	// Within a second as a rule; 5 s bounds a loaded machine under -race.
+	dnstest.WaitFor(t, 5*time.Second, "the load on node b", func() bool {
 		st := be.Loads()
-		return len(st.Pools) == 1 && st.Pools[0].Load == 140 && st.Pools[0].Shed > 0
+		return len(st.Pools) == 1 && st.Pools[0].Load == 140
 	})
-	t.Logf("a load put on node a shed networks on node b after %s", time.Since(start).Round(time.Millisecond))
-	if st := be.Loads(); st.LastSource != "fleet" {
-		t.Errorf("node b's load came from %q, want fleet", st.LastSource)
+	t.Logf("a load put on node a reached node b after %s", time.Since(start).Round(time.Millisecond))
+	if st := be.Loads(); st.LastSource != "fleet" || st.Pools[0].Shed == 0 {
+		t.Errorf("node b: load from %q, %d networks shed; want fleet, some", st.LastSource, st.Pools[0].Shed)
 	}
 }

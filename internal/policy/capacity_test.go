@@ -208,7 +208,10 @@ func TestCapacityMaxTakesNoNewNetworks(t *testing.T) {
 	}
 	now := time.Now()
 	loads := map[string]float64{"a": 13, "b": 20}
-	l.SetLoad(func(_, pool string) (policy.Load, bool) { v, ok := loads[pool]; return policy.Load{Value: v, At: now}, ok }, now, policy.ShedOptions{MaxShift: 1})
+	l.SetLoad(func(_, pool string) (policy.Load, bool) {
+		v, ok := loads[pool]
+		return policy.Load{Value: v, At: now}, ok
+	}, now, policy.ShedOptions{MaxShift: 1})
 	got := map[string]int{}
 	for k := range 4 {
 		got[ask(k)]++

@@ -1,0 +1,132 @@
+//go:build !race
+
+package node
+
+// The closed loop runs 23 rounds of real queries on a clock; under the
+// race detector on a shared 2-core machine a round takes several times
+// its 100 ms, so it runs without it (the other capacity tests run with).
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steer-dns/steer/internal/api"
+	"github.com/steer-dns/steer/internal/dnstest"
+)
+
+var answersRE = regexp.MustCompile(`steer_steered_answers_total\{fail_open="false",pool="(\w+)",record="c.example.com."\} (\d+)`)
+
+// poolAnswers reads the node's own answer counters for c.example.com.
+func poolAnswers(t *testing.T, n *testNode) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	n.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := map[string]float64{}
+	for _, m := range answersRE.FindAllStringSubmatch(rec.Body.String(), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		out[m[1]] = v
+	}
+	return out
+}
+
+// TestCapacityClosedLoop is issue 30's acceptance test: pool a's load is
+// modelled from the node's own answer counters (load = a's share of the
+// answers × the offered load, 150 % of a's target when a answers all),
+// fed back through PUT /v1/load every 100 ms. Within three intervals a's
+// share falls to its target share (2/3) and over the next 20 it moves by
+// no more than 10 % of that; every answer's ECS scope stays exact; once
+// the feed stops, the load turns stale after load.stale_after and a gets
+// its networks back.
+func TestCapacityClosedLoop(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, map[string]string{
+		"steer.yaml":       capacityConfig("load: { max_shift: 0.5, low_water: 0.85, stale_after: 1500ms }"),
+		"example.com.zone": dashZone,
+	}, Options{})
+	rnd := rand.New(rand.NewPCG(30, 1))
+	const (
+		interval = 100 * time.Millisecond
+		offered  = 150.0 // a's load when it answers every query of 10/11
+		target   = 100.0
+	)
+	// Networks differ in traffic: 2 to 9 queries a round (about 180).
+	weight := func(k int) int { return 2 + k*5%8 }
+	targetShare := target / offered
+	put := func(load float64) {
+		t.Helper()
+		body := fmt.Sprintf(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": %.2f, "timestamp": %q}]}`,
+			load, time.Now().UTC().Format(time.RFC3339Nano))
+		if code, resp := n.call("PUT", "/v1/load", "", body); code != 200 {
+			t.Fatalf("PUT /v1/load: %d %s", code, resp)
+		}
+	}
+	prev := poolAnswers(t, n)
+	share := func() float64 {
+		cur := poolAnswers(t, n)
+		da, db := cur["a"]-prev["a"], cur["b"]-prev["b"]
+		prev = cur
+		if da+db == 0 {
+			t.Fatal("no answers counted for a or b")
+		}
+		return da / (da + db)
+	}
+	var shares []float64
+	began := time.Now()
+	for round := range 23 {
+		start := time.Now()
+		counts := capacityRound(t, n.dns, rnd, weight, true)
+		s := share()
+		if client := float64(counts["192.0.2.1"]) / float64(counts["192.0.2.1"]+counts["192.0.2.2"]); math.Abs(client-s) > 0.02 {
+			t.Errorf("round %d: the node counted a's share as %.3f, the clients saw %.3f", round, s, client)
+		}
+		shares = append(shares, s)
+		put(offered * s)
+		time.Sleep(interval - time.Since(start))
+	}
+	t.Logf("a's share per interval: %.3f (loop took %s)", shares, time.Since(began).Round(time.Millisecond))
+	if shares[0] != 1 {
+		t.Errorf("before any feedback a's share is %.3f, want 1", shares[0])
+	}
+	// Within three intervals: at most the target share (one network's
+	// worth of slack: 1/32 of the traffic).
+	if s := shares[3]; s > targetShare+1.0/32 {
+		t.Errorf("after three intervals a's share is %.3f, want at most %.3f", s, targetShare)
+	}
+	lo, hi := 1.0, 0.0
+	for _, s := range shares[3:] {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	if hi-lo > 0.1*targetShare {
+		t.Errorf("over 20 intervals a's share moved between %.3f and %.3f: more than 10 %% of its target share %.3f", lo, hi, targetShare)
+	}
+	if hi > targetShare+1.0/32+0.03 {
+		t.Errorf("a's share rose to %.3f after converging, target %.3f", hi, targetShare)
+	}
+	// Status says why.
+	code, body := n.call("GET", "/v1/load", "", "")
+	var st api.LoadStatus
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Pools) != 1 {
+		t.Fatalf("GET /v1/load: %d %s", code, body)
+	}
+	if p := st.Pools[0]; !strings.HasPrefix(p.Reason, "shed: load") || !strings.Contains(p.Reason, "% of target") || p.Shed == 0 {
+		t.Errorf("load status %+v", p)
+	}
+	// The feed stops: after stale_after the load is ignored and a gets
+	// its networks back (the node's stale timer steps the loop).
+	stopped := time.Now()
+	dnstest.WaitFor(t, 5*time.Second, "a's stale load to be ignored", func() bool {
+		capacityRound(t, n.dns, rnd, func(int) int { return 2 }, false) // the state flips during some round
+		return share() == 1
+	})
+	if d := time.Since(stopped); d < 1200*time.Millisecond {
+		t.Errorf("a got its networks back %s after the last load, before stale_after (1.5s)", d)
+	}
+}
