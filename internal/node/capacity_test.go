@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -179,6 +180,15 @@ func TestCapacityLoadInput(t *testing.T) {
 	if p.State != "shed" || p.Shed == 0 || p.Percent != 130 {
 		t.Fatalf("after a load of 130 %% of target: %+v", p)
 	}
+	// Metrics: per pool load, share shed, stale.
+	rec := httptest.NewRecorder()
+	n.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`steer_capacity_load_ratio{pool="a",record="c.example.com."} 1.3`, `steer_capacity_load_stale{pool="a",record="c.example.com."} 0`,
+		`steer_capacity_shed_share{pool="a",record="c.example.com."} 0.`, `steer_capacity_updates_total{result="rejected",source="api"} 8`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepCapacity(rec.Body.String()))
+		}
+	}
 	// Status, the dashboard's overview and explain say why.
 	var st api.Status
 	if code, body := n.call("GET", "/v1/status", "", ""); code != 200 || json.Unmarshal([]byte(body), &st) != nil {
@@ -245,4 +255,14 @@ func TestCapacityFleetLoad(t *testing.T) {
 	if st := be.Loads(); st.LastSource != "fleet" || st.Pools[0].Shed == 0 {
 		t.Errorf("node b: load from %q, %d networks shed; want fleet, some", st.LastSource, st.Pools[0].Shed)
 	}
+}
+
+func grepCapacity(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "steer_capacity_") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
