@@ -203,6 +203,7 @@ func (w *xfrWiring) signerExport(xz *xfr.Zone, z *zonedata.Zone, now time.Time) 
 	}
 	rrs := e.RRs
 	xz.Version, xz.Fallbacks, xz.Each = e, nil, nil
+	xz.NodeSigned = true
 	xz.Records = func(dst []dns.RR) []dns.RR { return append(dst, rrs...) }
 	return true
 }

@@ -67,6 +67,12 @@ type Zone struct {
 	// RRSIGs are digested whole (an unsigned or pre-signed zone, whose
 	// signatures are the same on every node).
 	SigPeriod time.Duration
+	// NodeSigned is set on a Fixed export holding RRSIGs this node
+	// makes itself (a multi-signer zone's steered names, signed with
+	// steer's ZSK under the signer's serial): in a fleet, another node's
+	// copy of the same serial holds other signatures for them, so a
+	// delta from this node's copy does not apply to it (exact).
+	NodeSigned bool
 }
 
 // Secondary is a server that may transfer a zone out.
@@ -345,7 +351,9 @@ func (s *Service) Refresh() {
 // serial (sigSum). A delta from this node's export would delete RRSIGs a
 // secondary holding another node's copy does not have; such a zone is
 // answered AXFR-style (RFC 1995 §4), which every copy takes.
-func (s *Service) exact(z *Zone) bool { return s.o.Agreement == nil || z.SigPeriod <= 0 }
+func (s *Service) exact(z *Zone) bool {
+	return s.o.Agreement == nil || (z.SigPeriod <= 0 && !z.NodeSigned)
+}
 
 // journalDelta is the journal's entry for the change from st to z. When the
 // zone's records are the same version (its serial or a fallback moved),

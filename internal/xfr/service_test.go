@@ -363,4 +363,20 @@ func TestServiceFixedSerial(t *testing.T) {
 	if st := s.Status(origin); st.ExportedSerial != 3 || !strings.Contains(logs.String(), "the signer's serial is older than the one last exported") {
 		t.Errorf("exported %d; log:\n%s", st.ExportedSerial, logs.String())
 	}
+	// The signer's records alone are the same on every node: a delta
+	// applies to any copy, so the journal is kept. With signatures of
+	// this node's own in it (a multi-signer zone's steered names), a
+	// fleet answers AXFR-style: another node's copy of the serial holds
+	// other signatures.
+	if s.state[origin].journal == nil {
+		t.Error("a Fixed zone without signatures of the node's own keeps no journal in a fleet")
+	}
+	mu.Lock()
+	zones[0].NodeSigned, zones[0].Serial, zones[0].FileSerial, zones[0].SOA = true, 7, 7, soaAt(t, 7)
+	zones[0].Records, zones[0].Version = records(7), &version{3}
+	mu.Unlock()
+	s.Refresh()
+	if st := s.Status(origin); st.ExportedSerial != 7 || s.state[origin].journal != nil {
+		t.Errorf("exported %d, journal kept %v; want 7 answered AXFR-style", st.ExportedSerial, s.state[origin].journal != nil)
+	}
 }
