@@ -258,7 +258,8 @@ func recordEqual(a, b *config.Record) bool {
 	return a.Name == b.Name && a.Type == b.Type && ptrEqual(a.TTL, b.TTL) &&
 		ptrEqual(a.TTLWhileDegraded, b.TTLWhileDegraded) && a.OnUnhealthy == b.OnUnhealthy &&
 		a.WhenAllDown == b.WhenAllDown && a.Policy == b.Policy &&
-		poolsEqual(a.Pools, b.Pools) && rulesEqual(a.Rules, b.Rules) && reflect.DeepEqual(a.Groups, b.Groups)
+		poolsEqual(a.Pools, b.Pools) && rulesEqual(a.Rules, b.Rules) && reflect.DeepEqual(a.Groups, b.Groups) &&
+		ptrEqual(a.Safety, b.Safety)
 }
 
 // nodeEqual reports whether a and b give records the same node to compile
@@ -277,7 +278,7 @@ func nodeEqual(a, b *config.Config) bool {
 
 func policyEqual(a, b *config.Policy) bool {
 	return a.OnUnhealthy == b.OnUnhealthy && a.WhenAllDown == b.WhenAllDown && rulesEqual(a.Rules, b.Rules) &&
-		reflect.DeepEqual(a.Groups, b.Groups)
+		reflect.DeepEqual(a.Groups, b.Groups) && ptrEqual(a.Safety, b.Safety)
 }
 
 func poolsEqual(a, b map[string]config.Pool) bool {
