@@ -80,11 +80,10 @@ fi
 # geo databases, parsing zones and configs) or drive a separately built
 # binary, which the race detector slows five- to tenfold and where it has
 # nothing to find. Their tests that do run goroutines are named *Concurrent*
-# and run under -race as well. A new package is raced unless it is listed
-# here. They are listed longest first (about 60, 35, 22, 20, 18 and 14 s in
-# CI): go test starts packages in this order, two at a time, so the long
-# ones do not end up alone at the end.
-PLAIN_PKGS=(./cmd/steer ./packaging ./internal/uitest ./internal/simulate ./internal/policy ./internal/zone ./internal/difftest ./examples ./internal/config ./internal/geo ./bench/... ./scripts/... ./internal/ecs ./internal/explain ./internal/version ./internal/diag)
+# and run under -race as well. Benchmarks run once alongside the plain tests,
+# so each test binary is built once per mode. A new package is raced unless
+# it is listed here.
+PLAIN_PKGS=(./cmd/steer ./examples ./packaging ./bench/... ./scripts/... ./internal/config ./internal/zone ./internal/geo ./internal/policy ./internal/difftest ./internal/ecs ./internal/explain ./internal/version ./internal/diag ./internal/simulate ./internal/uitest)
 # Packages whose tests wait on the clock for minutes and use little CPU (a
 # 2-minute run of real resolvers against the simulator's prediction): they
 # run beside the stages, not niced (they measure what real resolvers do in
@@ -118,12 +117,9 @@ wait_apt
 wait_log=$(mktemp)
 go test -count=1 -timeout 15m -v -bench . -benchtime 1x "${waiting[@]}" >"$wait_log" 2>&1 &
 wait_pid=$!
-# Fuzzing and the benchmarks run beside the plain stage, at the lowest CPU
-# priority: its tests mostly wait (on subprocesses, peers, timers), so these
-# fill the idle core. Not in the plain stage's go test: with -bench, go test
-# runs its packages one at a time (each run waits for the previous one's
-# output), which made that stage the sum of its packages' times. Only the
-# packages that have benchmarks are linked for them.
+# Fuzzing and the raced packages' benchmarks run beside the plain stage, at
+# the lowest CPU priority: its tests mostly wait (on subprocesses, peers,
+# timers), so these fill the idle core.
 # Fuzz budgets are execution counts, not durations: with a duration, Go
 # 1.26's fuzz coordinator can report "context deadline exceeded" as a
 # failure when the time runs out while a starved worker is mid-call
@@ -136,14 +132,11 @@ background() {
 	echo "== fuzz (FuzzHandle ${HANDLE_EXECS}x, FuzzParse ${PARSE_EXECS}x)"
 	go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "${HANDLE_EXECS}x" -fuzzminimizetime 1000x ./internal/dnsserver/
 	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${PARSE_EXECS}x" -fuzzminimizetime 1000x ./internal/zone/
-	echo "== benchmarks (each once, to keep them compiling and running; measure with bench/ or -benchtime)"
+	echo "== benchmarks (the raced packages' benchmarks, each once, to keep them compiling and running; measure with bench/ or -benchtime)"
 	go test -run '^$' -bench . -benchtime 1x "$@" | grep -E '^(Benchmark|ok|FAIL)'
 }
 export -f background
 export HANDLE_EXECS PARSE_EXECS
-mapfile -t benched < <(go list -f '{{.ImportPath}} {{.Dir}}' "${raced[@]}" "${plain[@]}" | while read -r pkg dir; do
-	grep -qsE '^func Benchmark' "$dir"/*_test.go && echo "$pkg"
-done)
 bg_log=$(mktemp)
 log=$(mktemp)
 status=0
@@ -199,10 +192,10 @@ norace_pid=$!
 # Not in a session of its own: with the kernel's autogroups, a new session
 # would get an equal share of the CPU whatever its nice value.
 bg_start=$(now_ms)
-nice -n 19 bash -c 'background "$@"' background "${benched[@]}" >"$bg_log" 2>&1 &
+nice -n 19 bash -c 'background "$@"' background "${raced[@]}" >"$bg_log" 2>&1 &
 bg_pid=$!
-stage test "(${#plain[@]} packages; beside them, the ${#waiting[@]} waiting ones and, niced, $((${#norace[@]} / 2)) runs of raced packages' !race tests, fuzzing and the benchmarks of ${#benched[@]} packages)"
-run_tests "${plain[@]}"
+stage test "(${#plain[@]} packages, each benchmark once; beside them, the ${#waiting[@]} waiting ones and, niced, $((${#norace[@]} / 2)) runs of raced packages' !race tests, fuzzing and the raced packages' benchmarks)"
+run_tests -bench . -benchtime 1x "${plain[@]}"
 wait "$norace_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 cat "$norace_log" >>"$log"
 rm -f "$norace_log"
