@@ -79,13 +79,16 @@ func TestFleetRolloverNeedsProtectedStore(t *testing.T) {
 					zsk = k.Tag
 				}
 			}
+			// A lifetime of an hour: the successor is made at once and
+			// nothing else happens within the test, however slow the
+			// machine (15 s let a loaded one see the next successor).
 			bundle["steer.yaml"] = []byte(fmt.Sprintf(`identity: pushed
 zones:
   - origin: %s
     file: held.zone
     dnssec:
       keys: [%s]
-      zsk_lifetime: 15s
+      zsk_lifetime: 1h
       dnskey_ttl: 1s
       max_zone_ttl: 1s
       propagation_delay: 1s
