@@ -48,19 +48,27 @@ records:
 %s`, addr, apiAddr, ports[0], ports[1], ports[2], extra)
 }
 
-// httpTarget serves 200 on addr until stopped.
+// httpTarget serves 200 on addr until stopped, then 503 on the same
+// listener: the port stays the test's, so another test's server cannot
+// take it and answer the health check in its place.
 func httpTarget(t *testing.T, addr string) (stop func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })}
+	var down atomic.Bool
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	})}
 	go srv.Serve(l)
-	var once sync.Once
-	stop = func() { once.Do(func() { srv.Close() }) }
-	t.Cleanup(stop)
-	return stop
+	t.Cleanup(func() { srv.Close() })
+	return func() { down.Store(true); srv.SetKeepAlivesEnabled(false) }
 }
 
 func aAnswer(addr string) string {

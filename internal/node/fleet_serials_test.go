@@ -163,8 +163,17 @@ acl:
 	if a, sa, sb := agreed(), soa(na), soa(nb); a.Serial != 4 || sa != 4 || sb != 4 {
 		t.Errorf("after node b's restart: agreed %d, node a %d, node b %d; want 4", a.Serial, sa, sb)
 	}
-	if l := logs + nb.logs.String(); strings.Contains(l, "cannot agree") {
-		t.Errorf("an agreement failed:\n%s", grepLines(l, "agree"))
+	// No agreement failed, but for the store not answering in time (a
+	// machine so loaded that the embedded etcd stalls past the 2-s
+	// bound: the node then exports its own serial, and agrees again).
+	for _, l := range strings.Split(grepLines(logs+nb.logs.String(), "cannot agree"), "\n") {
+		switch {
+		case l == "":
+		case strings.Contains(l, "context deadline exceeded"):
+			t.Logf("the store did not answer an agreement in time: %s", l)
+		default:
+			t.Errorf("an agreement failed: %s", l)
+		}
 	}
 }
 
