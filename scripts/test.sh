@@ -143,9 +143,9 @@ status=0
 run_tests() { # appends to $log; the first failure's exit status is kept
 	go test -count=1 -timeout 15m -v "$@" >>"$log" 2>&1 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 }
-# A raced package's compute-bound tests sit in files built only without the
-# race detector (//go:build !race). They run plain, beside the plain stage
-# at the lowest priority, like the fuzzing: they assert no timing.
+# A raced package's compute-bound tests and its heavy scenarios sit in
+# files built only without the race detector (//go:build !race). They run
+# plain, beside the plain stage (at the priorities said below).
 # The !race tests below mostly wait on the clock (signatures expiring, a
 # primary trickling a transfer) and use little CPU: they run in a go test
 # of their own beside their package's other !race tests instead of holding
@@ -165,7 +165,7 @@ run_tests -race "${raced[@]}"
 ((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
 # The race stage runs alone (but for the waiting packages' light load): its fleet tests bound how fast a push reaches
 # five nodes, and even niced work beside them (fuzzing's workers, policy
-# compiles) pushed that past its bound. What follows is niced beside the
+# compiles) pushed that past its bound. What follows runs beside the
 # plain stage.
 # The packages run at once, each to its own log: their slow tests mostly
 # wait (a primary trickling a transfer for a minute, a fleet soaking), so
