@@ -73,13 +73,18 @@ type keyZone struct {
 	plan *keyroll.Plan
 	// logged is the time up to which the plan's events were logged.
 	logged time.Time
-	// stepErr is the last step's error, logged once per distinct text.
+	// stepErr is the last step's error, logged once per distinct text
+	// (stepHeld while the rollover is held).
 	stepErr string
 	// held says why the zone's rollover is held: a generated private
 	// key would go to a store that is not TLS and authenticated
 	// (keysMayGoLocked); "" when it is not.
 	held string
 }
+
+// stepHeld is keyZone.stepErr while the rollover is held: the held
+// message is logged once however many steps it holds.
+const stepHeld = "\x00held"
 
 func newKeyService(log *slog.Logger, dir string) *keyService {
 	return &keyService{log: log, dir: dir, gen: dnssec.GenerateKey, zones: map[string]*keyZone{}, poked: make(chan struct{}, 1)}
@@ -310,8 +315,10 @@ func (ks *keyService) step(snap *snapshot.Snapshot, now time.Time) (next time.Ti
 			if errors.Is(err, errPlanMoved) {
 				break // another node's plan is the one: nothing was made here
 			} else if errors.Is(err, errKeysHeld) {
-				if msg := kz.held; msg != kz.stepErr {
-					kz.stepErr = msg
+				// Once while held: each held step makes another
+				// successor, so the text (which names it) changes.
+				if kz.stepErr != stepHeld {
+					kz.stepErr = stepHeld
 					ks.log.Error("DNSSEC key rollover held; the zone is signed with its current keys", "zone", origin, "problem", kz.held)
 				}
 				break
