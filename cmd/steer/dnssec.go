@@ -53,18 +53,9 @@ func dnssecCmd(args []string, stdout, stderr io.Writer) int {
 	sub := args[0]
 	fs := newFlagSet("dnssec "+sub, stderr)
 	o := dnssecFlags(fs)
-	// Flags may come before or after the positional arguments.
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return 2
 	}
 	if len(pos) == 0 {
 		fmt.Fprintln(stderr, use)

@@ -64,6 +64,23 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseInterspersed parses args with fs, flags before or after the
+// positional arguments, and returns the positionals in order; false
+// when a flag is bad (fs has said why).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, false
+		}
+		if fs.NArg() == 0 {
+			return pos, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // listFlag collects a repeatable flag.
 type listFlag []string
 

@@ -44,17 +44,9 @@ func rumCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlagSet("rum report", stderr)
 	o := rumFlags(fs)
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return 2
 	}
 	if len(pos) > 1 {
 		fmt.Fprintf(stderr, "steer rum report: one record at most (got %q and %q)\n%s\n", pos[0], pos[1], use)
