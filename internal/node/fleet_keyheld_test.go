@@ -116,7 +116,7 @@ zones:
 			}
 			n := startNode(t, map[string]string{"steer.yaml": local}, Options{})
 			if !tc.held {
-				dnstest.WaitFor(t, 10*time.Second, "the driver to store a plan with the ZSK's successor", func() bool {
+				dnstest.WaitFor(t, 20*time.Second, "the driver to store a plan with the ZSK's successor", func() bool {
 					keys, gen := storeKeys()
 					return keys == 3 && gen
 				}, func() string { return grepLines(n.logs.String(), "DNSSEC") })
