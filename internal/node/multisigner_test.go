@@ -137,6 +137,12 @@ records:
 	})
 	want := "add this DNSKEY to the signer's set: example.com."
 	dnstest.WaitFor(t, 5*time.Second, "steer to say which DNSKEY Knot lacks", func() bool { return strings.Contains(n.logs.String(), want) })
+	// That is said while the reload is built; its export is offered once
+	// the reload is published.
+	dnstest.WaitFor(t, 5*time.Second, "steer to offer the zone's export", func() bool {
+		_, err := axfrTry(steerAddr, origin, true)
+		return err == nil
+	})
 	before := ask(steerAddr, "shop."+origin, dns.TypeA, berlin)
 	if got := firstA(before); got != "192.0.2.1" || len(sigTags(before)) == 0 || sigTags(before)[zsk.Tag] {
 		t.Errorf("shop before Knot publishes steer's ZSK: %q signed by %v, want the stand-in 192.0.2.1 signed by Knot\n%v", got, sigTags(before), before)
@@ -300,6 +306,16 @@ func larkbookGeo(t *testing.T) (city, asn string) {
 // signed) and returns its records' text, sorted, each once.
 func axfrTexts(t *testing.T, server netip.AddrPort, origin string, signed bool) []string {
 	t.Helper()
+	texts, err := axfrTry(server, origin, signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return texts
+}
+
+// axfrTry transfers origin from server (over TSIG when signed) and
+// returns its records as text, or what went wrong.
+func axfrTry(server netip.AddrPort, origin string, signed bool) ([]string, error) {
 	m := new(dns.Msg)
 	m.SetAxfr(origin)
 	tr := &dns.Transfer{DialTimeout: 3 * time.Second, ReadTimeout: 5 * time.Second}
@@ -309,14 +325,14 @@ func axfrTexts(t *testing.T, server netip.AddrPort, origin string, signed bool) 
 	}
 	env, err := tr.In(m, server.String())
 	if err != nil {
-		t.Fatalf("AXFR %s from %s: %v", origin, server, err)
+		return nil, fmt.Errorf("AXFR %s from %s: %v", origin, server, err)
 	}
 	var rrs []dns.RR
 	for e := range env {
 		if e.Error != nil {
-			t.Fatalf("AXFR %s from %s: %v", origin, server, e.Error)
+			return nil, fmt.Errorf("AXFR %s from %s: %v", origin, server, e.Error)
 		}
 		rrs = append(rrs, e.RR...)
 	}
-	return rrStrings(rrs)
+	return rrStrings(rrs), nil
 }
