@@ -377,6 +377,9 @@ func (s *etcdStore) Txn(ctx context.Context, cmps []Cmp, puts []KV, deletes []st
 			return false, 0, s.errorf("%s: compare on %q: unknown operator %d", what, c.Key, c.Op)
 		}
 		ecmps[i] = clientv3.Compare(clientv3.ModRevision(c.Key), op, c.ModRev)
+		if c.Prefix {
+			ecmps[i] = ecmps[i].WithPrefix()
+		}
 	}
 	ops := make([]clientv3.Op, 0, len(puts)+len(deletes))
 	for _, p := range puts {

@@ -121,6 +121,59 @@ func TestTxnCompareAndSwap(t *testing.T) {
 	}
 }
 
+// TestTxnPrefixCompare: a write conditional on a prefix's view read at
+// revision R fails once any key under the prefix was put after R, and
+// only then (a key beside the prefix, or one put before R, does not
+// count); an empty prefix holds. A deletion is not seen by the prefix
+// compare: that is what a guard key's ModRevAtMost is for.
+func TestTxnPrefixCompare(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s := open(t, fleet.EtcdConfig{Endpoints: c.Endpoints()})
+	ctx := context.Background()
+	const p = "/pc/overrides/"
+	write := func(rev int64, extra ...fleet.Cmp) bool {
+		t.Helper()
+		ok, _, err := s.Txn(ctx, append([]fleet.Cmp{fleet.UnchangedSince(p, rev)}, extra...), []fleet.KV{{Key: "/pc/result", Value: []byte("x")}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	_, r0 := state(t, s, p)
+	if !write(r0) {
+		t.Fatal("an empty prefix: the compare fails")
+	}
+	put(t, s, p+"a", "1")
+	if write(r0) {
+		t.Fatal("a key put under the prefix after the view: the compare holds")
+	}
+	_, r1 := state(t, s, p)
+	put(t, s, "/pc/overrides-guard", "beside")
+	put(t, s, "/pc/other/b", "beside")
+	if !write(r1) {
+		t.Fatal("keys beside the prefix changed: the compare fails")
+	}
+	put(t, s, p+"b", "2")
+	if write(r1) {
+		t.Fatal("a second key put under the prefix after the view: the compare holds")
+	}
+	_, r2 := state(t, s, p)
+	del(t, s, p+"a")
+	if !write(r2) {
+		t.Fatal("a deletion: the prefix compare fails, want it unseen (documented)")
+	}
+	guard := "/pc/overrides-guard"
+	_, r3 := state(t, s, p)
+	if !write(r3, fleet.ModRevAtMost(guard, r3)) {
+		t.Fatal("the guard unchanged: the compare fails")
+	}
+	put(t, s, guard, "bumped with a delete")
+	if write(r3, fleet.ModRevAtMost(guard, r3)) {
+		t.Fatal("the guard bumped after the view: the compare holds")
+	}
+}
+
 func TestWatchDeliversEveryEventInOrder(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})

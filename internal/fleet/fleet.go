@@ -123,6 +123,11 @@ type Cmp struct {
 	Key    string
 	Op     CmpOp
 	ModRev int64
+	// Prefix makes Key a prefix: the condition must hold for every key
+	// under it (etcd's compare over a range). A range with no key holds
+	// as one absent key would (mod revision 0). A key deleted from the
+	// range is not seen: only the keys there at commit are compared.
+	Prefix bool
 }
 
 // ModRevIs holds when key was last modified at rev (compare-and-swap on
@@ -131,6 +136,20 @@ func ModRevIs(key string, rev int64) Cmp { return Cmp{Key: key, Op: CmpEqual, Mo
 
 // Absent holds when key does not exist (create only if absent).
 func Absent(key string) Cmp { return Cmp{Key: key, Op: CmpEqual, ModRev: 0} }
+
+// UnchangedSince holds when no key under prefix was put after revision
+// rev (each key's mod revision is at most rev): a write conditional on a
+// view of the prefix read at rev. Deletions after rev are not seen (a
+// deleted key has no mod revision left to compare); a writer that must
+// see them too bumps a guard key with every delete and compares it with
+// ModRevAtMost.
+func UnchangedSince(prefix string, rev int64) Cmp {
+	return Cmp{Key: prefix, Op: CmpLess, ModRev: rev + 1, Prefix: true}
+}
+
+// ModRevAtMost holds when key was last modified at or before rev, or
+// does not exist.
+func ModRevAtMost(key string, rev int64) Cmp { return Cmp{Key: key, Op: CmpLess, ModRev: rev + 1} }
 
 // Store is what a node needs of the shared control plane.
 //

@@ -120,6 +120,9 @@ type Member struct {
 	// not taken yet, by key (overrides.go); flushKick wakes their writer.
 	pending   map[string]pendingOverride
 	flushKick chan struct{}
+	// conflicts counts conditional override writes (SetOverridesIf)
+	// refused because the fleet's overrides changed after their view.
+	conflicts atomic.Int64
 
 	// health shares health across the fleet (nil until ShareHealth).
 	health  *quorumHealth

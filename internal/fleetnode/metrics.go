@@ -21,6 +21,8 @@ var (
 		"The store's backend quota as configured (fleet.etcd.quota_backend_bytes): etcd refuses writes past it.", nil, nil)
 	descStoreWarn = prometheus.NewDesc("steer_fleet_store_warning",
 		"1 while the store's database passes half its quota or a member has an alarm.", nil, nil)
+	descConflicts = prometheus.NewDesc("steer_fleet_override_conflicts_total",
+		"Override writes checked against a safety rule that etcd refused because the fleet's overrides changed after the view they were checked against (each is read and checked again).", nil, nil)
 	descOwn = prometheus.NewDesc("steer_fleet_health_own_view",
 		"1 while this node decides health by its own checks (no view of the store for view_grace), 0 by the fleet's quorum.", nil, nil)
 )
@@ -32,13 +34,14 @@ var (
 // node's own checks (steer_fleet_health_own_view), and the store's
 // database size against its quota (steer_fleet_store_db_bytes,
 // steer_fleet_store_db_in_use_bytes, steer_fleet_store_quota_bytes,
-// steer_fleet_store_warning). Call it once, after ShareHealth.
+// steer_fleet_store_warning), and the conditional override writes that
+// met a concurrent change (steer_fleet_override_conflicts_total). Call it once, after ShareHealth.
 func (m *Member) RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(collector{m}) }
 
 type collector struct{ m *Member }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descViewAge, descSerial, descFailing, descOwn, descDB, descDBInUse, descQuota, descStoreWarn} {
+	for _, d := range []*prometheus.Desc{descViewAge, descSerial, descFailing, descOwn, descDB, descDBInUse, descQuota, descStoreWarn, descConflicts} {
 		ch <- d
 	}
 }
@@ -70,6 +73,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDBInUse, prometheus.GaugeValue, float64(db.InUse))
 	ch <- prometheus.MustNewConstMetric(descQuota, prometheus.GaugeValue, float64(m.local.Fleet.Etcd.QuotaBackendBytes))
 	ch <- prometheus.MustNewConstMetric(descStoreWarn, prometheus.GaugeValue, b2f(warn))
+	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(m.conflicts.Load()))
 }
 
 func b2f(b bool) float64 {

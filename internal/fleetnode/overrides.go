@@ -100,9 +100,9 @@ func (m *Member) writeOverride(ctx context.Context, key string, value []byte) (i
 	var rev int64
 	var err error
 	if value == nil {
-		_, rev, err = m.store.Txn(ctx, nil, nil, []string{key})
+		_, rev, err = m.store.Txn(ctx, nil, []fleet.KV{m.guardPut()}, []string{key})
 	} else {
-		_, rev, err = m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: value}}, nil)
+		_, rev, err = m.store.Txn(ctx, nil, []fleet.KV{{Key: key, Value: value}, m.guardPut()}, nil)
 	}
 	return rev, err
 }
@@ -293,7 +293,7 @@ func (m *Member) flushPending(ctx context.Context) {
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, rev, err := m.store.Txn(wctx, nil, puts, dels)
+			_, rev, err := m.store.Txn(wctx, nil, append(puts, m.guardPut()), dels)
 			cancel()
 			if err != nil {
 				break
@@ -377,32 +377,41 @@ func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
 
 // applyOverride sets one override named by its key below P/overrides/.
 func (m *Member) applyOverride(hm *health.Manager, rest string, o health.Override, expires time.Time) bool {
+	a, record, pool, ok := parseOverrideKey(rest)
+	switch {
+	case !ok:
+		if kind, _, _ := strings.Cut(rest, "/"); kind != "target" && kind != "pool" {
+			m.log.Warn("fleet: an unknown key among the overrides", "key", rest)
+		}
+		return false
+	case a.IsValid():
+		if cur, exp, ok := hm.TargetOverride(a); !ok || cur != o || !exp.Equal(expires) {
+			hm.SetOverride(a, o, expires)
+		}
+	default:
+		if cur, exp, ok := hm.PoolOverride(record, pool); !ok || cur != o || !exp.Equal(expires) {
+			hm.SetPoolOverride(record, pool, o, expires)
+		}
+	}
+	return true
+}
+
+// parseOverrideKey reads a key below P/overrides/: target/ADDR (a
+// valid) or pool/RECORD/POOL.
+func parseOverrideKey(rest string) (a netip.Addr, record, pool string, ok bool) {
 	kind, name, _ := strings.Cut(rest, "/")
 	switch kind {
 	case "target":
 		a, err := netip.ParseAddr(name)
-		if err != nil {
-			return false
-		}
-		if cur, exp, ok := hm.TargetOverride(a); !ok || cur != o || !exp.Equal(expires) {
-			hm.SetOverride(a, o, expires)
-		}
-		return true
+		return a, "", "", err == nil
 	case "pool":
 		r, p, ok := strings.Cut(name, "/")
 		if !ok {
-			return false
+			return netip.Addr{}, "", "", false
 		}
 		record, err1 := url.PathUnescape(r)
 		pool, err2 := url.PathUnescape(p)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if cur, exp, ok := hm.PoolOverride(record, pool); !ok || cur != o || !exp.Equal(expires) {
-			hm.SetPoolOverride(record, pool, o, expires)
-		}
-		return true
+		return netip.Addr{}, record, pool, err1 == nil && err2 == nil
 	}
-	m.log.Warn("fleet: an unknown key among the overrides", "key", rest)
-	return false
+	return netip.Addr{}, "", "", false
 }

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"net/netip"
 	"sort"
 	"strings"
@@ -38,6 +40,15 @@ type hypo struct {
 }
 
 // ApplyOverrides implements api.OverrideBackend.
+//
+// In a fleet the rule is the fleet's: the batch is checked against the
+// overrides in the store (read at a revision R, with this node's pending
+// ones over them) and written only if none of them changed after R
+// (fleetnode.SetOverridesIf), then applied here; a concurrent change
+// makes it read, check and try again (fleetRetries times), so two nodes
+// taking batches at once cannot together break a rule each keeps alone.
+// When the store cannot be read, the batch is checked against this
+// node's view and, if it passes, applied here and pending for the fleet.
 func (b *backend) ApplyOverrides(items []api.Override, o api.OverrideOptions) (api.OverrideResult, error) {
 	n := b.n
 	// Serialised, so two batches that each keep a rule cannot together
@@ -73,8 +84,75 @@ func (b *backend) ApplyOverrides(items []api.Override, o api.OverrideOptions) (a
 		}
 		writes[i] = w
 	}
+	fl := n.fl
+	if fl == nil {
+		res, broken, err := n.checkSafety(snap, h, nil, o)
+		if err != nil || o.DryRun {
+			return res, err
+		}
+		n.applyLocal(writes)
+		n.logForced(broken, o)
+		res.Applied = true
+		return res, nil
+	}
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), fleetRead)
+		view, rerr := fl.ReadOverrides(ctx)
+		cancel()
+		if rerr != nil {
+			// The store cannot be read: this node's view decides, and the
+			// batch is pending for the fleet (written when it answers).
+			res, broken, err := n.checkSafety(snap, h, nil, o)
+			if err != nil || o.DryRun {
+				return res, err
+			}
+			n.applyLocal(writes)
+			n.logForced(broken, o)
+			res.Applied = true
+			return res, fleetErr(fl.PendOverrides(writes, rerr))
+		}
+		res, broken, err := n.checkSafety(snap, h, &view, o)
+		if err != nil || o.DryRun {
+			return res, err
+		}
+		ok, err := fl.SetOverridesIf(writes, view.Rev)
+		if ok {
+			// Taken by the store (or pending when it did not answer):
+			// applied here now, on the other nodes as they follow it.
+			n.applyLocal(writes)
+			n.logForced(broken, o)
+			res.Applied = true
+			return res, fleetErr(err)
+		}
+		if err != nil {
+			return res, fleetErr(err)
+		}
+		if attempt == fleetRetries {
+			n.log.Warn("overrides not applied: the fleet's overrides kept changing while they were checked", "attempts", attempt, "caller", o.Caller)
+			return res, &api.SafetyError{Msg: fmt.Sprintf("the fleet's overrides changed concurrently %d times while this batch was checked against them; nothing applied; retry", attempt), Result: res}
+		}
+		// Another node wrote in between: read its overrides and check
+		// again, after a short pause that grows with the attempts so
+		// that writers racing each other spread out.
+		time.Sleep(time.Duration(attempt) * time.Duration(5+rand.IntN(20)) * time.Millisecond)
+	}
+}
+
+// fleetRetries bounds the attempts of a batch whose conditional write
+// meets a concurrent change of the fleet's overrides; fleetRead bounds
+// reading them.
+const (
+	fleetRetries = 5
+	fleetRead    = 3 * time.Second
+)
+
+// checkSafety checks h against the safety rules with the overrides of
+// view (nil: this node's) in force, and returns the result, the rules
+// the batch breaks, and a *api.SafetyError when it breaks one and is
+// neither forced nor a dry run.
+func (n *Node) checkSafety(snap *snapshot.Snapshot, h hypo, view *fleetnode.OverridesView, o api.OverrideOptions) (api.OverrideResult, []effect, error) {
 	res := api.OverrideResult{DryRun: o.DryRun}
-	effects, broken := n.safetyEffects(snap, h)
+	effects, broken := n.safetyEffects(snap, h, view)
 	if o.DryRun {
 		n.addMoves(snap, effects)
 	}
@@ -87,19 +165,18 @@ func (b *backend) ApplyOverrides(items []api.Override, o api.OverrideOptions) (a
 		case o.DryRun:
 			res.Refused = msg
 		case !o.Force:
-			return res, &api.SafetyError{Msg: msg + "; force: true applies it anyway", Result: res}
+			return res, broken, &api.SafetyError{Msg: msg + "; force: true applies it anyway", Result: res}
 		default:
 			for _, e := range broken {
 				res.Forced = append(res.Forced, e.Rule)
-				n.log.Warn("safety rule overridden by force", "record", e.Record, "rule", e.Rule,
-					"usable_after", strings.Join(e.UsableAfter, ","), "usable_before", strings.Join(e.UsableBefore, ","),
-					"caller", o.Caller)
 			}
 		}
 	}
-	if o.DryRun {
-		return res, nil
-	}
+	return res, broken, nil
+}
+
+// applyLocal applies writes to this node's health manager.
+func (n *Node) applyLocal(writes []fleetnode.OverrideWrite) {
 	hm := n.hc.manager
 	for _, w := range writes {
 		if w.Target.IsValid() {
@@ -108,12 +185,15 @@ func (b *backend) ApplyOverrides(items []api.Override, o api.OverrideOptions) (a
 			hm.SetPoolOverride(w.Record, w.Pool, w.Override, w.Expires)
 		}
 	}
-	res.Applied = true
-	if fl := n.fl; fl != nil {
-		// One store transaction: every node follows all of them or none.
-		return res, fleetErr(fl.SetOverrides(writes))
+}
+
+// logForced logs each rule a forced batch went past, with the caller.
+func (n *Node) logForced(broken []effect, o api.OverrideOptions) {
+	for _, e := range broken {
+		n.log.Warn("safety rule overridden by force", "record", e.Record, "rule", e.Rule,
+			"usable_after", strings.Join(e.UsableAfter, ","), "usable_before", strings.Join(e.UsableBefore, ","),
+			"caller", o.Caller)
 	}
-	return res, nil
 }
 
 // effect is one record's RecordEffect with what computing it took.
@@ -140,8 +220,10 @@ func refusal(broken []effect) string {
 
 // safetyEffects returns the records whose usable pools h changes, with
 // their pools before and after, and those of them h leaves below their
-// rule (and below what they have now).
-func (n *Node) safetyEffects(snap *snapshot.Snapshot, h hypo) (all, broken []effect) {
+// rule (and below what they have now). The overrides in force are
+// view's (the fleet's), or this node's when view is nil; health is the
+// node's (the fleet's verdict in a fleet) either way.
+func (n *Node) safetyEffects(snap *snapshot.Snapshot, h hypo, view *fleetnode.OverridesView) (all, broken []effect) {
 	if snap.Policies == nil {
 		return nil, nil
 	}
@@ -151,6 +233,15 @@ func (n *Node) safetyEffects(snap *snapshot.Snapshot, h hypo) (all, broken []eff
 		rules = snap.Config.SafetyRules()
 	}
 	nowUsable := func(a netip.Addr, check string) bool { return hc.manager.Usable(health.Key{Addr: a, Check: check}) }
+	nowPool := hc.poolOverride
+	if view != nil {
+		nowUsable = func(a netip.Addr, check string) bool {
+			return hc.manager.UsableIf(health.Key{Addr: a, Check: check}, view.Targets[a])
+		}
+		nowPool = func(record, pool string) policy.PoolOverride {
+			return toPoolOverride(view.Pools[[2]string{record, pool}])
+		}
+	}
 	ifUsable := func(a netip.Addr, check string) bool {
 		if o, ok := h.targets[a]; ok {
 			return hc.manager.UsableIf(health.Key{Addr: a, Check: check}, o)
@@ -161,14 +252,14 @@ func (n *Node) safetyEffects(snap *snapshot.Snapshot, h hypo) (all, broken []eff
 		if o, ok := h.pools[[2]string{record, pool}]; ok {
 			return toPoolOverride(o)
 		}
-		return hc.poolOverride(record, pool)
+		return nowPool(record, pool)
 	}
 	for _, r := range snap.Policies.Records {
 		if !touches(r, h) {
 			continue
 		}
 		w := r.Weighted()
-		e := effect{r: r, before: r.UsablePools(nowUsable, hc.poolOverride) & w, after: r.UsablePools(ifUsable, ifPool) & w}
+		e := effect{r: r, before: r.UsablePools(nowUsable, nowPool) & w, after: r.UsablePools(ifUsable, ifPool) & w}
 		e.Record = r.Name
 		e.UsableBefore, e.UsableAfter = poolNames(r, e.before), poolNames(r, e.after)
 		rule, ok := rules[r.Name]

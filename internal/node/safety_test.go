@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,11 +244,9 @@ func TestSafetyReload(t *testing.T) {
 	}
 }
 
-// TestSafetyFleetBatch: a batch through one node's API is one store
-// transaction both nodes follow within a second; the rule is then
-// checked against the fleet's view on the other node.
-func TestSafetyFleetBatch(t *testing.T) {
-	t.Parallel() // waits on the store and its peers
+// safetyFleet publishes a three-pool record under min_usable: 2 to an
+// embedded store and starts two nodes of the fleet on it.
+func safetyFleet(t *testing.T) (n1, n2 *testNode) {
 	c, s := fleetStore(t)
 	cfg := `identity: pushed
 api: { listen: "127.0.0.1:0" }
@@ -273,8 +272,17 @@ records:
 		_, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0)
 		return err == nil || errors.Is(err, fleet.ErrConflict)
 	})
-	n1 := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "n1")}, Options{})
-	n2 := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "n2")}, Options{})
+	n1 = startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "n1")}, Options{})
+	n2 = startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "n2")}, Options{})
+	return n1, n2
+}
+
+// TestSafetyFleetBatch: a batch through one node's API is one store
+// transaction both nodes follow within a second; the rule is then
+// checked against the fleet's view on the other node.
+func TestSafetyFleetBatch(t *testing.T) {
+	t.Parallel() // waits on the store and its peers
+	n1, n2 := safetyFleet(t)
 	start := time.Now()
 	code, body := n1.call("POST", "/v1/overrides", "", `{"overrides":[
 		{"record":"shop.example.com","pool":"a","state":"drain"},
@@ -297,5 +305,76 @@ records:
 	code, body = n2.call("PUT", "/v1/records/shop.example.com/pools/b/state", "", `{"state":"down"}`)
 	if code != 409 || !strings.Contains(body, "only 1 usable pool(s) would remain (c") {
 		t.Fatalf("down of b through n2 with a drained by n1: %d %s", code, body)
+	}
+}
+
+// TestSafetyFleetRace: two nodes take, at the same moment, a drain each
+// that keeps min_usable: 2 alone (a on n1, b on n2) and together breaks
+// it. The fleet's rule holds: in every round exactly one is applied and
+// the other refused with 409 naming the rule and what would remain, and
+// neither node ends with both drained. Before the write was conditional
+// on the fleet's overrides, each node checked against its own view and
+// both went through.
+func TestSafetyFleetRace(t *testing.T) {
+	t.Parallel() // waits on the store and its peers
+	n1, n2 := safetyFleet(t)
+	nodes := []*testNode{n1, n2}
+	pools := []string{"a", "b"}
+	drained := func(n *testNode, pool string) bool {
+		o, _, ok := n.hc.manager.PoolOverride("shop.example.com.", pool)
+		return ok && o == health.OverrideDrain
+	}
+	const rounds = 6
+	for round := range rounds {
+		// Both nodes start the round with no override.
+		code, body := n1.call("POST", "/v1/overrides", "", `{"overrides":[
+			{"record":"shop.example.com","pool":"a","state":"auto"},
+			{"record":"shop.example.com","pool":"b","state":"auto"}]}`)
+		if code != 200 {
+			t.Fatalf("round %d: clearing: %d %s", round, code, body)
+		}
+		for _, n := range nodes {
+			dnstest.WaitFor(t, 2*time.Second, "no override on either node", func() bool {
+				return !drained(n, "a") && !drained(n, "b")
+			})
+		}
+		var wg sync.WaitGroup
+		codes, bodies := make([]int, 2), make([]string, 2)
+		barrier := make(chan struct{})
+		for i, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-barrier
+				codes[i], bodies[i] = callAPI(t, n.APIAddr(), "PUT", "/v1/records/shop.example.com/pools/"+pools[(i+round)%2]+"/state", "", `{"state":"drain"}`)
+			}()
+		}
+		close(barrier)
+		wg.Wait()
+		won, lost := -1, -1
+		for i, c := range codes {
+			switch c {
+			case 204:
+				won = i
+			case 409:
+				lost = i
+			default:
+				t.Fatalf("round %d: node %d answered %d %s", round, i+1, c, bodies[i])
+			}
+		}
+		if won < 0 || lost < 0 {
+			t.Fatalf("round %d: answers %v (%q), want one 204 and one 409", round, codes, bodies)
+		}
+		if b := bodies[lost]; !strings.Contains(b, "min_usable 2") || !strings.Contains(b, "only 1 usable pool(s) would remain (c") {
+			t.Errorf("round %d: the refusal does not name the rule and what would remain: %s", round, b)
+		}
+		// The winner's drain reaches both nodes; the loser's on neither.
+		win, lose := pools[(won+round)%2], pools[(lost+round)%2]
+		for _, n := range nodes {
+			dnstest.WaitFor(t, 2*time.Second, "the applied drain on both nodes", func() bool { return drained(n, win) })
+			if drained(n, lose) {
+				t.Fatalf("round %d: %s drained too on a node: the rule is broken", round, lose)
+			}
+		}
 	}
 }
