@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"github.com/steer-dns/steer/internal/loadfeed"
 	"io"
 	"net/http"
 	"time"
@@ -20,22 +21,12 @@ type LoadBackend interface {
 }
 
 // LoadBody is the body of PUT /v1/load and the content of a load file,
-// in the shape of Akamai GTM's load objects: per pool its current load
-// and when it was measured. A bare JSON array of items is accepted too.
-type LoadBody struct {
-	Loads []LoadItem `json:"loads"`
-}
+// in the shape of Akamai GTM's load objects (package loadfeed, which the
+// node and steer simulate read it with).
+type LoadBody = loadfeed.Body
 
 // LoadItem is one pool's load.
-type LoadItem struct {
-	Record string `json:"record"`
-	Pool   string `json:"pool"`
-	// Current is the load in the unit of the pool's capacity.
-	Current *float64 `json:"current-load"`
-	// Timestamp is when it was measured (RFC 3339; default: when it
-	// arrived).
-	Timestamp string `json:"timestamp,omitempty"`
-}
+type LoadItem = loadfeed.Item
 
 // LoadResult is the body of a successful PUT /v1/load.
 type LoadResult struct {

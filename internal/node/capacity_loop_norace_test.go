@@ -7,19 +7,25 @@ package node
 // its 100 ms, so it runs without it (the other capacity tests run with).
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/policy"
+	"github.com/steer-dns/steer/internal/simulate"
 )
 
 var answersRE = regexp.MustCompile(`steer_steered_answers_total\{fail_open="false",pool="(\w+)",record="c.example.com."\} (\d+)`)
@@ -94,6 +100,26 @@ func TestCapacityClosedLoop(t *testing.T) {
 		time.Sleep(interval - time.Since(start))
 	}
 	t.Logf("a's share per interval: %.3f (loop took %s)", shares, time.Since(began).Round(time.Millisecond))
+	// The simulator's prediction of the same loop beside it: the same
+	// compiled table, the same traffic per network, the same load model.
+	predicted := predictLoop(t, n, weight, offered, interval, len(shares))
+	t.Logf("predicted by steer simulate:   %.3f", predicted)
+	settled := func(s []float64) int {
+		for i, x := range s {
+			if x <= targetShare+1.0/32 {
+				return i
+			}
+		}
+		return -1
+	}
+	if m, p := settled(shares), settled(predicted); m != p {
+		t.Errorf("a's share settled at or below its target share in interval %d, the simulator predicted interval %d", m, p)
+	}
+	for i := range shares {
+		if d := math.Abs(shares[i] - predicted[i]); i > 0 && d > 0.05 {
+			t.Errorf("interval %d: a's share %.3f, the simulator predicted %.3f (%.1f points apart, want at most 5)", i, shares[i], predicted[i], 100*d)
+		}
+	}
 	if shares[0] != 1 {
 		t.Errorf("before any feedback a's share is %.3f, want 1", shares[0])
 	}
@@ -134,4 +160,47 @@ func TestCapacityClosedLoop(t *testing.T) {
 	if d := time.Since(stopped); d < 1200*time.Millisecond {
 		t.Errorf("a got its networks back %s after the last load, before stale_after (1.5s)", d)
 	}
+}
+
+// predictLoop is the simulator's prediction of TestCapacityClosedLoop's
+// loop: per interval, a's share of c.example.com's answers, from the
+// node's own compiled table and load settings, weight(k) queries an
+// interval from 10.k.0.0/16 straight to steer (no resolver cache), and
+// a's load following its answers (offered when it answers them all).
+func predictLoop(t *testing.T, n *testNode, weight func(int) int, offered float64, interval time.Duration, intervals int) []float64 {
+	t.Helper()
+	snap := n.srv.Handler().Snapshot()
+	rec := snap.Policies.Get("c.example.com.")
+	if rec == nil {
+		t.Fatal("c.example.com is not in the served table")
+	}
+	m := &simulate.Model{Start: time.Now(), Qtype: dns.TypeA, Record: rec.Name, Seed: 1,
+		Sites: []simulate.Site{{Name: "direct", ECS: true, SourceV4: 24, SourceV6: 56, HonorsScope: true}}}
+	total := 0.0
+	for k := range 32 {
+		total += float64(weight(k))
+	}
+	m.Groups = []simulate.Group{{Name: "loop", Rate: total / interval.Seconds()}}
+	res := simulate.Resolver{Addr: netip.MustParseAddr("192.0.2.53"), Caches: 0}
+	for k := range 32 {
+		m.Subnets = append(m.Subnets, simulate.Subnet{Prefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.9.0/24", k)), Weight: float64(weight(k)) / total})
+		res.Subnets = append(res.Subnets, int32(k))
+		res.Share = append(res.Share, 1)
+	}
+	m.Resolvers = []simulate.Resolver{res}
+	m.Phases = []simulate.Phase{{Label: "start", Table: snap.Policies, Live: policy.NewLive(snap.Policies, policy.LiveOptions{}), Record: rec}}
+	lc := snap.Config.Load
+	m.Capacity = &simulate.CapacityFeed{Interval: interval, Intervals: intervals, Proportional: true,
+		Options: policy.ShedOptions{MaxShift: lc.MaxShift, LowWater: lc.LowWater, StaleAfter: time.Duration(lc.StaleAfter)},
+		Changes: []simulate.LoadChange{{Loads: map[string]*float64{"a": &offered}}}}
+	r, err := simulate.PredictCapacity(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := slices.Index(r.Pools, "a")
+	out := make([]float64, len(r.Steps))
+	for i, s := range r.Steps {
+		out[i] = s.Answers[a]
+	}
+	return out
 }

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/fleetnode"
+	"github.com/steer-dns/steer/internal/loadfeed"
 	"github.com/steer-dns/steer/internal/policy"
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -165,39 +164,8 @@ func (l *loadWiring) poll() {
 	}
 }
 
-// parseLoad reads a LoadBody (or a bare array of items); errors name
-// the source (file or "body") and the item.
-func parseLoad(name string, data []byte) ([]api.LoadItem, error) {
-	var raw []json.RawMessage
-	d := bytes.TrimSpace(data)
-	if len(d) > 0 && d[0] == '[' {
-		if err := json.Unmarshal(d, &raw); err != nil {
-			return nil, fmt.Errorf("%s: not a JSON array of loads: %v", name, err)
-		}
-	} else {
-		var body struct {
-			Loads []json.RawMessage `json:"loads"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(d))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			return nil, fmt.Errorf(`%s: not a JSON object {"loads": [...]}: %v`, name, err)
-		}
-		raw = body.Loads
-	}
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("%s: no loads", name)
-	}
-	items := make([]api.LoadItem, len(raw))
-	for i, m := range raw {
-		dec := json.NewDecoder(bytes.NewReader(m))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&items[i]); err != nil {
-			return nil, fmt.Errorf("%s: loads[%d]: %v", name, i, err)
-		}
-	}
-	return items, nil
-}
+// parseLoad reads a load file or body (loadfeed.Parse).
+func parseLoad(name string, data []byte) ([]api.LoadItem, error) { return loadfeed.Parse(name, data) }
 
 // apply checks items against the served table and, all good, stores
 // them; the caller holds mu. Nothing is stored when one is bad.

@@ -136,13 +136,17 @@ func (p *PoolLoad) Ratio() float64 {
 
 // Reason says the state in words: "shed: load 130 % of target (5 of 32
 // networks, 31 % of its answers)".
-func (p *PoolLoad) Reason() string {
+func (p *PoolLoad) Reason() string { return p.ReasonAt(time.Now()) }
+
+// ReasonAt is Reason at the time now (a simulation's clock: how old a
+// stale load is).
+func (p *PoolLoad) ReasonAt(now time.Time) string {
 	pct := math.Round(100 * p.Ratio())
 	switch p.State {
 	case "no data":
 		return "capacity: no load reported yet"
 	case "stale":
-		return fmt.Sprintf("capacity: load data stale (%s old), ignored", time.Since(p.At).Round(time.Second))
+		return fmt.Sprintf("capacity: load data stale (%s old), ignored", now.Sub(p.At).Round(time.Second))
 	case "ok":
 		if p.Shed > 0 {
 			return fmt.Sprintf("shed: load %.0f %% of target, %d of %d networks still shed (back below the low-water mark)", pct, p.Shed, p.Networks)
@@ -778,6 +782,32 @@ func (l *Live) PoolLoad(r *Record, p *Pool) (PoolLoad, bool) {
 		}
 	}
 	return PoolLoad{Record: r.Name, Pool: p.Name, Target: p.Capacity.Target, Max: p.Capacity.Max, State: "no data"}, true
+}
+
+// CountAnswers adds n answers to the counter of client's network of r,
+// as n steered queries from client would on the query path: the next
+// SetLoad ranks the networks by them. A simulation, which decides a
+// network once for the many queries it models, counts them so
+// (Query.Uncounted keeps its decisions out). Records without a capacity
+// pool count nothing.
+func (l *Live) CountAnswers(r *Record, client netip.Addr, n uint32) {
+	rc, _ := l.shedFor(r)
+	if rc == nil || !client.IsValid() || n == 0 {
+		return
+	}
+	t := &r.v4
+	a := client.Unmap()
+	if a.Is6() {
+		t = &r.v6
+	}
+	_, pos, _ := t.lookup(a)
+	cs := rc.c4
+	if t == &r.v6 {
+		cs = rc.c6
+	}
+	if i := t.slot(pos); i < len(cs) {
+		cs[i].Add(n)
+	}
 }
 
 // ShedNetworks returns the networks of r shed now and the pools each

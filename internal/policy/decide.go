@@ -47,6 +47,10 @@ type Query struct {
 	// process's random source: a simulation gives a seeded one so that
 	// a run can be repeated (internal/simulate).
 	Rand *rand.Rand
+	// Uncounted keeps the decision out of capacity feedback's answer
+	// counters: a simulation decides a network once for many modelled
+	// queries and counts them itself (Live.CountAnswers).
+	Uncounted bool
 	// capc counts the query at its leaf, shed drops pools for the
 	// networks capacity feedback shed (Live.Decide sets both, capacity.go).
 	capc *recCap

@@ -118,6 +118,9 @@ func (l *Live) Decide(r *Record, q *Query, now int64) Steered {
 	q.Up, q.Scopes = h.usable(r, q.Qtype)
 	q.Latency = nil
 	q.capc, q.shed = l.shedFor(r)
+	if q.Uncounted {
+		q.capc = nil
+	}
 	if r.HasLatency() {
 		q.Latency = l.lat.Load()
 	}

@@ -182,6 +182,9 @@ func (c *compiler) compile() (*Model, error) {
 	if err := c.phases(m, ri); err != nil && err != errStop {
 		return nil, err
 	}
+	if len(c.probs) == 0 {
+		c.capacity(m)
+	}
 	return m, nil
 }
 
@@ -628,7 +631,9 @@ func (c *compiler) phases(m *Model, ri int) error {
 	if !c.addPhase(m, st, 0, "start", 0) {
 		return errStop
 	}
-	events := slices.Clone(sc.Events)
+	// Load events feed the capacity prediction (capacity.go), not the
+	// policy: they start no phase.
+	events := slices.DeleteFunc(slices.Clone(sc.Events), func(e Event) bool { return e.Load != nil })
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
 	for i := 0; i < len(events); {
 		at := time.Duration(events[i].At)
@@ -686,10 +691,13 @@ func (c *compiler) addPhase(m *Model, st *state, at time.Duration, label string,
 		}
 	}
 	ovr := maps.Clone(st.ovr)
-	live.SetHealth(func(a netip.Addr, _ string) bool { return !failed[a] },
-		func(record, pool string) policy.PoolOverride { return ovr[poolKey{record, pool}] })
+	health := func(l *policy.Live) {
+		l.SetHealth(func(a netip.Addr, _ string) bool { return !failed[a] },
+			func(record, pool string) policy.PoolOverride { return ovr[poolKey{record, pool}] })
+	}
+	health(live)
 	st.live = live
-	m.Phases = append(m.Phases, Phase{At: at, Label: label, Table: st.table, Live: live, Record: rec, Line: line})
+	m.Phases = append(m.Phases, Phase{At: at, Label: label, Table: st.table, Live: live, Record: rec, Line: line, health: health})
 	return true
 }
 

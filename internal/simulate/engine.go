@@ -131,6 +131,9 @@ func Run(ctx context.Context, m *Model, o Options) (*Result, error) {
 		}
 	}
 	r := red.result()
+	if r.Capacity, err = PredictCapacity(ctx, m); err != nil {
+		return nil, err
+	}
 	r.Elapsed = time.Since(began)
 	return r, nil
 }

@@ -62,6 +62,9 @@ type Model struct {
 	Phases []Phase
 	// Drains are the drained pools the result reports "safe at" for.
 	Drains []Drain
+	// Capacity, when set, is the load feed a capacity prediction runs
+	// with (capacity.go); Run adds its prediction to the result.
+	Capacity *CapacityFeed
 }
 
 // Group is a client group: a share of the users and how their query
@@ -124,7 +127,9 @@ type Resolver struct {
 	// Addr is the source address steer sees for its queries.
 	Addr netip.Addr
 	// Caches is the number of independent cache instances behind it;
-	// each query goes to one of them at random.
+	// each query goes to one of them at random. 0 is no cache at all,
+	// every user query reaching steer (a load generator asking steer
+	// directly): the capacity prediction takes it, Run refuses it.
 	Caches int
 	// Subnets are the client subnets it serves and Share, per subnet,
 	// the part of that subnet's rate it carries (a subnet's shares over
@@ -146,6 +151,9 @@ type Phase struct {
 	Record *policy.Record
 	// Line is the event's line in the scenario file (0 for the start).
 	Line int
+	// health sets a live state of Table to the phase's health and
+	// overrides (a capacity prediction's own live states); nil: none.
+	health func(*policy.Live)
 }
 
 // Drain is a pool drained (or failed) by an event.
@@ -191,6 +199,8 @@ type Result struct {
 	Notable []Excursion
 	// Elapsed is how long the simulation took (wall time).
 	Elapsed time.Duration
+	// Capacity is the capacity prediction (nil without a load feed).
+	Capacity *CapacityResult
 }
 
 // Bin is one output time bin.

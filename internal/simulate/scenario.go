@@ -36,7 +36,11 @@ type Scenario struct {
 	TTLViolators *Violators `yaml:"ttl_violators" json:"ttl_violators,omitempty"`
 	// Events are the timeline, in any order (sorted by at).
 	Events []Event `yaml:"events" json:"events,omitempty"`
-	Line   int     `yaml:"-" json:"-"`
+	// Capacity, when set, predicts capacity feedback: the load feed of
+	// the record's capacity pools and the shedding it causes, interval
+	// by interval (capacity.go).
+	Capacity *CapacitySpec `yaml:"capacity" json:"capacity,omitempty"`
+	Line     int           `yaml:"-" json:"-"`
 	// keys are the lines of the top-level keys (for Compile's errors).
 	keys map[string]int
 }
@@ -155,7 +159,37 @@ type Event struct {
 	// Config switches to another configuration file (relative to the
 	// scenario file), as a reload would.
 	Config string `yaml:"config" json:"config,omitempty"`
-	Line   int    `yaml:"-" json:"-"`
+	// Load changes the load feed of capacity pools from this time on
+	// (pool → load; null: the feed stops reporting the pool, whose load
+	// then turns stale). It needs a capacity section.
+	Load map[string]*float64 `yaml:"load" json:"load,omitempty"`
+	Line int                 `yaml:"-" json:"-"`
+}
+
+// CapacitySpec is the load feed a capacity prediction runs with.
+type CapacitySpec struct {
+	// Interval is the feed's interval: one step of the feedback loop
+	// (policy.Live.SetLoad) at the end of each (default 10s).
+	Interval Duration `yaml:"interval" json:"interval,omitempty"`
+	// Intervals is how many intervals to predict (default: as many as
+	// the duration holds).
+	Intervals int `yaml:"intervals" json:"intervals,omitempty"`
+	// Model is how the fed load moves: "fixed" (default) reports the
+	// given load every interval, whatever is shed; "proportional" takes
+	// the given load as the pool's load when it answers all of its
+	// traffic and reports it scaled by the user queries the pool
+	// answered in the interval against those of the first interval (no
+	// network shed yet).
+	Model string `yaml:"model" json:"model,omitempty"`
+	// Load is the pools' loads (pool or record/pool → load in the unit
+	// of the pool's capacity) from the start.
+	Load map[string]float64 `yaml:"load" json:"load,omitempty"`
+	// LoadFile is a load file in the format the node reads
+	// (load.files, PUT /v1/load), relative to the scenario file; its
+	// loads join Load (its timestamps are not used: each interval
+	// reports the value afresh).
+	LoadFile string `yaml:"load_file" json:"load_file,omitempty"`
+	Line     int    `yaml:"-" json:"-"`
 }
 
 // Duration is a time.Duration written as "90s", "2h" or "1h30m" (and,

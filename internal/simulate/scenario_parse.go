@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,8 @@ const (
 	DefaultECSV6      = 56
 	DefaultGeoSubnets = 1000
 	DefaultGeoZipf    = 1.0
+	// DefaultCapacityInterval is a capacity prediction's feed interval.
+	DefaultCapacityInterval = 10 * time.Second
 	// shareTolerance is how far from 1 the shares of a group's sites may sum.
 	shareTolerance = 1e-6
 )
@@ -401,6 +404,14 @@ func (sc *Scenario) applyDefaults() {
 	if sc.Start == "" {
 		sc.Start = DefaultStart
 	}
+	if c := sc.Capacity; c != nil {
+		if c.Interval == 0 {
+			c.Interval = Duration(DefaultCapacityInterval)
+		}
+		if c.Model == "" {
+			c.Model = "fixed"
+		}
+	}
 	for i := range sc.Clients {
 		if g := sc.Clients[i].FromGeoDB; g != nil {
 			if g.Subnets == 0 {
@@ -574,6 +585,7 @@ func (sc *Scenario) check(probs *diag.Problems, keys map[string]int) {
 	for i := range sc.Events {
 		checkEvent(&sc.Events[i], dur, present("duration") && dur > 0, add)
 	}
+	sc.checkCapacity(add, at("capacity"))
 }
 
 func checkGroup(g *ClientGroup, add func(int, string, ...any)) {
@@ -707,7 +719,7 @@ func checkEvent(e *Event, dur time.Duration, hasDur bool, add func(int, string, 
 	acts := e.actions()
 	switch len(acts) {
 	case 0:
-		add(e.Line, "event at %s has no action (set_weights, drain, undrain, fail, recover or config)", e.At)
+		add(e.Line, "event at %s has no action (set_weights, drain, undrain, fail, recover, config or load)", e.At)
 	case 1:
 	default:
 		add(e.Line, "event at %s has %d actions (%s): give one per event (several events may share a time)", e.At, len(acts), strings.Join(acts, ", "))
@@ -720,6 +732,52 @@ func checkEvent(e *Event, dur time.Duration, hasDur bool, add func(int, string, 
 			add(e.Line, "event at %s: weight %d for %s is negative", e.At, w, p)
 		}
 	}
+	if e.Load != nil && len(e.Load) == 0 {
+		add(e.Line, "event at %s: load names no pool (pool: load, ...)", e.At)
+	}
+	for _, p := range sortedKeys(e.Load) {
+		if v := e.Load[p]; v != nil && !validLoad(*v) {
+			add(e.Line, "event at %s: load %v for %s is not a number ≥ 0", e.At, *v, p)
+		}
+	}
+}
+
+// validLoad reports whether v can be a pool's load (as PUT /v1/load
+// takes it).
+func validLoad(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+
+// checkCapacity checks the capacity section on its own; events with a
+// load need it.
+func (sc *Scenario) checkCapacity(add func(int, string, ...any), line int) {
+	c := sc.Capacity
+	if c == nil {
+		for _, e := range sc.Events {
+			if e.Load != nil {
+				add(e.Line, "event at %s: load needs a capacity section (capacity: { interval: 10s, load: {...} })", e.At)
+			}
+		}
+		return
+	}
+	if c.Line == 0 {
+		c.Line = line
+	}
+	if c.Interval < 0 {
+		add(c.Line, "capacity: interval %s must be positive", c.Interval)
+	}
+	if c.Intervals < 0 {
+		add(c.Line, "capacity: intervals %d is negative", c.Intervals)
+	}
+	if c.Model != "fixed" && c.Model != "proportional" {
+		add(c.Line, "capacity: model %q is not fixed or proportional", c.Model)
+	}
+	for _, p := range sortedKeys(c.Load) {
+		if v := c.Load[p]; !validLoad(v) {
+			add(c.Line, "capacity: load %v for %s is not a number ≥ 0", v, p)
+		}
+	}
+	if len(c.Load) == 0 && c.LoadFile == "" && !slices.ContainsFunc(sc.Events, func(e Event) bool { return e.Load != nil }) {
+		add(c.Line, "capacity: no load: give load (pool: load), load_file, or events with load")
+	}
 }
 
 // actions names the actions an event sets.
@@ -727,6 +785,9 @@ func (e *Event) actions() []string {
 	var out []string
 	if e.SetWeights != nil {
 		out = append(out, "set_weights")
+	}
+	if e.Load != nil {
+		out = append(out, "load")
 	}
 	for _, a := range []struct{ name, v string }{{"drain", e.Drain}, {"undrain", e.Undrain}, {"fail", e.Fail}, {"recover", e.Recover}, {"config", e.Config}} {
 		if a.v != "" {

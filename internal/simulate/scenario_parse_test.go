@@ -215,7 +215,7 @@ func TestParseErrors(t *testing.T) {
 			"s.yaml:20: event at 12h has 2 actions (drain, fail): give one per event"}},
 		{"empty set_weights", "drain: us-east-canary", "set_weights: {}", []string{"s.yaml:20: event at 12h: set_weights names no pool"}},
 		{"negative weight", "drain: us-east-canary", "set_weights: { us-east: -1 }", []string{"s.yaml:20: event at 12h: weight -1 for us-east is negative"}},
-		{"unknown event key", "drain: us-east-canary", "drian: us-east-canary", []string{`s.yaml:21: unknown key "drian" in events[0] (known keys: at, config, drain, fail, recover, set_weights, undrain)`}},
+		{"unknown event key", "drain: us-east-canary", "drian: us-east-canary", []string{`s.yaml:21: unknown key "drian" in events[0] (known keys: at, config, drain, fail, load, recover, set_weights, undrain)`}},
 		{"duplicate key", "    rate: 1000\n", "    rate: 1000\n    rate: 5\n", []string{`s.yaml:8: mapping key "rate" already defined at line 7`}},
 		{"unknown group", "    share: 0.2\n", "    share: 0.2\n    groups: [asia]\n", []string{
 			"s.yaml:12: resolver site big: groups names asia, which is not a client group (groups: americas, europe)"}},
