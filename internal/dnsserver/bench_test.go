@@ -76,9 +76,6 @@ func BenchmarkHandleSteeredECS(b *testing.B) {
 		}
 		reqs = append(reqs, req)
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go h.RunClock(stop) // as a running server does: steered answers are marked on it
 	answerLoop(b, h, reqs)
 }
 
@@ -112,9 +109,6 @@ func BenchmarkGuard(b *testing.B) {
 	}{{"off", false, false}, {"rrl+cookies/no-cookie", true, false}, {"rrl+cookies/valid-cookie", true, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			h, _ := steeredHandler(b)
-			stop := make(chan struct{})
-			defer close(stop)
-			go h.RunClock(stop) // as a running server does
 			if c.guard {
 				// Rates no benchmark reaches: every query is decided
 				// (hash, lock, bucket) and passes.
@@ -180,9 +174,6 @@ func BenchmarkHandleSteeredNoECS(b *testing.B) {
 				}
 				buf := make([]byte, 0, 65535)
 				src := netip.MustParseAddr(from)
-				stop := make(chan struct{})
-				defer close(stop)
-				go h.RunClock(stop) // as a running server does
 				b.ReportAllocs()
 				for b.Loop() {
 					if h.HandleFrom(req, dnsserver.UDP, src, buf) == nil {

@@ -49,6 +49,23 @@ type fastQuery struct {
 	cookie []byte // the COOKIE option's data
 }
 
+// plainLower maps a label byte to its lower-case form, or to 0 for a
+// byte the general path writes with an escape (control characters,
+// space, DEL and above, and . ( ) ; @ " \): one load per byte of the
+// name instead of a chain of comparisons.
+var plainLower = func() (t [256]byte) {
+	for c := 0x21; c < 0x7F; c++ {
+		t[c] = byte(c)
+		if c >= 'A' && c <= 'Z' {
+			t[c] = byte(c) + 'a' - 'A'
+		}
+	}
+	for _, c := range ".();@\"\\" {
+		t[c] = 0
+	}
+	return t
+}()
+
 // parseFast reads req for the fast path; ok is false when the general path
 // must take it (or reject it).
 func parseFast(req []byte, q *fastQuery) bool {
@@ -72,16 +89,15 @@ func parseFast(req []byte, q *fastQuery) bool {
 		}
 		q.labels[q.nlabels] = uint8(n)
 		q.nlabels++
-		for _, c := range req[off+1 : off+1+l] {
-			switch {
-			case c >= 'A' && c <= 'Z':
-				c += 'a' - 'A'
-			case c <= ' ' || c >= 0x7F || c == '.' || c == '(' || c == ')' || c == ';' || c == '@' || c == '"' || c == '\\':
+		dst := q.name[n : n+l]
+		for i, c := range req[off+1 : off+1+l] {
+			lc := plainLower[c]
+			if lc == 0 {
 				return false // written with escapes by the general path
 			}
-			q.name[n] = c
-			n++
+			dst[i] = lc
 		}
+		n += l
 		q.name[n] = '.'
 		n++
 		off += 1 + l
@@ -167,7 +183,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		return nil
 	}
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from)
+	h.startGuard(&gd, q.cookie, t, from, &st.now)
 	if gd.ck.Status == cookie.Malformed {
 		return nil // the general path answers FORMERR
 	}
@@ -201,7 +217,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				return nil
 			}
 			pq.Qtype = q.qtype
-			st := snap.Live.Decide(rec, &pq, h.clock().Unix()) // as Steerer.Steer
+			st := snap.Live.Decide(rec, &pq, h.timeAt(&st.now).Unix()) // as Steerer.Steer
 			if st.ServFail {
 				return nil
 			}

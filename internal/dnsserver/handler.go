@@ -51,8 +51,7 @@ type Handler struct {
 	metrics  *metrics.Metrics
 	querylog atomic.Pointer[querylog.Log] // nil: off
 	guard    atomic.Pointer[Guard]        // nil: no cookies, no limits
-	now      func() time.Time             // the clock cookies read (tests); nil: coarse or time.Now
-	coarse   atomic.Int64                 // Unix nanoseconds, kept by a running server (0: none)
+	now      func() time.Time             // the clock cookies read (tests); nil: the batch's time or time.Now
 	xfr      Transfers                    // nil: transfers refused, NOTIFY not implemented
 }
 
@@ -109,6 +108,19 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 	return out
 }
 
+// handleBatched is HandleFrom for a datagram of a batch the UDP reader
+// received at now (Unix nanoseconds): the queries of a batch share one
+// reading of the clock.
+func (h *Handler) handleBatched(req []byte, from netip.Addr, buf []byte, now int64) []byte {
+	if ql := h.querylog.Load(); ql.Sampled() {
+		return h.logged(ql, req, UDP, from, buf)
+	}
+	st := stats{now: now}
+	out := h.handle(req, UDP, from, buf, nil, &st)
+	h.count(UDP, out, &st)
+	return out
+}
+
 // stats is what the path that answered a query learnt of it, for metrics:
 // nothing is parsed twice to count it.
 type stats struct {
@@ -127,6 +139,9 @@ type stats struct {
 	// report, set by Explain only, asks the guard to peek, not decide,
 	// and to say what it found (a pointer: every query zeroes stats).
 	report *GuardReport
+	// now is the query's time in Unix nanoseconds, 0 until read
+	// (Handler.timeAt).
+	now int64
 }
 
 // noteECS records the query's client subnet class and, once known, the
@@ -343,7 +358,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	var opt *dns.OPT
 	limit := maxTCPSize
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from)
+	h.startGuard(&gd, q.cookie, t, from, &st.now)
 	st.cookie, st.guarded, st.reqLen = gd.ck.Status, true, len(req)
 	cookieOpt := func() {
 		if len(gd.reply()) > 0 {
@@ -421,7 +436,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 				lo = &zone.LookupOptions{DO: true, CO: q.opt.Co(), Signing: h.signing(snap, t)}
 			}
 			if snap.Policies != nil {
-				st := policy.Steerer{Live: snap.Live, Query: steerQuery(&subnet, hasECS, from), Now: h.clock().Unix()}
+				st := policy.Steerer{Live: snap.Live, Query: steerQuery(&subnet, hasECS, from), Now: h.timeAt(&st.now).Unix()}
 				if trace != nil {
 					st.Trace = func(r *policy.Record, q *policy.Query, d *policy.Decision) { trace(snap, r, q, d) }
 				}

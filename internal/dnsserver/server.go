@@ -46,12 +46,8 @@ type Server struct {
 	mu  sync.Mutex // guards lns; never taken per query
 	lns map[string]*listener
 
-	// The handler's coarse clock, run from Start to Shutdown.
-	clockOnce sync.Once
-	clockMu   sync.Mutex
-	clockStop chan struct{}
-	wg        sync.WaitGroup
-	closing   atomic.Bool
+	wg      sync.WaitGroup
+	closing atomic.Bool
 
 	// TCP: the open connections, the limits SetTCPLimits set (nil: the
 	// snapshot's) and the counters TCPStats reports. The UDP path uses
@@ -97,14 +93,7 @@ func (s *Server) Handler() *Handler { return s.handler }
 
 // Start binds every listen address of the current snapshot and serves.
 func (s *Server) Start() error {
-	if err := s.Apply(s.handler.Snapshot()); err != nil {
-		return err
-	}
-	s.clockOnce.Do(func() {
-		s.clockStop = make(chan struct{})
-		go s.handler.RunClock(s.clockStop)
-	})
-	return nil
+	return s.Apply(s.handler.Snapshot())
 }
 
 // Apply makes snap current. Listen addresses new in snap are bound first; if
@@ -509,13 +498,6 @@ func (s *Server) serveTCP(tc *tcpConn, pol tcpPolicy, accepted time.Time) {
 // returns when every goroutine has ended or ctx is done.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
-	s.clockOnce.Do(func() {}) // no clock starts after this
-	s.clockMu.Lock()
-	if s.clockStop != nil {
-		close(s.clockStop)
-		s.clockStop = nil
-	}
-	s.clockMu.Unlock()
 	s.mu.Lock()
 	for a, ln := range s.lns {
 		ln.close()

@@ -65,7 +65,8 @@ func (h *Handler) replyLimit(q *query, t Transport, from netip.Addr) int {
 		return maxTCPSize
 	}
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from)
+	var at int64
+	h.startGuard(&gd, q.cookie, t, from, &at)
 	var size uint16
 	if q.opt != nil {
 		size = q.opt.UDPSize()
@@ -108,7 +109,7 @@ func (h *Handler) transferAnswer(q *query, m *dns.Msg, key string, t Transport, 
 // answers without a valid server cookie. reqLen is the request's size.
 func (h *Handler) guardReply(q *query, resp *dns.Msg, reqLen int, t Transport, from netip.Addr, buf []byte, st *stats) []byte {
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from)
+	h.startGuard(&gd, q.cookie, t, from, &st.now)
 	st.cookie, st.guarded, st.reqLen, st.qtype = gd.ck.Status, true, reqLen, q.qtype
 	if gd.ck.Status == cookie.Malformed {
 		return h.formErr(q, buf) // RFC 7873 §5.2.2

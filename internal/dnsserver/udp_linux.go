@@ -27,16 +27,17 @@ import (
 // latency at 20k QPS; raw, steer is within 3% of gdnsd's CPU and 10% of its
 // latency). The price is that each socket holds a P: GOMAXPROCS is raised
 // by one per socket so the rest of the server (TCP, timers, signals) keeps
-// the Ps it had; and a stop-the-world pause (rare: the query path does not
-// allocate) may wait up to pollInterval for an idle reader to wake. While
-// queries flow the interval does not matter; idle, it is a wake-up per
-// socket every pollInterval (1 ms made dozens of test servers in one
-// process burn a core between them).
+// the Ps it had; and the garbage collector (rare: the query path does not
+// allocate) stops a reader blocked in the kernel by a signal, which cuts
+// the wait short (EINTR), and the reader then steps through the
+// scheduler (yieldToRuntime). A reader that stays idle wakes once per
+// socket every pollInterval to notice a close (1 ms made dozens of test
+// servers in one process burn a core between them).
 
 const (
 	batchSize = 32
 	// pollInterval bounds how long an idle reader stays in the kernel: how
-	// soon it notices a close, and the longest it can delay a GC pause.
+	// soon it notices a close.
 	pollInterval = 10 * time.Millisecond
 )
 
@@ -164,7 +165,7 @@ func (s *Server) serveRaw(u *rawUDP) {
 		r, _, errno := syscall.RawSyscall6(sysRecvmmsg, uintptr(u.fd), uintptr(unsafe.Pointer(&recv[0])), batchSize, msgWaitForOne, 0, 0)
 		if errno != 0 {
 			if errno == syscall.EAGAIN || errno == syscall.EINTR || errno == syscall.EWOULDBLOCK {
-				runtime.Gosched() // idle: let anything waiting for a P run
+				yieldToRuntime()
 				continue
 			}
 			if u.closed.Load() {
@@ -174,13 +175,14 @@ func (s *Server) serveRaw(u *rawUDP) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		now := time.Now().UnixNano() // the batch's time (Handler.timeAt)
 		n := 0
 		for i := 0; i < int(r); i++ {
 			from, ok := sockaddrAddr(&names[i])
 			if !ok || recv[i].hdr.Flags&syscall.MSG_TRUNC != 0 {
 				continue
 			}
-			resp := s.handler.HandleFrom(in[i][:recv[i].n], UDP, from, out[n][:0])
+			resp := s.handler.handleBatched(in[i][:recv[i].n], from, out[n][:0], now)
 			if resp == nil {
 				continue
 			}
@@ -213,6 +215,23 @@ func (s *Server) serveRaw(u *rawUDP) {
 			sent += int(w)
 		}
 	}
+}
+
+// yieldToRuntime lets the runtime stop or scan the reader between two
+// waits in the kernel: the receive timed out (idle) or a signal cut it
+// short (EINTR), which is how the runtime asks a running goroutine to
+// stop for the garbage collector. A goroutine in a raw system call counts
+// as running, and this loop calls nothing with a preemption check while
+// idle (RawSyscall6 and runtime.Gosched are nosplit), so the collector
+// could only stop it when a signal happened to land on its few
+// instructions in user space: an idle server's forced collection spun in
+// suspendG for 1.3-3.4 s of CPU on one core. sched_yield through
+// syscall.Syscall marks the goroutine as in a system call (the collector
+// scans it there and a stop-the-world takes its P) and gives the core to
+// the collector's thread when both are pinned to one.
+func yieldToRuntime() {
+	syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	runtime.Gosched() // let anything waiting for a P run
 }
 
 // maxUDPQuery is the largest query read (a query never needs more);
