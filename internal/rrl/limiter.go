@@ -221,20 +221,26 @@ func (l *Limiter) decide(src netip.Addr, r Response, now int64, peek bool) Verdi
 		return Pass
 	}
 	src = src.Unmap()
+	// Exempt sources first, before any hashing: they are most of the
+	// queries where they matter at all (a node's own monitoring, the
+	// loopback a benchmark sends from). Their count goes to a shard
+	// chosen by the source's last bytes, which spreads sources as well as
+	// the hash did for the count's purpose.
+	for i := range l.exempt {
+		if l.exempt[i].Contains(src) {
+			if !peek {
+				b := src.As16()
+				l.shards[(b[13]^b[14]^b[15])&(numShards-1)].exempt.Add(1)
+			}
+			return Pass
+		}
+	}
 	pfx, fam := l.v4, uint64(1)
 	if src.Is6() {
 		pfx, fam = l.v6, 2
 	}
 	hs := l.hash2(masked(src, pfx), fam, l.k[0])
 	sh := &l.shards[hs>>(64-shardBits)]
-	for i := range l.exempt {
-		if l.exempt[i].Contains(src) {
-			if !peek {
-				sh.exempt.Add(1)
-			}
-			return Pass
-		}
-	}
 	class := r.Class
 	if class >= NumClasses {
 		class = Error
