@@ -333,6 +333,14 @@ var unroutedV6 = []netip.Prefix{
 
 func (c *compiler) build(root netip.Prefix, resolver bool) (trie, error) {
 	c.b = trieBuilder{}
+	if !resolver && !c.unknown && c.r.clientIndependent() && len(c.cidrs) == 0 {
+		// No rule looks at the client: every piece of the space has
+		// the one outcome, and the walk below would fold its leaves
+		// back into that one leaf. Made directly, a failover or
+		// weighted record costs nothing per network of the databases.
+		var none geo.Info
+		return c.b.finish(c.b.leaf(c.outcomeOf(&none, root)), root.Addr().BitLen()), nil
+	}
 	if c.part != nil {
 		// A trie over the partition has at most one inner node per
 		// leaf of that family: made at that size once, instead of
@@ -419,6 +427,19 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 		return 0, err
 	}
 	return c.b.node(a, b), nil
+}
+
+// clientIndependent reports whether r's outcome is the same for every
+// client: its only rule is the default, and the default neither ranks
+// pools by the client's location nor by its latency class, nor does a
+// rule look at the resolver or the node.
+func (r *Record) clientIndependent() bool {
+	for _, rule := range r.Rules {
+		if !rule.Default {
+			return false
+		}
+	}
+	return len(r.proximity) == 0 && r.latencyRules == 0 && r.resolverRules == 0 && !r.nodeTwins
 }
 
 // evalMask returns the rules whose match holds for info at p, among the
