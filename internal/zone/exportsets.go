@@ -55,15 +55,15 @@ func (z *Zone) EachSet(yield func(SignedSet) bool) {
 	if !each(z.apex, dns.TypeSOA) {
 		return
 	}
-	names := make([]string, 0, len(z.nodes))
-	for name, n := range z.nodes {
+	names := make([]string, 0, z.nodes.len())
+	for name, n := range z.nodes.all {
 		if name != z.Origin && len(n.rrsets) > 0 {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !each(z.nodes[name], 0) {
+		if !each(z.nodes.get(name), 0) {
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/miekg/dns"
 )
@@ -46,7 +47,7 @@ func (s *Set) Classify(name string) (FastKind, *Zone, *Node) {
 			return FastNone, z, nil
 		}
 		j := strings.LastIndexByte(name[:rest-1], '.') + 1
-		n := z.nodes[name[j:]]
+		n := z.nodes.get(name[j:])
 		if n == nil {
 			if cur.wildChild {
 				return FastNone, z, nil // RFC 4592 synthesis: the general path
@@ -77,15 +78,34 @@ func (n *node) Name() string { return n.name }
 func (n *node) Template(qtype uint16) []byte {
 	for i := range n.templates {
 		if n.templates[i].qtype == qtype {
-			return n.templates[i].wire
+			return n.templates[i].bytes()
 		}
 	}
 	return nil
 }
 
+// template is one precompiled answer: its bytes as a pointer and a
+// length, 16 bytes where a slice beside the type took 32 (a 1 M-record
+// zone holds a million).
 type template struct {
+	wire  *byte
+	n     uint32
 	qtype uint16
-	wire  []byte
+}
+
+func mkTemplate(qtype uint16, wire []byte) template {
+	if len(wire) == 0 {
+		return template{qtype: qtype}
+	}
+	return template{wire: &wire[0], n: uint32(len(wire)), qtype: qtype}
+}
+
+// bytes returns the template's answer (nil when empty).
+func (t *template) bytes() []byte {
+	if t.wire == nil {
+		return nil
+	}
+	return unsafe.Slice(t.wire, t.n)
 }
 
 // NegativeSOA is the SOA of negative answers, split for the fast path,
@@ -122,7 +142,7 @@ func (s *Set) Precompile() {
 			continue
 		}
 		wild := map[string]bool{}
-		for name := range z.nodes {
+		for name := range z.nodes.all {
 			if strings.HasPrefix(name, "*.") {
 				wild[name[2:]] = true
 			}
@@ -130,8 +150,8 @@ func (s *Set) Precompile() {
 		// The nodes to pack: this zone's own, and copies of borrowed
 		// ones (the served zone's) whose templates or flags would differ
 		// here; the others stay as they are, templates and all.
-		nodes := make([]*node, 0, len(z.nodes))
-		for name, n := range z.nodes {
+		nodes := make([]*node, 0, z.nodes.len())
+		for name, n := range z.nodes.all {
 			if z.borrowed(n) {
 				if n.wildChild == wild[name] && !n.dependent() && (n.sig != nil) == z.Signed() {
 					continue
@@ -191,7 +211,7 @@ func (p *packer) node(n *node) {
 	defer p.nodeDO(n)
 	var pn *node
 	if p.z.prev != nil {
-		pn = p.z.prev.nodes[n.name]
+		pn = p.z.prev.nodes.get(n.name)
 	}
 	count := 0
 	for _, rs := range n.rrsets {
@@ -228,12 +248,12 @@ func (p *packer) node(n *node) {
 			n.plain = false // answer it the general way
 			continue
 		}
-		p.templates = append(p.templates, template{rs.rtype, wire})
+		p.templates = append(p.templates, mkTemplate(rs.rtype, wire))
 	}
 	n.templates = p.templates[start:len(p.templates):len(p.templates)]
 	if pn != nil && len(pn.templates) == len(n.templates) {
 		for i, t := range n.templates {
-			if pt := pn.templates[i]; pt.qtype != t.qtype || len(pt.wire) == 0 || len(t.wire) == 0 || &pt.wire[0] != &t.wire[0] {
+			if pt := pn.templates[i]; pt.qtype != t.qtype || pt.wire == nil || pt.wire != t.wire {
 				return
 			}
 		}
@@ -272,7 +292,7 @@ func (p *packer) nodeDO(n *node) {
 	}
 	var pn *node
 	if p.z.prev != nil {
-		pn = p.z.prev.nodes[n.name]
+		pn = p.z.prev.nodes.get(n.name)
 	}
 	tpls := make([]template, 0, len(n.templates))
 	for _, t := range n.templates {
@@ -293,7 +313,7 @@ func (p *packer) nodeDO(n *node) {
 			wire = p.looked(n.name, t.qtype, &LookupOptions{DO: true})
 		}
 		if wire != nil {
-			tpls = append(tpls, template{t.qtype, wire})
+			tpls = append(tpls, mkTemplate(t.qtype, wire))
 		}
 	}
 	n.sig.templates = tpls

@@ -217,7 +217,7 @@ func (z *Zone) lookup(a *Answer, name string, qtype uint16) string {
 				}
 				return next
 			}
-			n := z.nodes[name[idx[i]:]]
+			n := z.nodes.get(name[idx[i]:])
 			if n == nil {
 				return z.wildcard(a, cur, name, qtype)
 			}
@@ -309,7 +309,7 @@ func (z *Zone) wildcard(a *Answer, ce *node, name string, qtype uint16) string {
 	if ce.name == "." {
 		wname = "*."
 	}
-	w := z.nodes[wname]
+	w := z.nodes.get(wname)
 	if w == nil || w.occluded {
 		z.deny(a, name, nil, qtype, false)
 		return ""
@@ -346,7 +346,7 @@ func (z *Zone) referral(a *Answer, cut *node) {
 		if !dns.IsSubDomain(z.Origin, target) {
 			continue
 		}
-		if n := z.nodes[target]; n != nil {
+		if n := z.nodes.get(target); n != nil {
 			a.Extra = append(a.Extra, n.get(dns.TypeA)...)
 			a.Extra = append(a.Extra, n.get(dns.TypeAAAA)...)
 		}
@@ -423,7 +423,7 @@ func (z *Zone) additionalSVCB(a *Answer, rr *dns.SVCB, rtype uint16) {
 	if rr.Priority != 0 || target == "." || !dns.IsSubDomain(z.Origin, target) {
 		return
 	}
-	n := z.nodes[target]
+	n := z.nodes.get(target)
 	if n == nil || n.occluded || n.cut {
 		return
 	}
@@ -476,7 +476,7 @@ func (z *Zone) addAddresses(a *Answer, target string) {
 			return // already there
 		}
 	}
-	n := z.nodes[target]
+	n := z.nodes.get(target)
 	if n == nil || n.occluded || n.cut {
 		return // absent, or glue (at or below a delegation point)
 	}

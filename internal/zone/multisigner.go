@@ -87,7 +87,7 @@ func (z *Zone) SignSteered(s *dnssec.Signer) error {
 		return err
 	}
 	var bad []string
-	for _, n := range z.nodes {
+	for _, n := range z.nodes.all {
 		if n.steered {
 			if msg := z.standInProblem(n); msg != "" {
 				bad = append(bad, msg)
@@ -141,7 +141,8 @@ func (z *Zone) standInProblem(n *node) string {
 // steered answers signed by a key validators cannot find. It must be
 // called before the zone is published.
 func (z *Zone) Unsteer() {
-	for name, n := range z.nodes {
+	var made []string // names MarkSteered made: they do not exist
+	for name, n := range z.nodes.all {
 		if !n.steered {
 			continue
 		}
@@ -149,15 +150,26 @@ func (z *Zone) Unsteer() {
 			n = z.own(n)
 		}
 		n.steered, n.steerType, n.steerNoV4, n.steerNoV6 = false, 0, false, false
-		if len(n.rrsets) == 0 && !z.hasChildren(name) {
-			delete(z.nodes, name) // MarkSteered made it: it does not exist
+		if len(n.rrsets) == 0 {
+			made = append(made, name)
+		}
+	}
+	// Deleted after the loop (the table may not shrink under it), each
+	// once nothing is below it, until none goes.
+	for gone := true; gone; {
+		gone = false
+		for i, name := range made {
+			if name != "" && !z.hasChildren(name) {
+				z.nodes.del(name)
+				made[i], gone = "", true
+			}
 		}
 	}
 }
 
 // hasChildren reports whether some name of z is directly below name.
 func (z *Zone) hasChildren(name string) bool {
-	for other := range z.nodes {
+	for other := range z.nodes.all {
 		if parent(other, z.Origin) == name {
 			return true
 		}

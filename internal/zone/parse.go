@@ -59,10 +59,10 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	}
 	text := svcbKeys(data) // data, unless SVCB keys are written as the parser refuses
 	src := readRecords(fsys, origin, file, text, opts.Workers)
-	// Sized for a name per record and some empty non-terminals: a map
-	// that grows while it fills holds its old tables too.
+	// Sized for three names in four records (a host often has two or
+	// more): a table that grows leaves its old slots to the collector.
 	expect := src.pos.len()
-	z = &Zone{Origin: origin, File: file, nodes: make(map[string]*node, expect+expect/8+1), files: src.pos.files}
+	z = &Zone{Origin: origin, File: file, nodes: newNodeTable(expect * 3 / 4), files: src.pos.files}
 	b := builder{z: z, prev: prev}
 	posOf := src.pos.at
 	count := 0
@@ -153,7 +153,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	for _, n := range b.order {
 		var pn *node
 		if prev != nil && len(n.rrsets) > 0 {
-			pn = prev.nodes[n.name]
+			pn = prev.nodes.get(n.name)
 		}
 		for i := range n.rrsets {
 			s := &n.rrsets[i]
@@ -199,7 +199,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		sortSets(n.rrsets)
 	}
 
-	z.apex = z.nodes[origin]
+	z.apex = z.nodes.get(origin)
 	if z.apex == nil || z.apex.get(dns.TypeSOA) == nil {
 		errs.Add(file, 0, "zone %s has no SOA record at its apex", origin)
 	} else {
@@ -230,7 +230,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	cuts := map[string]bool{}
 	for _, l := range [][]*node{b.order, b.borrowed} {
 		for _, n := range l {
-			if (n.cut || n.hasDNAME) && z.nodes[n.name] == n {
+			if (n.cut || n.hasDNAME) && z.nodes.get(n.name) == n {
 				cuts[n.name] = cuts[n.name] || n.cut
 			}
 		}
@@ -238,7 +238,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	// A borrowed node is checked already (its records are the same); only
 	// what depends on its ancestors may differ, and then it gets a copy.
 	for _, pn := range b.borrowed {
-		if z.nodes[pn.name] != pn || len(cuts) == 0 && !pn.occluded {
+		if z.nodes.get(pn.name) != pn || len(cuts) == 0 && !pn.occluded {
 			continue
 		}
 		p, cut := occluder(z, cuts, pn.name)
@@ -250,7 +250,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	}
 	for _, n := range b.order {
 		name := n.name
-		if z.nodes[name] != n {
+		if z.nodes.get(name) != n {
 			continue // borrowed after all
 		}
 		if n.hasCNAME {
@@ -288,14 +288,14 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		// it before they would change it (see borrowed). Its own copy is
 		// garbage once its whole block of nodes is.
 		for _, n := range b.order {
-			if z.nodes[n.name] != n {
+			if z.nodes.get(n.name) != n {
 				continue // replaced: borrowed, or materialized again
 			}
-			if pn := prev.nodes[n.name]; pn != nil && sameNode(n, pn) {
-				z.nodes[n.name] = pn
+			if pn := prev.nodes.get(n.name); pn != nil && sameNode(n, pn) {
+				z.nodes.put(pn)
 			}
 		}
-		z.apex = z.nodes[origin]
+		z.apex = z.nodes.get(origin)
 	}
 	z.prev, z.workers = prev, opts.Workers
 	z.source, z.sourceSize = data, len(data)
@@ -397,9 +397,9 @@ func (b *builder) node(owner string) *node {
 		return b.last // the records of a name mostly come together
 	}
 	b.finish()
-	b.last, b.lastPrev = b.z.nodes[owner], nil
+	b.last, b.lastPrev = b.z.nodes.get(owner), nil
 	if b.prev != nil {
-		b.lastPrev = b.prev.nodes[owner]
+		b.lastPrev = b.prev.nodes.get(owner)
 	}
 	if b.last != nil {
 		if b.last == b.lastPrev {
@@ -422,13 +422,13 @@ func (b *builder) node(owner string) *node {
 // empty too.
 func (b *builder) ancestors(owner string) {
 	p := parent(owner, b.z.Origin)
-	if p == "" || b.z.nodes[p] != nil {
+	if p == "" || b.z.nodes.get(p) != nil {
 		return
 	}
 	b.ancestors(p)
 	if b.prev != nil {
-		if pn := b.prev.nodes[p]; pn != nil && len(pn.rrsets) == 0 && !pn.steered {
-			b.z.nodes[p] = pn
+		if pn := b.prev.nodes.get(p); pn != nil && len(pn.rrsets) == 0 && !pn.steered {
+			b.z.nodes.put(pn)
 			b.borrowed = append(b.borrowed, pn)
 			return
 		}
@@ -442,7 +442,7 @@ func (b *builder) newNode(owner string) *node {
 	}
 	b.slab = append(b.slab, node{name: owner})
 	n := &b.slab[len(b.slab)-1]
-	b.z.nodes[owner] = n
+	b.z.nodes.put(n)
 	b.order = append(b.order, n)
 	return n
 }
@@ -457,7 +457,7 @@ func (b *builder) finish() {
 	if n == nil || pn == nil || n == pn || pn.steered || !sameRecords(n, pn) {
 		return
 	}
-	b.z.nodes[n.name] = pn
+	b.z.nodes.put(pn)
 	b.borrowed = append(b.borrowed, pn)
 	k := len(b.order) - 1
 	if k < 0 || b.order[k] != n {
@@ -750,7 +750,7 @@ func (b *builder) shareSet(pn *node, s *rrset) {
 // shareSets makes n hold the previous zone's RRsets slice when it has the
 // same RRsets, each the very same records.
 func (b *builder) shareSets(n *node) {
-	pn := b.prev.nodes[n.name]
+	pn := b.prev.nodes.get(n.name)
 	if pn == nil || len(pn.rrsets) != len(n.rrsets) || len(n.rrsets) == 0 {
 		return
 	}

@@ -69,11 +69,11 @@ func TestParallelParseMatchesSequential(t *testing.T) {
 	if warns.Error() != warns2.Error() {
 		t.Errorf("warnings differ:\n%v\n%v", warns, warns2)
 	}
-	if seq.Records != par.Records || len(seq.nodes) != len(par.nodes) {
-		t.Fatalf("sequential: %d records %d names; parallel: %d records %d names", seq.Records, len(seq.nodes), par.Records, len(par.nodes))
+	if seq.Records != par.Records || seq.nodes.len() != par.nodes.len() {
+		t.Fatalf("sequential: %d records %d names; parallel: %d records %d names", seq.Records, seq.nodes.len(), par.Records, par.nodes.len())
 	}
-	for name, n := range seq.nodes {
-		p := par.nodes[name]
+	for name, n := range seq.nodes.all {
+		p := par.nodes.get(name)
 		if p == nil {
 			t.Fatalf("%s missing from the parallel parse", name)
 		}
@@ -83,13 +83,13 @@ func TestParallelParseMatchesSequential(t *testing.T) {
 	}
 	NewSet([]*Zone{seq}).Precompile()
 	NewSet([]*Zone{par}).Precompile()
-	for name, n := range seq.nodes {
-		p := par.nodes[name]
+	for name, n := range seq.nodes.all {
+		p := par.nodes.get(name)
 		if p.plain != n.plain || len(p.templates) != len(n.templates) {
 			t.Fatalf("%s: templates differ", name)
 		}
 		for i := range n.templates {
-			if !bytes.Equal(p.templates[i].wire, n.templates[i].wire) {
+			if !bytes.Equal(p.templates[i].bytes(), n.templates[i].bytes()) {
 				t.Fatalf("%s: template %d differs", name, i)
 			}
 		}
@@ -134,7 +134,7 @@ func TestTemplatesMatchTheGeneralPath(t *testing.T) {
 	s := NewSet([]*Zone{z})
 	s.Precompile()
 	checked := map[uint16]int{}
-	for _, n := range z.nodes {
+	for _, n := range z.nodes.all {
 		if !n.plain && !n.cut && !n.occluded && !n.hasCNAME && !n.hasDNAME {
 			t.Fatalf("%s is left to the general path", n.name)
 		}
@@ -152,8 +152,8 @@ func TestTemplatesMatchTheGeneralPath(t *testing.T) {
 			}
 			end := questionEnd(packed)
 			want := append(packed[:12:12], packed[end:]...)
-			if !bytes.Equal(tp.wire, want) {
-				t.Fatalf("%s %s: template\n%x\nwant\n%x", n.name, dns.TypeToString[tp.qtype], tp.wire, want)
+			if !bytes.Equal(tp.bytes(), want) {
+				t.Fatalf("%s %s: template\n%x\nwant\n%x", n.name, dns.TypeToString[tp.qtype], tp.bytes(), want)
 			}
 			checked[tp.qtype]++
 		}
@@ -163,7 +163,7 @@ func TestTemplatesMatchTheGeneralPath(t *testing.T) {
 			t.Errorf("no %s template checked", dns.TypeToString[typ])
 		}
 	}
-	if n := z.nodes["h5.big.test."]; n.Template(dns.TypeA) != nil || n.Template(dns.TypeTXT) == nil {
+	if n := z.nodes.get("h5.big.test."); n.Template(dns.TypeA) != nil || n.Template(dns.TypeTXT) == nil {
 		t.Error("the steered name has an A template or lacks its TXT one")
 	}
 }
@@ -186,8 +186,8 @@ func TestReloadSharesUnchangedRecords(t *testing.T) {
 		t.Error("the zone still refers to the previous one after Precompile")
 	}
 	shared, own := 0, 0
-	for name, n := range z.nodes {
-		on := old.nodes[name]
+	for name, n := range z.nodes.all {
+		on := old.nodes.get(name)
 		for _, s := range n.rrsets {
 			if on != nil && sameSlice(on.get(s.rtype), s.rrs) {
 				shared++
@@ -200,22 +200,22 @@ func TestReloadSharesUnchangedRecords(t *testing.T) {
 	if own != 2 || shared < 3000 {
 		t.Errorf("%d RRsets shared, %d new; want 2 new", shared, own)
 	}
-	if got := z.nodes["h0.big.test."].get(dns.TypeA)[0].(*dns.A).A.String(); got != "10.9.9.9" {
+	if got := z.nodes.get("h0.big.test.").get(dns.TypeA)[0].(*dns.A).A.String(); got != "10.9.9.9" {
 		t.Errorf("h0 A = %s after the reload", got)
 	}
-	if got := len(z.nodes["h1.big.test."].get(dns.TypeA)); got != 2 {
+	if got := len(z.nodes.get("h1.big.test.").get(dns.TypeA)); got != 2 {
 		t.Errorf("h1 has %d A records after the reload, want 2", got)
 	}
-	if got := old.nodes["h0.big.test."].get(dns.TypeA)[0].(*dns.A).A.String(); got != "10.0.0.0" {
+	if got := old.nodes.get("h0.big.test.").get(dns.TypeA)[0].(*dns.A).A.String(); got != "10.0.0.0" {
 		t.Errorf("the previous zone changed: h0 A = %s", got)
 	}
 	// Templates of shared RRsets are the previous zone's bytes; changed
 	// ones are new and right.
-	a, b := z.nodes["h2.big.test."].Template(dns.TypeA), old.nodes["h2.big.test."].Template(dns.TypeA)
+	a, b := z.nodes.get("h2.big.test.").Template(dns.TypeA), old.nodes.get("h2.big.test.").Template(dns.TypeA)
 	if len(a) == 0 || &a[0] != &b[0] {
 		t.Error("h2's A template was packed again instead of shared")
 	}
-	if bytes.Equal(z.nodes["h0.big.test."].Template(dns.TypeA), old.nodes["h0.big.test."].Template(dns.TypeA)) {
+	if bytes.Equal(z.nodes.get("h0.big.test.").Template(dns.TypeA), old.nodes.get("h0.big.test.").Template(dns.TypeA)) {
 		t.Error("h0's A template did not change")
 	}
 	// An RRset whose TTLs are unified must not change the previous
@@ -225,10 +225,10 @@ func TestReloadSharesUnchangedRecords(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if got := z.nodes["h2.big.test."].get(dns.TypeA)[0].Header().Ttl; got != 3600 {
+	if got := z.nodes.get("h2.big.test.").get(dns.TypeA)[0].Header().Ttl; got != 3600 {
 		t.Errorf("the previous zone's h2 TTL became %d", got)
 	}
-	if got := z2.nodes["h2.big.test."].get(dns.TypeA)[0].Header().Ttl; got != 5 {
+	if got := z2.nodes.get("h2.big.test.").get(dns.TypeA)[0].Header().Ttl; got != 5 {
 		t.Errorf("h2 TTL = %d, want 5", got)
 	}
 }
@@ -260,11 +260,11 @@ func TestLargeZoneKeepsDigestNotText(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if back.Records != z.Records || len(back.nodes) != len(z.nodes) {
-		t.Fatalf("the written-out text has %d records, %d names; the zone %d, %d", back.Records, len(back.nodes), z.Records, len(z.nodes))
+	if back.Records != z.Records || back.nodes.len() != z.nodes.len() {
+		t.Fatalf("the written-out text has %d records, %d names; the zone %d, %d", back.Records, back.nodes.len(), z.Records, z.nodes.len())
 	}
-	for name, n := range z.nodes {
-		bn := back.nodes[name]
+	for name, n := range z.nodes.all {
+		bn := back.nodes.get(name)
 		for i, s := range n.rrsets {
 			if bn == nil || len(bn.rrsets) != len(n.rrsets) || fmt.Sprint(bn.rrsets[i].rrs) != fmt.Sprint(s.rrs) {
 				t.Fatalf("%s reads back differently", name)
@@ -290,7 +290,7 @@ func TestReloadBorrowsUnchangedNodes(t *testing.T) {
 	NewSet([]*Zone{old}).Precompile()
 	snapshot := func(z *Zone) map[string]string {
 		m := map[string]string{}
-		for name, n := range z.nodes {
+		for name, n := range z.nodes.all {
 			m[name] = fmt.Sprintf("%v %v %v %x", n.steered, n.wildChild, n.plain, n.templates)
 		}
 		return m
@@ -309,22 +309,22 @@ func TestReloadBorrowsUnchangedNodes(t *testing.T) {
 	}
 	NewSet([]*Zone{z}).Precompile()
 	for _, name := range []string{"plain.b.test.", "ns.b.test."} {
-		if z.nodes[name] != old.nodes[name] {
+		if z.nodes.get(name) != old.nodes.get(name) {
 			t.Errorf("%s was not borrowed", name)
 		}
 	}
 	for _, name := range []string{"mail.b.test.", "mx.b.test.", "w.b.test.", "steer.b.test.", "b.test."} {
-		if z.nodes[name] == old.nodes[name] {
+		if z.nodes.get(name) == old.nodes.get(name) {
 			t.Errorf("%s is the served zone's node although it differs here", name)
 		}
 	}
-	if z.apex != z.nodes["b.test."] {
+	if z.apex != z.nodes.get("b.test.") {
 		t.Error("the apex is not the zone's node for its origin")
 	}
-	if !z.nodes["w.b.test."].wildChild || !z.nodes["steer.b.test."].steered {
+	if !z.nodes.get("w.b.test.").wildChild || !z.nodes.get("steer.b.test.").steered {
 		t.Error("flags of the copied nodes are not this zone's")
 	}
-	if !bytes.Contains(z.nodes["mx.b.test."].Template(dns.TypeMX), []byte{192, 0, 2, 26}) {
+	if !bytes.Contains(z.nodes.get("mx.b.test.").Template(dns.TypeMX), []byte{192, 0, 2, 26}) {
 		t.Error("mx's template does not hold mail's new address")
 	}
 	// The served zone is as it was.
@@ -337,7 +337,7 @@ func TestReloadBorrowsUnchangedNodes(t *testing.T) {
 		t.Fatal(errs)
 	}
 	NewSet([]*Zone{again}).Precompile()
-	if n := again.nodes["steer.b.test."]; n == z.nodes["steer.b.test."] || n.steered || n.Template(dns.TypeTXT) == nil {
+	if n := again.nodes.get("steer.b.test."); n == z.nodes.get("steer.b.test.") || n.steered || n.Template(dns.TypeTXT) == nil {
 		t.Error("a name no longer steered kept the served zone's steered node")
 	}
 }
@@ -404,13 +404,13 @@ func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
 	}
 	state := func(z *Zone) string {
 		var names []string
-		for name := range z.nodes {
+		for name := range z.nodes.all {
 			names = append(names, name)
 		}
 		slices.Sort(names)
 		var sb strings.Builder
 		for _, name := range names {
-			n := z.nodes[name]
+			n := z.nodes.get(name)
 			fmt.Fprintf(&sb, "%s cut=%v cname=%v dname=%v occ=%v wild=%v steer=%v plain=%v\n", name, n.cut, n.hasCNAME, n.hasDNAME, n.occluded, n.wildChild, n.steered, n.plain)
 			for _, s := range n.rrsets {
 				for _, rr := range s.rrs {
@@ -418,7 +418,7 @@ func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
 				}
 			}
 			for _, tp := range n.templates {
-				fmt.Fprintf(&sb, "  %d %x\n", tp.qtype, tp.wire)
+				fmt.Fprintf(&sb, "  %d %x\n", tp.qtype, tp.bytes())
 			}
 		}
 		return sb.String()
@@ -453,7 +453,7 @@ func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
 		if after := state(served); after != before {
 			t.Fatalf("round %d: the served zone changed", r)
 		}
-		if z.apex != z.nodes["r.test."] || z.Records != fresh.Records {
+		if z.apex != z.nodes.get("r.test.") || z.Records != fresh.Records {
 			t.Fatalf("round %d: apex or record count wrong", r)
 		}
 		served, cur = z, next

@@ -146,7 +146,7 @@ func (z *Zone) loadPresigned(now time.Time, errs, warns *diag.Problems) {
 	var links []n3
 	var params *dns.NSEC3
 	nsecs := 0
-	for name, n := range z.nodes {
+	for name, n := range z.nodes.all {
 		if n.set(dns.TypeNSEC) != nil {
 			nsecs++
 		}
@@ -182,7 +182,7 @@ func (z *Zone) loadPresigned(now time.Time, errs, warns *diag.Problems) {
 		if params == nil {
 			params = rr
 		} else if rr.Iterations != params.Iterations || !strings.EqualFold(rr.Salt, params.Salt) || rr.Hash != params.Hash {
-			pf, pl := at(z.nodes[params.Hdr.Name], dns.TypeNSEC3)
+			pf, pl := at(z.nodes.get(params.Hdr.Name), dns.TypeNSEC3)
 			f, l := loc()
 			bad(f, l, "NSEC3 at %s has parameters (hash %d, iterations %d, salt %s) other than those at %s:%d (hash %d, iterations %d, salt %s): a chain has one set (RFC 5155 §7.1)",
 				name, rr.Hash, rr.Iterations, saltText(rr.Salt), pf, pl, params.Hash, params.Iterations, saltText(params.Salt))
@@ -191,7 +191,7 @@ func (z *Zone) loadPresigned(now time.Time, errs, warns *diag.Problems) {
 		links = append(links, n3{n, rr, h})
 	}
 	for _, l := range links {
-		delete(z.nodes, l.n.name)
+		z.nodes.del(l.n.name)
 	}
 	param := apex.get(dns.TypeNSEC3PARAM)
 	switch {
@@ -230,7 +230,7 @@ func (z *Zone) loadPresigned(now time.Time, errs, warns *diag.Problems) {
 
 	// Each node's RRSIGs by the type they cover, checked.
 	p.expire = 0
-	for name, n := range z.nodes {
+	for name, n := range z.nodes.all {
 		n = z.splitSigs(n)
 		for i := range n.rrsets {
 			s := &n.rrsets[i]
@@ -423,7 +423,7 @@ func (z *Zone) checkNSEC(p *presigned, bad func(string, int, string, ...any)) {
 	}
 	var list []entry
 	var wb [256]byte
-	for name, n := range z.nodes {
+	for name, n := range z.nodes.all {
 		s := n.set(dns.TypeNSEC)
 		if s == nil {
 			if !n.occluded && len(n.rrsets) > 0 {
@@ -469,7 +469,7 @@ func (z *Zone) checkNSEC(p *presigned, bad func(string, int, string, ...any)) {
 		if got := dns.CanonicalName(nsec.NextDomain); got != next {
 			s := e.n.set(dns.TypeNSEC)
 			what := "no name of the zone owns an NSEC there"
-			if on := z.nodes[got]; on != nil && on.set(dns.TypeNSEC) != nil {
+			if on := z.nodes.get(got); on != nil && on.set(dns.TypeNSEC) != nil {
 				what = "which is not the next name in canonical order"
 			}
 			bad(z.files[s.file], z.line(e.n.name, s), "NSEC chain does not close: NSEC at %s points to %s (%s), but the next name with an NSEC is %s", e.n.name, got, what, next)
@@ -508,7 +508,7 @@ func (z *Zone) checkNSEC3(p *presigned, bad func(string, int, string, ...any)) {
 	for _, rr := range p.chain {
 		p.records = append(p.records, rr.rrs...)
 	}
-	for name, n := range z.nodes {
+	for name, n := range z.nodes.all {
 		if n.occluded {
 			continue
 		}
@@ -789,7 +789,7 @@ func addNSECOf(a *Answer, n *node) {
 // the zone holds, the apex at least.
 func (z *Zone) closestEncloser(name string) string {
 	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
-		if n := z.nodes[p]; n != nil {
+		if n := z.nodes.get(p); n != nil {
 			return p
 		}
 	}

@@ -2,7 +2,6 @@ package zone
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -34,15 +33,15 @@ func (z *Zone) EachRecord(yield func(dns.RR) bool) {
 	if !yield(z.SOA) {
 		return
 	}
-	names := make([]string, 0, len(z.nodes))
-	for name, n := range z.nodes {
+	names := make([]string, 0, z.nodes.len())
+	for name, n := range z.nodes.all {
 		if len(n.rrsets) > 0 {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		for _, s := range z.nodes[name].rrsets {
+		for _, s := range z.nodes.get(name).rrsets {
 			if s.rtype == dns.TypeSOA && name == z.Origin {
 				continue
 			}
@@ -126,8 +125,8 @@ func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 		// apex only for its addresses, which are the same.
 		nz.precompiled, nz.apexOnly = false, true
 	} else {
-		nz.nodes = maps.Clone(z.nodes)
-		nz.nodes[z.Origin] = &apex
+		nz.nodes = z.nodes.clone()
+		nz.nodes.put(&apex)
 	}
 	return &nz, nil
 }

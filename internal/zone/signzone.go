@@ -2,7 +2,6 @@ package zone
 
 import (
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -59,7 +58,7 @@ func (n *node) TemplateDO(qtype uint16) []byte {
 	}
 	for i := range n.sig.templates {
 		if n.sig.templates[i].qtype == qtype {
-			return n.sig.templates[i].wire
+			return n.sig.templates[i].bytes()
 		}
 	}
 	return nil
@@ -103,10 +102,10 @@ func (z *Zone) Sign(s *dnssec.Signer, now time.Time, workers int) error {
 	z.signer = s
 	z.setApexKeys()
 	var jobs []*node
-	for name, n := range z.nodes {
+	for name, n := range z.nodes.all {
 		var pn *node
 		if z.prev != nil {
-			pn = z.prev.nodes[name]
+			pn = z.prev.nodes.get(name)
 		}
 		if n.sig != nil && pn == n && z.prev.signer != nil && z.freshNode(n, now) {
 			continue // the served zone's node, signed alike and fresh
@@ -225,7 +224,7 @@ func (z *Zone) signNodes(nodes []*node, now time.Time, workers int, why dnssec.R
 func (z *Zone) signNode(n *node, now time.Time, why dnssec.Reason) error {
 	old := n
 	if z.prev != nil && (n.sig == nil || len(n.sig.sets) != len(n.rrsets)) {
-		if pn := z.prev.nodes[n.name]; pn != nil {
+		if pn := z.prev.nodes.get(n.name); pn != nil {
 			old = pn
 		}
 	}
@@ -298,7 +297,7 @@ func (z *Zone) SignatureTimes() (refresh, expire uint32) {
 		return 0, 0
 	}
 	r := z.signer.Options().Refresh
-	for _, n := range z.nodes {
+	for _, n := range z.nodes.all {
 		z.eachSig(n, func(sig *dns.RRSIG) {
 			if at := dnssec.RefreshAt(sig, r); refresh == 0 || at < refresh {
 				refresh = at
@@ -338,7 +337,7 @@ func (z *Zone) Resigned(now time.Time, workers int) (*Zone, error) {
 		return z, nil
 	}
 	var due []*node
-	for _, n := range z.nodes {
+	for _, n := range z.nodes.all {
 		if n.name == z.Origin {
 			n = z.apex
 		}
@@ -350,8 +349,8 @@ func (z *Zone) Resigned(now time.Time, workers int) (*Zone, error) {
 		return z, nil
 	}
 	nz := *z
-	nz.nodes = maps.Clone(z.nodes)
-	nz.nodes[z.Origin] = z.apex // WithSerial's apex, if z is its zone
+	nz.nodes = z.nodes.clone()
+	nz.nodes.put(z.apex) // WithSerial's apex, if z is its zone
 	nz.prev, nz.precompiled, nz.apexOnly, nz.workers = z, false, false, workers
 	nz.base = z.Base()
 	for i, n := range due {
@@ -371,7 +370,7 @@ func (z *Zone) Resigned(now time.Time, workers int) (*Zone, error) {
 // signedSets counts the RRsets of z a signer signs.
 func (z *Zone) signedSets() int {
 	count := 0
-	for _, n := range z.nodes {
+	for _, n := range z.nodes.all {
 		if n.name == z.Origin {
 			n = z.apex
 		}

@@ -38,7 +38,7 @@ func TestSVCBKeysWithLeadingZeros(t *testing.T) {
 		"key0998.svcb.test.": `key0998.svcb.test.	300	IN	TXT	"an owner that looks like a key"`,
 	}
 	for name, w := range want {
-		n := z.nodes[name]
+		n := z.nodes.get(name)
 		if n == nil || len(n.rrsets) != 1 || len(n.rrsets[0].rrs) != 1 {
 			t.Errorf("%s: %v", name, n)
 			continue
@@ -48,7 +48,7 @@ func TestSVCBKeysWithLeadingZeros(t *testing.T) {
 		}
 	}
 	// Lines are the file's, after the rewritten records too.
-	if s := z.nodes["txt.svcb.test."].set(dns.TypeTXT); s.line != 11 {
+	if s := z.nodes.get("txt.svcb.test.").set(dns.TypeTXT); s.line != 11 {
 		t.Errorf("TXT after the SVCB records is at line %d, want 11", s.line)
 	}
 	// The zone keeps the file's own text, which parses back the same.
@@ -82,7 +82,7 @@ func TestSVCBKeysInParts(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatalf("workers %d: %v", workers, errs)
 		}
-		n := z.nodes["late.big.test."]
+		n := z.nodes.get("late.big.test.")
 		if n == nil || n.get(dns.TypeSVCB) == nil {
 			t.Fatalf("workers %d: no SVCB at late.big.test.", workers)
 		}
@@ -124,15 +124,15 @@ nid4     NID 10 0:0:0:12345
 		dns.TypeL64: "ns1.nid.test.	300	IN	L64	2 0010:000B:000C:FFFF",
 	}
 	for rtype, w := range want {
-		rrs := z.nodes["ns1.nid.test."].get(rtype)
+		rrs := z.nodes.get("ns1.nid.test.").get(rtype)
 		if len(rrs) != 1 || rrs[0].String() != w {
 			t.Errorf("%s: got %v, want %s", dns.TypeToString[rtype], rrs, w)
 		}
 	}
-	if got := z.nodes["nid3.nid.test."].get(dns.TypeTXT)[0].String(); got != `nid3.nid.test.	300	IN	TXT	"NID 2 0:0:0:1"` {
+	if got := z.nodes.get("nid3.nid.test.").get(dns.TypeTXT)[0].String(); got != `nid3.nid.test.	300	IN	TXT	"NID 2 0:0:0:1"` {
 		t.Errorf("a TXT that reads like a NID changed: %s", got)
 	}
-	if s := z.nodes["nid2.nid.test."].set(dns.TypeNID); s == nil || s.line != 9 {
+	if s := z.nodes.get("nid2.nid.test.").set(dns.TypeNID); s == nil || s.line != 9 {
 		t.Errorf("the NID after the rewritten ones is not at line 9: %v", s)
 	}
 }

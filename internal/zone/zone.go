@@ -54,7 +54,7 @@ type Zone struct {
 	// reload is published already and is never written again.
 	precompiled bool
 
-	nodes map[string]*node
+	nodes nodeTable
 	apex  *node
 	// files are the master files records were read from (the zone's
 	// own first), by rrset.file.
@@ -159,7 +159,7 @@ func NewFailed(origin, file, reason string) *Zone {
 	if reason == "" {
 		reason = "failed to load"
 	}
-	return &Zone{Origin: dns.CanonicalName(origin), File: file, Failed: reason, nodes: map[string]*node{}}
+	return &Zone{Origin: dns.CanonicalName(origin), File: file, Failed: reason}
 }
 
 // Source returns a self-contained master file text that parses (with
@@ -169,7 +169,7 @@ func NewFailed(origin, file, reason string) *Zone {
 // what a last good copy of the zone is kept as. It is nil for a failed
 // zone, and must not be modified.
 func (z *Zone) Source() []byte {
-	if z.source == nil && z.Failed == "" && z.nodes != nil && z.sourceSize > 0 {
+	if z.source == nil && z.Failed == "" && z.nodes.len() > 0 && z.sourceSize > 0 {
 		return z.flatten()
 	}
 	return z.source
@@ -222,8 +222,8 @@ func hasInclude(data []byte) bool {
 // flatten writes the zone's records as a master file with absolute names,
 // one record per line, names in canonical order and RRsets by type.
 func (z *Zone) flatten() []byte {
-	names := make([]string, 0, len(z.nodes))
-	for name, n := range z.nodes {
+	names := make([]string, 0, z.nodes.len())
+	for name, n := range z.nodes.all {
 		if len(n.rrsets) > 0 {
 			names = append(names, name)
 		}
@@ -232,7 +232,7 @@ func (z *Zone) flatten() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "; zone %s as loaded from %s, written out by steer\n", z.Origin, z.File)
 	for _, name := range names {
-		for _, s := range z.nodes[name].rrsets {
+		for _, s := range z.nodes.get(name).rrsets {
 			if name == z.Origin && z.signer != nil && z.pre == nil && signerApex(s.rtype) {
 				continue // the signer's, not the file's
 			}
@@ -265,11 +265,11 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 		return fmt.Errorf("%s is not in zone %s", name, z.Origin)
 	}
 	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
-		if pn := z.nodes[p]; pn != nil && (pn.cut || pn.hasDNAME) {
+		if pn := z.nodes.get(p); pn != nil && (pn.cut || pn.hasDNAME) {
 			return fmt.Errorf("%s is below the delegation or DNAME at %s, so it cannot be answered", name, p)
 		}
 	}
-	if n := z.nodes[name]; n != nil {
+	if n := z.nodes.get(name); n != nil {
 		if n.cut {
 			return fmt.Errorf("%s is a delegation point in %s", name, z.File)
 		}
@@ -301,7 +301,7 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 // denial at the name lists A only with v4 and AAAA only with v6. Without
 // it, both are listed. It must be called before the zone is published.
 func (z *Zone) SteeredFamilies(name string, v4, v6 bool) {
-	n := z.nodes[name]
+	n := z.nodes.get(name)
 	if n == nil || !n.steered || n.steerType != dns.TypeA {
 		return
 	}
@@ -315,7 +315,7 @@ func (z *Zone) SteeredFamilies(name string, v4, v6 bool) {
 // zone until Precompile (see ParseOptions.Previous): it must not be
 // written.
 func (z *Zone) borrowed(n *node) bool {
-	return z.prev != nil && z.prev.nodes[n.name] == n
+	return z.prev != nil && z.prev.nodes.get(n.name) == n
 }
 
 // own replaces the borrowed node n by a copy of this zone's own.
@@ -327,7 +327,7 @@ func (z *Zone) own(n *node) *node {
 		s.templates = nil // packed again with the node's
 		c.sig = &s
 	}
-	z.nodes[c.name] = &c
+	z.nodes.put(&c)
 	if z.apex == n {
 		z.apex = &c
 	}
@@ -363,11 +363,11 @@ func (z *Zone) line(name string, s *rrset) int {
 // ensure returns the node for name, creating it and every missing ancestor up
 // to the origin as empty non-terminals.
 func (z *Zone) ensure(name string) *node {
-	if n := z.nodes[name]; n != nil {
+	if n := z.nodes.get(name); n != nil {
 		return n
 	}
 	n := &node{name: name}
-	z.nodes[name] = n
+	z.nodes.put(n)
 	if p := parent(name, z.Origin); p != "" {
 		z.ensure(p)
 	}
