@@ -76,9 +76,9 @@ func (n *node) Name() string { return n.name }
 // puts the query's own question between the two. It is nil when the
 // node has no RRset of that type or the answer is not precompiled.
 func (n *node) Template(qtype uint16) []byte {
-	for i := range n.templates {
-		if n.templates[i].qtype == qtype {
-			return n.templates[i].bytes()
+	for i := range n.templates() {
+		if t := &n.templates()[i]; t.qtype == qtype {
+			return t.bytes()
 		}
 	}
 	return nil
@@ -87,6 +87,23 @@ func (n *node) Template(qtype uint16) []byte {
 // template is one precompiled answer: its bytes as a pointer and a
 // length, 16 bytes where a slice beside the type took 32 (a 1 M-record
 // zone holds a million).
+// templates returns the node's precompiled answers.
+func (n *node) templates() []template {
+	if n.tpl == nil {
+		return nil
+	}
+	return unsafe.Slice(n.tpl, n.ntpl)
+}
+
+// setTemplates makes ts the node's precompiled answers; ts must not
+// be longer than 65,535 (a node has fewer types).
+func (n *node) setTemplates(ts []template) {
+	n.tpl, n.ntpl = nil, 0
+	if len(ts) > 0 {
+		n.tpl, n.ntpl = &ts[0], uint16(len(ts))
+	}
+}
+
 type template struct {
 	wire  *byte
 	n     uint32
@@ -200,7 +217,7 @@ type packer struct {
 const arenaBlock = 64 << 10
 
 func (p *packer) node(n *node) {
-	n.templates = nil
+	n.setTemplates(nil)
 	if n.sig != nil {
 		n.sig.templates = nil
 	}
@@ -250,14 +267,14 @@ func (p *packer) node(n *node) {
 		}
 		p.templates = append(p.templates, mkTemplate(rs.rtype, wire))
 	}
-	n.templates = p.templates[start:len(p.templates):len(p.templates)]
-	if pn != nil && len(pn.templates) == len(n.templates) {
-		for i, t := range n.templates {
-			if pt := pn.templates[i]; pt.qtype != t.qtype || pt.wire == nil || pt.wire != t.wire {
+	n.setTemplates(p.templates[start:len(p.templates):len(p.templates)])
+	if pn != nil && pn.ntpl == n.ntpl {
+		for i, t := range n.templates() {
+			if pt := pn.templates()[i]; pt.qtype != t.qtype || pt.wire == nil || pt.wire != t.wire {
 				return
 			}
 		}
-		n.templates = pn.templates // all the previous zone's: share the list too
+		n.tpl = pn.tpl // all the previous zone's: share the list too
 		p.templates = p.templates[:start]
 	}
 }
@@ -287,15 +304,15 @@ func (p *packer) looked(name string, qtype uint16, o *LookupOptions) []byte {
 // per template its answers without DO have (see TemplateDO); an RRset
 // whose records and signatures are the served zone's keeps its template.
 func (p *packer) nodeDO(n *node) {
-	if !n.plain || n.sig == nil || !p.z.Signed() || len(n.templates) == 0 {
+	if !n.plain || n.sig == nil || !p.z.Signed() || n.ntpl == 0 {
 		return
 	}
 	var pn *node
 	if p.z.prev != nil {
 		pn = p.z.prev.nodes.get(n.name)
 	}
-	tpls := make([]template, 0, len(n.templates))
-	for _, t := range n.templates {
+	tpls := make([]template, 0, n.ntpl)
+	for _, t := range n.templates() {
 		rrs, sigs := n.get(t.qtype), n.sigsOf(t.qtype)
 		if len(sigs) == 0 {
 			continue

@@ -85,11 +85,11 @@ func TestParallelParseMatchesSequential(t *testing.T) {
 	NewSet([]*Zone{par}).Precompile()
 	for name, n := range seq.nodes.all {
 		p := par.nodes.get(name)
-		if p.plain != n.plain || len(p.templates) != len(n.templates) {
+		if p.plain != n.plain || len(p.templates()) != len(n.templates()) {
 			t.Fatalf("%s: templates differ", name)
 		}
-		for i := range n.templates {
-			if !bytes.Equal(p.templates[i].bytes(), n.templates[i].bytes()) {
+		for i := range n.templates() {
+			if !bytes.Equal(p.templates()[i].bytes(), n.templates()[i].bytes()) {
 				t.Fatalf("%s: template %d differs", name, i)
 			}
 		}
@@ -138,7 +138,7 @@ func TestTemplatesMatchTheGeneralPath(t *testing.T) {
 		if !n.plain && !n.cut && !n.occluded && !n.hasCNAME && !n.hasDNAME {
 			t.Fatalf("%s is left to the general path", n.name)
 		}
-		for _, tp := range n.templates {
+		for _, tp := range n.templates() {
 			a := s.Lookup(n.name, tp.qtype)
 			m := &dns.Msg{
 				MsgHdr:   dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode},
@@ -291,7 +291,7 @@ func TestReloadBorrowsUnchangedNodes(t *testing.T) {
 	snapshot := func(z *Zone) map[string]string {
 		m := map[string]string{}
 		for name, n := range z.nodes.all {
-			m[name] = fmt.Sprintf("%v %v %v %x", n.steered, n.wildChild, n.plain, n.templates)
+			m[name] = fmt.Sprintf("%v %v %v %x", n.steered, n.wildChild, n.plain, n.templates())
 		}
 		return m
 	}
@@ -417,7 +417,7 @@ func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
 					sb.WriteString("  " + rr.String() + "\n")
 				}
 			}
-			for _, tp := range n.templates {
+			for _, tp := range n.templates() {
 				fmt.Fprintf(&sb, "  %d %x\n", tp.qtype, tp.bytes())
 			}
 		}

@@ -90,7 +90,7 @@ func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 	soa := dns.Copy(z.SOA).(*dns.SOA)
 	soa.Serial = serial
 	apex := *z.apex
-	apex.templates = nil
+	apex.setTemplates(nil)
 	apex.rrsets = append([]rrset(nil), z.apex.rrsets...)
 	for i := range apex.rrsets {
 		if apex.rrsets[i].rtype == dns.TypeSOA {
