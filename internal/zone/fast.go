@@ -96,11 +96,11 @@ func (n *node) templates() []template {
 }
 
 // setTemplates makes ts the node's precompiled answers; ts must not
-// be longer than 65,535 (a node has fewer types).
+// be longer than 255.
 func (n *node) setTemplates(ts []template) {
 	n.tpl, n.ntpl = nil, 0
 	if len(ts) > 0 {
-		n.tpl, n.ntpl = &ts[0], uint16(len(ts))
+		n.tpl, n.ntpl = &ts[0], uint8(len(ts))
 	}
 }
 
@@ -168,18 +168,54 @@ func (s *Set) Precompile() {
 		// ones (the served zone's) whose templates or flags would differ
 		// here; the others stay as they are, templates and all.
 		nodes := make([]*node, 0, z.nodes.len())
-		for name, n := range z.nodes.all {
-			if z.borrowed(n) {
-				if n.wildChild == wild[name] && !n.dependent() && (n.sig != nil) == z.Signed() {
-					continue
+		// A zone built from the changed chunks of its file knows which
+		// names changed (its own nodes, and those gone): a borrowed node
+		// whose templates hold other names' data is packed again only
+		// when one of those changed. Otherwise every such node is.
+		var changed map[string]bool
+		var deps []*node
+		if z.incremental {
+			changed = make(map[string]bool, len(z.gone))
+			for _, name := range z.gone {
+				changed[name] = true
+			}
+		}
+		// The index of a zone built from the served one is mostly a copy
+		// of it, slot for slot: a node in the same slot as the served
+		// zone's is borrowed without a look-up.
+		var same []*node
+		if z.prev != nil && len(z.prev.nodes.slots) == len(z.nodes.slots) {
+			same = z.prev.nodes.slots
+		}
+		for i, n := range z.nodes.slots {
+			if n == nil {
+				continue
+			}
+			name := n.name
+			if same != nil && same[i] == n || z.borrowed(n) {
+				if n.wildChild == wild[name] && (n.sig != nil) == z.Signed() {
+					if !n.dependent() {
+						continue
+					}
+					if changed != nil {
+						deps = append(deps, n)
+						continue
+					}
 				}
 				n = z.own(n)
+			} else if changed != nil && z.moved(n) {
+				changed[name] = true
 			}
 			if !z.Signed() {
 				n.sig = nil // signed in the served zone, no longer
 			}
 			n.wildChild = wild[name]
 			nodes = append(nodes, n)
+		}
+		for _, n := range deps {
+			if n.refersTo(changed) {
+				nodes = append(nodes, z.own(n))
+			}
 		}
 		workers := max(1, min(z.workers, len(nodes)/4096))
 		var wg sync.WaitGroup
@@ -237,6 +273,10 @@ func (p *packer) node(n *node) {
 		}
 	}
 	if count == 0 {
+		return
+	}
+	if count > 255 {
+		n.plain = false // more types than a node's count holds: the general way
 		return
 	}
 	if len(p.templates)+count > cap(p.templates) {
@@ -347,6 +387,51 @@ func (n *node) dependent() bool {
 		switch rs.rtype {
 		case dns.TypeNS, dns.TypeMX, dns.TypeSRV, dns.TypeSVCB, dns.TypeHTTPS:
 			return true
+		}
+	}
+	return false
+}
+
+// moved reports whether what another node's template may hold of the
+// node n (its addresses, whether it is glue) differs from the served
+// zone's node of that name. RRsets a reload found unchanged are the
+// served zone's very slices.
+func (z *Zone) moved(n *node) bool {
+	pn := z.prev.nodes.get(n.name)
+	if pn == nil {
+		return true
+	}
+	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSVCB, dns.TypeHTTPS} {
+		a, b := n.get(t), pn.get(t)
+		if len(a) != len(b) || len(a) > 0 && &a[0] != &b[0] {
+			return true
+		}
+	}
+	return n.occluded != pn.occluded || n.cut != pn.cut
+}
+
+// refersTo reports whether a template of the dependent node n may hold
+// the data of a name in names: an NS, MX or SRV target there, or any
+// SVCB or HTTPS record (whose AliasMode targets lead further).
+func (n *node) refersTo(names map[string]bool) bool {
+	for _, rs := range n.rrsets {
+		for _, rr := range rs.rrs {
+			var target string
+			switch rr := rr.(type) {
+			case *dns.NS:
+				target = rr.Ns
+			case *dns.MX:
+				target = rr.Mx
+			case *dns.SRV:
+				target = rr.Target
+			case *dns.SVCB, *dns.HTTPS:
+				return true
+			default:
+				continue
+			}
+			if names[target] || names[dns.CanonicalName(target)] {
+				return true
+			}
 		}
 	}
 	return false

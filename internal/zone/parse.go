@@ -57,20 +57,67 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		// included (a shared RRset keeps those of its first load).
 		prev = nil
 	}
+	if prev != nil && prev.chunks != nil && len(data) >= minChunked {
+		if z, errs, warns, ok := parseChanged(origin, file, data, prev); ok {
+			return z, errs, warns
+		}
+	}
 	text := svcbKeys(data) // data, unless SVCB keys are written as the parser refuses
-	src := readRecords(fsys, origin, file, text, opts.Workers)
+	var spans []chunkSpan
+	src := readRecords(fsys, origin, file, text, opts.Workers, &spans)
 	// Sized for three names in four records (a host often has two or
 	// more): a table that grows leaves its old slots to the collector.
 	expect := src.pos.len()
 	z = &Zone{Origin: origin, File: file, nodes: newNodeTable(expect * 3 / 4), files: src.pos.files}
 	b := builder{z: z, prev: prev}
-	posOf := src.pos.at
-	count := 0
+	if spans != nil {
+		b.chunks = &chunkOf{spans: spans}
+		b.spread = map[string][]uint32{}
+		z.chunks = chunkIndexOf(spans)
+	}
+	count := b.group(src.next, src.pos.at, &errs, &warns)
+	b.finish()
+	if err := src.err(count); err != nil {
+		if err == errParts {
+			opts.Workers = 0
+			return ParseWith(fsys, origin, file, data, opts)
+		}
+		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
+			f := m[1]
+			if f == "" {
+				f = file
+			}
+			n, _ := strconv.Atoi(m[3])
+			msg := m[2]
+			if f == file && strings.HasPrefix(msg, "bad SVCB key") {
+				msg = svcbKeyError(text, n, msg)
+			}
+			msg = unknownType(msg)
+			errs.Add(f, n, "%s", msg)
+		} else {
+			errs.Add(file, 0, "%v", err)
+		}
+		return nil, errs, warns
+	}
+	if z.chunks != nil {
+		z.chunks.spread = b.spread
+		if count != src.pos.len() {
+			z.chunks = nil // the scan and the parser disagree: no chunk is known for sure
+		}
+	}
+	b.dups = nil
+	src = nil
+	return b.complete(data, opts.Now, opts.Workers, nil, errs, warns)
+}
+
+// group adds the records next yields to the zone's nodes, the i-th (from
+// 0) at posOf(i) and in chunk chunkID(i), and returns how many it read.
+func (b *builder) group(next func() (dns.RR, bool), posOf func(int) (uint16, int32), errs, warns *diag.Problems) int {
+	z, origin := b.z, b.z.Origin
 	for i := 0; ; i++ {
-		rr, ok := src.next()
+		rr, ok := next()
 		if !ok {
-			count = i
-			break
+			return i
 		}
 		h := rr.Header()
 		owner := dns.CanonicalName(h.Name)
@@ -93,7 +140,21 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 			continue
 		}
 		n := b.node(owner)
+		if b.conflict {
+			return i // n may share the served zone's RRsets: not one more write
+		}
 		h.Name = n.name // one copy of the name for the node and its records
+		if b.chunks != nil || b.removed != nil {
+			id := b.chunkID
+			if b.chunks != nil {
+				id = b.chunks.id(i)
+			}
+			if len(n.rrsets) == 0 {
+				n.chunk = id
+			} else if n.chunk != id {
+				b.spreadTo(n.name, n.chunk, id)
+			}
+		}
 		s := n.set(h.Rrtype)
 		if s == nil {
 			fi, line := posOf(i)
@@ -124,31 +185,28 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		}
 		z.Records++
 	}
-	b.finish()
-	if err := src.err(count); err != nil {
-		if err == errParts {
-			opts.Workers = 0
-			return ParseWith(fsys, origin, file, data, opts)
+}
+
+// spreadTo notes that name has records in the chunks a and b.
+func (b *builder) spreadTo(name string, ids ...uint32) {
+	l := b.spread[name]
+	for _, id := range ids {
+		if !slices.Contains(l, id) {
+			l = append(l, id)
 		}
-		if m := parseErrRe.FindStringSubmatch(err.Error()); m != nil {
-			f := m[1]
-			if f == "" {
-				f = file
-			}
-			n, _ := strconv.Atoi(m[3])
-			msg := m[2]
-			if f == file && strings.HasPrefix(msg, "bad SVCB key") {
-				msg = svcbKeyError(text, n, msg)
-			}
-			msg = unknownType(msg)
-			errs.Add(f, n, "%s", msg)
-		} else {
-			errs.Add(file, 0, "%v", err)
-		}
-		return nil, errs, warns
 	}
-	b.dups = nil
-	src = nil
+	b.spread[name] = l
+}
+
+// complete checks and finishes the zone the builder grouped: the RRsets'
+// TTLs, the names that may hold one record of a type, CNAMEs that do not
+// stand alone, the data below delegations and DNAMEs, the SOA and the
+// NS at the apex; then what is shared with the served zone. It looks at
+// the nodes the parse made (b.order) and the ones it borrowed. cuts are
+// the zone's delegation points and DNAMEs when the caller knows them (a
+// reload of the changed chunks), else they are found among those nodes.
+func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[string]bool, errs, warns diag.Problems) (z *Zone, _, _ diag.Problems) {
+	z, prev, origin, file := b.z, b.prev, b.z.Origin, b.z.File
 
 	for _, n := range b.order {
 		var pn *node
@@ -227,11 +285,13 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	}
 	// cuts holds the names below which data is occluded: delegation
 	// points (true) and DNAME owners (false). Zones hold few.
-	cuts := map[string]bool{}
-	for _, l := range [][]*node{b.order, b.borrowed} {
-		for _, n := range l {
-			if (n.cut || n.hasDNAME) && z.nodes.get(n.name) == n {
-				cuts[n.name] = cuts[n.name] || n.cut
+	if cuts == nil {
+		cuts = map[string]bool{}
+		for _, l := range [][]*node{b.order, b.borrowed} {
+			for _, n := range l {
+				if (n.cut || n.hasDNAME) && z.nodes.get(n.name) == n {
+					cuts[n.name] = cuts[n.name] || n.cut
+				}
 			}
 		}
 	}
@@ -297,7 +357,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		}
 		z.apex = z.nodes.get(origin)
 	}
-	z.prev, z.workers = prev, opts.Workers
+	z.prev, z.workers = prev, workers
 	z.source, z.sourceSize = data, len(data)
 	z.fromFile = true
 	if hasInclude(data) {
@@ -309,7 +369,6 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	if z.apex.set(dns.TypeRRSIG) != nil {
 		// Signed elsewhere: served as signed, once its chain and
 		// signatures are checked.
-		now := opts.Now
 		if now.IsZero() {
 			now = time.Now()
 		}
@@ -386,6 +445,18 @@ type builder struct {
 	// dups holds, for RRsets too large to compare record by record, the
 	// text (TTL left out) of the records they hold.
 	dups map[*rrset]map[string]bool
+	// chunks says which chunk each record is in (a whole parse of a file
+	// cut into chunks), or, when nil, chunkID does (a reload of changed
+	// chunks, one at a time); spread gets the names with records in
+	// more than one.
+	chunks  *chunkOf
+	chunkID uint32
+	spread  map[string][]uint32
+	// removed are, on a reload of changed chunks, the names of the
+	// served zone taken out of the new one. conflict is set when a name
+	// of the chunks parsed has records in a chunk that was not.
+	removed  map[string]bool
+	conflict bool
 }
 
 // node returns the node for owner, making it and its missing ancestors.
@@ -402,6 +473,10 @@ func (b *builder) node(owner string) *node {
 		b.lastPrev = b.prev.nodes.get(owner)
 	}
 	if b.last != nil {
+		if b.removed != nil && b.lastPrev != nil && len(b.last.rrsets) > 0 && !b.removed[owner] {
+			b.conflict = true // its other records are in a chunk not parsed
+			return b.last
+		}
 		if b.last == b.lastPrev {
 			b.last = b.materialize(b.last)
 		}
@@ -454,7 +529,7 @@ func (b *builder) newNode(owner string) *node {
 func (b *builder) finish() {
 	n, pn := b.last, b.lastPrev
 	b.last, b.lastPrev = nil, nil
-	if n == nil || pn == nil || n == pn || pn.steered || !sameRecords(n, pn) {
+	if n == nil || pn == nil || n == pn || pn.steered || n.chunk != pn.chunk || !sameRecords(n, pn) {
 		return
 	}
 	b.z.nodes.put(pn)
@@ -505,7 +580,7 @@ func (b *builder) materialize(pn *node) *node {
 		s.rrs = slices.Clip(s.rrs)
 		n.rrsets[i] = s
 	}
-	n.cut, n.hasCNAME, n.hasDNAME = pn.cut, pn.hasCNAME, pn.hasDNAME
+	n.cut, n.hasCNAME, n.hasDNAME, n.chunk = pn.cut, pn.hasCNAME, pn.hasDNAME, pn.chunk
 	return n
 }
 
@@ -770,7 +845,7 @@ func sameNode(n, pn *node) bool {
 		return false
 	}
 	return n.cut == pn.cut && n.hasCNAME == pn.hasCNAME && n.hasDNAME == pn.hasDNAME &&
-		n.occluded == pn.occluded && !pn.steered
+		n.occluded == pn.occluded && !pn.steered && n.chunk == pn.chunk
 }
 
 // records yields a master file's records in file order, with the
@@ -835,11 +910,18 @@ func (r *records) err(count int) error {
 // read the same either way. The one parser hands records over as it
 // reads them, so that on a reload a record equal to the served zone's is
 // garbage at once rather than held with all the others.
-func readRecords(fsys fs.FS, origin, file string, data []byte, workers int) *records {
+//
+// A file of at least minSplit bytes is cut into chunks too (spans, nil
+// when it cannot be; see chunks.go), so that a reload can parse only the
+// chunks that changed.
+func readRecords(fsys fs.FS, origin, file string, data []byte, workers int, spans *[]chunkSpan) *records {
 	if workers > 1 && len(data) >= minSplit {
-		if parts, pos, ok := split(origin, file, data, workers); ok {
+		if parts, pos, ok := split(origin, file, data, workers, spans); ok {
 			return parseParts(origin, file, data, parts, pos)
 		}
+	}
+	if len(data) >= minChunked {
+		*spans, _ = cutChunks(origin, data)
 	}
 	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
 	zp.SetIncludeAllowed(true)
@@ -862,9 +944,10 @@ type part struct {
 // owner or TTL), and returns every record's position. It gives up (ok
 // false) on $INCLUDE, $GENERATE or an $ORIGIN it cannot resolve, which
 // the one parser of the whole file handles.
-func split(origin, file string, data []byte, n int) (parts []part, positions *lines, ok bool) {
+func split(origin, file string, data []byte, n int, spans *[]chunkSpan) (parts []part, positions *lines, ok bool) {
 	ok = true
 	cur, ttl := origin, ""
+	c := newChunker(origin)
 	next := len(data) / n
 	parts = []part{{origin: origin}}
 	positions = &lines{files: []string{file}, line: make([]int32, 0, bytes.Count(data, []byte{'\n'}))}
@@ -881,24 +964,10 @@ func split(origin, file string, data []byte, n int) (parts []part, positions *li
 			ttl = string(e.tok2)
 			return true
 		case "$ORIGIN":
-			if e.tok2 == nil || bytes.ContainsAny(e.tok2, "\\\"") {
-				ok = false
-				return false
-			}
-			o := string(e.tok2)
-			switch {
-			case o == "@":
-				o = cur
-			case !strings.HasSuffix(o, "."):
-				if cur == "." {
-					o += "."
-				} else {
-					o += "." + cur
-				}
-			}
-			cur = o
-			return true
+			cur, ok = nextOrigin(cur, e.tok2)
+			return ok
 		}
+		c.entry(e, len(positions.line), cur, ttl)
 		if e.owner && ttl != "" && e.off >= next && len(parts) < n {
 			parts[len(parts)-1].end = e.off
 			parts = append(parts, part{off: e.off, origin: cur, ttl: ttl})
@@ -911,6 +980,7 @@ func split(origin, file string, data []byte, n int) (parts []part, positions *li
 		return nil, nil, false
 	}
 	parts[len(parts)-1].end = len(data)
+	*spans = c.done(data)
 	return parts, positions, true
 }
 

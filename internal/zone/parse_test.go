@@ -55,7 +55,7 @@ func TestParallelParseMatchesSequential(t *testing.T) {
 	if len(data) < minSplit {
 		t.Fatalf("test zone is %d bytes, below the split size %d", len(data), minSplit)
 	}
-	if parts, _, ok := split("big.test.", "big.zone", data, 4); !ok || len(parts) != 4 {
+	if parts, _, ok := split("big.test.", "big.zone", data, 4, new([]chunkSpan)); !ok || len(parts) != 4 {
 		t.Fatalf("split: ok %v, %d parts, want 4", ok, len(parts))
 	}
 	seq, errs, warns := ParseWith(nil, "big.test.", "big.zone", data, ParseOptions{})

@@ -82,6 +82,15 @@ type Zone struct {
 	// pre is set on a zone signed elsewhere (see presigned.go): its
 	// chain and signatures, checked at load.
 	pre *presigned
+	// chunks are the file's chunks (see chunks.go), nil when it is not
+	// cut into chunks (small, or with $INCLUDE or $GENERATE).
+	chunks *chunkIndex
+	// incremental is set on a zone built from prev by parsing only the
+	// chunks that changed; gone then lists the names prev has and it
+	// does not, and Precompile packs again only the templates that may
+	// hold a changed name's data.
+	incremental bool
+	gone        []string
 	// apexOnly is set on a zone WithSerial made from a published one:
 	// Precompile packs its apex only (every other node is the base's,
 	// packed already).
@@ -94,11 +103,21 @@ type node struct {
 	name   string
 	rrsets []rrset // sorted by type
 	// tpl and ntpl are the precompiled wire answers (see Precompile,
-	// templates): a pointer and a count, 8 bytes fewer per node than a
-	// slice.
-	tpl  *template
-	ntpl uint16
-	cut  bool // NS below the apex: a delegation point
+	// templates): a pointer and a count, 16 bytes fewer per node than a
+	// slice. A node of more than 255 types is answered the general way.
+	tpl *template
+	// sig holds the node's signatures in a signed zone (see Zone.Sign),
+	// nil in an unsigned one.
+	sig *nodeSigs
+	// chunk identifies the part of the master file (see chunks.go) that
+	// holds the name's first record; a name with records in several
+	// parts is in its zone's chunkIndex.spread too.
+	chunk uint32
+	// steerType is what MarkSteered made the name's steered records: A
+	// (for A and AAAA) or CNAME; the NSEC of a denial lists them.
+	steerType uint16
+	ntpl      uint8
+	cut       bool // NS below the apex: a delegation point
 	// hasCNAME and hasDNAME say the node holds a CNAME or DNAME RRset.
 	hasCNAME, hasDNAME bool
 	// plain is set on names the fast path may answer: no delegation,
@@ -109,9 +128,6 @@ type node struct {
 	// steered is set on names whose address (or CNAME) records are
 	// chosen per query by a Steering.
 	steered bool
-	// steerType is what MarkSteered made the name's steered records: A
-	// (for A and AAAA) or CNAME; the NSEC of a denial lists them.
-	steerType uint16
 	// steerNoV4 and steerNoV6 say an A-type steered name has no pool
 	// with addresses of that family (SteeredFamilies): its NSECs do not
 	// claim the type.
@@ -119,9 +135,6 @@ type node struct {
 	// below is set on names at or under a delegation point or a DNAME other
 	// than the cut itself: data there is glue or occluded, never answered.
 	occluded bool
-	// sig holds the node's signatures in a signed zone (see Zone.Sign),
-	// nil in an unsigned one.
-	sig *nodeSigs
 }
 
 type rrset struct {
