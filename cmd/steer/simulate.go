@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +29,12 @@ type simulateOpts struct {
 	ttl                                    *time.Duration
 	sample                                 *float64
 	json                                   *bool
+	// The load feed of a capacity prediction (simulate.CapacitySpec):
+	// they set or override the scenario's capacity section.
+	load                map[string]float64
+	loadFile, loadModel *string
+	loadInterval        *time.Duration
+	loadIntervals       *int
 }
 
 func simulateFlags(fs *flag.FlagSet) simulateOpts {
@@ -41,7 +49,70 @@ func simulateFlags(fs *flag.FlagSet) simulateOpts {
 	o.sample = fs.Float64("sample", 0, "with --from-log: the fraction of queries the log holds, query_log.sample (default: the configuration's query_log.sample, else 1)")
 	o.record = fs.String("record", "", "with --from-log: the steered name to model (default: the scenario's, else the most asked)")
 	o.json = fs.Bool("json", false, "print the result as JSON instead of the summary")
+	o.load = map[string]float64{}
+	fs.Func("load", "POOL=VALUE: a capacity pool's load in its feed's unit (repeatable); predicts capacity feedback (the scenario's capacity.load)", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || strings.TrimSpace(k) == "" || err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			return fmt.Errorf("want POOL=VALUE with a load ≥ 0, such as a=150")
+		}
+		o.load[strings.TrimSpace(k)] = f
+		return nil
+	})
+	o.loadFile = fs.String("load-file", "", "a load file in the node's format (load.files, PUT /v1/load): the capacity pools' loads (capacity.load_file)")
+	o.loadModel = fs.String("load-model", "", "fixed (the load given, every interval) or proportional (it follows the user queries the pool answers) (capacity.model; default fixed)")
+	o.loadInterval = fs.Duration("load-interval", 0, "the load feed's interval: one step of the feedback loop each (capacity.interval; default 10s)")
+	o.loadIntervals = fs.Int("load-intervals", 0, "how many feed intervals to predict (capacity.intervals; default: the duration's)")
 	return o
+}
+
+// loadFlagsErr checks the --load companions before anything is loaded.
+func loadFlagsErr(o simulateOpts, set map[string]bool) error {
+	switch {
+	case set["load-model"] && *o.loadModel != "fixed" && *o.loadModel != "proportional":
+		return fmt.Errorf("--load-model %q: want fixed or proportional", *o.loadModel)
+	case set["load-interval"] && *o.loadInterval <= 0:
+		return fmt.Errorf("--load-interval %s: want a positive duration such as 10s", *o.loadInterval)
+	case set["load-intervals"] && *o.loadIntervals < 1:
+		return fmt.Errorf("--load-intervals %d: want 1 or more", *o.loadIntervals)
+	}
+	return nil
+}
+
+// withLoad applies the --load flags to the scenario's capacity section
+// (creating it; Compile checks it against the configuration).
+func withLoad(o simulateOpts, set map[string]bool, sc *simulate.Scenario) error {
+	if !set["load"] && !set["load-file"] && !set["load-model"] && !set["load-interval"] && !set["load-intervals"] {
+		return nil
+	}
+	c := sc.Capacity
+	if c == nil {
+		c = &simulate.CapacitySpec{}
+		sc.Capacity = c
+	}
+	if len(o.load) > 0 && c.Load == nil {
+		c.Load = map[string]float64{}
+	}
+	for k, v := range o.load {
+		c.Load[k] = v
+	}
+	if set["load-file"] {
+		abs, err := filepath.Abs(*o.loadFile)
+		if err != nil {
+			return err
+		}
+		c.LoadFile = abs
+	}
+	if set["load-model"] {
+		c.Model = *o.loadModel
+	}
+	if set["load-interval"] {
+		c.Interval = simulate.Duration(*o.loadInterval)
+	}
+	if set["load-intervals"] {
+		c.Intervals = *o.loadIntervals
+	}
+	return nil
 }
 
 // simulateCmd predicts what users see through resolver caches: it runs
@@ -76,6 +147,9 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	case set["ttl"] && *o.ttl <= 0:
 		return usageErr("--ttl %s: want a positive duration such as 60s", *o.ttl)
 	}
+	if err := loadFlagsErr(o, set); err != nil {
+		return usageErr("%v", err)
+	}
 	if err := os.MkdirAll(*o.out, 0o755); err != nil {
 		fmt.Fprintln(stderr, "steer simulate:", err)
 		return 1
@@ -107,6 +181,9 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if set["runs"] {
 		sc.Runs = *o.runs
+	}
+	if err := withLoad(o, set, sc); err != nil {
+		return usageErr("%v", err)
 	}
 	model, err := simulate.Compile(sc, base)
 	if err != nil {

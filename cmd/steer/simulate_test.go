@@ -408,3 +408,82 @@ func TestSimulateInterrupt(t *testing.T) {
 		t.Error("an interrupted simulation wrote result.json")
 	}
 }
+
+// TestSimulateLoadFlags: --load and its companions predict capacity
+// feedback for a scenario without a capacity section: the summary says
+// it, --json carries it per interval, --load-file reads the node's load
+// file format; bad values are usage errors, a pool without a capacity
+// is named.
+func TestSimulateLoadFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	db, _ := filepath.Abs("../../testdata/geo/larkbook-country-flat.mmdb")
+	conf := filepath.Join(dir, "steer.yaml")
+	os.WriteFile(conf, []byte(`geo: { databases: [`+db+`] }
+ecs: { enabled: true }
+load: { max_shift: 0.25 }
+records:
+  - name: c.example.com
+    ttl: 5
+    pools:
+      a: { address: 192.0.2.1, capacity: { target: 100, max: 200 } }
+      b: { address: 192.0.2.2 }
+    rules:
+      - match: { cidr: [10.0.0.0/16, 10.2.0.0/16] }
+        failover: [a, b]
+      - match: { cidr: [10.1.0.0/16, 10.3.0.0/16] }
+        failover: [a, b]
+      - default: { pool: b }
+`), 0o644)
+	scenario := filepath.Join(dir, "s.yaml")
+	os.WriteFile(scenario, []byte(`duration: 2m
+record: c.example.com
+clients:
+  - { name: all, prefixes: [10.0.0.0/14], subnets: 64, rate: 100 }
+resolvers:
+  - { name: ecs, share: 1, ecs: true }
+`), 0o644)
+	loadFile := filepath.Join(dir, "load.json")
+	os.WriteFile(loadFile, []byte(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": 90, "timestamp": "2026-01-02T03:04:05Z"}]}`), 0o644)
+	for _, args := range [][]string{
+		{"--load", "a"}, {"--load", "a=-1"}, {"--load", "a=150", "--load-model", "linear"},
+		{"--load", "a=150", "--load-interval", "0s"}, {"--load", "a=150", "--load-intervals", "0"},
+	} {
+		if code, _, stderr := runCapture(append([]string{"simulate", "--config", conf, "--scenario", scenario, "--out", out}, args...)...); code != 2 {
+			t.Errorf("simulate %s: exit %d, want 2 (usage)\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+	if code, _, stderr := runCapture("simulate", "--config", conf, "--scenario", scenario, "--out", out, "--load", "b=5"); code != 1 ||
+		!strings.Contains(stderr, "pool b of c.example.com declares no capacity") {
+		t.Errorf("--load on a pool without capacity: exit %d, want 1 naming it\n%s", code, stderr)
+	}
+	code, stdout, stderr := runCapture("simulate", "--config", conf, "--scenario", scenario, "--out", out, "--runs", "1",
+		"--load", "a=150", "--load-model", "proportional", "--load-interval", "10s")
+	if code != 0 || !strings.Contains(stdout, "capacity feedback") || !strings.Contains(stdout, "a 100.0 % of users") ||
+		!strings.Contains(stdout, "shed: load 150 % of target") || !strings.Contains(stdout, "/16 → b") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "capacity.csv") {
+		t.Errorf("capacity.csv is not listed as written:\n%s", stderr)
+	}
+	code, stdout, stderr = runCapture("simulate", "--config", conf, "--scenario", scenario, "--out", out, "--json", "--runs", "1",
+		"--load-file", loadFile, "--load-interval", "10s", "--load-intervals", "3")
+	var res struct {
+		Capacity struct {
+			Model string `json:"model"`
+			Steps []struct {
+				Pools []struct {
+					Pool, State string
+					Load        float64
+				} `json:"pools"`
+			} `json:"steps"`
+		} `json:"capacity"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil {
+		t.Fatalf("--json --load-file: exit %d, %v\n%s", code, err, stderr)
+	}
+	if c := res.Capacity; c.Model != "fixed" || len(c.Steps) != 3 || c.Steps[0].Pools[0].Load != 90 || c.Steps[0].Pools[0].State != "ok" {
+		t.Errorf("--load-file: capacity %+v, want 3 fixed steps of 90 (the load file's, below the target)", c)
+	}
+}

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/policy"
 )
 
@@ -112,5 +116,154 @@ func TestCapacityPredictionConverges(t *testing.T) {
 	}
 	if math.Abs(sum-(1-s1.Share[a])) > 1e-9 {
 		t.Errorf("the shed networks carry %.4f of the users, b %.4f", sum, 1-s1.Share[a])
+	}
+}
+
+// capBase writes the closed loop's configuration with load settings
+// (and a load file) into a directory and loads it.
+func capBase(t *testing.T, load string) (Base, string) {
+	t.Helper()
+	dir := t.TempDir()
+	yaml := testConfigYAML(t, capRecords(), "larkbook-country-flat.mmdb") + load
+	p := filepath.Join(dir, "steer.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Base{Config: cfg, Geo: openGeo(t, cfg), LoadConfig: config.Load}, dir
+}
+
+const capScenario = `duration: 4m
+bin: 1m
+runs: 1
+record: c.example.com
+clients:
+  - { name: loop, prefixes: [10.0.0.0/11], subnets: 256, rate: 500 }
+resolvers:
+  - { name: ecs, share: 1, ecs: true }
+capacity:
+  interval: 10s
+  load: { a: 150 }
+events:
+  - { at: 60s, load: { c.example.com/a: 50 } }
+  - { at: 120s, load: { a: null } }
+`
+
+// TestCapacityScenarioFeed: a scenario's capacity section and load
+// events, compiled against the configuration's load settings. A fixed
+// load above the target sheds step after step (max_shift per step); a
+// load below the low-water mark brings networks back; once the feed
+// stops the load turns stale after stale_after and a gets everything
+// back. Run carries the prediction, and the summary and JSON say it.
+func TestCapacityScenarioFeed(t *testing.T) {
+	b, dir := capBase(t, "load: { max_shift: 0.2, low_water: 0.85, stale_after: 30s }\n")
+	sc := mustParse(t, filepath.Join(dir, "s.yaml"), capScenario)
+	m := mustCompile(t, sc, b)
+	if m.Capacity == nil || m.Capacity.Intervals != 24 || m.Capacity.Options.MaxShift != 0.2 || len(m.Capacity.Changes) != 3 || len(m.Phases) != 1 {
+		t.Fatalf("compiled feed %+v, %d phases: want 24 intervals, max_shift 0.2, 3 changes, load events starting no phase", m.Capacity, len(m.Phases))
+	}
+	r, err := Run(context.Background(), m, Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Capacity
+	if c == nil || len(c.Steps) != 24 {
+		t.Fatalf("capacity result %+v", c)
+	}
+	a := slices.Index(c.Pools, "a")
+	var shares []float64
+	for _, s := range c.Steps {
+		shares = append(shares, s.Share[a])
+	}
+	t.Logf("a's share per 10 s: %.3f", shares)
+	for k := 1; k <= 5; k++ { // 150 % every interval: shed, at most max_shift of a's traffic a step
+		if d := shares[k-1] - shares[k]; d <= 0 || d > 0.2+0.02 {
+			t.Errorf("interval %d: a's share went from %.3f to %.3f: want it to fall by at most max_shift", k, shares[k-1], shares[k])
+		}
+	}
+	if shares[7] <= shares[6] {
+		t.Errorf("load 50 (below the low-water mark) from 60 s: a's share %.3f then %.3f, want networks back", shares[6], shares[7])
+	}
+	// The last report is at 120 s (the interval from 110 s ends there):
+	// stale after 150 s, seen by the step at 160 s.
+	last := c.Steps[15].Pools[0]
+	if last.State != "stale" || last.Shed != 0 || shares[16] != 1 || c.Steps[14].Pools[0].State == "stale" {
+		t.Errorf("after the feed stopped: step at 160 s %+v, a's share then %.3f; want stale, nothing shed, share 1, and not stale before", last, shares[16])
+	}
+	if !strings.Contains(last.Reason, "stale (40s old)") {
+		t.Errorf("reason %q: want the load's age on the simulated clock", last.Reason)
+	}
+	sum := Summary(r)
+	if !strings.Contains(sum, "capacity feedback") || !strings.Contains(sum, "shed: load 150 % of target") || !strings.Contains(sum, "shed at 00:00:10: 10.") {
+		t.Errorf("summary:\n%s", sum)
+	}
+	j := r.JSON()
+	if j.Capacity == nil || len(j.Capacity.Steps) != 24 || j.Capacity.Steps[1].ShedCount == 0 || j.Capacity.Steps[1].Shed[0].To[0] != "b" {
+		t.Errorf("JSON capacity %+v", j.Capacity)
+	}
+	if err := Write(t.TempDir(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCapacityScenarioErrors: a feed naming a pool without a capacity,
+// an unknown pool, another record's pool, a load event without a
+// capacity section, a load file through the API: each refused at its
+// line, naming it.
+func TestCapacityScenarioErrors(t *testing.T) {
+	b, dir := capBase(t, "")
+	file := filepath.Join(dir, "s.yaml")
+	os.WriteFile(filepath.Join(dir, "load.json"), []byte(`{"loads": [{"record": "c.example.com", "pool": "b", "current-load": 5}]}`), 0o644)
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"no capacity", "load: { a: 150 }", "load: { b: 150 }", "s.yaml:10: capacity: load: pool b of c.example.com declares no capacity"},
+		{"unknown pool", "load: { a: 150 }", "load: { x: 150 }", "s.yaml:10: capacity: load: x is not a pool of c.example.com (pools with a capacity: a)"},
+		{"other record", "c.example.com/a: 50", "www.example.com/a: 50", "s.yaml:13: capacity: load: www.example.com/a: only the pools of c.example.com"},
+		{"load file", "load: { a: 150 }", "load_file: load.json", "s.yaml:10: capacity: load: pool b of c.example.com declares no capacity"},
+		{"bad model", "interval: 10s", "interval: 10s\n  model: linear", "s.yaml:10: capacity: model \"linear\" is not fixed or proportional"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := ParseScenario(file, []byte(strings.Replace(capScenario, tc.from, tc.to, 1)))
+			if err == nil {
+				_, err = Compile(sc, b)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+	// No capacity section: a load event is refused at its line.
+	noCap := strings.Replace(capScenario, "capacity:\n  interval: 10s\n  load: { a: 150 }\n", "", 1)
+	if _, err := ParseScenario(file, []byte(noCap)); err == nil || !strings.Contains(err.Error(), "s.yaml:10: event at 1m: load needs a capacity section") {
+		t.Errorf("load event without capacity: %v", err)
+	}
+	// Through the API (no files): the load file is refused.
+	sc := mustParse(t, file, strings.Replace(capScenario, "load: { a: 150 }", "load_file: load.json", 1))
+	b.LoadConfig = nil
+	if _, err := Compile(sc, b); err == nil || !strings.Contains(err.Error(), "load_file load.json: not available through the API") {
+		t.Errorf("load_file through the API: %v", err)
+	}
+}
+
+// TestCapacityCacheLag: through a resolver's cache (TTL 60 s, 10 s
+// intervals) steer answers the cache misses, not every user query, and
+// a step moves the users only as their cached answers expire: the users'
+// share lags the answers'.
+func TestCapacityCacheLag(t *testing.T) {
+	b, dir := capBase(t, "load: { max_shift: 0.5 }\n")
+	sc := mustParse(t, filepath.Join(dir, "s.yaml"), strings.Replace(capScenario, "runs: 1\n", "runs: 1\nttl_override: 60s\n", 1))
+	m := mustCompile(t, sc, b)
+	r, err := PredictCapacity(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, s1 := r.Steps[0], r.Steps[1]
+	if s0.AuthQPS >= s0.UserQPS/10 {
+		t.Errorf("steer answers %.1f q/s of %.1f user q/s through a 60 s cache: want the misses only", s0.AuthQPS, s0.UserQPS)
+	}
+	if !(s1.Answers[0] < s1.Share[0] && s1.Share[0] < 1) {
+		t.Errorf("after the first step a has %.3f of the answers and %.3f of the users: want the users behind (between the answers and 1)", s1.Answers[0], s1.Share[0])
 	}
 }

@@ -25,6 +25,9 @@ import (
 //	               (percentage points) with their band over runs
 //	drains.csv     per drain: "safe at" and the last query (seconds after
 //	               the drain) with their bands, and the runs never safe
+//	capacity.csv   with a load feed: per feed interval and pool the share of
+//	               user queries and of steer's answers, and for a capacity
+//	               pool the load fed and the step (state, shed, moved, reason)
 //	cost.csv       per phase and site: authoritative q/s, cache entries, user q/s
 //	result.json    everything above as ResultJSON (shares as fractions)
 //	share.png/.svg   share over time per pool: p50 line, p5–p95 band, the
@@ -59,7 +62,11 @@ func Write(dir string, r *Result) error {
 	}{
 		{"share.csv", shareRows}, {"sites.csv", siteRows}, {"bins.csv", binRows},
 		{"deviation.csv", deviationRows}, {"drains.csv", drainRows}, {"cost.csv", costRows},
+		{"capacity.csv", capacityRows},
 	} {
+		if t.name == "capacity.csv" && r.Capacity == nil {
+			continue
+		}
 		data, err := csvBytes(t.rows(r))
 		file(t.name, data, err)
 	}
@@ -245,6 +252,8 @@ type ResultJSON struct {
 	Cost []CostJSON `json:"cost"`
 	// Notable are the largest excursions from the configured shares.
 	Notable []ExcursionJSON `json:"notable"`
+	// Capacity is the capacity prediction (with a load feed only).
+	Capacity *CapacityJSON `json:"capacity,omitempty"`
 }
 
 // BandJSON is a statistic over the runs: 5th, 50th, 95th percentile and
@@ -397,6 +406,7 @@ func (r *Result) JSON() ResultJSON {
 		Drains:    make([]DrainJSON, 0, len(r.Drains)),
 		Cost:      make([]CostJSON, 0, len(r.Cost)),
 		Notable:   make([]ExcursionJSON, 0, len(r.Notable)),
+		Capacity:  r.Capacity.JSON(),
 	}
 	for _, p := range r.Phases {
 		j.Phases = append(j.Phases, PhaseJSON{AtS: p.At.Seconds(), Label: p.Label})

@@ -25,6 +25,7 @@ func Summary(r *Result) string {
 	summaryExcursion(&b, r)
 	summaryDrains(&b, r)
 	summaryCost(&b, r)
+	summaryCapacity(&b, r)
 	return b.String()
 }
 
