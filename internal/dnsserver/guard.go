@@ -130,6 +130,10 @@ func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name str
 	if gd.g == nil || gd.g.RRL == nil || t != UDP || gd.ck.Status == cookie.Valid || !from.IsValid() {
 		return rrl.Pass
 	}
+	if st.batch != nil && gd.g.RRL.Exempt(from) {
+		st.batch.exempted(gd.g.RRL) // counted once per batch
+		return rrl.Pass
+	}
 	return gd.g.RRL.Decide(from, gd.response(class, name, qtype, ecsAddr, scope), gd.now.UnixNano())
 }
 

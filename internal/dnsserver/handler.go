@@ -108,16 +108,55 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 	return out
 }
 
-// handleBatched is HandleFrom for a datagram of a batch the UDP reader
-// received at now (Unix nanoseconds): the queries of a batch share one
-// reading of the clock.
-func (h *Handler) handleBatched(req []byte, from netip.Addr, buf []byte, now int64) []byte {
+// batch is what a UDP reader keeps over the datagrams of one recvmmsg:
+// the time they were received at, which all of them are answered at, and
+// their counts, added to the shared counters once, after the batch (flush).
+type batch struct {
+	now   int64 // Unix nanoseconds
+	tally metrics.Tally
+	// exempt responses to sources rate limiting exempts, for rrl.
+	rrl    *rrl.Limiter
+	exempt uint64
+}
+
+// start begins a batch received at now, counting into m.
+func (b *batch) start(now int64, m *metrics.Metrics) {
+	b.now = now
+	b.tally.Bind(m)
+}
+
+// exempted counts a response to a source l exempts.
+func (b *batch) exempted(l *rrl.Limiter) {
+	if l != b.rrl {
+		b.flushExempt()
+		b.rrl = l
+	}
+	b.exempt++
+}
+
+func (b *batch) flushExempt() {
+	if b.exempt != 0 {
+		b.rrl.CountExempt(b.exempt)
+		b.exempt = 0
+	}
+}
+
+// flush adds the batch's counts to the metrics and the rate limiter's.
+func (b *batch) flush() {
+	b.tally.Flush()
+	b.flushExempt()
+}
+
+// handleBatched is HandleFrom for a datagram of the batch b.
+func (h *Handler) handleBatched(req []byte, from netip.Addr, buf []byte, b *batch) []byte {
 	if ql := h.querylog.Load(); ql.Sampled() {
 		return h.logged(ql, req, UDP, from, buf)
 	}
-	st := stats{now: now}
+	st := stats{now: b.now, batch: b}
 	out := h.handle(req, UDP, from, buf, nil, &st)
-	h.count(UDP, out, &st)
+	if h.metrics != nil {
+		countInto(&b.tally, UDP, out, &st)
+	}
 	return out
 }
 
@@ -142,6 +181,8 @@ type stats struct {
 	// now is the query's time in Unix nanoseconds, 0 until read
 	// (Handler.timeAt).
 	now int64
+	// batch is the UDP reader's batch the query came in (nil: none).
+	batch *batch
 }
 
 // noteECS records the query's client subnet class and, once known, the
@@ -160,28 +201,44 @@ func (st *stats) noteECS(data []byte, s *ecs.Subnet, err error) {
 
 // count adds one query to the metrics, when they are on.
 func (h *Handler) count(t Transport, out []byte, st *stats) {
-	if h.metrics == nil {
-		return
+	if h.metrics != nil {
+		countInto(h.metrics, t, out, st)
 	}
+}
+
+// counter is where a query is counted: the metrics themselves, or a
+// batch's tally of them.
+type counter interface {
+	Cookie(s uint8)
+	NoCookieUDP(in, out int)
+	Dropped(t metrics.Transport)
+	Truncated()
+	Query(t metrics.Transport, rcode int, qtype uint16, fast bool, size int)
+	ECS(k metrics.ECSKind)
+	Scope(v6 bool, scope int)
+}
+
+// countInto counts one query in c.
+func countInto(c counter, t Transport, out []byte, st *stats) {
 	mt := metrics.Transport(t)
 	if st.guarded {
-		h.metrics.Cookie(uint8(st.cookie))
+		c.Cookie(uint8(st.cookie))
 		if t == UDP && st.cookie != cookie.Valid {
-			h.metrics.NoCookieUDP(st.reqLen, len(out)) // 0 out when rate limited away
+			c.NoCookieUDP(st.reqLen, len(out)) // 0 out when rate limited away
 		}
 	}
 	if len(out) < headerLen {
-		h.metrics.Dropped(mt)
+		c.Dropped(mt)
 		return
 	}
 	if out[2]&0x02 != 0 {
-		h.metrics.Truncated()
+		c.Truncated()
 	}
-	h.metrics.Query(mt, int(out[3]&0x0F), st.qtype, st.fast, len(out))
+	c.Query(mt, int(out[3]&0x0F), st.qtype, st.fast, len(out))
 	if st.hasEC {
-		h.metrics.ECS(st.ecs)
+		c.ECS(st.ecs)
 		if st.scope >= 0 {
-			h.metrics.Scope(st.v6, st.scope)
+			c.Scope(st.v6, st.scope)
 		}
 	}
 }

@@ -143,6 +143,7 @@ func (s *Server) serveRaw(u *rawUDP) {
 		iovOut  [batchSize]syscall.Iovec
 		recv    [batchSize]mmsghdr
 		send    [batchSize]mmsghdr
+		b       batch
 		inBuf   = make([]byte, batchSize*maxUDPQuery)
 		outBufs = make([]byte, batchSize*maxUDPAnswer)
 	)
@@ -175,14 +176,14 @@ func (s *Server) serveRaw(u *rawUDP) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		now := time.Now().UnixNano() // the batch's time (Handler.timeAt)
+		b.start(time.Now().UnixNano(), s.handler.metrics)
 		n := 0
 		for i := 0; i < int(r); i++ {
 			from, ok := sockaddrAddr(&names[i])
 			if !ok || recv[i].hdr.Flags&syscall.MSG_TRUNC != 0 {
 				continue
 			}
-			resp := s.handler.handleBatched(in[i][:recv[i].n], from, out[n][:0], now)
+			resp := s.handler.handleBatched(in[i][:recv[i].n], from, out[n][:0], &b)
 			if resp == nil {
 				continue
 			}
@@ -198,6 +199,7 @@ func (s *Server) serveRaw(u *rawUDP) {
 			send[n].hdr = syscall.Msghdr{Name: recv[i].hdr.Name, Namelen: recv[i].hdr.Namelen, Iov: &iovOut[n], Iovlen: 1}
 			n++
 		}
+		b.flush()
 		for sent := 0; sent < n; {
 			w, _, errno := syscall.RawSyscall6(sysSendmmsg, uintptr(u.fd), uintptr(unsafe.Pointer(&send[sent])), uintptr(n-sent), syscall.MSG_DONTWAIT, 0, 0)
 			if errno == syscall.EAGAIN {

@@ -201,6 +201,14 @@ func (l *Limiter) Exempt(src netip.Addr) bool {
 	return false
 }
 
+// CountExempt counts n responses to sources the caller found exempt
+// (Exempt) and did not ask Decide about: a batch of them counted at once.
+func (l *Limiter) CountExempt(n uint64) {
+	if l != nil {
+		l.shards[0].exempt.Add(n)
+	}
+}
+
 // Peek returns what Decide would return for the same arguments now,
 // changing nothing: no bucket is debited, created or evicted and no
 // counter moves (for explain).
