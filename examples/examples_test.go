@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/steer-dns/steer/internal/config"
@@ -61,7 +62,8 @@ func TestLarkbookIsTheDemo(t *testing.T) {
 }
 
 // TestSimulateScenarios parses every examples/simulate/*.yaml and compiles
-// it against the configuration it is written for (examples/larkbook).
+// it against the configuration it is written for: the one its comment's
+// command names (--config examples/NAME/steer.yaml), else examples/larkbook.
 func TestSimulateScenarios(t *testing.T) {
 	scenarios, err := filepath.Glob("simulate/*.yaml")
 	if err != nil {
@@ -85,7 +87,18 @@ func TestSimulateScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := simulate.Compile(sc, base)
+			b := base
+			data, _ := os.ReadFile(p)
+			if m := configRE.FindSubmatch(data); m != nil && string(m[1]) != "larkbook" {
+				// Another example's configuration, on the same
+				// (embedded) geo database: Compile builds its table.
+				other, err := config.Load(string(m[1]) + "/steer.yaml")
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = simulate.Base{Config: other, Geo: snap.Geo, LoadConfig: config.Load}
+			}
+			m, err := simulate.Compile(sc, b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,3 +106,5 @@ func TestSimulateScenarios(t *testing.T) {
 		})
 	}
 }
+
+var configRE = regexp.MustCompile(`--config examples/([\w-]+)/steer\.yaml`)
