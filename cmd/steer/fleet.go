@@ -430,6 +430,9 @@ func (st *fleetState) Text(now time.Time) string {
 		if n.Pending > 0 {
 			msg = strings.TrimPrefix(msg+fmt.Sprintf("; pending: fleet (%d overrides set while the store was unreachable)", n.Pending), "; ")
 		}
+		if n.PendingLoads > 0 {
+			msg = strings.TrimPrefix(msg+fmt.Sprintf("; pending: fleet (%d loads put while the store was unreachable)", n.PendingLoads), "; ")
+		}
 		if n.Warning != "" {
 			msg = strings.TrimPrefix(msg+"; "+n.Warning, "; ")
 		}

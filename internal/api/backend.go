@@ -101,7 +101,8 @@ type Status struct {
 	Degraded []string `json:"degraded,omitempty"`
 	// Pending lists operator overrides applied on this node that the
 	// fleet's store has not taken yet ("fleet: target 192.0.2.1 drain"),
-	// written to it when it answers again.
+	// written to it when it answers again, and likewise pools' loads
+	// ("fleet: load shop.example.com./a 140 at 2026-01-02T03:04:05Z").
 	Pending []string `json:"pending,omitempty"`
 	// LastReload is the outcome of the latest reload, if any.
 	LastReload *ReloadResult `json:"last_reload,omitempty"`

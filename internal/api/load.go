@@ -43,6 +43,9 @@ type LoadStatus struct {
 	LastUpdate time.Time  `json:"last_update,omitzero"`
 	LastSource string     `json:"last_source,omitempty"`
 	Pools      []PoolLoad `json:"pools"`
+	// Pending lists the loads put on this node that a fleet's store
+	// has not taken yet (written when it answers, unless stale by then).
+	Pending []string `json:"pending,omitempty"`
 }
 
 // PoolLoad is one capacity pool's state.

@@ -539,6 +539,9 @@ type Status struct {
 	// Pending counts operator overrides set on this node that the store
 	// has not taken yet ("pending: fleet").
 	Pending int `json:"pending,omitempty"`
+	// PendingLoads counts pools' loads put on this node that the store
+	// has not taken yet.
+	PendingLoads int `json:"pending_loads,omitempty"`
 	// Warning is what the node finds wrong with the store itself (its
 	// database past half its quota), "" when nothing.
 	Warning string `json:"warning,omitempty"`

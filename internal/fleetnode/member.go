@@ -120,6 +120,12 @@ type Member struct {
 	// not taken yet, by key (overrides.go); flushKick wakes their writer.
 	pending   map[string]pendingOverride
 	flushKick chan struct{}
+	// pendingLoads are loads put on this node that the store has not
+	// taken yet, by key (load.go); loadKick wakes their writer;
+	// loadsDropped counts those that turned stale first.
+	pendingLoads map[string]pendingLoad
+	loadKick     chan struct{}
+	loadsDropped atomic.Int64
 	// conflicts counts conditional override writes (SetOverridesIf)
 	// refused because the fleet's overrides changed after their view.
 	conflicts atomic.Int64
@@ -221,6 +227,8 @@ func Open(o Options) (*Member, error) {
 		m.kept = kept
 	}
 	m.flushKick = make(chan struct{}, 1)
+	m.loadKick = make(chan struct{}, 1)
+	m.pendingLoads = map[string]pendingLoad{}
 	m.loadPending()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.Etcd.DialTimeout))
 	defer cancel()
@@ -521,7 +529,11 @@ func (m *Member) Start(ctx context.Context) {
 		defer m.wg.Done()
 		m.keepStatus(ctx)
 	}()
-	m.wg.Add(3)
+	m.wg.Add(4)
+	go func() {
+		defer m.wg.Done()
+		m.flushLoads(ctx)
+	}()
 	go func() {
 		defer m.wg.Done()
 		m.followOverrides(ctx, m.manager)
@@ -803,7 +815,7 @@ func (m *Member) status() fleet.Status {
 		Node: m.local.Fleet.Node, Region: m.local.Fleet.Region,
 		Serial: m.served.Meta.Serial, Rev: m.served.Rev, Digest: m.servedDigest(), Canary: m.served.Meta.Canary != nil,
 		Error: m.applyErr, ErrorRev: m.errOf.Rev, ErrorSerial: m.errOf.Meta.Serial, ErrorDigest: m.errOf.Meta.Digest,
-		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning, Pending: m.waiting(),
+		ViewAt: m.viewAt, Version: m.version, Since: m.since, Warning: m.storeWarning, Pending: m.waiting(), PendingLoads: len(m.pendingLoads),
 		HealthMode: mode, NodeName: id.NodeName, Country: id.Country, Lat: id.Lat, Lon: id.Lon,
 	}
 }
@@ -901,9 +913,11 @@ func (m *Member) report() bool {
 		// a dead connection: start them again now that it works.
 		m.log.Info("fleet: the store answers again; following it afresh")
 		m.resyncNow(true)
-		select {
-		case m.flushKick <- struct{}{}: // and write what is pending
-		default:
+		for _, kick := range []chan struct{}{m.flushKick, m.loadKick} {
+			select {
+			case kick <- struct{}{}: // and write what is pending
+			default:
+			}
 		}
 	}
 	return true

@@ -23,6 +23,10 @@ var (
 		"1 while the store's database passes half its quota or a member has an alarm.", nil, nil)
 	descConflicts = prometheus.NewDesc("steer_fleet_override_conflicts_total",
 		"Override writes checked against a safety rule that etcd refused because the fleet's overrides changed after the view they were checked against (each is read and checked again).", nil, nil)
+	descLoadsPending = prometheus.NewDesc("steer_fleet_loads_pending",
+		"Pools' loads put on this node that the store has not taken yet (written when it answers).", nil, nil)
+	descLoadsDropped = prometheus.NewDesc("steer_fleet_loads_dropped_total",
+		"Pending loads dropped because they turned stale (older than load.stale_after) before the store took them.", nil, nil)
 	descOwn = prometheus.NewDesc("steer_fleet_health_own_view",
 		"1 while this node decides health by its own checks (no view of the store for view_grace), 0 by the fleet's quorum.", nil, nil)
 )
@@ -35,13 +39,15 @@ var (
 // database size against its quota (steer_fleet_store_db_bytes,
 // steer_fleet_store_db_in_use_bytes, steer_fleet_store_quota_bytes,
 // steer_fleet_store_warning), and the conditional override writes that
-// met a concurrent change (steer_fleet_override_conflicts_total). Call it once, after ShareHealth.
+// met a concurrent change (steer_fleet_override_conflicts_total), and
+// the loads pending for the store (steer_fleet_loads_pending) or dropped
+// as stale before it took them (steer_fleet_loads_dropped_total). Call it once, after ShareHealth.
 func (m *Member) RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(collector{m}) }
 
 type collector struct{ m *Member }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descViewAge, descSerial, descFailing, descOwn, descDB, descDBInUse, descQuota, descStoreWarn, descConflicts} {
+	for _, d := range []*prometheus.Desc{descViewAge, descSerial, descFailing, descOwn, descDB, descDBInUse, descQuota, descStoreWarn, descConflicts, descLoadsPending, descLoadsDropped} {
 		ch <- d
 	}
 }
@@ -51,6 +57,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	serial, failing, at := m.served.Meta.Serial, m.applyErr != "", m.viewAt
 	db, warn := m.db, m.storeWarning != ""
+	loads := len(m.pendingLoads)
 	m.mu.Unlock()
 	own := false
 	if fh := m.health; fh != nil {
@@ -74,6 +81,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuota, prometheus.GaugeValue, float64(m.local.Fleet.Etcd.QuotaBackendBytes))
 	ch <- prometheus.MustNewConstMetric(descStoreWarn, prometheus.GaugeValue, b2f(warn))
 	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(m.conflicts.Load()))
+	ch <- prometheus.MustNewConstMetric(descLoadsPending, prometheus.GaugeValue, float64(loads))
+	ch <- prometheus.MustNewConstMetric(descLoadsDropped, prometheus.CounterValue, float64(m.loadsDropped.Load()))
 }
 
 func b2f(b bool) float64 {

@@ -162,7 +162,7 @@ func (n *Node) Status() api.Status {
 	}
 	st.Degraded = degraded(snap)
 	if n.fl != nil {
-		st.Pending = n.fl.Pending()
+		st.Pending = append(n.fl.Pending(), n.fl.PendingLoads()...)
 	}
 	sigs, now := n.signatures(), time.Now()
 	failed := map[string]string{}

@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/dnstest"
+	"github.com/steer-dns/steer/internal/etcdtest"
 	"github.com/steer-dns/steer/internal/explain"
 	"github.com/steer-dns/steer/internal/fleet"
 )
@@ -254,6 +255,75 @@ func TestCapacityFleetLoad(t *testing.T) {
 	t.Logf("a load put on node a reached node b after %s", time.Since(start).Round(time.Millisecond))
 	if st := be.Loads(); st.LastSource != "fleet" || st.Pools[0].Shed == 0 {
 		t.Errorf("node b: load from %q, %d networks shed; want fleet, some", st.LastSource, st.Pools[0].Shed)
+	}
+}
+
+// TestCapacityFleetLoadPending: a load put on a node cut off from the
+// store is applied there, answered 202 "pending: fleet" and listed in its
+// status, GET /v1/load and steer_fleet_loads_pending; a newer one
+// replaces it; when the link heals the newer one reaches the store and
+// the other node within a bounded time (it was never written before).
+func TestCapacityFleetLoadPending(t *testing.T) {
+	t.Parallel() // waits on the store and the peers
+	c, s := fleetStore(t)
+	cfg := strings.Replace(capacityConfig(""), `api: { listen: "127.0.0.1:0" }`+"\n", "", 1)
+	b := fleet.Bundle{Files: map[string][]byte{"steer.yaml": []byte(cfg), "example.com.zone": []byte(dashZone)}}
+	if _, _, err := fleet.Publish(context.Background(), s, "/steer/v1", b, 0); err != nil {
+		t.Fatal(err)
+	}
+	br := etcdtest.NewBridge(t, c.Member(0).Addr())
+	cut := startNode(t, map[string]string{"steer.yaml": fleetLocal([]string{"http://" + br.Addr()}, "cut")}, Options{})
+	other := startNode(t, map[string]string{"steer.yaml": fleetLocal(c.Endpoints(), "other")}, Options{})
+	h := api.NewHandler(&backend{n: cut.Node}, api.Options{})
+	putLoad := func(v int, at time.Time) (int, string) {
+		rec := httptest.NewRecorder()
+		body := fmt.Sprintf(`{"loads": [{"record": "c.example.com", "pool": "a", "current-load": %d, "timestamp": %q}]}`, v, at.UTC().Format(time.RFC3339Nano))
+		h.ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/load", strings.NewReader(body)))
+		return rec.Code, rec.Body.String()
+	}
+	br.Cut()
+	// Once the node knows it is cut off (its status write failed) it
+	// answers at once instead of after the store write's 3 s timeout:
+	// wait for that (up to 5 s on a loaded machine, then go on anyway).
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(cut.logs.String(), "the node's status was not written") {
+			break
+		}
+	}
+	start := time.Now()
+	if code, body := putLoad(140, time.Now()); code != 202 || !strings.Contains(body, `"pending": "fleet"`) {
+		t.Fatalf("a load through the cut node: %d %s", code, body)
+	}
+	t.Logf("answered 202 after %v", time.Since(start).Round(time.Millisecond))
+	if code, body := putLoad(150, time.Now()); code != 202 {
+		t.Fatalf("a newer load through the cut node: %d %s", code, body)
+	}
+	be := &backend{n: cut.Node}
+	if st := be.Loads(); len(st.Pools) != 1 || st.Pools[0].Load != 150 || len(st.Pending) != 1 || !strings.Contains(st.Pending[0], "load c.example.com./a 150 at") {
+		t.Fatalf("the cut node's loads: %+v", st)
+	}
+	if p := cut.Status().Pending; len(p) != 1 || !strings.Contains(p[0], "fleet: load c.example.com./a 150") {
+		t.Errorf("the cut node's status lists as pending: %q", p)
+	}
+	if m := grepLines(scrape(t, cut), "steer_fleet_loads_pending "); !strings.HasSuffix(m, "\nsteer_fleet_loads_pending 1") {
+		t.Errorf("metric: %q", m)
+	}
+	br.Heal()
+	br.Drop()
+	healed := time.Now()
+	ob := &backend{n: other.Node}
+	dnstest.WaitFor(t, 5*time.Second, "the newer load on the other node", func() bool {
+		st := ob.Loads()
+		return len(st.Pools) == 1 && st.Pools[0].Load == 150
+	})
+	t.Logf("the load reached the other node %v after the link healed", time.Since(healed).Round(time.Millisecond))
+	kvs, _, err := s.Get(context.Background(), "/steer/v1/load/")
+	if err != nil || len(kvs) != 1 || !strings.Contains(string(kvs[0].Value), `"current":150`) {
+		t.Fatalf("the store's loads: %v %v", kvs, err)
+	}
+	dnstest.WaitFor(t, 2*time.Second, "nothing pending", func() bool { return len(be.Loads().Pending) == 0 })
+	if m := grepLines(scrape(t, cut), "steer_fleet_loads_pending "); !strings.HasSuffix(m, "\nsteer_fleet_loads_pending 0") {
+		t.Errorf("metric after the flush: %q", m)
 	}
 }
 

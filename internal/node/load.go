@@ -381,6 +381,13 @@ func (l *loadWiring) setPublish(pub func([]fleetnode.Load) error) {
 	l.publish = pub
 }
 
+// staleAfter is the age past which a load is ignored (load.stale_after).
+func (l *loadWiring) staleAfter() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.opts.StaleAfter
+}
+
 func (l *loadWiring) publisher() func([]fleetnode.Load) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -414,4 +421,10 @@ func (b *backend) PutLoad(body io.Reader) (api.LoadResult, error) {
 }
 
 // Loads implements api.LoadBackend.
-func (b *backend) Loads() api.LoadStatus { return b.n.load.status() }
+func (b *backend) Loads() api.LoadStatus {
+	st := b.n.load.status()
+	if fl := b.n.fl; fl != nil {
+		st.Pending = fl.PendingLoads()
+	}
+	return st
+}

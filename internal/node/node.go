@@ -504,7 +504,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.fl.ShareTraffic(n.tr)
 		n.fl.Start(n.ctx)
 		n.fl.FollowLoads(n.ctx, n.load.fromFleet)
-		n.load.setPublish(n.fl.PutLoads)
+		n.load.setPublish(func(loads []fleetnode.Load) error { return n.fl.PutLoads(loads, n.load.staleAfter()) })
 		n.onStop(func(context.Context) { n.fl.Close() })
 	}
 	n.log.Info("serving", "config", n.source, "version", n.opts.Version, "data", snap.Summary(),
