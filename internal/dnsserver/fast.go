@@ -196,7 +196,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		}
 	}
 	name := unsafeString(q.name[:q.nameLen])
-	kind, z, node := snap.Zones.Classify(name)
+	kind, z, node, rec := st.batch.classify(snap, name)
 	// A DO query to a signed zone gets RRSIGs: precompiled (static data),
 	// pre-signed (steered answers), or, for denial, the general path's.
 	signed := q.do && z != nil && z.Signed()
@@ -208,7 +208,6 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	switch kind {
 	case zone.FastNode:
 		if node.Steered() && (q.qtype == dns.TypeA || q.qtype == dns.TypeAAAA) {
-			rec := snap.Policies.Get(node.Name())
 			if rec == nil || rec.Type != dns.TypeA {
 				return nil
 			}
@@ -494,3 +493,36 @@ func (t *compTable) appendName(out []byte, qname []byte, s string) []byte {
 // unsafeString views b as a string without copying; b must not change
 // while the string is in use (the fast path's stack buffers do not).
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// nameMemo is the last name a batch's fast path classified, with what
+// the snapshot says of it: the datagrams of a batch mostly ask for the
+// same few names (a benchmark's all for one), and comparing a name costs
+// less than hashing it into the zone's and the policies' tables. It
+// holds the snapshot only until the batch ends (batch.start clears it).
+type nameMemo struct {
+	snap *snapshot.Snapshot
+	name [256]byte
+	n    int
+	kind zone.FastKind
+	z    *zone.Zone
+	node *zone.Node
+	rec  *policy.Record // node's steered record (nil: none or not steered)
+}
+
+// classify is snap.Zones.Classify(name) and, for a steered node, its
+// record, remembered for the next query of the batch b (nil: no batch).
+func (b *batch) classify(snap *snapshot.Snapshot, name string) (zone.FastKind, *zone.Zone, *zone.Node, *policy.Record) {
+	if b != nil && b.memo.snap == snap && string(b.memo.name[:b.memo.n]) == name {
+		return b.memo.kind, b.memo.z, b.memo.node, b.memo.rec
+	}
+	kind, z, node := snap.Zones.Classify(name)
+	var rec *policy.Record
+	if kind == zone.FastNode && node.Steered() {
+		rec = snap.Policies.Get(node.Name())
+	}
+	if b != nil {
+		m := &b.memo
+		m.snap, m.n, m.kind, m.z, m.node, m.rec = snap, copy(m.name[:], name), kind, z, node, rec
+	}
+	return kind, z, node, rec
+}

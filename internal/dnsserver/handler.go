@@ -117,12 +117,14 @@ type batch struct {
 	// exempt responses to sources rate limiting exempts, for rrl.
 	rrl    *rrl.Limiter
 	exempt uint64
+	memo   nameMemo // fast.go
 }
 
 // start begins a batch received at now, counting into m.
 func (b *batch) start(now int64, m *metrics.Metrics) {
 	b.now = now
 	b.tally.Bind(m)
+	b.memo.snap = nil // no reader keeps a replaced snapshot alive
 }
 
 // exempted counts a response to a source l exempts.

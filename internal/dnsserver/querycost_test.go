@@ -1,6 +1,7 @@
 package dnsserver_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -252,4 +254,63 @@ func BenchmarkServing(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestBatchedAnswersSame: queries answered as datagrams of one batch get
+// the bytes HandleFrom gives them one by one, whatever the order of names
+// (the batch remembers the last name it classified), and a snapshot
+// swapped in mid-batch answers the batch's next queries.
+func TestBatchedAnswersSame(t *testing.T) {
+	h := servingHandler(t)
+	at := time.Unix(1_800_000_000, 0)
+	h.SetClock(func() time.Time { return at })
+	loop := netip.MustParseAddr("127.0.0.1")
+	var reqs [][]byte
+	for _, q := range []struct {
+		name   string
+		qtype  uint16
+		subnet string
+	}{
+		{"shop.example.com.", dns.TypeA, "192.0.2.0/24"},
+		{"shop.example.com.", dns.TypeA, "81.2.69.0/24"},
+		{"SHOP.Example.com.", dns.TypeA, "81.2.69.0/24"},
+		{"shop.example.com.", dns.TypeAAAA, ""},
+		{"static.example.com.", dns.TypeA, ""},
+		{"static.example.com.", dns.TypeAAAA, ""},
+		{"static.example.com.", dns.TypeMX, ""},
+		{"nx.example.com.", dns.TypeA, ""},
+		{"shop.example.com.", dns.TypeA, ""},
+		{"example.com.", dns.TypeSOA, ""},
+	} {
+		var p netip.Prefix
+		if q.subnet != "" {
+			p = netip.MustParsePrefix(q.subnet)
+		}
+		reqs = append(reqs, servingQuery(t, q.name, q.qtype, true, p, nil))
+	}
+	want := func(req []byte) []byte { return h.HandleFrom(req, dnsserver.UDP, loop, nil) }
+	var b dnsserver.Batch
+	h.StartBatch(&b)
+	// Every query after every other, and each twice in a row.
+	for _, i := range []int{0, 0, 1, 2, 3, 4, 4, 5, 6, 7, 8, 9, 9, 0, 5, 2, 7, 1} {
+		if got, w := h.HandleBatched(reqs[i], loop, nil, &b), want(reqs[i]); !bytes.Equal(got, w) {
+			t.Fatalf("query %d in a batch:\n%x\nalone:\n%x", i, got, w)
+		}
+	}
+	// Another snapshot (the fast-path tests' zone: static has another
+	// address, shop does not exist) mid-batch.
+	staticA := servingQuery(t, "static.example.com.", dns.TypeA, true, netip.Prefix{}, nil)
+	h.HandleBatched(staticA, loop, nil, &b)
+	_, other := steeredHandler(t)
+	h.Swap(other)
+	for _, req := range [][]byte{staticA, reqs[0]} {
+		if got, w := h.HandleBatched(req, loop, nil, &b), want(req); !bytes.Equal(got, w) {
+			t.Fatalf("after the swap, in the batch:\n%x\nalone:\n%x", got, w)
+		}
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(h.HandleBatched(staticA, loop, nil, &b)); err != nil || len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "192.0.2.81" {
+		t.Fatalf("after the swap: %v %v, want the new snapshot's 192.0.2.81", r, err)
+	}
+	b.FlushBatch()
 }
