@@ -102,7 +102,7 @@ func TestCapacityClosedLoop(t *testing.T) {
 	t.Logf("a's share per interval: %.3f (loop took %s)", shares, time.Since(began).Round(time.Millisecond))
 	// The simulator's prediction of the same loop beside it: the same
 	// compiled table, the same traffic per network, the same load model.
-	predicted := predictLoop(t, n, weight, offered, interval, len(shares))
+	predicted := predictLoop(t, n, weight, offered, interval, len(shares), true)
 	t.Logf("predicted by steer simulate:   %.3f", predicted)
 	settled := func(s []float64) int {
 		for i, x := range s {
@@ -160,14 +160,37 @@ func TestCapacityClosedLoop(t *testing.T) {
 	if d := time.Since(stopped); d < 1200*time.Millisecond {
 		t.Errorf("a got its networks back %s after the last load, before stale_after (1.5s)", d)
 	}
+
+	// A load that does not follow the answers (a fixed 150, every
+	// interval) sheds step after step, each by the damping and the
+	// ranking of the networks' counts: the simulator must pick as the
+	// node does. A load below the low-water mark first (nothing shed,
+	// nothing moves) starts the counters afresh.
+	put(50)
+	prev = poolAnswers(t, n)
+	var fixed []float64
+	for range 6 {
+		capacityRound(t, n.dns, rnd, weight, false)
+		fixed = append(fixed, share())
+		put(offered)
+	}
+	predictedFixed := predictLoop(t, n, weight, offered, interval, len(fixed), false)
+	t.Logf("a's share under a fixed load:  %.3f", fixed)
+	t.Logf("predicted by steer simulate:   %.3f", predictedFixed)
+	for i := range fixed {
+		if d := math.Abs(fixed[i] - predictedFixed[i]); d > 0.05 {
+			t.Errorf("fixed load, interval %d: a's share %.3f, the simulator predicted %.3f (%.1f points apart, want at most 5)", i, fixed[i], predictedFixed[i], 100*d)
+		}
+	}
 }
 
 // predictLoop is the simulator's prediction of TestCapacityClosedLoop's
 // loop: per interval, a's share of c.example.com's answers, from the
 // node's own compiled table and load settings, weight(k) queries an
 // interval from 10.k.0.0/16 straight to steer (no resolver cache), and
-// a's load following its answers (offered when it answers them all).
-func predictLoop(t *testing.T, n *testNode, weight func(int) int, offered float64, interval time.Duration, intervals int) []float64 {
+// a's load following its answers (proportional: offered when it answers
+// them all) or offered every interval.
+func predictLoop(t *testing.T, n *testNode, weight func(int) int, offered float64, interval time.Duration, intervals int, proportional bool) []float64 {
 	t.Helper()
 	snap := n.srv.Handler().Snapshot()
 	rec := snap.Policies.Get("c.example.com.")
@@ -190,7 +213,7 @@ func predictLoop(t *testing.T, n *testNode, weight func(int) int, offered float6
 	m.Resolvers = []simulate.Resolver{res}
 	m.Phases = []simulate.Phase{{Label: "start", Table: snap.Policies, Live: policy.NewLive(snap.Policies, policy.LiveOptions{}), Record: rec}}
 	lc := snap.Config.Load
-	m.Capacity = &simulate.CapacityFeed{Interval: interval, Intervals: intervals, Proportional: true,
+	m.Capacity = &simulate.CapacityFeed{Interval: interval, Intervals: intervals, Proportional: proportional,
 		Options: policy.ShedOptions{MaxShift: lc.MaxShift, LowWater: lc.LowWater, StaleAfter: time.Duration(lc.StaleAfter)},
 		Changes: []simulate.LoadChange{{Loads: map[string]*float64{"a": &offered}}}}
 	r, err := simulate.PredictCapacity(context.Background(), m)

@@ -334,20 +334,20 @@ func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 		}
 	}
 	I := f.Interval.Seconds()
-	// Counts are scaled so that the peak of the whole population is
-	// 10⁸ answers an interval: SetLoad's choices depend on the counts'
-	// ratios, and small subnets keep a count.
+	// The counters take whole answers, as a node's do: each subnet's
+	// expected answers of the interval, rounded. When a subnet would
+	// count less than one (a quiet one behind a cache), every count is
+	// scaled by the power of ten that gives each at least one (chosen at
+	// the first interval, the peak total kept under 10⁹): SetLoad's
+	// choices depend on the counts' ratios.
 	peak := 0.0
 	for _, u := range units {
 		for _, c := range u.comps {
 			peak += c.rate
 		}
 	}
-	scale := 1.0
-	if peak > 0 {
-		scale = 1e8 / (peak * I)
-	}
-
+	scale := 0.0
+	counts := make([]float64, len(units))
 	var (
 		live    *policy.Live
 		phase   = -1
@@ -486,8 +486,14 @@ func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 			copy(u.prev, frac[ui])
 			st.UserQPS += rate
 			st.AuthQPS += misses
-			if n := math.Round(misses * I * scale); n > 0 {
-				live.CountAnswers(rec, u.client, uint32(min(n, math.MaxUint32)))
+			counts[ui] = misses * I
+		}
+		if scale == 0 {
+			scale = countScale(counts, peak*I)
+		}
+		for ui, c := range counts {
+			if n := math.Round(c * scale); n > 0 {
+				live.CountAnswers(rec, units[ui].client, uint32(min(n, math.MaxUint32)))
 			}
 		}
 		userByPool := slices.Clone(st.Share)
@@ -537,6 +543,23 @@ func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 		out.Steps = append(out.Steps, st)
 	}
 	return out, nil
+}
+
+// countScale is the power of ten (at least 1) that makes the smallest
+// nonzero count at least one, with peak (an upper bound of the counts'
+// total) times it under 10⁹.
+func countScale(counts []float64, peak float64) float64 {
+	low := math.Inf(1)
+	for _, c := range counts {
+		if c > 0 {
+			low = min(low, c)
+		}
+	}
+	scale := 1.0
+	for low*scale < 1 && peak*scale*10 < 1e9 {
+		scale *= 10
+	}
+	return scale
 }
 
 // key is the cache entry unit u's answers live in at scope.
