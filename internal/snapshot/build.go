@@ -399,6 +399,15 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	}
 	transferWarnings(cfg, marks, zones, &warns)
 	set := zone.NewSet(zones)
+	// The text of each zone read now, taken before Precompile lets a
+	// large zone's go (writing its records out again would cost more
+	// than the parse that only read the chunks that changed).
+	sources := make(map[*zone.Zone][]byte, len(fresh))
+	if opts.CacheDir != "" {
+		for _, z := range fresh {
+			sources[z] = z.Source()
+		}
+	}
 	set.Precompile()
 	presigned, err := presignSteered(sg, set, table, live, opts.Previous, now())
 	if err != nil {
@@ -409,7 +418,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		// Only now: a zone is kept as a last good copy once the whole
 		// configuration it belongs to has been accepted.
 		for _, z := range fresh {
-			if path, err := saveCopy(opts.CacheDir, z); err != nil {
+			if path, err := saveCopy(opts.CacheDir, z.Origin, sources[z]); err != nil {
 				warns.Add(path, 0, "cannot keep the last good copy of zone %s: %v", z.Origin, err)
 			}
 		}

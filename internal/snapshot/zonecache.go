@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,16 +26,15 @@ func loadCopy(dir, origin string) (path string, src []byte, err error) {
 	return path, src, err
 }
 
-// saveCopy writes z's source to its cache file in dir when it differs
-// from what is there, atomically: a crash leaves the old copy or the new
-// one, never half of one.
-func saveCopy(dir string, z *zone.Zone) (path string, err error) {
-	path = filepath.Join(dir, CacheFile(z.Origin))
-	src := z.Source()
+// saveCopy writes src, the source of zone origin (zone.Source), to its
+// cache file in dir when it differs from what is there, atomically: a
+// crash leaves the old copy or the new one, never half of one.
+func saveCopy(dir, origin string, src []byte) (path string, err error) {
+	path = filepath.Join(dir, CacheFile(origin))
 	if src == nil {
 		return path, nil
 	}
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, src) {
+	if sameFile(path, src) {
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -70,4 +70,30 @@ func saveCopy(dir string, z *zone.Zone) (path string, err error) {
 		d.Close()
 	}
 	return path, nil
+}
+
+// sameFile reports whether the file at path holds exactly data, read a
+// block at a time: a large zone's copy is not read into memory whole
+// beside the zone's own text.
+func sameFile(path string, data []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() != int64(len(data)) {
+		return false
+	}
+	buf := make([]byte, 64<<10)
+	for off := 0; off < len(data); {
+		n, err := io.ReadFull(f, buf[:min(len(buf), len(data)-off)])
+		if !bytes.Equal(buf[:n], data[off:off+n]) {
+			return false
+		}
+		off += n
+		if err != nil {
+			return off == len(data)
+		}
+	}
+	return true
 }

@@ -1,10 +1,13 @@
 package zone
 
 import (
+	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -193,4 +196,61 @@ func diffLines(got, want string) string {
 		}
 	}
 	return sb.String()
+}
+
+// TestLargeZoneMemoryAndChangedReload bounds what a 50,000-record zone
+// holds per record once loaded and precompiled, and requires a reload
+// after one record changed to parse its changed chunk only: the new zone
+// borrows all but a few of the served zone's nodes.
+func TestLargeZoneMemoryAndChangedReload(t *testing.T) {
+	data := bigZone(38300)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	z, errs, _ := ParseWith(nil, "big.test.", "big.zone", data, ParseOptions{Workers: 2})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	NewSet([]*Zone{z}).Precompile()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc) - int64(len(z.source)) // the text is the caller's
+	perRecord := float64(held) / float64(z.Records)
+	t.Logf("%d records, %d names, %.0f bytes per record", z.Records, z.nodes.len(), perRecord)
+	if z.Records < 50000 || z.chunks == nil {
+		t.Fatalf("%d records, chunks %v: want a chunked zone of 50,000", z.Records, z.chunks != nil)
+	}
+	// 243 bytes a record when this test was written (names, records,
+	// RRsets, nodes, index and templates).
+	if perRecord > 300 {
+		t.Errorf("%.0f bytes per record, want at most 300", perRecord)
+	}
+
+	changed := bytes.Replace(data, []byte("h1001 IN A 10.0.3.233\n"), []byte("h1001 IN A 10.9.9.9\n"), 1)
+	if bytes.Equal(changed, data) {
+		t.Fatal("the record to change is not in the zone")
+	}
+	start := time.Now()
+	nz, errs, _ := ParseWith(nil, "big.test.", "big.zone", changed, ParseOptions{Workers: 1, Previous: z})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	NewSet([]*Zone{nz}).Precompile()
+	took := time.Since(start)
+	own := 0
+	for _, n := range nz.nodes.all {
+		if z.nodes.get(n.name) != n {
+			own++
+		}
+	}
+	t.Logf("reload: %v, %d of %d nodes new", took, own, nz.nodes.len())
+	if !nz.incremental || own > 1000 {
+		t.Errorf("reload parsed the changed chunks only: %v; %d nodes new, want at most 1,000", nz.incremental, own)
+	}
+	if got := nz.nodes.get("h1001.big.test.").get(dns.TypeA)[0].(*dns.A).A.String(); got != "10.9.9.9" || nz.Records != z.Records {
+		t.Errorf("h1001 A %s, %d records (was %d)", got, nz.Records, z.Records)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the reload took %v", took)
+	}
 }
