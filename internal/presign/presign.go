@@ -96,12 +96,6 @@ func Build(o Options) (*Table, error) {
 			t.Cache = p.Cache
 		}
 	}
-	if t.Budget == nil {
-		t.Budget = dnssec.NewBudget(0)
-	}
-	if t.Cache == nil {
-		t.Cache = dnssec.NewCache(0)
-	}
 	now := time.Now()
 	if o.Now != nil {
 		now = o.Now()
@@ -136,6 +130,13 @@ func Build(o Options) (*Table, error) {
 	}
 	if !signed {
 		return nil, nil
+	}
+	// Made only for a table that signs: the cache's slots are 512 KiB.
+	if t.Budget == nil {
+		t.Budget = dnssec.NewBudget(0)
+	}
+	if t.Cache == nil {
+		t.Cache = dnssec.NewCache(0)
 	}
 	if o.Live != nil && o.Live.Table() == o.Policies {
 		o.Live.Reachable(func(r *policy.Record, qt uint16, rrs []dns.RR) {

@@ -187,7 +187,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
 		var signer *dnssec.Signer
-		if zc.DNSSEC != nil && (len(zc.DNSSEC.Keys) > 0 || !zc.DNSSEC.Presigned) {
+		if signsZone(&zc) {
 			keys := zoneKeys[origin]
 			if len(keys) == 0 {
 				continue // the keys' problems are among errs

@@ -23,8 +23,12 @@ type Signing struct {
 }
 
 // signingFor returns prev's signing state when the configuration still
-// asks for it, else a new one.
+// asks for it, else a new one; nil when no zone is signed online (the
+// cache's slots, 512 KiB by default, are made only for a zone that signs).
 func signingFor(cfg *config.Config, prev *Snapshot) *Signing {
+	if !signsOnline(cfg) {
+		return nil
+	}
 	perCore, entries := cfg.Signing.BudgetPerCore, cfg.Signing.CacheEntries
 	if perCore <= 0 {
 		perCore = dnssec.DefaultBudgetPerCore
@@ -39,6 +43,23 @@ func signingFor(cfg *config.Config, prev *Snapshot) *Signing {
 		perCore: perCore, entries: entries}
 }
 
+// signsOnline reports whether a zone of cfg is signed by this node (the
+// zones build gives a signer).
+func signsOnline(cfg *config.Config) bool {
+	for i := range cfg.Zones {
+		if signsZone(&cfg.Zones[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// signsZone: the build gives zc a signer (keys of its own, or online
+// signing); a presigned zone without keys is served as it comes.
+func signsZone(zc *config.Zone) bool {
+	return zc.DNSSEC != nil && (len(zc.DNSSEC.Keys) > 0 || !zc.DNSSEC.Presigned)
+}
+
 // presignSteered signs the steered answer sets of the records in signed zones
 // (presign.Build, at now: the previous snapshot's fresh signatures are
 // kept); the live state's health changes sign what they make reachable.
@@ -47,7 +68,7 @@ func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *polic
 	if prev != nil {
 		prevTable = prev.Presigned
 	}
-	t, err := presign.Build(presign.Options{
+	o := presign.Options{
 		Policies: table,
 		Signer: func(name string) *dnssec.Signer {
 			if z := set.Find(name); z != nil {
@@ -57,11 +78,13 @@ func presignSteered(sg *Signing, set *zone.Set, table *policy.Table, live *polic
 		},
 		Previous: prevTable,
 		Live:     live,
-		Budget:   sg.Budget,
-		Cache:    sg.Cache,
 		Workers:  policy.Workers(prev != nil),
 		Now:      func() time.Time { return now },
-	})
+	}
+	if sg != nil {
+		o.Budget, o.Cache = sg.Budget, sg.Cache
+	}
+	t, err := presign.Build(o)
 	if err != nil {
 		return nil, err
 	}
