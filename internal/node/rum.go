@@ -24,7 +24,9 @@ import (
 // beacon listener, its own HTTP server apart from the admin API, and
 // the rounds that feed the cells changed since the last round into the
 // latency map, one update each (so anti-flap counts RUM rounds as it
-// counts file versions and pushes).
+// counts file versions and pushes). Without a rum section nothing of it
+// exists: no store, no listener, no goroutine; a reload that removes the
+// section stops them and drops the store.
 type rumWiring struct {
 	log *slog.Logger
 	met *rum.Metrics
@@ -38,9 +40,9 @@ type rumWiring struct {
 	listen  string // bound as configured
 	bound   string
 	srv     *http.Server
-	started bool
-	tick    *time.Ticker
-	done    chan struct{}
+	started bool          // the node has started: a configured RUM runs
+	tick    *time.Ticker  // the rounds' (nil: not running)
+	done    chan struct{} // closed to end the rounds
 	rounds  uint64
 }
 
@@ -65,7 +67,10 @@ func (w *rumWiring) configure(cfg *config.Config, snap *snapshot.Snapshot) []str
 			changed = append(changed, "rum off")
 		}
 		w.cfg = nil
-		w.stopLocked()
+		w.stopServerLocked()
+		w.stopRoundsLocked()
+		w.store, w.in, w.opts = nil, nil, rum.Options{}
+		w.met.SetStore(nil)
 		return changed
 	}
 	if o := r.StoreOptions(); w.store == nil || o.MaxBlocks != w.opts.MaxBlocks || o.HalfLife != w.opts.HalfLife {
@@ -91,27 +96,41 @@ func (w *rumWiring) configure(cfg *config.Config, snap *snapshot.Snapshot) []str
 			w.log.Error("rum listener not moved; the old one keeps serving", "err", err)
 			changed = append(changed, fmt.Sprintf("rum.listen %s not bound: %v", r.Listen, err))
 		}
-		w.tick.Reset(r.IntervalOr())
+		w.startRoundsLocked()
 	}
 	return changed
 }
 
-// start binds the listener and starts the rounds.
+// start binds the listener and starts the rounds, when RUM is configured.
 func (w *rumWiring) start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started = true
-	w.done = make(chan struct{})
-	iv := config.DefaultRUMInterval
-	if w.cfg != nil {
-		iv = w.cfg.IntervalOr()
-	}
-	w.tick = time.NewTicker(iv)
-	go w.loop(w.tick, w.done)
 	if w.cfg == nil {
 		return nil
 	}
+	w.startRoundsLocked()
 	return w.bindLocked()
+}
+
+// startRoundsLocked starts the rounds at cfg's interval, or moves a
+// running one to it; the caller holds w.mu and w.cfg is set.
+func (w *rumWiring) startRoundsLocked() {
+	iv := w.cfg.IntervalOr()
+	if w.tick != nil {
+		w.tick.Reset(iv)
+		return
+	}
+	w.tick, w.done = time.NewTicker(iv), make(chan struct{})
+	go w.loop(w.tick, w.done)
+}
+
+func (w *rumWiring) stopRoundsLocked() {
+	if w.tick != nil {
+		w.tick.Stop()
+		close(w.done)
+		w.tick, w.done = nil, nil
+	}
 }
 
 // bindLocked serves the intake on cfg's address when it is not bound
@@ -164,20 +183,13 @@ func (w *rumWiring) stopServerLocked() {
 	}
 }
 
-func (w *rumWiring) stopLocked() {
-	w.stopServerLocked()
-}
-
 // stop ends the listener and the rounds.
 func (w *rumWiring) stop(context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stopServerLocked()
-	if w.started {
-		w.tick.Stop()
-		close(w.done)
-		w.started = false
-	}
+	w.stopRoundsLocked()
+	w.started = false
 }
 
 func (w *rumWiring) loop(t *time.Ticker, done chan struct{}) {
