@@ -277,33 +277,32 @@ var countryTable = []Country{
 	{"ZW", "Zimbabwe", "AF", -19.0, 29.2},
 }
 
-// countryByCode indexes countryTable. It is built once at init and only read
-// afterwards, so concurrent lookups are safe.
-var countryByCode map[string]Country
-
 func init() {
 	slices.SortFunc(countryTable, func(a, b Country) int { return strings.Compare(a.Code, b.Code) })
-	countryByCode = make(map[string]Country, len(countryTable))
-	for _, c := range countryTable {
-		countryByCode[c.Code] = c
-	}
 }
 
 // LookupCountry returns the entry for an upper-case code. A two-letter
-// lower- or mixed-case code is also accepted. It does not allocate.
+// lower- or mixed-case code is also accepted. It does not allocate, and
+// needs no index: a binary search of the sorted table (8 steps) instead
+// of a map of 250 entries made at every start.
 func LookupCountry(code string) (Country, bool) {
-	if c, ok := countryByCode[code]; ok {
-		return c, true
-	}
 	if len(code) != 2 {
 		return Country{}, false
 	}
-	b := [2]byte{upper(code[0]), upper(code[1])}
-	if b[0] == code[0] && b[1] == code[1] {
-		return Country{}, false
+	a, b := upper(code[0]), upper(code[1])
+	i, j := 0, len(countryTable)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if c := countryTable[h].Code; c[0] < a || c[0] == a && c[1] < b {
+			i = h + 1
+		} else {
+			j = h
+		}
 	}
-	c, ok := countryByCode[string(b[:])] // no allocation: map index by converted bytes
-	return c, ok
+	if i < len(countryTable) && countryTable[i].Code[0] == a && countryTable[i].Code[1] == b {
+		return countryTable[i], true
+	}
+	return Country{}, false
 }
 
 func upper(c byte) byte {

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/oschwald/maxminddb-golang/v2"
 )
@@ -102,7 +103,8 @@ type Database struct {
 	Size    int64
 	Sum     [sha256.Size]byte
 
-	r *maxminddb.Reader
+	r    *maxminddb.Reader
+	keep *embeddedBytes // the embedded database's bytes, which r reads (nil: a file's)
 
 	cacheMu sync.Mutex
 	cache   map[uintptr]record // decoded records by data offset
@@ -120,38 +122,28 @@ type record struct {
 //go:embed embedded/iptoasn-country.mmdb.gz
 var embeddedGz []byte
 
+// The embedded database decompressed (about 5 MB) is kept only while a
+// Database opened from it is in use: a node with no steered record never
+// decompresses it, and one whose reload removed the last steered record
+// gives it back. Databases opened while one is in use share its bytes.
 var (
-	embeddedOnce sync.Once
-	embeddedData []byte
-	embeddedErr  error
+	embeddedMu   sync.Mutex
+	embeddedData weak.Pointer[embeddedBytes]
+	embeddedSum  [sha256.Size]byte // of the decompressed bytes, once known
+	embeddedSeen bool
 )
+
+// embeddedBytes holds the decompressed database; each Database opened
+// from it points here, which keeps it.
+type embeddedBytes struct{ b []byte }
 
 // OpenEmbedded opens the database compiled into the binary.
 func OpenEmbedded() (*Database, error) {
-	embeddedOnce.Do(func() {
-		zr, err := gzip.NewReader(bytes.NewReader(embeddedGz))
-		if err != nil {
-			embeddedErr = err
-			return
-		}
-		// The gzip trailer's ISIZE is the data's length (mod 2^32): one
-		// buffer of that size, not ReadAll's doubling copies.
-		size := 0
-		if n := len(embeddedGz); n >= 4 {
-			size = int(binary.LittleEndian.Uint32(embeddedGz[n-4:]))
-		}
-		var b bytes.Buffer
-		b.Grow(size + bytes.MinRead)
-		if _, err := b.ReadFrom(zr); err != nil {
-			embeddedErr = err
-			return
-		}
-		embeddedData = b.Bytes()
-	})
-	if embeddedErr != nil {
-		return nil, fmt.Errorf("embedded geo database: %w", embeddedErr)
+	e, sum, err := embeddedDB()
+	if err != nil {
+		return nil, fmt.Errorf("embedded geo database: %w", err)
 	}
-	r, err := maxminddb.OpenBytes(embeddedData)
+	r, err := maxminddb.OpenBytes(e.b)
 	if err != nil {
 		return nil, fmt.Errorf("embedded geo database: %w", err)
 	}
@@ -159,13 +151,40 @@ func OpenEmbedded() (*Database, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Size, d.Sum = int64(len(embeddedData)), embeddedSum()
+	d.Size, d.Sum, d.keep = int64(len(e.b)), sum, e
 	return d, nil
 }
 
-var embeddedSumOnce = sync.OnceValue(func() [sha256.Size]byte { return sha256.Sum256(embeddedData) })
-
-func embeddedSum() [sha256.Size]byte { return embeddedSumOnce() }
+// embeddedDB returns the decompressed embedded database, decompressing
+// it when no Database holds it now, and its SHA-256.
+func embeddedDB() (*embeddedBytes, [sha256.Size]byte, error) {
+	embeddedMu.Lock()
+	defer embeddedMu.Unlock()
+	if e := embeddedData.Value(); e != nil {
+		return e, embeddedSum, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(embeddedGz))
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	// The gzip trailer's ISIZE is the data's length (mod 2^32): one
+	// buffer of that size, not ReadAll's doubling copies.
+	size := 0
+	if n := len(embeddedGz); n >= 4 {
+		size = int(binary.LittleEndian.Uint32(embeddedGz[n-4:]))
+	}
+	var b bytes.Buffer
+	b.Grow(size + bytes.MinRead)
+	if _, err := b.ReadFrom(zr); err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	e := &embeddedBytes{b: b.Bytes()}
+	if !embeddedSeen {
+		embeddedSum, embeddedSeen = sha256.Sum256(e.b), true
+	}
+	embeddedData = weak.Make(e)
+	return e, embeddedSum, nil
+}
 
 // Open opens the mmdb file at path, reading it whole (so a later change of
 // the file cannot affect a database in use) and detecting its layout.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -612,4 +613,40 @@ func TestLookupConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// The embedded database's bytes are shared while a Database holds them
+// and given back once none does: a reload that removes the last steered
+// record frees them.
+func TestEmbeddedFreedWhenUnused(t *testing.T) {
+	d1, err := OpenEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := OpenEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.keep == nil || d1.keep != d2.keep || d1.Sum != d2.Sum {
+		t.Fatal("two databases opened at once do not share the decompressed bytes")
+	}
+	sum := d1.Sum
+	runtime.KeepAlive(d1)
+	runtime.KeepAlive(d2)
+	d1, d2 = nil, nil
+	runtime.GC()
+	if embeddedData.Value() != nil {
+		t.Fatal("the embedded database is still held with no Database using it")
+	}
+	d3, err := OpenEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d3.Sum != sum {
+		t.Fatalf("reopened: sum %x, was %x", d3.Sum, sum)
+	}
+	info, _, err := (&Set{DBs: []*Database{d3}}).Lookup(netip.MustParseAddr("8.8.8.8"))
+	if err != nil || info.Country != "US" {
+		t.Errorf("reopened database: Lookup(8.8.8.8) = %+v, %v", info, err)
+	}
 }
