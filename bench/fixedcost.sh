@@ -19,7 +19,7 @@
 # samples is taken, then the median over ROUNDS rounds, which interleave
 # the servers. The ratios are to each peer in the same run.
 #
-#   bench/fixedcost.sh [--rounds 3] [--settle 3] [--baseline REV] [--servers "steer gdnsd knot nsd"] [--no-install] [--keep]
+#   bench/fixedcost.sh [--rounds 3] [--settle 5] [--baseline REV] [--servers "steer gdnsd knot nsd"] [--no-install] [--keep]
 #
 # Run as root. Traffic goes to 127.0.0.1 only; every server it starts is
 # stopped when it exits. Results: a markdown table on stdout and in
@@ -33,7 +33,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=3
-SETTLE=${SETTLE:-3}
+SETTLE=${SETTLE:-5}
 BASELINE=""
 SERVERS="steer gdnsd knot nsd"
 INSTALL=1
@@ -309,6 +309,11 @@ run() {
 		die "$row did not answer (log: $OUT/logs/$tag.log)"
 	fi
 	if [ "$v" = api ]; then
+		# the API is bound after the DNS listeners
+		for i in $(seq 100); do
+			curl -sf -o /dev/null "http://127.0.0.1:$STEER_API/healthz" 2>/dev/null && break
+			sleep 0.1
+		done
 		curl -sS -o /dev/null "http://127.0.0.1:$STEER_API/metrics" || die "$row: GET /metrics failed"
 		curl -sS -o /dev/null -H 'Accept-Encoding: gzip' "http://127.0.0.1:$STEER_API/ui/" || die "$row: GET /ui/ failed"
 	fi
