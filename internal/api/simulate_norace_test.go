@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steer-dns/steer/internal/config"
+	"github.com/steer-dns/steer/internal/geo"
+	"github.com/steer-dns/steer/internal/simulate"
 )
 
 // The simulations themselves are compute-bound: these run without the
@@ -80,5 +84,73 @@ func TestSimulateTimeout(t *testing.T) {
 	h.s.sim.timeout = DefaultSimulateTimeout
 	if w := do(t, h, "POST", "/v1/simulate", canaryScenario); w.Code != http.StatusOK {
 		t.Fatalf("after a timeout: %d %s", w.Code, w.Body)
+	}
+}
+
+// capFake simulates against a configuration whose pool a declares a
+// capacity (two /16s each falling over to b).
+type capFake struct {
+	fake
+	base simulate.Base
+}
+
+func (f *capFake) SimulateBase() (simulate.Base, error) { return f.base, nil }
+
+// TestSimulateCapacity: a posted scenario with a capacity section gets
+// the capacity prediction in the result (every interval, the shed
+// networks and the reason) and in the summary; a load file, which
+// would read a file of the node's, is refused at its line.
+func TestSimulateCapacity(t *testing.T) {
+	cfg, err := config.Parse(nil, "steer.yaml", []byte(`geo:
+  databases: [../../testdata/geo/larkbook-city.mmdb]
+records:
+  - name: c.example.com
+    ttl: 5
+    pools:
+      a: { address: 192.0.2.1, capacity: { target: 100 } }
+      b: { address: 192.0.2.2 }
+    rules:
+      - match: { cidr: [10.0.0.0/16] }
+        failover: [a, b]
+      - match: { cidr: [10.1.0.0/16] }
+        failover: [a, b]
+      - default: { pool: b }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := geo.Open(cfg.Resolve(cfg.Geo.Databases[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &geo.Set{DBs: []*geo.Database{d}}
+	h := NewHandler(&capFake{base: simulate.Base{Config: cfg, Geo: set}}, Options{})
+	scenario := `duration: 1m
+runs: 1
+record: c.example.com
+clients:
+  - { name: all, prefixes: [10.0.0.0/15], subnets: 32, rate: 100 }
+resolvers:
+  - { name: ecs, share: 1, ecs: true }
+capacity:
+  interval: 10s
+  load: { a: 150 }
+`
+	w := do(t, h, "POST", "/v1/simulate", scenario, "Content-Type", "application/yaml")
+	var resp SimulateResponse
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &resp) != nil {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	c := resp.Result.Capacity
+	if c == nil || len(c.Steps) != 6 || len(c.Steps[1].Shed) != 1 || c.Steps[1].Shed[0].To[0] != "b" ||
+		!strings.HasPrefix(c.Steps[0].Pools[0].Reason, "shed: load 150 % of target") {
+		t.Fatalf("capacity %+v", c)
+	}
+	if !strings.Contains(resp.Summary, "capacity feedback") {
+		t.Errorf("summary without the capacity prediction:\n%s", resp.Summary)
+	}
+	w = do(t, h, "POST", "/v1/simulate", strings.Replace(scenario, "load: { a: 150 }", "load_file: /etc/steer/load.json", 1), "Content-Type", "application/yaml")
+	if msg := jsonError(t, w, http.StatusBadRequest); !strings.Contains(msg, "request:9: capacity: load_file /etc/steer/load.json: not available through the API") {
+		t.Errorf("load_file: %s", msg)
 	}
 }
