@@ -94,7 +94,8 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	warnedPolicy := map[string]bool{}
 	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
-	dkeys, lkeys := map[string]string{}, map[string]string{}
+	ckeys, dkeys, lkeys := map[string]string{}, map[string]string{}, map[string]string{}
+	ruleSets := map[string][]*Record{}            // by policy: records whose rules others may share
 	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
 	for i := range cfg.Records {
 		b := &builders[i]
@@ -111,8 +112,26 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 			continue
 		}
 		t.byName[r.Name] = r
+		if !reused && b.policy != "" {
+			shared := false
+			for _, o := range ruleSets[b.policy] {
+				if shared = r.shareRules(o); shared {
+					break
+				}
+			}
+			if !shared && len(ruleSets[b.policy]) < 8 {
+				ruleSets[b.policy] = append(ruleSets[b.policy], r)
+			}
+		}
 		if !reused {
+			// The keys are the same strings for the records of a
+			// policy: one copy each, not one a record.
 			r.ckey = r.compileKey()
+			if c, ok := ckeys[r.ckey]; ok {
+				r.ckey = c
+			} else {
+				ckeys[r.ckey] = r.ckey
+			}
 			k := r.decisionKey()
 			if d, ok := dkeys[k]; ok {
 				k = d // one copy for the records of a policy

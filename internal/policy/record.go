@@ -72,10 +72,9 @@ type Record struct {
 	// Index is the record's position in its Table.
 	Index int
 
-	v4, v6        trie
-	r4, r6        trie // by resolver address, when a rule has source: resolver
-	outcomes      []outcome
-	masks         []uint64 // resolver trie leaves
+	// partition is the compiled partition, shared by every record with
+	// its compile key (share.go).
+	*partition
 	clientRules   uint64
 	resolverRules uint64
 	defaultBit    uint64
@@ -84,24 +83,14 @@ type Record struct {
 	proximity     []*Action // actions that rank pools by distance
 	latencyActs   []*Action // by: latency actions, by Action.Latency
 	latencyRules  uint64    // rules whose action is by: latency
-	latClasses    []latClass
-	latClassKeys  []string // latClasses[i].key()
-	latClassIndex map[latClass]int32
 	// nodeTwins: r has unknown-client tries (u4, u6) for ecs.unknown_client:
 	// node, whose leaves hold the outcome of a client at the node there
 	// (its twin) and whether the geo databases place nobody there
 	// (node.go); node is then the table's node.
 	nodeTwins bool
 	node      *nodeInput
-	u4, u6    trie
-	// twinBase is added to a leaf's twin: the one twin of a record
-	// without CIDR matches, whose u4 and u6 are the table's placed tries
-	// (their leaves' twin part is 0).
-	twinBase uint32
-	// Stats describe the compiled partition.
-	Stats Stats
-	ckey  string // what the partition depends on (share.go)
-	dkey  string // what a decision reads beyond the partition (widen.go)
+	ckey      string // what the partition depends on (share.go)
+	dkey      string // what a decision reads beyond the partition (widen.go)
 	// latKey is what evaluating its latency actions reads beyond the
 	// partition (latency.go), "" without any.
 	latKey string
@@ -109,6 +98,29 @@ type Record struct {
 	// warns are the warnings building and compiling the record gave, for
 	// a build that reuses it to give again (reuse.go).
 	warns []warning
+}
+
+// partition is what compile makes of a record: the tries and what their
+// leaves index. It depends on the compile key alone, so the records of one
+// key point at one (sharePartition) instead of each holding a copy of its
+// slice headers, and it never changes once compiled.
+type partition struct {
+	v4, v6   trie
+	r4, r6   trie // by resolver address, when a rule has source: resolver
+	outcomes []outcome
+	masks    []uint64 // resolver trie leaves
+	// latClasses are the latency classes of the outcomes (latency.go).
+	latClasses    []latClass
+	latClassKeys  []string // latClasses[i].key()
+	latClassIndex map[latClass]int32
+	// u4 and u6 are the unknown-client tries of a record with node twins.
+	u4, u6 trie
+	// twinBase is added to a leaf's twin: the one twin of a record
+	// without CIDR matches, whose u4 and u6 are the table's placed tries
+	// (their leaves' twin part is 0).
+	twinBase uint32
+	// Stats describe the compiled partition.
+	Stats Stats
 }
 
 // Stats describe a compiled partition.
@@ -230,6 +242,7 @@ const (
 // compile builds the partitions of r against g, looking clients up in
 // part (g compiled once) when it is not nil.
 func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
+	r.partition = &partition{} // its own: never one shared with another record
 	c := &compiler{r: r, geo: g, part: part, index: map[string]uint32{}, twin: -1}
 	if r.nodeTwins {
 		c.nodeInfo = &r.node.info

@@ -60,6 +60,9 @@ type reuser struct {
 	ruleLines   map[string][]int   // policy name -> its rules' lines in cfg
 	buf         []byte
 	slab        []Record // the copies are allocated a few hundred at a time
+	// rebased holds, by the previous rules of a policy's records, the
+	// first record given their rules at the new lines.
+	rebased map[rebasedKey]*Record
 }
 
 func newReuser(cfg *config.Config, prev *Table) *reuser {
@@ -166,8 +169,18 @@ func (u *reuser) rebase(r, old *Record, rc *config.Record) bool {
 		}
 	}
 	var policyLines []int
+	var memo rebasedKey
 	if rc.Policy != "" {
 		policyLines = u.policyRuleLines(rc.Policy, len(old.Rules))
+		if len(old.Rules) > 0 {
+			// The records of a policy share their rules (shareRules):
+			// moved, they share one copy too.
+			memo = rebasedKey{&old.Rules[0], len(old.Rules)}
+			if rb, ok := u.rebased[memo]; ok {
+				r.Rules, r.proximity, r.latencyActs = rb.Rules, rb.proximity, rb.latencyActs
+				return true
+			}
+		}
 	}
 	for k, rule := range old.Rules {
 		var l int
@@ -201,7 +214,19 @@ func (u *reuser) rebase(r, old *Record, rc *config.Record) bool {
 			}
 		}
 	}
+	if memo.first != nil {
+		if u.rebased == nil {
+			u.rebased = map[rebasedKey]*Record{}
+		}
+		u.rebased[memo] = r
+	}
 	return true
+}
+
+// rebasedKey names the rules of a previous record: their slice.
+type rebasedKey struct {
+	first **Rule
+	n     int
 }
 
 // policyRuleLines returns the lines of the n rules of policy name in cfg
@@ -281,7 +306,7 @@ func policyEqual(a, b *config.Policy) bool {
 		reflect.DeepEqual(a.Groups, b.Groups) && ptrEqual(a.Safety, b.Safety)
 }
 
-func poolsEqual(a, b map[string]config.Pool) bool {
+func poolsEqual(a, b map[string]*config.Pool) bool {
 	if len(a) != len(b) || (a == nil) != (b == nil) {
 		return false
 	}
@@ -290,7 +315,7 @@ func poolsEqual(a, b map[string]config.Pool) bool {
 	}
 	for name, pa := range a {
 		pb, ok := b[name]
-		if !ok || !poolEqual(&pa, &pb) {
+		if !ok || !poolEqual(pa, pb) {
 			return false
 		}
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -51,9 +52,56 @@ func (r *Record) compileKey() string {
 // sharePartition makes r answer from src's compiled partition (equal
 // compile keys). Everything shared is immutable once compiled.
 func (r *Record) sharePartition(src *Record) {
-	r.v4, r.v6, r.r4, r.r6 = src.v4, src.v6, src.r4, src.r6
-	r.outcomes, r.masks = src.outcomes, src.masks
-	r.nodeTwins, r.u4, r.u6, r.twinBase = src.nodeTwins, src.u4, src.u6, src.twinBase
-	r.latClasses, r.latClassKeys, r.latClassIndex = src.latClasses, src.latClassKeys, src.latClassIndex
-	r.Stats = src.Stats
+	r.partition = src.partition
+	r.nodeTwins = src.nodeTwins
+}
+
+// shareRules makes r use o's compiled rules (and what points into them:
+// the ranking actions, the members' masks) when they are equal to its own,
+// as they are for records of one policy whose pools are named alike: the
+// rules are then held once per policy instead of once per record. Records
+// with groups keep their own (group actions point into the groups).
+// Everything shared is immutable once built; a reload that moves the
+// rules' lines copies them (reuse.go).
+func (r *Record) shareRules(o *Record) bool {
+	if len(r.Groups) != 0 || len(o.Groups) != 0 || len(r.Pools) != len(o.Pools) || len(r.Rules) != len(o.Rules) ||
+		!slices.Equal(r.mmask, o.mmask) || len(r.gact) != len(o.gact) || len(r.proximity) != len(o.proximity) ||
+		len(r.latencyActs) != len(o.latencyActs) {
+		return false
+	}
+	for _, a := range r.gact {
+		if a != nil {
+			return false
+		}
+	}
+	for i, a := range r.Rules {
+		b := o.Rules[i]
+		if a.Index != b.Index || a.Line != b.Line || a.Default != b.Default || !builtMatchEqual(a.Match, b.Match) || !builtActionEqual(&a.Action, &b.Action) {
+			return false
+		}
+	}
+	r.Rules, r.mmask, r.gact, r.proximity, r.latencyActs = o.Rules, o.mmask, o.gact, o.proximity, o.latencyActs
+	return true
+}
+
+func builtActionEqual(a, b *Action) bool {
+	return a.Kind == b.Kind && slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Weights, b.Weights) && a.Sticky == b.Sticky &&
+		a.Limit == b.Limit && a.Proximity == b.Proximity && slices.Equal(a.Candidates, b.Candidates) && a.Latency == b.Latency &&
+		a.mask == b.mask && a.nested == b.nested
+}
+
+func builtMatchEqual(a, b *Match) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Resolver != b.Resolver || len(a.keys) != len(b.keys) || !builtMatchEqual(a.Not, b.Not) {
+		return false
+	}
+	for i := range a.keys {
+		x, y := &a.keys[i], &b.keys[i]
+		if x.k != y.k || x.have != y.have || !slices.Equal(x.strs, y.strs) || !slices.Equal(x.asns, y.asns) || !slices.Equal(x.cidrs, y.cidrs) {
+			return false
+		}
+	}
+	return true
 }
