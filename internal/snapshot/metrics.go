@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -60,11 +61,12 @@ var (
 type PoolCollector struct {
 	current func() *Snapshot
 
-	mu     sync.Mutex
-	snap   *Snapshot        // the snapshot the fields below describe
-	recs   []metrics.Record // of snap
-	group  []int32          // of each record's pools in turn: its series in labels
-	labels [][3]string      // zone, policy, pool
+	mu    sync.Mutex
+	snap  *Snapshot // the snapshot the fields below describe
+	group []int32   // of each record's pools in turn: its series in labels
+	// per is set for the records in metrics.per_record, nil when none is.
+	per    []bool
+	labels [][3]string // zone, policy, pool
 }
 
 // poolStates are the states PoolState reports, in the order counted.
@@ -72,10 +74,14 @@ var poolStates = [...]string{"up", "down", "drain", "disabled"}
 
 // describe computes, once per snapshot, each record's description and
 // the series its pools are counted in.
+// It keeps an index per pool and nothing else per record (no copy of the
+// records' descriptions), so what a scrape leaves behind does not grow
+// with the names.
 func (c *PoolCollector) describe(s *Snapshot) {
-	c.snap, c.recs, c.group, c.labels = s, s.MetricRecords(), c.group[:0], nil
+	recs := s.MetricRecords()
+	c.snap, c.group, c.per, c.labels = s, c.group[:0], nil, nil
 	idx := map[[3]string]int32{}
-	for _, m := range c.recs {
+	for i, m := range recs {
 		for _, p := range m.Pools {
 			k := [3]string{m.Zone, m.Policy, p}
 			g, ok := idx[k]
@@ -86,7 +92,14 @@ func (c *PoolCollector) describe(s *Snapshot) {
 			}
 			c.group = append(c.group, g)
 		}
+		if m.PerRecord {
+			if c.per == nil {
+				c.per = make([]bool, len(recs))
+			}
+			c.per[i] = true
+		}
 	}
+	c.group = slices.Clip(c.group)
 }
 
 // NewPoolCollector returns a PoolCollector reading current at scrape time.
@@ -114,9 +127,9 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := make([]int, len(c.labels)*len(poolStates))
 	i := 0
 	for ri, r := range s.Policies.Records {
-		m := c.recs[ri]
+		per := c.per != nil && c.per[ri]
 		for _, p := range r.Pools {
-			state, _, _ := s.Live.PoolState(r, p)
+			state := s.Live.PoolStateWord(r, p) // PoolState's word, without formatting a reason
 			for k, st := range poolStates {
 				if st == state {
 					counts[int(c.group[i])*len(poolStates)+k]++
@@ -124,7 +137,7 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 			i++
-			if m.PerRecord {
+			if per {
 				up := 0.0
 				if state == "up" {
 					up = 1
