@@ -30,8 +30,8 @@ type healthWiring struct {
 	mu        sync.Mutex
 	stateFile string
 	last      map[[2]string]poolSeen // record, pool -> state last logged
-	allDown   map[string]bool        // records last seen failing open
-	gen       uint64                 // setLocked calls, for last
+	allDown   map[string]bool        // records last seen failing open (only those)
+	gen       uint32                 // setLocked calls, for last (wrapping is harmless: compared for equality)
 
 	// onCheck, when set, receives every check's resulting status (the
 	// fleet publishes them).
@@ -77,15 +77,31 @@ func newHealth(log *slog.Logger, current func() *snapshot.Snapshot, met *metrics
 	return h
 }
 
-// poolSeen is a pool's state as last logged.
+// poolSeen is a pool's state as last logged. There is one per pool of
+// every steered record, so it is kept small: the state as its index in
+// poolStates and the time as Unix nanoseconds.
 type poolSeen struct {
-	state, why string
-	ovr        bool   // set by the operator
-	gen        uint64 // the setLocked call that saw it last
-	// since is when the state was first seen (the dashboard shows it);
-	// first is set while that was the pool's first sighting.
-	since time.Time
+	why string
+	// since is when the state was first seen (the dashboard shows it),
+	// in Unix nanoseconds; first is set while that was the pool's first
+	// sighting.
+	since int64
+	gen   uint32 // the setLocked call that saw it last
+	state uint8  // in poolStates
+	ovr   bool   // set by the operator
 	first bool
+}
+
+// poolStates are the words policy.Live.PoolState says, by poolSeen.state.
+var poolStates = [...]string{"up", "down", "drain", "disabled"}
+
+func poolStateCode(state string) uint8 {
+	for i, s := range poolStates {
+		if s == state {
+			return uint8(i)
+		}
+	}
+	panic("node: unknown pool state " + state)
 }
 
 // setStateFile makes the manager keep its state (target statuses, target
@@ -116,7 +132,10 @@ func (h *healthWiring) poolSince(record, pool string) (since time.Time, first, o
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s, ok := h.last[[2]string{record, pool}]
-	return s.since, s.first, ok
+	if !ok {
+		return time.Time{}, false, false
+	}
+	return time.Unix(0, s.since), s.first, true
 }
 
 // poolOverride is the operator's state for a pool, as policy takes it.
@@ -169,7 +188,7 @@ func (h *healthWiring) hold(t *policy.Live) (release func()) {
 func (h *healthWiring) setLocked(t *policy.Live) {
 	t.SetHealth(h.usable, h.poolOverride)
 	h.gen++
-	now := time.Now()
+	now := time.Now().UnixNano()
 	for _, r := range t.Table().Records {
 		all := true
 		for _, p := range r.Pools {
@@ -178,9 +197,9 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 			if state == "up" {
 				all = false
 			}
-			cur := poolSeen{state: state, why: why, ovr: ovr, gen: h.gen, since: now, first: true}
+			cur := poolSeen{state: poolStateCode(state), why: why, ovr: ovr, gen: h.gen, since: now, first: true}
 			prev, ok := h.last[k]
-			if ok && prev.state == state {
+			if ok && prev.state == cur.state {
 				cur.since, cur.first = prev.since, prev.first
 			} else if ok {
 				cur.first = false
@@ -200,18 +219,22 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 				if state != "up" {
 					lvl = slog.LevelWarn
 				}
-				h.log.Log(context.Background(), lvl, "pool "+state, "record", r.Name, "pool", p.Name, "from", prev.state, "to", state, "reason", why)
+				h.log.Log(context.Background(), lvl, "pool "+state, "record", r.Name, "pool", p.Name, "from", poolStates[prev.state], "to", state, "reason", why)
 			}
 		}
 		all = all && len(r.Pools) > 0 && r.Enabled != 0
 		if all != h.allDown[r.Name] {
 			if all {
 				h.log.Error("record has no usable pool: failing open", "record", r.Name, "when_all_down", r.WhenAllDown)
-			} else if _, was := h.allDown[r.Name]; was {
+			} else {
 				h.log.Info("record has a usable pool again", "record", r.Name)
 			}
 		}
-		h.allDown[r.Name] = all
+		if all {
+			h.allDown[r.Name] = true
+		} else {
+			delete(h.allDown, r.Name)
+		}
 	}
 	for k, v := range h.last {
 		if v.gen != h.gen {
