@@ -311,6 +311,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	}
 	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, rec: -1}
 	w.walk(root, "", reflect.TypeOf(c), true)
+	shareRecLines(c.recLines)
 	if err := root.Decode(c); err != nil {
 		AddYAMLError(&probs, file, err)
 	}
@@ -366,6 +367,11 @@ func (c *Config) applyDefaults() {
 	}
 	for i := range c.Records {
 		c.Records[i].Line = c.RecordLine(i, "")
+		for n, p := range c.Records[i].Pools {
+			if p == nil { // "name:" with nothing after it: a pool with nothing set
+				c.Records[i].Pools[n] = &Pool{}
+			}
+		}
 	}
 	if c.VersionBind == "" {
 		c.VersionBind = VersionHidden

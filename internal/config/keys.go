@@ -159,6 +159,37 @@ func (w *keyWalker) records(n *yaml.Node) {
 	}
 }
 
+// shareRecLines makes the records whose key paths sit at the same lines
+// relative to their item share one table: records written alike (one
+// line each, or the same layout) have equal tables, and a table per
+// record cost about 600 bytes a name. The tables are read-only once
+// walked.
+func shareRecLines(recs []recLines) {
+	seen := map[string]map[string]int{}
+	var key []byte
+	var paths []string
+	for i := range recs {
+		rel := recs[i].rel
+		paths = paths[:0]
+		for p := range rel {
+			paths = append(paths, p)
+		}
+		sort.Strings(paths)
+		key = key[:0]
+		for _, p := range paths {
+			key = append(key, p...)
+			key = append(key, 0)
+			key = strconv.AppendInt(key, int64(rel[p]), 10)
+			key = append(key, 0)
+		}
+		if s, ok := seen[string(key)]; ok {
+			recs[i].rel = s
+		} else {
+			seen[string(key)] = rel
+		}
+	}
+}
+
 func yamlFields(t reflect.Type) map[string]reflect.Type {
 	if m, ok := fieldCache.Load(t); ok {
 		return m.(map[string]reflect.Type)
