@@ -7,14 +7,20 @@
 #   - the time from exec to the first correct steered answer (the last
 #     name, with an Indian client subnet, must get Mumbai),
 #   - RSS 3 s after the first answer (steady state),
+#   - steer's RSS 2 s after one /metrics scrape (and the scrape's time and
+#     size), against the steady RSS,
+#   - between consecutive sizes, the RSS each added name costs (KiB), for
+#     both servers, and the ratio,
 # and for both a reload that changes nothing and one that changes one
 # record (steer: POST /v1/reload, which waits for the reload; gdnsd:
 # gdnsdctl replace, as its geoip resources live in its configuration): its
 # time and the peak RSS sampled every 10 ms meanwhile, and that the change
 # is answered.
 #
-#   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--db FILE] [--no-install]
+#   bench/scale.sh [--sizes "1 100 1000 10000"] [--policies 5] [--db FILE] [--steer BINARY] [--no-install]
 #
+# --steer runs a steer binary built elsewhere (an older commit, to compare
+# with); by default the working tree is built.
 # --db is a GeoIP2-shaped database both servers load instead of the
 # embedded one converted (bench/citygen writes a City-shaped one with
 # millions of networks).
@@ -30,6 +36,7 @@ SIZES="1 100 1000 10000"
 POLICIES=5
 INSTALL=1
 DB=""
+STEER_BIN=""
 STEER_PORT=${STEER_PORT:-5311}
 STEER_API=${STEER_API:-5312}
 GDNSD_PORT=${GDNSD_PORT:-5313}
@@ -38,8 +45,9 @@ while [ $# -gt 0 ]; do
 	--sizes) SIZES=$2; shift 2 ;;
 	--policies) POLICIES=$2; shift 2 ;;
 	--db) DB=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+	--steer) STEER_BIN=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
 	--no-install) INSTALL=0; shift ;;
-	*) echo "usage: $0 [--sizes \"1 100 1000 10000\"] [--policies N] [--db FILE] [--no-install]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--sizes \"1 100 1000 10000\"] [--policies N] [--db FILE] [--steer BINARY] [--no-install]" >&2; exit 2 ;;
 	esac
 done
 
@@ -69,7 +77,12 @@ fi
 for c in gdnsd dig curl go; do command -v "$c" >/dev/null || die "$c not found"; done
 
 log "building steer and geoconv"
-(cd "$REPO" && go build -o "$WORK/steer" ./cmd/steer && go build -o "$WORK/geoconv" ./bench/geoconv)
+if [ -n "$STEER_BIN" ]; then
+	cp "$STEER_BIN" "$WORK/steer"
+	(cd "$REPO" && go build -o "$WORK/geoconv" ./bench/geoconv)
+else
+	(cd "$REPO" && go build -o "$WORK/steer" ./cmd/steer && go build -o "$WORK/geoconv" ./bench/geoconv)
+fi
 # gdnsd reads GeoIP2 layouts only: both servers load the same converted file.
 if [ -n "$DB" ]; then
 	ln -s "$DB" "$WORK/geo.mmdb"
@@ -221,10 +234,26 @@ gdnsd_reload() {
 	awk -v ms="$ms" -v p="$peak" -v s="$steady" 'BEGIN { printf "%s ms, peak %d MiB (%.2f×)", ms, p / 1024, (s > 0 ? p / s : 0) }'
 }
 
+# scrape_measure STEADY_KIB PID: one /metrics scrape, then RSS 2 s later;
+# prints "<MiB> MiB (<+x> %), <ms> ms, <KiB> KiB".
+scrape_measure() {
+	local steady=$1 pid=$2 tb after
+	tb=$(curl -s -o "$WORK/scrape" -w '%{time_total}' "http://127.0.0.1:$STEER_API/metrics")
+	sleep 2
+	after=$(rss_kib "$pid" || echo 0)
+	awk -v a="$after" -v s="$steady" -v t="$tb" -v b="$(wc -c <"$WORK/scrape")" \
+		'BEGIN { printf "%d MiB (%+.1f %%), %.0f ms, %d KiB", a / 1024, (s > 0 ? (a - s) * 100 / s : 0), t * 1000, b / 1024 }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "–" }'; }
+# per_name KIB1 KIB0 N1 N0: the RSS each name from N0 to N1 added, in KiB.
+per_name() { awk -v a="$1" -v b="$2" -v n="$3" -v m="$4" 'BEGIN { if (n > m) printf "%.2f", (a - b) / (n - m); else print "–" }'; }
+
 {
-	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer reload, nothing changed | gdnsd | steer reload, one record changed | gdnsd |"
-	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer RSS 2 s after a /metrics scrape (scrape time, size) | steer KiB per added name | gdnsd KiB per added name | ×gdnsd | steer reload, nothing changed | gdnsd | steer reload, one record changed | gdnsd |"
+	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 } >"$OUT/table.md"
+pn=0 psrss=0 pgrss=0
 for n in $SIZES; do
 	d="$WORK/n$n"
 	gen "$n" "$d"
@@ -242,6 +271,7 @@ for n in $SIZES; do
 	fi
 	sleep 3 # steady state: RSS after the start-up's garbage is returned
 	srss=$(rss_kib "$sp" || echo 0)
+	sm=$(scrape_measure "$srss" "$sp")
 	r0=$(reload_measure "$sp" "$srss")
 	# One record changed: s0's Mumbai address.
 	sed -i "0,/address: 203.0.113.1 }/s//address: 203.0.113.251 }/" "$d/steer/steer.yaml"
@@ -267,9 +297,15 @@ for n in $SIZES; do
 	gdnsdctl -c "$d/gdnsd" -i stop >/dev/null 2>&1 || true
 	kill "$gp" 2>/dev/null || true
 	wait "$gp" 2>/dev/null || true
-	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "–" }'; }
-	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s | %s | %s |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
-		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$r0" "$g0" "$r1" "$g1" >>"$OUT/table.md"
+	sp_n="–" gp_n="–"
+	if [ "$pn" -gt 0 ]; then
+		sp_n=$(per_name "$srss" "$psrss" "$n" "$pn")
+		gp_n=$(per_name "$grss" "$pgrss" "$n" "$pn")
+	fi
+	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
+		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$sm" \
+		"$sp_n" "$gp_n" "$(ratio "$sp_n" "$gp_n")" "$r0" "$g0" "$r1" "$g1" >>"$OUT/table.md"
+	pn=$n psrss=$srss pgrss=$grss
 done
 cat "$OUT/table.md"
 echo "results: $OUT" >&2
