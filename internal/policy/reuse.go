@@ -323,6 +323,9 @@ func poolsEqual(a, b map[string]*config.Pool) bool {
 }
 
 func poolEqual(a, b *config.Pool) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
 	return a.Address == b.Address && listEqual(a.Addresses, b.Addresses) && a.Target == b.Target &&
 		ptrEqual(a.Location, b.Location) && a.Site == b.Site && a.Bias == b.Bias &&
 		ptrEqual(a.Enabled, b.Enabled) && a.HealthCheck == b.HealthCheck && a.MinUp == b.MinUp &&
