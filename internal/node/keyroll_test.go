@@ -50,15 +50,18 @@ func TestZSKRolloverUnderValidator(t *testing.T) {
 	port := dnstest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	// Ipub = 1 s + 2 s; Iret = Dsgn (1 s + the rebuild, rounded up to
-	// seconds) + 1 s + 2 s: a lifetime of 12 s publishes the successor
-	// at 9 s, switches at 12 s and removes the old ZSK at about 17 s.
+	// seconds) + 1 s + 2 s: a lifetime of 16 s publishes the successor
+	// at 13 s, switches at 16 s and removes the old ZSK at about 21 s;
+	// the successor's own successor comes at 29 s (with 12 s it came 4 s
+	// after the removal, and a loaded machine's slower restart saw it
+	// before it saw the old ZSK gone).
 	writeFile(t, dir, "steer.yaml", fmt.Sprintf(`listen: [%q]
 zones:
   - origin: example.com
     file: example.com.zone
     dnssec:
       keys: [%s, %s]
-      zsk_lifetime: 12s
+      zsk_lifetime: 16s
       dnskey_ttl: 2s
       propagation_delay: 1s
 records:
@@ -187,7 +190,7 @@ records:
 	history := func() string { return fmt.Sprintf("views %v\nnode log:\n%s", seen, n.logs) }
 
 	// The successor is published (pre-publication: the old ZSK signs).
-	dnstest.WaitFor(t, 14*time.Second, "the successor ZSK published", func() bool {
+	dnstest.WaitFor(t, 18*time.Second, "the successor ZSK published", func() bool {
 		v := record()
 		return strings.Contains(v.dnskey, ",") && v.signer == old
 	}, history)
