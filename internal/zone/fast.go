@@ -156,6 +156,7 @@ func (s *Set) Precompile() {
 			z.apexOnly = false
 			p := packer{s: s, z: z}
 			p.node(z.apex)
+			p.release()
 			continue
 		}
 		wild := map[string]bool{}
@@ -226,6 +227,7 @@ func (s *Set) Precompile() {
 				for _, n := range part {
 					p.node(n)
 				}
+				p.release()
 			})
 		}
 		wg.Wait()
@@ -249,7 +251,22 @@ type packer struct {
 	templates []template
 }
 
-// arenaBlock is the size of the blocks templates are cut from.
+// packBuffers holds the packers' scratch buffers (two of 64 KiB each),
+// so that precompiling many small zones does not allocate them per zone.
+var packBuffers = sync.Pool{New: func() any {
+	return &[2][]byte{make([]byte, dns.MaxMsgSize), make([]byte, 0, dns.MaxMsgSize)}
+}}
+
+// release gives the packer's scratch buffers back to packBuffers.
+func (p *packer) release() {
+	if p.scratch != nil && cap(p.out) >= dns.MaxMsgSize {
+		packBuffers.Put(&[2][]byte{p.scratch, p.out[:0]})
+	}
+	p.scratch, p.out = nil, nil
+}
+
+// arenaBlock is the size of the largest blocks templates are cut from
+// (nextBlock: a small zone's are small).
 const arenaBlock = 64 << 10
 
 func (p *packer) node(n *node) {
@@ -280,7 +297,7 @@ func (p *packer) node(n *node) {
 		return
 	}
 	if len(p.templates)+count > cap(p.templates) {
-		p.templates = make([]template, 0, max(count, 256))
+		p.templates = make([]template, 0, nextBlock(cap(p.templates), 8, 256, count))
 	}
 	start := len(p.templates)
 	for _, rs := range n.rrsets {
@@ -458,8 +475,8 @@ func (p *packer) direct(name string, rrs []dns.RR) []byte {
 		return w
 	}
 	if p.scratch == nil {
-		p.scratch = make([]byte, dns.MaxMsgSize)
-		p.out = make([]byte, 0, dns.MaxMsgSize)
+		b := packBuffers.Get().(*[2][]byte)
+		p.scratch, p.out = b[0], b[1][:0]
 	}
 	p.msg.MsgHdr = dns.MsgHdr{Response: true, Authoritative: true}
 	p.msg.Question = append(p.msg.Question[:0], dns.Question{Name: name, Qtype: rrs[0].Header().Rrtype, Qclass: dns.ClassINET})
@@ -555,7 +572,7 @@ func (p *packer) keep(w []byte) []byte {
 		return append([]byte(nil), w...)
 	}
 	if len(p.arena)+len(w) > cap(p.arena) {
-		p.arena = make([]byte, 0, arenaBlock)
+		p.arena = make([]byte, 0, nextBlock(cap(p.arena), 256, arenaBlock, len(w)))
 	}
 	start := len(p.arena)
 	p.arena = append(p.arena, w...)

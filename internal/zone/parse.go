@@ -45,8 +45,22 @@ type ParseOptions struct {
 // minSplit is the smallest file cut into parts for parallel parsing.
 const minSplit = 1 << 20
 
-// nodeSlab is how many nodes are allocated together.
+// nodeSlab is how many nodes are allocated together, at most.
 const nodeSlab = 1024
+
+// nextBlock is the size of a builder's next block of some kind, the last
+// one having had capacity last: each block twice the last, from first up
+// to most, and at least need. A zone's blocks so grow with it: a zone of
+// ten records takes blocks of tens of bytes, not of kilobytes (a host of
+// 100,000 small zones would otherwise hold mostly empty blocks), and a
+// large zone reaches the largest blocks after a few.
+func nextBlock(last, first, most, need int) int {
+	n := first
+	if last > 0 {
+		n = min(2*last, most)
+	}
+	return max(n, need)
+}
 
 // ParseWith is Parse with options.
 func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) (z *Zone, errs, warns diag.Problems) {
@@ -513,7 +527,7 @@ func (b *builder) ancestors(owner string) {
 
 func (b *builder) newNode(owner string) *node {
 	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]node, 0, nodeSlab)
+		b.slab = make([]node, 0, nextBlock(cap(b.slab), 4, nodeSlab, 1))
 	}
 	b.slab = append(b.slab, node{name: owner})
 	n := &b.slab[len(b.slab)-1]
@@ -591,7 +605,7 @@ func (b *builder) materialize(pn *node) *node {
 // of staying in use for one small live object each. It also saves the
 // allocator's per-object rounding.
 
-// slab hands out values from blocks of slabBlock.
+// slab hands out values from blocks of up to slabBlock (nextBlock).
 type slab[T any] struct{ buf []T }
 
 const slabBlock = 1024
@@ -600,7 +614,7 @@ const slabBlock = 1024
 // out) holding v.
 func (s *slab[T]) one(v T) []T {
 	if len(s.buf) == cap(s.buf) {
-		s.buf = make([]T, 0, slabBlock)
+		s.buf = make([]T, 0, nextBlock(cap(s.buf), 4, slabBlock, 1))
 	}
 	s.buf = append(s.buf, v)
 	i := len(s.buf) - 1
@@ -613,7 +627,7 @@ func (s *slab[T]) many(n int) []T {
 		return make([]T, n)
 	}
 	if len(s.buf)+n > cap(s.buf) {
-		s.buf = make([]T, 0, slabBlock)
+		s.buf = make([]T, 0, nextBlock(cap(s.buf), 4, slabBlock, n))
 	}
 	i := len(s.buf)
 	s.buf = s.buf[:i+n]
@@ -693,7 +707,7 @@ func (b *builder) str(s string) string {
 		return strings.Clone(s)
 	}
 	if len(b.names)+len(s) > cap(b.names) {
-		b.names = make([]byte, 0, 64<<10)
+		b.names = make([]byte, 0, nextBlock(cap(b.names), 128, 64<<10, len(s)))
 	}
 	start := len(b.names)
 	b.names = append(b.names, s...)
@@ -715,7 +729,7 @@ func (b *builder) strs(ss []string) []string {
 // ip returns ip copied into the builder's block of addresses.
 func (b *builder) ip(ip net.IP) net.IP {
 	if len(b.ips)+len(ip) > cap(b.ips) {
-		b.ips = make([]byte, 0, 4096)
+		b.ips = make([]byte, 0, nextBlock(cap(b.ips), 32, 4096, len(ip)))
 	}
 	start := len(b.ips)
 	b.ips = append(b.ips, ip...)
@@ -730,7 +744,7 @@ func (b *builder) ip4(ip net.IP) net.IP {
 		return ip
 	}
 	if len(b.ips)+4 > cap(b.ips) {
-		b.ips = make([]byte, 0, 4096)
+		b.ips = make([]byte, 0, nextBlock(cap(b.ips), 32, 4096, 4))
 	}
 	b.ips = append(b.ips, v4...)
 	return net.IP(b.ips[len(b.ips)-4 : len(b.ips) : len(b.ips)])
