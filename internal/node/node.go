@@ -122,6 +122,9 @@ type Node struct {
 	// cache and health view. It stays the same until the next restart.
 	stateDir string
 
+	// copies writes the served zones' last good copies (copies.go).
+	copies copyKeeper
+
 	// first is the plan New prepared and Start serves.
 	first *plan
 	// geoWatch polls the geo database files, from a baseline taken
@@ -170,6 +173,7 @@ func New(o Options) (_ *Node, err error) {
 		o.WatchInterval = 5 * time.Second
 	}
 	n := &Node{opts: o, log: o.Log, source: o.ConfigPath, kick: make(chan struct{}, 1), sigKick: make(chan struct{}, 1)}
+	n.copies.log = o.Log
 	if n.source == "" {
 		n.source = "embedded demo"
 	}
@@ -355,7 +359,7 @@ func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, e
 // (snapshot.Options.KeepServed).
 func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed bool) (*snapshot.Snapshot, diag.Problems, error) {
 	start := time.Now()
-	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed}
+	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed, DeferCopies: true}
 	if n.met != nil {
 		met, tr := n.met, n.tr
 		opts.Hooks = policy.Hooks{
@@ -439,6 +443,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	n.onStop(n.copies.wait) // the last good copies are written before the node stops
 	err = n.swap(nil, snap, true)
 	if err == nil {
 		err = n.srv.Start()

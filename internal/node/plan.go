@@ -137,7 +137,11 @@ func (n *Node) swap(old, snap *snapshot.Snapshot, checks bool) error {
 	defer n.hc.hold(fresh)()
 	defer n.lat.hold(fresh)()
 	defer n.load.configure(snap) // after the swap: steps the table now served
-	return n.srv.Apply(snap)
+	if err := n.srv.Apply(snap); err != nil {
+		return err
+	}
+	n.copies.add(snap.Copies) // once served: its zones' last good copies
+	return nil
 }
 
 // Check validates a configuration and every file it names as New would,

@@ -24,6 +24,11 @@ type Options struct {
 	// there when it changed, and a zone that fails with no copy in
 	// Previous is loaded from there.
 	CacheDir string
+	// DeferCopies leaves the writing of the last good copies to the
+	// caller, once the snapshot is served (Snapshot.Copies, a node's
+	// background writer): a start with 100,000 zones would otherwise
+	// answer only after 100,000 files were written.
+	DeferCopies bool
 	// Secondary returns the copy to serve of a zone transferred in from
 	// primaries (config Zone.Primaries). nil: every secondary zone is
 	// answered SERVFAIL, as not transferred yet (steer check).
@@ -402,10 +407,13 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	// The text of each zone read now, taken before Precompile lets a
 	// large zone's go (writing its records out again would cost more
 	// than the parse that only read the chunks that changed).
-	sources := make(map[*zone.Zone][]byte, len(fresh))
+	var sources []zoneCopy
 	if opts.CacheDir != "" {
+		sources = make([]zoneCopy, 0, len(fresh))
 		for _, z := range fresh {
-			sources[z] = z.Source()
+			if src := z.Source(); src != nil {
+				sources = append(sources, zoneCopy{z.Origin, src})
+			}
 		}
 	}
 	set.Precompile()
@@ -414,13 +422,14 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		errs.Add(cfg.File, 0, "signing the steered answers: %v", err)
 		return nil, warns, errs.Err()
 	}
-	if opts.CacheDir != "" {
+	var copies *Copies
+	if len(sources) > 0 {
 		// Only now: a zone is kept as a last good copy once the whole
 		// configuration it belongs to has been accepted.
-		for _, z := range fresh {
-			if path, err := saveCopy(opts.CacheDir, z.Origin, sources[z]); err != nil {
-				warns.Add(path, 0, "cannot keep the last good copy of zone %s: %v", z.Origin, err)
-			}
+		copies = &Copies{dir: opts.CacheDir, items: sources}
+		if !opts.DeferCopies {
+			warns = append(warns, copies.Keep()...)
+			copies = nil
 		}
 	}
 	s := &Snapshot{
@@ -446,6 +455,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		Secondaries:       secondaries,
 		Signing:           sg,
 		Presigned:         presigned,
+		Copies:            copies,
 	}
 	s.SetTSIG(keys)
 	if cfg.VersionBind != config.VersionHidden {

@@ -92,6 +92,11 @@ type Snapshot struct {
 	Signing   *Signing
 	Presigned *presign.Table
 
+	// Copies are the last good copies of the zones the build parsed,
+	// left to be written by the caller (Options.DeferCopies); nil when
+	// there are none or they were written.
+	Copies *Copies
+
 	// marks holds, for each zone of Zones, the steered records marked in
 	// it (nil for a snapshot build did not make).
 	marks map[*zone.Zone][]*policy.Record
