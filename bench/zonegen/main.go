@@ -3,6 +3,10 @@
 //	zonegen gen   -records N [-origin big.test.] [-seed 1] -out DIR
 //	zonegen check -server HOST:PORT -probes DIR/probes.tsv [-version 1|2]
 //	zonegen watch -server HOST:PORT -name NAME -want "RDATA ..." -sid PID [...] [-- COMMAND ...]
+//	zonegen many  -zones N -out DIR
+//
+// many writes N small zones of ten records for bench/manyzones.sh (see
+// many.go); check takes its probes as gen's.
 //
 // gen writes one plain zone of exactly N resource records, the same for
 // every server: SOA, apex NS/MX/TXT, mostly A and AAAA hosts several labels
@@ -65,6 +69,8 @@ func main() {
 		err = check(os.Args[2:])
 	case "watch":
 		err = watch(os.Args[2:])
+	case "many":
+		err = many(os.Args[2:])
 	default:
 		usage()
 	}
@@ -75,7 +81,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: zonegen gen|check|watch [flags] (see the package comment)")
+	fmt.Fprintln(os.Stderr, "usage: zonegen gen|check|watch|many [flags] (see the package comment)")
 	os.Exit(2)
 }
 
