@@ -94,6 +94,10 @@ type CapacityResult struct {
 	Options policy.ShedOptions
 	// Steps are the intervals in order.
 	Steps []CapacityStep
+	// PhasesLeftOut counts the steps that moved networks beyond the
+	// phases Run gives its Monte-Carlo runs (maxCapacityPhases): from
+	// the first of them, the runs keep the last shed networks given.
+	PhasesLeftOut int
 }
 
 // CapacityStep is one feed interval.
@@ -303,12 +307,27 @@ type capKey struct {
 // population and phases of m; see the comment above. It is what Run
 // adds to its result; it needs no Monte-Carlo runs.
 func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
+	r, _, err := predictCapacity(ctx, m, false)
+	return r, err
+}
+
+// maxCapacityPhases bounds the phases a capacity prediction adds to the
+// Monte-Carlo runs (one per step that moved networks).
+const maxCapacityPhases = 200
+
+// predictCapacity is PredictCapacity; with phases set it also returns
+// the phases the Monte-Carlo runs take instead of m's: m's own, each
+// with the shed networks it starts with, and one at the end of every
+// interval whose step moved networks (at most maxCapacityPhases of
+// those; later moves are left out, CapacityResult.PhasesLeftOut says
+// how many).
+func predictCapacity(ctx context.Context, m *Model, phases bool) (*CapacityResult, []Phase, error) {
 	f := m.Capacity
 	if f == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if f.Interval <= 0 || f.Intervals <= 0 || len(m.Phases) == 0 {
-		return nil, errors.New("simulate: a capacity prediction needs an interval, intervals and a phase")
+		return nil, nil, errors.New("simulate: a capacity prediction needs an interval, intervals and a phase")
 	}
 	// Pools: the union over phases, in order of first appearance.
 	idx := map[string]int{}
@@ -370,9 +389,14 @@ func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 		frac[i] = make([]float64, np)
 	}
 	start := m.Start
+	var (
+		mc      []Phase // the runs' phases
+		added   int
+		wasFull = map[string]bool{}
+	)
 	for k := 0; k < f.Intervals; k++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t0 := time.Duration(k) * f.Interval
 		for phase+1 < len(m.Phases) && m.Phases[phase+1].At <= t0 {
@@ -385,6 +409,9 @@ func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 			poolMap = make([]int32, len(ph.Record.Pools))
 			for i, p := range ph.Record.Pools {
 				poolMap[i] = int32(idx[p.Name])
+			}
+			if phases {
+				mc = addPhase(mc, freeze(ph, live, start, ph.At, ph.Label, ph.Line))
 			}
 		}
 		for ci < len(f.Changes) && f.Changes[ci].At <= t0 {
@@ -541,8 +568,67 @@ func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 				Networks: pl.Networks, Shed: pl.Shed, ShedShare: pl.ShedShare, Moved: pl.Moved, Reason: pl.ReasonAt(now)})
 		}
 		out.Steps = append(out.Steps, st)
+		// The runs take the new shed networks from the step's time.
+		if at := t0 + f.Interval; phases && at < m.Duration {
+			var moved []string
+			for _, p := range st.Pools {
+				full := p.State == "full"
+				if p.Moved != 0 || full != wasFull[p.Pool] {
+					moved = append(moved, fmt.Sprintf("%s %+d (%s)", p.Pool, p.Moved, p.State))
+				}
+				wasFull[p.Pool] = full
+			}
+			if len(moved) > 0 {
+				if added < maxCapacityPhases {
+					added++
+					mc = addPhase(mc, freeze(ph, live, start, at, "capacity: "+strings.Join(moved, ", "), 0))
+				} else {
+					out.PhasesLeftOut++
+				}
+			}
+		}
 	}
-	return out, nil
+	if phases {
+		// m's phases after the last interval start with its shed state.
+		for phase+1 < len(m.Phases) {
+			phase++
+			ph := &m.Phases[phase]
+			live = policy.NewLive(ph.Table, policy.LiveOptions{Start: start, Previous: live})
+			if ph.health != nil {
+				ph.health(live)
+			}
+			mc = addPhase(mc, freeze(ph, live, start, ph.At, ph.Label, ph.Line))
+		}
+	}
+	return out, mc, nil
+}
+
+// freeze returns a phase of ph's table from at whose live state holds
+// live's shed networks (carried over as a reload carries them) and ph's
+// health, and is never stepped: the Monte-Carlo runs read it while the
+// prediction's own live state moves on.
+func freeze(ph *Phase, live *policy.Live, start time.Time, at time.Duration, label string, line int) Phase {
+	l := policy.NewLive(ph.Table, policy.LiveOptions{Start: start, Previous: live})
+	if ph.health != nil {
+		ph.health(l)
+	}
+	return Phase{At: at, Label: label, Table: ph.Table, Live: l, Record: ph.Record, Line: line, health: ph.health}
+}
+
+// addPhase appends p after dropping the phases that start at or after
+// it (their labels go to p): an event's phase, which the prediction
+// takes at the interval start after it, is given its own time, and a
+// step's shed networks taken in between start with it.
+func addPhase(ps []Phase, p Phase) []Phase {
+	for len(ps) > 0 && ps[len(ps)-1].At >= p.At {
+		last := ps[len(ps)-1]
+		p.Label = last.Label + "; " + p.Label
+		if p.Line == 0 {
+			p.Line = last.Line
+		}
+		ps = ps[:len(ps)-1]
+	}
+	return append(ps, p)
 }
 
 // countScale is the power of ten (at least 1) that makes the smallest

@@ -196,6 +196,21 @@ func TestCapacityScenarioFeed(t *testing.T) {
 	if !strings.Contains(last.Reason, "stale (40s old)") {
 		t.Errorf("reason %q: want the load's age on the simulated clock", last.Reason)
 	}
+	// The Monte-Carlo runs take the steps' shed networks as phases: each
+	// minute's share is the mean of its six intervals' (TTL 1 s: no lag
+	// to speak of).
+	if len(r.Phases) < 10 || !strings.HasPrefix(r.Phases[1].Label, "capacity: a +") {
+		t.Errorf("phases %+v: want the start and one per step that moved networks", r.Phases)
+	}
+	for bin := range 4 {
+		want := 0.0
+		for _, x := range shares[6*bin : 6*bin+6] {
+			want += x / 6
+		}
+		if got := r.Bins[bin].Share[poolIndex(t, r, "a")].Mean; math.Abs(got-want) > 0.03 {
+			t.Errorf("minute %d: the runs give a %.3f of the users, the intervals %.3f", bin, got, want)
+		}
+	}
 	sum := Summary(r)
 	if !strings.Contains(sum, "capacity feedback") || !strings.Contains(sum, "shed: load 150 % of target") || !strings.Contains(sum, "shed at 00:00:10: 10.") {
 		t.Errorf("summary:\n%s", sum)

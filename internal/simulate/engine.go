@@ -73,6 +73,17 @@ var ErrTooLarge = errors.New("simulation too large: more cache misses than allow
 // taken to follow the block's own daily profile (its groups' mix).
 func Run(ctx context.Context, m *Model, o Options) (*Result, error) {
 	began := time.Now()
+	// With a load feed the capacity prediction runs first, and the runs
+	// take its shed networks as phases of their own (capacity.go).
+	capRes, capPhases, err := predictCapacity(ctx, m, true)
+	if err != nil {
+		return nil, err
+	}
+	if capRes != nil {
+		mc := *m
+		mc.Phases = capPhases
+		m = &mc
+	}
 	p, err := newPlan(m)
 	if err != nil {
 		return nil, err
@@ -131,9 +142,7 @@ func Run(ctx context.Context, m *Model, o Options) (*Result, error) {
 		}
 	}
 	r := red.result()
-	if r.Capacity, err = PredictCapacity(ctx, m); err != nil {
-		return nil, err
-	}
+	r.Capacity = capRes
 	r.Elapsed = time.Since(began)
 	return r, nil
 }

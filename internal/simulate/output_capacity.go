@@ -131,7 +131,7 @@ func summaryCapacity(b *strings.Builder, r *Result) {
 	if c.Model == "proportional" {
 		model = "load following the user queries each pool answers"
 	}
-	fmt.Fprintf(b, "\ncapacity feedback (predicted beside the runs above, which shed nothing): the node's step every %s for %s, %s (max_shift %g, low_water %g, stale_after %s)\n",
+	fmt.Fprintf(b, "\ncapacity feedback (the runs above take the shed networks of these steps as phases): the node's step every %s for %s, %s (max_shift %g, low_water %g, stale_after %s)\n",
 		fmtDurWords(c.Interval), fmtDurWords(time.Duration(len(c.Steps))*c.Interval), model, c.Options.MaxShift, c.Options.LowWater, Duration(c.Options.StaleAfter))
 	idx := map[string]int{}
 	for i, p := range c.Pools {
