@@ -258,15 +258,15 @@ func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[str
 			if (s.rtype == dns.TypeCNAME || s.rtype == dns.TypeDNAME || s.rtype == dns.TypeSOA) && len(s.rrs) > 1 {
 				errs.Add(z.files[s.file], int(s.line), "%s has %d %s records; only one is allowed", n.name, len(s.rrs), dns.TypeToString[s.rtype])
 			}
-			if len(s.rrs) > 1 {
-				// Grown by appends among the parse's garbage: into a
-				// block with the rest of what the zone keeps.
-				s.rrs = append(b.rrs.many(len(s.rrs))[:0], s.rrs...)
+			if !b.shareSet(pn, s) {
+				// Into blocks that hold only what the zone keeps: the
+				// blocks the parse grouped into also hold the first
+				// element of every slice an append then moved.
+				s.rrs = append(b.keptRRs.many(len(s.rrs))[:0], s.rrs...)
 			}
-			b.shareSet(pn, s)
 		}
-		if len(n.rrsets) > 1 {
-			n.rrsets = append(b.sets.many(len(n.rrsets))[:0], n.rrsets...)
+		if len(n.rrsets) > 0 {
+			n.rrsets = append(b.keptSets.many(len(n.rrsets))[:0], n.rrsets...)
 		}
 		sortSets(n.rrsets)
 	}
@@ -454,8 +454,12 @@ type builder struct {
 	names          []byte // the block str cuts names from
 	sets           slab[rrset]
 	rrs            slab[dns.RR]
-	text           slab[string]
-	rec            slabs
+	// keptSets and keptRRs hold the final copies of what sets and rrs
+	// held while the records were grouped (see complete).
+	keptSets slab[rrset]
+	keptRRs  slab[dns.RR]
+	text     slab[string]
+	rec      slabs
 	// dups holds, for RRsets too large to compare record by record, the
 	// text (TTL left out) of the records they hold.
 	dups map[*rrset]map[string]bool
@@ -677,22 +681,22 @@ func (b *builder) compact(rr dns.RR) dns.RR {
 		r.AAAA = b.ip(r.AAAA)
 		return b.rec.aaaa.ptr(r)
 	case *dns.CNAME:
-		r.Target = b.str(r.Target)
+		r.Target = b.name(r.Target)
 		return b.rec.cname.ptr(r)
 	case *dns.TXT:
 		r.Txt = b.strs(r.Txt)
 		return b.rec.txt.ptr(r)
 	case *dns.MX:
-		r.Mx = b.str(r.Mx)
+		r.Mx = b.name(r.Mx)
 		return b.rec.mx.ptr(r)
 	case *dns.NS:
-		r.Ns = b.str(r.Ns)
+		r.Ns = b.name(r.Ns)
 		return b.rec.ns.ptr(r)
 	case *dns.PTR:
-		r.Ptr = b.str(r.Ptr)
+		r.Ptr = b.name(r.Ptr)
 		return b.rec.ptr.ptr(r)
 	case *dns.SRV:
-		r.Target = b.str(r.Target)
+		r.Target = b.name(r.Target)
 		return b.rec.srv.ptr(r)
 	}
 	return rr
@@ -714,6 +718,16 @@ func (b *builder) str(s string) string {
 	// The block is only ever appended to: the bytes of a name handed
 	// out are never written again.
 	return unsafe.String(&b.names[start], len(s))
+}
+
+// name returns the domain name s, the target of a record, as the string
+// of the zone's node of that name when there is one (a host's MX naming
+// itself, a CNAME to a host of the zone), else copied into the block.
+func (b *builder) name(s string) string {
+	if n := b.z.nodes.get(s); n != nil {
+		return n.name
+	}
+	return b.str(s)
 }
 
 // strs returns the strings ss, and the slice, copied into the builder's
@@ -819,21 +833,23 @@ func (b *builder) shared(n *node, rr dns.RR) dns.RR {
 }
 
 // shareSet makes s hold the previous zone's very slice when it has the
-// same records in the same order, so that Precompile may keep its answer.
-func (b *builder) shareSet(pn *node, s *rrset) {
+// same records in the same order, so that Precompile may keep its answer,
+// and reports whether it does.
+func (b *builder) shareSet(pn *node, s *rrset) bool {
 	if pn == nil {
-		return
+		return false
 	}
 	old := pn.get(s.rtype)
-	if len(old) != len(s.rrs) {
-		return
+	if len(old) != len(s.rrs) || len(old) == 0 {
+		return false
 	}
 	for i := range old {
 		if old[i] != s.rrs[i] {
-			return
+			return false
 		}
 	}
 	s.rrs = old
+	return true
 }
 
 // shareSets makes n hold the previous zone's RRsets slice when it has the
