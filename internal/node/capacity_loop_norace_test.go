@@ -166,6 +166,7 @@ func TestCapacityClosedLoop(t *testing.T) {
 	// ranking of the networks' counts: the simulator must pick as the
 	// node does. A load below the low-water mark first (nothing shed,
 	// nothing moves) starts the counters afresh.
+	began = time.Now()
 	put(50)
 	prev = poolAnswers(t, n)
 	var fixed []float64
@@ -175,7 +176,7 @@ func TestCapacityClosedLoop(t *testing.T) {
 		put(offered)
 	}
 	predictedFixed := predictLoop(t, n, weight, offered, interval, len(fixed), false)
-	t.Logf("a's share under a fixed load:  %.3f", fixed)
+	t.Logf("a's share under a fixed load:  %.3f (took %s)", fixed, time.Since(began).Round(time.Millisecond))
 	t.Logf("predicted by steer simulate:   %.3f", predictedFixed)
 	for i := range fixed {
 		if d := math.Abs(fixed[i] - predictedFixed[i]); d > 0.05 {

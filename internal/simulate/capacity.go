@@ -305,7 +305,10 @@ type capKey struct {
 
 // PredictCapacity runs m's capacity feed (nil without one) over the
 // population and phases of m; see the comment above. It is what Run
-// adds to its result; it needs no Monte-Carlo runs.
+// adds to its result; it needs no Monte-Carlo runs. Its live states are
+// its own, with the health and overrides Compile gave each phase; a
+// phase built in code has every pool usable (its Live's health is not
+// copied).
 func PredictCapacity(ctx context.Context, m *Model) (*CapacityResult, error) {
 	r, _, err := predictCapacity(ctx, m, false)
 	return r, err
