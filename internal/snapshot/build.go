@@ -185,6 +185,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	var degraded []ZoneProblem
 	reused := 0
 	prevSteered := steeredByZone(opts.Previous)
+	prevDegraded := map[string]bool{}
+	if opts.Previous != nil {
+		for _, d := range opts.Previous.Degraded {
+			prevDegraded[d.Origin] = true
+		}
+	}
 	marks := map[*zone.Zone][]*policy.Record{}
 	secondaries := map[string]bool{}
 	for _, zc := range cfg.Zones {
@@ -214,7 +220,9 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		var data []byte
 		var rerr error
-		var keep *zone.Zone // Previous's, kept unread (KeepServed)
+		var keep *zone.Zone // Previous's, kept unread (KeepServed, or its file's stamp is the same)
+		var st zone.FileStamp
+		var stOK bool // st is the file's stamp before data was read
 		if zc.Secondary() {
 			secondaries[origin] = true
 			tr := Transferred{Unusable: "not transferred yet"}
@@ -234,7 +242,13 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				continue
 			}
 			file, data = tr.Name, tr.Data
-		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && pz != nil && pz.Failed == "" && pz.File == file && !degradedIn(opts.Previous, origin) {
+		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && pz != nil && pz.Failed == "" && pz.File == file && !prevDegraded[origin] {
+			keep = pz
+		} else if st, stOK = zone.StampFile(cfg.FS, file, time.Now()); stOK && pz != nil && pz.Failed == "" && pz.File == file && sameStamp(pz, st) && !prevDegraded[origin] {
+			// The file was not written since it was read for the zone
+			// served: kept unread, as Knot and NSD keep a zone whose
+			// file's mtime did not change (a reload with one zone of
+			// 100,000 changed reads one file).
 			keep = pz
 		} else {
 			data, rerr = zone.ReadFile(cfg.FS, file)
@@ -343,6 +357,9 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			}
 		}
 		if len(zerrs) == 0 && len(merrs) == 0 {
+			if stOK && !zc.Secondary() {
+				z.SetStamp(st)
+			}
 			zones = append(zones, z)
 			if !zc.Secondary() { // a secondary's copy is kept by its transfers
 				fresh = append(fresh, z)
@@ -754,13 +771,8 @@ func (s *Snapshot) WithGeo() (*Snapshot, diag.Problems, error) {
 	return &n, warns, nil
 }
 
-// degradedIn reports whether prev serves the zone origin degraded (not
-// from its file as configured).
-func degradedIn(prev *Snapshot, origin string) bool {
-	for _, d := range prev.Degraded {
-		if d.Origin == origin {
-			return true
-		}
-	}
-	return false
+// sameStamp reports whether z was read from a file whose stamp was st.
+func sameStamp(z *zone.Zone, st zone.FileStamp) bool {
+	zs, ok := z.Stamp()
+	return ok && zs == st
 }

@@ -13,8 +13,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"os"
 	"regexp"
 	"sort"
+	"syscall"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
@@ -50,6 +53,9 @@ type Zone struct {
 	// Precompile lets go when it is large (see keepSource).
 	sourceSize int
 	sourceSum  [sha256.Size]byte
+	// stamp is the file's stamp when it was read (SetStamp), zero when
+	// it had none.
+	stamp FileStamp
 	// precompiled is set once Precompile has run: a zone kept across a
 	// reload is published already and is never written again.
 	precompiled bool
@@ -417,3 +423,53 @@ func (z *Zone) String() string {
 	}
 	return fmt.Sprintf("%s (serial %d, %d records, from %s)", z.Origin, z.SOA.Serial, z.Records, z.File)
 }
+
+// FileStamp identifies one version of a file on the local disk: its
+// device and inode, size, and modification and change times. The change
+// time moves with every write, rename onto it or attribute change, and
+// cannot be set back, so a file whose stamp is the same has not been
+// written since (see StampFile for the one exception).
+type FileStamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+// racyWindow is how recently before it was stamped a file may have
+// changed for its stamp not to be trusted: a write within the same tick
+// of the file system's clock as the read would leave the times as they
+// were (git's "racily clean" entries).
+const racyWindow = 2 * time.Second
+
+// StampFile stats file on the local disk (fsys nil) before it is read;
+// ok is false when it cannot be stamped (an fs.FS, an error) or it
+// changed within racyWindow of now, and it must be read and compared.
+func StampFile(fsys fs.FS, file string, now time.Time) (st FileStamp, ok bool) {
+	if fsys != nil {
+		return st, false
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		return st, false
+	}
+	sys, _ := fi.Sys().(*syscall.Stat_t)
+	if sys == nil || !fi.Mode().IsRegular() {
+		return st, false
+	}
+	st = FileStamp{dev: uint64(sys.Dev), ino: sys.Ino, size: sys.Size,
+		mtime: sys.Mtim.Sec*1e9 + sys.Mtim.Nsec, ctime: sys.Ctim.Sec*1e9 + sys.Ctim.Nsec}
+	if now.UnixNano()-max(st.mtime, st.ctime) < int64(racyWindow) {
+		return st, false
+	}
+	return st, true
+}
+
+// Stamp returns the stamp of the file z was read from, as StampFile gave
+// it just before the read (SetStamp); ok is false when it has none.
+func (z *Zone) Stamp() (FileStamp, bool) {
+	return z.stamp, z.stamp != FileStamp{}
+}
+
+// SetStamp records the stamp of z's file taken before it was read; a
+// zone not yet published only.
+func (z *Zone) SetStamp(st FileStamp) { z.stamp = st }
