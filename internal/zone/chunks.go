@@ -49,6 +49,17 @@ type chunkSum [2]uint64
 // id is the 32 bits of the sum a node keeps.
 func (s chunkSum) id() uint32 { return uint32(s[0]) }
 
+// cutHash is FNV-1a of an owner's text: where the cuts fall is the same
+// in every process (the sums, compared only within one, are keyed).
+func cutHash(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
 // chunkSpan is one chunk of a master file.
 type chunkSpan struct {
 	off, end int // its bytes
@@ -72,11 +83,10 @@ type chunkIndex struct {
 type chunker struct {
 	spans     []chunkSpan
 	lastOwner []byte
-	seed      maphash.Seed
 }
 
 func newChunker(origin string) *chunker {
-	return &chunker{spans: []chunkSpan{{origin: origin, line: 1}}, seed: chunkSeeds[1]}
+	return &chunker{spans: []chunkSpan{{origin: origin, line: 1}}}
 }
 
 // entry sees the entry e, the rec-th record when it is one (rec < 0 for
@@ -87,7 +97,7 @@ func (c *chunker) entry(e entry, rec int, origin, ttl string) {
 	}
 	same := bytes.Equal(e.tok1, c.lastOwner)
 	c.lastOwner = e.tok1
-	if same || ttl == "" || maphash.Bytes(c.seed, e.tok1)%chunkEvery != 0 {
+	if same || ttl == "" || cutHash(e.tok1)%chunkEvery != 0 {
 		return
 	}
 	c.spans[len(c.spans)-1].end = e.off
@@ -317,7 +327,7 @@ func parseChanged(origin, file string, data []byte, prev *Zone) (z *Zone, errs, 
 			_, l := pos.at(k)
 			return 0, l + int32(sp.line-1)
 		}, &errs, &warns)
-		if b.conflict || zp.Err() != nil || count != pos.len() || len(errs) > 0 {
+		if b.conflict || b.tooSpread || zp.Err() != nil || count != pos.len() || len(errs) > 0 {
 			return nil, nil, nil, false // errors are reported by a whole parse, in its words
 		}
 	}

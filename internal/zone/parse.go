@@ -115,8 +115,8 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	}
 	if z.chunks != nil {
 		z.chunks.spread = b.spread
-		if count != src.pos.len() {
-			z.chunks = nil // the scan and the parser disagree: no chunk is known for sure
+		if count != src.pos.len() || b.tooSpread {
+			z.chunks = nil // the scan and the parser disagree (no chunk is known for sure), or see maxSpread
 		}
 	}
 	b.dups = nil
@@ -203,7 +203,11 @@ func (b *builder) group(next func() (dns.RR, bool), posOf func(int) (uint16, int
 
 // spreadTo notes that name has records in the chunks a and b.
 func (b *builder) spreadTo(name string, ids ...uint32) {
-	l := b.spread[name]
+	l, ok := b.spread[name]
+	if !ok && len(b.spread) >= maxSpread {
+		b.tooSpread = true // see maxSpread
+		return
+	}
 	for _, id := range ids {
 		if !slices.Contains(l, id) {
 			l = append(l, id)
@@ -475,7 +479,16 @@ type builder struct {
 	// of the chunks parsed has records in a chunk that was not.
 	removed  map[string]bool
 	conflict bool
+	// tooSpread is set when more than maxSpread names have records in
+	// several chunks.
+	tooSpread bool
 }
+
+// maxSpread is the most names with records in several chunks a zone
+// keeps track of. A file that lists each name's records in many places
+// (sorted by type, say) is not worth the map: it is parsed whole on
+// every reload.
+const maxSpread = 1 << 14
 
 // node returns the node for owner, making it and its missing ancestors.
 // On a reload, a name whose records so far are all the served zone's is
