@@ -29,9 +29,9 @@ type healthWiring struct {
 	// lands on the old table before the swap or on the new one after.
 	mu        sync.Mutex
 	stateFile string
-	last      map[[2]string]poolSeen // record, pool -> state last logged
-	allDown   map[string]bool        // records last seen failing open (only those)
-	gen       uint32                 // setLocked calls, for last (wrapping is harmless: compared for equality)
+	last      map[string]seenRecord // record -> its pools' states last logged
+	allDown   map[string]bool       // records last seen failing open (only those)
+	gen       uint32                // setLocked calls, for last (wrapping is harmless: compared for equality)
 
 	// onCheck, when set, receives every check's resulting status (the
 	// fleet publishes them).
@@ -62,7 +62,7 @@ func (h *healthWiring) keys(snap *snapshot.Snapshot) []health.Key {
 
 func newHealth(log *slog.Logger, current func() *snapshot.Snapshot, met *metrics.Metrics, reg prometheus.Registerer) *healthWiring {
 	h := &healthWiring{manager: health.NewManager(log), current: current, met: met, log: log,
-		last: map[[2]string]poolSeen{}, allDown: map[string]bool{}}
+		last: map[string]seenRecord{}, allDown: map[string]bool{}}
 	h.manager.OnChange(h.refresh)
 	h.manager.OnResult(func(k health.Key, took time.Duration, pass bool, from, to health.Status) {
 		log.Debug("health check", "target", k.Addr.String(), "check", k.Check, "pass", pass, "status", to.String(),
@@ -77,18 +77,35 @@ func newHealth(log *slog.Logger, current func() *snapshot.Snapshot, met *metrics
 	return h
 }
 
+// seenRecord is the pools of a steered record as last logged, in the
+// record's order then, and the setLocked call that saw it last. One entry
+// a record (not one a pool), updated in place while its pools stay.
+type seenRecord struct {
+	pools []poolSeen
+	gen   uint32
+}
+
+// find returns the pool named name.
+func (s seenRecord) find(name string) (poolSeen, bool) {
+	for _, p := range s.pools {
+		if p.pool == name {
+			return p, true
+		}
+	}
+	return poolSeen{}, false
+}
+
 // poolSeen is a pool's state as last logged. There is one per pool of
 // every steered record, so it is kept small: the state as its index in
 // poolStates and the time as Unix nanoseconds.
 type poolSeen struct {
-	why string
+	pool, why string
 	// since is when the state was first seen (the dashboard shows it),
 	// in Unix nanoseconds; first is set while that was the pool's first
 	// sighting.
 	since int64
-	gen   uint32 // the setLocked call that saw it last
-	state uint8  // in poolStates
-	ovr   bool   // set by the operator
+	state uint8 // in poolStates
+	ovr   bool  // set by the operator
 	first bool
 }
 
@@ -131,7 +148,7 @@ func (h *healthWiring) close() { h.manager.Close() }
 func (h *healthWiring) poolSince(record, pool string) (since time.Time, first, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s, ok := h.last[[2]string{record, pool}]
+	s, ok := h.last[record].find(pool)
 	if !ok {
 		return time.Time{}, false, false
 	}
@@ -191,21 +208,33 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 	now := time.Now().UnixNano()
 	for _, r := range t.Table().Records {
 		all := true
-		for _, p := range r.Pools {
-			k := [2]string{r.Name, p.Name}
+		old := h.last[r.Name]
+		seen := old.pools // updated in place while the record's pools are the same
+		if len(seen) != len(r.Pools) {
+			seen = nil
+		}
+		for j, p := range r.Pools {
+			if seen != nil && seen[j].pool != p.Name {
+				seen = nil
+			}
+		}
+		if seen == nil {
+			seen = make([]poolSeen, len(r.Pools))
+		}
+		for j, p := range r.Pools {
 			state, why, ovr := t.PoolState(r, p)
 			if state == "up" {
 				all = false
 			}
-			cur := poolSeen{state: poolStateCode(state), why: why, ovr: ovr, gen: h.gen, since: now, first: true}
-			prev, ok := h.last[k]
+			cur := poolSeen{pool: p.Name, state: poolStateCode(state), why: why, ovr: ovr, since: now, first: true}
+			prev, ok := old.find(p.Name)
 			if ok && prev.state == cur.state {
 				cur.since, cur.first = prev.since, prev.first
 			} else if ok {
 				cur.first = false
 			}
-			h.last[k] = cur
-			prev.gen, prev.since, prev.first = h.gen, cur.since, cur.first // compared without them
+			seen[j] = cur
+			prev.since, prev.first = cur.since, cur.first // compared without them
 			switch {
 			case !ok:
 				if state != "up" {
@@ -222,6 +251,7 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 				h.log.Log(context.Background(), lvl, "pool "+state, "record", r.Name, "pool", p.Name, "from", poolStates[prev.state], "to", state, "reason", why)
 			}
 		}
+		h.last[r.Name] = seenRecord{pools: seen, gen: h.gen}
 		all = all && len(r.Pools) > 0 && r.Enabled != 0
 		if all != h.allDown[r.Name] {
 			if all {
@@ -238,7 +268,7 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 	}
 	for k, v := range h.last {
 		if v.gen != h.gen {
-			delete(h.last, k) // a pool no record has any more
+			delete(h.last, k) // a record no table has any more
 		}
 	}
 }
