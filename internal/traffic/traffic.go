@@ -73,12 +73,19 @@ func RecordsOf(t *policy.Table) []Record {
 		return nil
 	}
 	out := make([]Record, len(t.Records))
+	var last []string // records of a policy name their pools alike: one slice for a run of them
 	for i, r := range t.Records {
-		ps := make([]string, len(r.Pools))
-		for j, p := range r.Pools {
-			ps[j] = p.Name
+		same := len(last) == len(r.Pools)
+		for j := 0; same && j < len(last); j++ {
+			same = last[j] == r.Pools[j].Name
 		}
-		out[i] = Record{Name: r.Name, Pools: ps, Rules: len(r.Rules)}
+		if !same {
+			last = make([]string, len(r.Pools))
+			for j, p := range r.Pools {
+				last[j] = p.Name
+			}
+		}
+		out[i] = Record{Name: r.Name, Pools: last, Rules: len(r.Rules)}
 	}
 	return out
 }
