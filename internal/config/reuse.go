@@ -29,7 +29,10 @@ type recordCache struct {
 // recordItem is one item's record and key paths, independent of where in
 // the file the item is.
 type recordItem struct {
-	rec   Record         // Line is zero
+	// rec is the record decoded, in the Records of the configuration
+	// whose cache holds the item (not a copy: 150 bytes a name); its Line
+	// is that configuration's.
+	rec   *Record
 	lines map[string]int // recLines.rel: paths after "records[i]", relative to the item's line
 	off   int            // the item's line minus the line its text starts on
 }
@@ -266,9 +269,7 @@ func cacheRecords(c *Config, root *yaml.Node) *recordCache {
 		if rc.items[ch.text] != nil {
 			continue
 		}
-		it := &recordItem{rec: c.Records[i], lines: rl.rel, off: rl.base - ch.start}
-		it.rec.Line = 0
-		rc.items[ch.text] = it
+		rc.items[ch.text] = &recordItem{rec: &c.Records[i], lines: rl.rel, off: rl.base - ch.start}
 	}
 	return rc
 }
@@ -296,13 +297,13 @@ func decodeChunk(text string) (*recordItem, bool) {
 		return nil, false
 	}
 	var probs diag.Problems
-	it := &recordItem{lines: map[string]int{}, off: item.Line - 1}
+	it := &recordItem{rec: new(Record), lines: map[string]int{}, off: item.Line - 1}
 	w := keyWalker{probs: &probs, lines: it.lines, base: item.Line, rec: 0}
 	w.walk(item, "", recordType, false)
 	if len(probs) > 0 {
 		return nil, false
 	}
-	if err := item.Decode(&it.rec); err != nil {
+	if err := item.Decode(it.rec); err != nil {
 		return nil, false
 	}
 	return it, true
@@ -371,8 +372,10 @@ func reparse(fsys fs.FS, file string, data []byte, prev *Config) *Config {
 		} else {
 			c.reused++
 		}
-		cache.items[ch.text] = it
-		c.Records[i] = it.rec
+		c.Records[i] = *it.rec
+		// The new cache points into this configuration's records, so
+		// that it keeps no earlier configuration's alive.
+		cache.items[ch.text] = &recordItem{rec: &c.Records[i], lines: it.lines, off: it.off}
 		c.recLines[i] = recLines{base: ch.start + it.off, rel: it.lines}
 	}
 
