@@ -17,7 +17,7 @@ func (h *Handler) SetClock(now func() time.Time) { h.now = now }
 type Batch = batch
 
 // StartBatch begins a batch received now, counting into h's metrics.
-func (h *Handler) StartBatch(b *Batch) { b.start(time.Now().UnixNano(), h.metrics) }
+func (h *Handler) StartBatch(b *Batch) { b.start(h.metrics) }
 
 // FlushBatch adds b's counts to the metrics and the rate limiter's.
 func (b *Batch) FlushBatch() { b.flush() }

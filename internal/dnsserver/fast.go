@@ -183,7 +183,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		return nil
 	}
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from, &st.now)
+	h.startGuard(&gd, q.cookie, t, from, st.at())
 	if gd.ck.Status == cookie.Malformed {
 		return nil // the general path answers FORMERR
 	}
@@ -216,7 +216,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				return nil
 			}
 			pq.Qtype = q.qtype
-			st := snap.Live.Decide(rec, &pq, h.timeAt(&st.now).Unix()) // as Steerer.Steer
+			st := snap.Live.Decide(rec, &pq, h.timeAt(st.at()).Unix()) // as Steerer.Steer
 			if st.ServFail {
 				return nil
 			}

@@ -48,9 +48,10 @@ func (h *Handler) clock() time.Time {
 }
 
 // timeAt is the time a query is answered at: the test clock when one is
-// set, else *at, the time its batch of datagrams was received (0: not
-// read yet, read now and kept for the rest of the query). The batched
-// UDP readers read the clock once per recvmmsg for the whole batch: a
+// set, else *at (0: not read yet, read now and kept for the rest of the
+// query, or of its batch of datagrams). It is read only when something
+// needs it (a cookie, a source rate limiting decides on, a steered
+// answer), and at most once per recvmmsg for the whole batch: a
 // 1 ms ticker keeping a coarse clock instead woke a thread 1,000 times a
 // second, which cost an idle node 2 % of a core and a busy one as much
 // per second as thousands of queries.
@@ -68,7 +69,8 @@ func (h *Handler) timeAt(at *int64) time.Time {
 // the cookie result and the reply's cookie option.
 type guarded struct {
 	g   *Guard
-	now time.Time
+	now time.Time // zero until read (timeFrom)
+	h   *Handler
 	ck  cookie.Result
 	// buf[:n] is the response's COOKIE option data (n 0: none). A
 	// length, not a slice of buf, so that gd stays on the stack.
@@ -86,14 +88,24 @@ func (h *Handler) startGuard(gd *guarded, raw []byte, t Transport, from netip.Ad
 	if gd.g == nil {
 		return
 	}
-	needClock := raw != nil && gd.g.Cookies != nil || t == UDP && gd.g.RRL != nil
-	if needClock {
-		gd.now = h.timeAt(at)
-	}
+	gd.h = h
 	if raw != nil && gd.g.Cookies != nil {
-		gd.ck = gd.g.Cookies.Check(raw, from, gd.now)
-		gd.n = len(gd.g.Cookies.Reply(gd.buf[:0], raw, gd.ck, from, gd.now))
+		now := gd.timeFrom(at)
+		gd.ck = gd.g.Cookies.Check(raw, from, now)
+		gd.n = len(gd.g.Cookies.Reply(gd.buf[:0], raw, gd.ck, from, now))
 	}
+}
+
+// timeFrom is the time cookies and the rate limiter see, the query's
+// (at, as Handler.timeAt), read when first needed: a query without a
+// cookie from a source rate limiting exempts reads no clock. (at is not
+// kept in gd: a pointer stored through gd would move the query's stats
+// to the heap.)
+func (gd *guarded) timeFrom(at *int64) time.Time {
+	if gd.now.IsZero() {
+		gd.now = gd.h.timeAt(at)
+	}
+	return gd.now
 }
 
 // clientCookie reports whether the query had a client cookie cookies
@@ -124,6 +136,7 @@ func (gd *guarded) udpLimit(hasOPT bool, size uint16) int {
 // st.report and passes: the explained answer is the one sent if it passes.
 func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name string, qtype uint16, ecsAddr netip.Addr, scope int, st *stats) rrl.Verdict {
 	if st.report != nil {
+		gd.timeFrom(st.at())
 		// A copy: name may point into the fast path's stack.
 		return gd.explain(t, from, class, strings.Clone(name), qtype, ecsAddr, scope, st.report)
 	}
@@ -134,7 +147,7 @@ func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name str
 		st.batch.exempted(gd.g.RRL) // counted once per batch
 		return rrl.Pass
 	}
-	return gd.g.RRL.Decide(from, gd.response(class, name, qtype, ecsAddr, scope), gd.now.UnixNano())
+	return gd.g.RRL.Decide(from, gd.response(class, name, qtype, ecsAddr, scope), gd.timeFrom(st.at()).UnixNano())
 }
 
 // response is what the limiter keys the response on.

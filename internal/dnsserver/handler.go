@@ -109,10 +109,11 @@ func (h *Handler) HandleFrom(req []byte, t Transport, from netip.Addr, buf []byt
 }
 
 // batch is what a UDP reader keeps over the datagrams of one recvmmsg:
-// the time they were received at, which all of them are answered at, and
-// their counts, added to the shared counters once, after the batch (flush).
+// the time all of them are answered at (read once, by the first that
+// needs it), and their counts, added to the shared counters once, after
+// the batch (flush).
 type batch struct {
-	now   int64 // Unix nanoseconds
+	now   int64 // Unix nanoseconds, 0 until a query needs it (Handler.timeAt)
 	tally metrics.Tally
 	// exempt responses to sources rate limiting exempts, for rrl.
 	rrl    *rrl.Limiter
@@ -120,9 +121,10 @@ type batch struct {
 	memo   nameMemo // fast.go
 }
 
-// start begins a batch received at now, counting into m.
-func (b *batch) start(now int64, m *metrics.Metrics) {
-	b.now = now
+// start begins a batch, counting into m; its time is read when a query
+// first needs it.
+func (b *batch) start(m *metrics.Metrics) {
+	b.now = 0
 	b.tally.Bind(m)
 	b.memo.snap = nil // no reader keeps a replaced snapshot alive
 }
@@ -154,7 +156,7 @@ func (h *Handler) handleBatched(req []byte, from netip.Addr, buf []byte, b *batc
 	if ql := h.querylog.Load(); ql.Sampled() {
 		return h.logged(ql, req, UDP, from, buf)
 	}
-	st := stats{now: b.now, batch: b}
+	st := stats{batch: b}
 	out := h.handle(req, UDP, from, buf, nil, &st)
 	if h.metrics != nil {
 		countInto(&b.tally, UDP, out, &st)
@@ -185,6 +187,14 @@ type stats struct {
 	now int64
 	// batch is the UDP reader's batch the query came in (nil: none).
 	batch *batch
+}
+
+// at is where the query's time is kept: its batch's, else its own.
+func (st *stats) at() *int64 {
+	if st.batch != nil {
+		return &st.batch.now
+	}
+	return &st.now
 }
 
 // noteECS records the query's client subnet class and, once known, the
@@ -417,7 +427,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 	var opt *dns.OPT
 	limit := maxTCPSize
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from, &st.now)
+	h.startGuard(&gd, q.cookie, t, from, st.at())
 	st.cookie, st.guarded, st.reqLen = gd.ck.Status, true, len(req)
 	cookieOpt := func() {
 		if len(gd.reply()) > 0 {
@@ -495,7 +505,7 @@ func (h *Handler) general(req []byte, t Transport, from netip.Addr, buf []byte, 
 				lo = &zone.LookupOptions{DO: true, CO: q.opt.Co(), Signing: h.signing(snap, t)}
 			}
 			if snap.Policies != nil {
-				st := policy.Steerer{Live: snap.Live, Query: steerQuery(&subnet, hasECS, from), Now: h.timeAt(&st.now).Unix()}
+				st := policy.Steerer{Live: snap.Live, Query: steerQuery(&subnet, hasECS, from), Now: h.timeAt(st.at()).Unix()}
 				if trace != nil {
 					st.Trace = func(r *policy.Record, q *policy.Query, d *policy.Decision) { trace(snap, r, q, d) }
 				}

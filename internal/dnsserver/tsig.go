@@ -109,7 +109,7 @@ func (h *Handler) transferAnswer(q *query, m *dns.Msg, key string, t Transport, 
 // answers without a valid server cookie. reqLen is the request's size.
 func (h *Handler) guardReply(q *query, resp *dns.Msg, reqLen int, t Transport, from netip.Addr, buf []byte, st *stats) []byte {
 	var gd guarded
-	h.startGuard(&gd, q.cookie, t, from, &st.now)
+	h.startGuard(&gd, q.cookie, t, from, st.at())
 	st.cookie, st.guarded, st.reqLen, st.qtype = gd.ck.Status, true, reqLen, q.qtype
 	if gd.ck.Status == cookie.Malformed {
 		return h.formErr(q, buf) // RFC 7873 §5.2.2

@@ -176,7 +176,7 @@ func (s *Server) serveRaw(u *rawUDP) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		b.start(time.Now().UnixNano(), s.handler.metrics)
+		b.start(s.handler.metrics)
 		n := 0
 		for i := 0; i < int(r); i++ {
 			from, ok := sockaddrAddr(&names[i])
