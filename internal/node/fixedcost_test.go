@@ -86,10 +86,14 @@ func TestUnconfiguredSubsystemsStartNothing(t *testing.T) {
 	if got := n.txt("gen.example.com."); got != "x" {
 		t.Fatalf("gen TXT = %q", got)
 	}
-	gs := nodeGoroutines(t, label)
-	if !strings.Contains(strings.Join(gs, ""), "dnsserver.(*Server).serveRaw") && !strings.Contains(strings.Join(gs, ""), "dnsserver.(*Server).serveUDP") {
-		t.Fatalf("the node's own goroutines are not found by their label (the check could not fail):\n%s", strings.Join(gs, "\n\n"))
-	}
+	// The node's own goroutines are found by their label (so the check
+	// can fail); one just made may not be in the profile yet.
+	var gs []string
+	dnstest.WaitFor(t, 5*time.Second, "the node's DNS readers among its labelled goroutines", func() bool {
+		gs = nodeGoroutines(t, label)
+		all := strings.Join(gs, "")
+		return strings.Contains(all, "dnsserver.(*Server).serveRaw") || strings.Contains(all, "dnsserver.(*Server).serveUDP")
+	}, func() string { return strings.Join(gs, "\n\n") })
 	for name, frame := range running(gs) {
 		t.Errorf("%s is not configured but runs: %s", name, frame)
 	}
@@ -111,10 +115,12 @@ func TestUnconfiguredSubsystemsStartNothing(t *testing.T) {
 	if res, err := n.Reload(ctx); err != nil {
 		t.Fatalf("reload turning rum and query_log on: %v %+v", err, res)
 	}
-	on := running(nodeGoroutines(t, label))
-	if on["rum"] == "" || on["query_log"] == "" {
-		t.Fatalf("after a reload turning rum and the query log on, their goroutines are not seen: %v", on)
-	}
+	// A goroutine just made may not be in the profile yet.
+	var on map[string]string
+	dnstest.WaitFor(t, 5*time.Second, "rum and query log goroutines after the reload that turned them on", func() bool {
+		on = running(nodeGoroutines(t, label))
+		return on["rum"] != "" && on["query_log"] != ""
+	}, func() string { return fmt.Sprint(on) })
 	writeFile(t, n.dir, "steer.yaml", base)
 	if res, err := n.Reload(ctx); err != nil {
 		t.Fatalf("reload turning them off: %v %+v", err, res)
