@@ -116,7 +116,7 @@ func TestManyZonesPerZoneHeap(t *testing.T) {
 	withMore := heapNow()
 	perZone := (int64(withMore-withFew) - int64(withFew-base)) / extra
 	t.Logf("heap: +%d KiB for %d zones, +%d KiB for %d; per zone: %d bytes", (withFew-base)>>10, few, (withMore-withFew)>>10, few+extra, perZone)
-	const bound = 6500
+	const bound = 5000
 	if perZone > bound {
 		t.Errorf("each small zone costs %d bytes of heap, want at most %d", perZone, bound)
 	}

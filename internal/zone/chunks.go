@@ -278,7 +278,7 @@ func parseChanged(origin, file string, data []byte, prev *Zone) (z *Zone, errs, 
 	// The served zone's index, less the names of those chunks, and less
 	// what MarkSteered made of it (it marks the new zone again).
 	z = &Zone{Origin: origin, File: file, nodes: prev.nodes.clone(), files: []string{file}, Records: prev.Records, incremental: true}
-	b := builder{z: z, prev: prev, removed: map[string]bool{}, spread: map[string][]uint32{}}
+	b := builder{z: z, prev: prev, rec: newSlabs(), removed: map[string]bool{}, spread: map[string][]uint32{}}
 	cuts := map[string]bool{}
 	var taken []string
 	for name, n := range prev.nodes.all {

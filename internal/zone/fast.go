@@ -572,7 +572,7 @@ func (p *packer) keep(w []byte) []byte {
 		return append([]byte(nil), w...)
 	}
 	if len(p.arena)+len(w) > cap(p.arena) {
-		p.arena = make([]byte, 0, nextBlock(cap(p.arena), 256, arenaBlock, len(w)))
+		p.arena = make([]byte, 0, nextBlock(cap(p.arena), 512, arenaBlock, len(w)))
 	}
 	start := len(p.arena)
 	p.arena = append(p.arena, w...)

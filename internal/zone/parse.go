@@ -83,7 +83,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	// more): a table that grows leaves its old slots to the collector.
 	expect := src.pos.len()
 	z = &Zone{Origin: origin, File: file, nodes: newNodeTable(expect * 3 / 4), files: src.pos.files}
-	b := builder{z: z, prev: prev}
+	b := builder{z: z, prev: prev, rec: newSlabs()}
 	if spans != nil {
 		b.chunks = &chunkOf{spans: spans}
 		b.spread = map[string][]uint32{}
@@ -623,7 +623,20 @@ func (b *builder) materialize(pn *node) *node {
 // allocator's per-object rounding.
 
 // slab hands out values from blocks of up to slabBlock (nextBlock).
-type slab[T any] struct{ buf []T }
+type slab[T any] struct {
+	buf []T
+	// first is the size of the first block (0: 4). The slabs of
+	// records of one type start at one: most small zones hold one or
+	// two records of most types.
+	first int
+}
+
+func (s *slab[T]) firstBlock() int {
+	if s.first > 0 {
+		return s.first
+	}
+	return 4
+}
 
 const slabBlock = 1024
 
@@ -631,7 +644,7 @@ const slabBlock = 1024
 // out) holding v.
 func (s *slab[T]) one(v T) []T {
 	if len(s.buf) == cap(s.buf) {
-		s.buf = make([]T, 0, nextBlock(cap(s.buf), 4, slabBlock, 1))
+		s.buf = make([]T, 0, nextBlock(cap(s.buf), s.firstBlock(), slabBlock, 1))
 	}
 	s.buf = append(s.buf, v)
 	i := len(s.buf) - 1
@@ -644,7 +657,7 @@ func (s *slab[T]) many(n int) []T {
 		return make([]T, n)
 	}
 	if len(s.buf)+n > cap(s.buf) {
-		s.buf = make([]T, 0, nextBlock(cap(s.buf), 4, slabBlock, n))
+		s.buf = make([]T, 0, nextBlock(cap(s.buf), s.firstBlock(), slabBlock, n))
 	}
 	i := len(s.buf)
 	s.buf = s.buf[:i+n]
@@ -670,6 +683,14 @@ func slabPop(buf *[]node, n *node) {
 
 // ptr returns a pointer to a copy of *v in the slab.
 func (s *slab[T]) ptr(v *T) *T { return &s.one(*v)[0] }
+
+// newSlabs returns the record slabs, each starting at one record.
+func newSlabs() slabs {
+	var s slabs
+	s.a.first, s.aaaa.first, s.cname.first, s.txt.first = 1, 1, 1, 1
+	s.mx.first, s.ns.first, s.ptr.first, s.srv.first = 1, 1, 1, 1
+	return s
+}
 
 // slabs holds a slab for each type of record most zones are made of.
 type slabs struct {
@@ -724,7 +745,7 @@ func (b *builder) str(s string) string {
 		return strings.Clone(s)
 	}
 	if len(b.names)+len(s) > cap(b.names) {
-		b.names = make([]byte, 0, nextBlock(cap(b.names), 128, 64<<10, len(s)))
+		b.names = make([]byte, 0, nextBlock(cap(b.names), 256, 64<<10, len(s)))
 	}
 	start := len(b.names)
 	b.names = append(b.names, s...)
