@@ -20,6 +20,10 @@ type copyKeeper struct {
 	queue   []*snapshot.Copies
 	running bool
 	idle    chan struct{} // closed when the queue empties; nil while idle
+	// drained, when set, is called each time the queue empties: the
+	// node gives the memory the writing made (and, after a start, the
+	// parse's garbage) back to the system.
+	drained func()
 }
 
 // add queues c (nil: nothing).
@@ -45,6 +49,9 @@ func (k *copyKeeper) run() {
 			close(k.idle)
 			k.idle = nil
 			k.mu.Unlock()
+			if k.drained != nil {
+				k.drained()
+			}
 			return
 		}
 		c := k.queue[0]

@@ -173,7 +173,7 @@ func New(o Options) (_ *Node, err error) {
 		o.WatchInterval = 5 * time.Second
 	}
 	n := &Node{opts: o, log: o.Log, source: o.ConfigPath, kick: make(chan struct{}, 1), sigKick: make(chan struct{}, 1)}
-	n.copies.log = o.Log
+	n.copies.log, n.copies.drained = o.Log, n.releaseMemory
 	if n.source == "" {
 		n.source = "embedded demo"
 	}
