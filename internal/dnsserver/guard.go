@@ -84,11 +84,10 @@ func (gd *guarded) reply() []byte { return gd.buf[:gd.n] }
 // start loads the guard and classifies the query's COOKIE option (raw,
 // nil when it has none); at is the query's time (timeAt).
 func (h *Handler) startGuard(gd *guarded, raw []byte, t Transport, from netip.Addr, at *int64) {
-	gd.g = h.guard.Load()
+	gd.g, gd.h = h.guard.Load(), h // h even without a guard: explain reads the time through gd
 	if gd.g == nil {
 		return
 	}
-	gd.h = h
 	if raw != nil && gd.g.Cookies != nil {
 		now := gd.timeFrom(at)
 		gd.ck = gd.g.Cookies.Check(raw, from, now)
