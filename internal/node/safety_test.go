@@ -334,7 +334,7 @@ func TestSafetyFleetRace(t *testing.T) {
 			t.Fatalf("round %d: clearing: %d %s", round, code, body)
 		}
 		for _, n := range nodes {
-			dnstest.WaitFor(t, 2*time.Second, "no override on either node", func() bool {
+			dnstest.WaitFor(t, 5*time.Second, "no override on either node", func() bool {
 				return !drained(n, "a") && !drained(n, "b")
 			})
 		}
@@ -371,7 +371,7 @@ func TestSafetyFleetRace(t *testing.T) {
 		// The winner's drain reaches both nodes; the loser's on neither.
 		win, lose := pools[(won+round)%2], pools[(lost+round)%2]
 		for _, n := range nodes {
-			dnstest.WaitFor(t, 2*time.Second, "the applied drain on both nodes", func() bool { return drained(n, win) })
+			dnstest.WaitFor(t, 5*time.Second, "the applied drain on both nodes", func() bool { return drained(n, win) })
 			if drained(n, lose) {
 				t.Fatalf("round %d: %s drained too on a node: the rule is broken", round, lose)
 			}
