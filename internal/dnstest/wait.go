@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -37,6 +38,11 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool, l
 // connection on the machine (an etcd client, an HTTP probe), which then
 // fails the server's listen with "address already in use". Ports below the
 // range are given only to those who ask for them by number.
+//
+// Test binaries run side by side, each choosing ports: each process
+// draws from its own share of the range (by process id), and a process
+// never hands out a port twice, so that a port one test chose and has
+// not bound yet is not chosen again by a test beside it.
 func belowEphemeral() int {
 	lo := 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -46,8 +52,25 @@ func belowEphemeral() int {
 			}
 		}
 	}
-	return 10000 + rand.IntN(lo-10000)
+	const shares = 8
+	width := (lo - 10000) / shares
+	base := 10000 + os.Getpid()%shares*width
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 64 {
+		port := base + rand.IntN(width)
+		if !handed[port] {
+			handed[port] = true
+			return port
+		}
+	}
+	return base + rand.IntN(width) // the share is nearly used up: chance
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 // FreePort returns a port free now for both UDP and TCP on every one of
 // hosts (127.0.0.1 when none is given). The test is skipped when the first
