@@ -126,7 +126,6 @@ type batch struct {
 func (b *batch) start(m *metrics.Metrics) {
 	b.now = 0
 	b.tally.Bind(m)
-	b.memo.snap = nil // no reader keeps a replaced snapshot alive
 }
 
 // exempted counts a response to a source l exempts.
@@ -146,9 +145,15 @@ func (b *batch) flushExempt() {
 }
 
 // flush adds the batch's counts to the metrics and the rate limiter's.
+//
+// It lets go of what the batch pointed to: a reader that then waits idle
+// keeps no replaced snapshot (its zones and policies) or limiter alive.
 func (b *batch) flush() {
 	b.tally.Flush()
 	b.flushExempt()
+	b.rrl = nil
+	m := &b.memo
+	m.snap, m.z, m.node, m.rec, m.n = nil, nil, nil, nil, 0
 }
 
 // handleBatched is HandleFrom for a datagram of the batch b.
