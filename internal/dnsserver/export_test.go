@@ -26,3 +26,9 @@ func (b *Batch) FlushBatch() { b.flush() }
 func (h *Handler) HandleBatched(req []byte, from netip.Addr, buf []byte, b *Batch) []byte {
 	return h.handleBatched(req, from, buf, b)
 }
+
+// Holds reports whether b still points at a snapshot or what is in one.
+func (b *Batch) Holds() bool {
+	m := &b.memo
+	return m.snap != nil || m.z != nil || m.node != nil || m.rec != nil || b.rrl != nil
+}

@@ -313,4 +313,8 @@ func TestBatchedAnswersSame(t *testing.T) {
 		t.Fatalf("after the swap: %v %v, want the new snapshot's 192.0.2.81", r, err)
 	}
 	b.FlushBatch()
+	// A reader idle after its batch keeps no replaced snapshot alive.
+	if b.Holds() {
+		t.Error("the batch still points into a snapshot after its flush")
+	}
 }
