@@ -70,18 +70,7 @@ mkdir -p "$OUT/raw" "$OUT/logs" "$OUT/configs"
 SIDS=() # session ids of the servers started (each started with setsid)
 CREATED_POLICY_RC=0
 
-# stop_session SID: TERM to the session's processes, then KILL after 10 s.
-stop_session() {
-	local sid=$1 i p
-	[ -n "$sid" ] || return 0
-	kill -TERM -- "-$sid" 2>/dev/null || true
-	for i in $(seq 100); do
-		pgrep -s "$sid" >/dev/null || break
-		sleep 0.1
-	done
-	for p in $(pgrep -s "$sid"); do kill -KILL "$p" 2>/dev/null || true; done
-	wait "$sid" 2>/dev/null || true
-}
+. "$REPO/bench/lib/session.sh" # stop_session, port_busy, ratio
 cleanup() {
 	local rc=$?
 	set +e
@@ -249,7 +238,6 @@ EOF
 }
 
 port_of() { case "$1" in steer*) echo "$STEER_PORT" ;; knot) echo "$KNOT_PORT" ;; nsd) echo "$NSD_PORT" ;; gdnsd) echo "$GDNSD_PORT" ;; esac; }
-port_busy() { [ -n "$(ss -Hlnu "sport = :$1" 2>/dev/null)$(ss -Hlnt "sport = :$1" 2>/dev/null)" ]; }
 
 # start SERVER DIR LOG: exec it in a new session; sets STARTED to its pid
 # (= its session id).
@@ -356,7 +344,6 @@ med() {
 		awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 mib() { awk -v k="$1" 'BEGIN { if (k + 0 > 0) printf "%.1f", k / 1024; else print "–" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "–" }'; }
 {
 	echo "| server | RSS | anon | file | PSS | threads | RSS ×gdnsd | RSS ×Knot | RSS ×NSD | PSS ×gdnsd | PSS ×Knot | PSS ×NSD |"
 	echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"

@@ -62,17 +62,7 @@ mkdir -p "$OUT/raw" "$OUT/logs" "$OUT/checks"
 SIDS=()
 CREATED_POLICY_RC=0
 
-stop_session() { # SID: TERM to the session's processes, KILL after 15 s
-	local sid=$1 i
-	[ -n "$sid" ] || return 0
-	kill -TERM -- "-$sid" 2>/dev/null || true
-	for i in $(seq 150); do
-		pgrep -s "$sid" >/dev/null || break
-		sleep 0.1
-	done
-	for p in $(pgrep -s "$sid"); do kill -KILL "$p" 2>/dev/null || true; done
-	wait "$sid" 2>/dev/null || true
-}
+. "$REPO/bench/lib/session.sh" # stop_session, port_busy, ratio
 cleanup() {
 	local rc=$?
 	set +e
@@ -120,7 +110,6 @@ ZG=$WORK/zonegen
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/env.txt"
 
-port_busy() { [ -n "$(ss -Hlnu "sport = :$1" 2>/dev/null)$(ss -Hlnt "sport = :$1" 2>/dev/null)" ]; }
 port_of() { case "$1" in steer) echo "$STEER_PORT" ;; knot) echo "$KNOT_PORT" ;; nsd) echo "$NSD_PORT" ;; esac; }
 
 # configure SERVER DIR DATA: its configuration for every zone of DATA
@@ -217,7 +206,6 @@ pss_kib() {
 }
 kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 mib() { awk -v k="$1" 'BEGIN { if (k + 0 > 0) printf "%.0f", k / 1024; else print "–" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "–" }'; }
 secs() { awk -v s="$1" 'BEGIN { if (s == "" || s < 0) print "failed"; else if (s < 1) printf "%.0f ms", s * 1000; else printf "%.2f s", s }'; }
 probe() { awk -F'\t' -v l="$2" -v c="$3" '$1 == l { n = split($c, f, " "); print (c == 2 ? $2 : f[n]) }' "$1"; }
 

@@ -65,18 +65,7 @@ mkdir -p "$OUT/raw" "$OUT/logs" "$OUT/configs" "$OUT/checks"
 SIDS=()          # session ids of the servers started (each started with setsid)
 CREATED_POLICY_RC=0
 
-# stop_session SID: TERM to the session's processes, then KILL after 15 s.
-stop_session() {
-	local sid=$1 i
-	[ -n "$sid" ] || return 0
-	kill -TERM -- "-$sid" 2>/dev/null || true
-	for i in $(seq 150); do
-		pgrep -s "$sid" >/dev/null || break
-		sleep 0.1
-	done
-	for p in $(pgrep -s "$sid"); do kill -KILL "$p" 2>/dev/null || true; done
-	wait "$sid" 2>/dev/null || true
-}
+. "$REPO/bench/lib/session.sh" # stop_session, port_busy, ratio
 cleanup() {
 	local rc=$?
 	set +e
@@ -131,7 +120,6 @@ ZG=$WORK/zonegen
 awk '{ if ($1 > 1.0) exit 0; exit 1 }' /proc/loadavg && log "warning: load average $(cut -d' ' -f1 /proc/loadavg): the machine is not quiet"
 
 # ---- servers ---------------------------------------------------------------
-port_busy() { [ -n "$(ss -Hlnu "sport = :$1" 2>/dev/null)$(ss -Hlnt "sport = :$1" 2>/dev/null)" ]; }
 port_of() { case "$1" in steer) echo "$STEER_PORT" ;; knot) echo "$KNOT_PORT" ;; nsd) echo "$NSD_PORT" ;; gdnsd) echo "$GDNSD_PORT" ;; esac; }
 
 # zone_path SERVER DIR: where that server reads the zone.
@@ -252,7 +240,6 @@ kv() { # KEY LINE: the value of KEY=... in a zonegen watch line
 	sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"
 }
 mib() { awk -v k="$1" 'BEGIN { if (k + 0 > 0) printf "%.0f", k / 1024; else print "–" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "–" }'; }
 secs() { awk -v s="$1" 'BEGIN { if (s < 0) print "failed"; else if (s < 1) printf "%.0f ms", s * 1000; else printf "%.2f s", s }'; }
 
 RESULTS=$OUT/results.tsv
