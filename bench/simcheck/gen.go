@@ -84,7 +84,18 @@ type Observed struct {
 	// LastCanary[site]: the offset of the last user query answered with
 	// the canary (-1: none).
 	LastCanary [numSites]time.Duration
+	// Late counts user queries sent more than lateAfter behind their
+	// Poisson time (the process held back: a busy machine, a GC); they
+	// are stamped with the time they were sent, since the caches they
+	// meet age in real time. MaxLag is the largest such delay.
+	Late   int64
+	MaxLag time.Duration
 }
+
+// lateAfter is how far behind its arrival time a user query may be sent
+// and keep that time: the loop wakes every Tick (2 ms), so a few ms is
+// normal; beyond this the query is stamped with when it was sent.
+const lateAfter = 50 * time.Millisecond
 
 // canaryShare returns, per bin, the share of answered user queries that
 // got the canary (over all sites), and the number answered.
@@ -390,17 +401,28 @@ func generate(o genOptions) (*Observed, error) {
 		}
 		for next <= now && next < o.Duration {
 			u := rng.Float64() * o.Pop.Rate
+			// A query the loop sends late meets caches that aged in real
+			// time meanwhile: stamped with its Poisson time it would be
+			// counted before the moment it really saw (after a stall
+			// across the drain, as answered stable while the canary's
+			// entries were still alive).
+			at := next
+			if lag := time.Since(start) - next; lag > lateAfter {
+				at = next + lag
+				obs.Late++
+				obs.MaxLag = max(obs.MaxLag, lag)
+			}
 			var err error
 			switch {
 			case u < rates[siteBig]:
 				sent[siteBig]++
-				err = big.ask(next, netip.Prefix{})
+				err = big.ask(at, netip.Prefix{})
 			case u < rates[siteBig]+rates[siteECS]:
 				sent[siteECS]++
-				err = ecs.ask(next, o.Pop.Subnets[rng.IntN(len(o.Pop.Subnets))])
+				err = ecs.ask(at, o.Pop.Subnets[rng.IntN(len(o.Pop.Subnets))])
 			default:
 				sent[siteSmall]++
-				err = small[rng.IntN(len(small))].ask(next)
+				err = small[rng.IntN(len(small))].ask(at)
 			}
 			if err != nil {
 				sendErrs++

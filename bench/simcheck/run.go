@@ -64,6 +64,11 @@ type Real struct {
 	Misses  *Misses
 	Config  string // steer's configuration file
 	Subnets []netip.Prefix
+	// Steer's own counters at the end of the run, to tell a gap in
+	// the query log from a gap in the traffic: the DNS queries it
+	// answered (steer_dns_queries_total, priming included) and the
+	// log's entries written and dropped (steer_query_log_entries_total).
+	Queries, LogWritten, LogDropped float64
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -178,10 +183,16 @@ func runReal(o Options) (_ *Real, err error) {
 	if big.exited() || ecs.exited() {
 		return nil, errors.New("an Unbound exited during the run:\n" + big.tail() + ecs.tail())
 	}
+	counters, err := st.counters("steer_dns_queries_total", "steer_query_log_entries_total")
+	if err != nil {
+		return nil, err
+	}
 	st.stop() // flushes and closes the query log
 	misses, err := readMisses(st.queryLog(), obs.Start, o.Duration, o.Bin)
 	if err != nil {
 		return nil, err
 	}
-	return &Real{Obs: obs, Misses: misses, Config: st.configPath(), Subnets: subnets}, nil
+	return &Real{Obs: obs, Misses: misses, Config: st.configPath(), Subnets: subnets,
+		Queries: counters["steer_dns_queries_total"], LogWritten: counters[`steer_query_log_entries_total{result="written"}`],
+		LogDropped: counters[`steer_query_log_entries_total{result="dropped"}`]}, nil
 }

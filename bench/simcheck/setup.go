@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -307,6 +310,46 @@ func (s *steerNode) setPool(pool, state string) error {
 		return fmt.Errorf("PUT %s: %s: %s", url, resp.Status, b)
 	}
 	return nil
+}
+
+// counters scrapes steer's /metrics and returns, for each name asked
+// for, the sum of its samples under the name alone and under the name
+// with each label set as printed (`name{labels}`).
+func (s *steerNode) counters(names ...string) (map[string]float64, error) {
+	resp, err := http.Get(s.api + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		series := line[:sp]
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		name := series
+		if i := strings.IndexByte(series, '{'); i >= 0 {
+			name = series[:i]
+		}
+		if slices.Contains(names, name) {
+			out[name] += v
+			if name != series {
+				out[series] += v
+			}
+		}
+	}
+	return out, sc.Err()
 }
 
 func (s *steerNode) stop() {

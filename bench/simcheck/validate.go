@@ -163,6 +163,17 @@ func (r *Result) Text(bins bool) string {
 		o.Sent[siteBig], o.Sent[siteECS], o.Sent[siteSmall], o.Lost[siteBig], o.Lost[siteECS], o.Lost[siteSmall], r.Took.Round(time.Millisecond))
 	fmt.Fprintf(&b, "big Unbound: %d misses, one every %.2f s (its entry's life plus the wait for the next query)\n",
 		r.Real.Misses.Count[siteBig], r.Real.Misses.Gap.Seconds())
+	fmt.Fprintf(&b, "the drain's API call took %s; %d user queries sent more than %s late (a busy machine), the worst %s late, stamped when sent\n",
+		(o.DrainDone - o.DrainSent).Round(time.Millisecond), o.Late, lateAfter, o.MaxLag.Round(time.Millisecond))
+	var other [numSites]int64
+	for _, bin := range o.Counts {
+		for s := range numSites {
+			other[s] += bin[s][poolOther]
+		}
+	}
+	fmt.Fprintf(&b, "user answers with neither pool (SERVFAIL, no address): big %d, ECS %d, small %d\n", other[siteBig], other[siteECS], other[siteSmall])
+	fmt.Fprintf(&b, "steer answered %.0f DNS queries (priming included); its query log wrote %.0f entries and dropped %.0f; %d of the record's misses fall in the run's window\n",
+		r.Real.Queries, r.Real.LogWritten, r.Real.LogDropped, r.Real.Misses.Total)
 	b.WriteString(r.Honest.Text(bins))
 	fmt.Fprintf(&b, "a perfect prediction would score (the simulator's own runs as the observation, %d runs): %.1f %% of bins in band on average, p5–p95 %.1f–%.1f %%\n",
 		calibrationRuns, 100*r.SelfCoverage.Mean, 100*r.SelfCoverage.P5, 100*r.SelfCoverage.P95)
