@@ -90,6 +90,12 @@ type Observed struct {
 	// meet age in real time. MaxLag is the largest such delay.
 	Late   int64
 	MaxLag time.Duration
+	// ClockStep is how far the wall clock moved against the monotonic
+	// one during the run (a step by the host's time sync): steer's query
+	// log is stamped and Unbound's cache entries expire by the wall
+	// clock, the generator by the monotonic one, so a step shifts the
+	// one against the other.
+	ClockStep time.Duration
 }
 
 // lateAfter is how far behind its arrival time a user query may be sent
@@ -438,6 +444,7 @@ func generate(o genOptions) (*Observed, error) {
 	// Answers in flight arrive within a second on loopback.
 	time.Sleep(time.Second)
 	obs.Sent = sent
+	obs.ClockStep = time.Now().Round(0).Sub(start.Round(0)) - time.Since(start)
 	obs.Lost[siteBig] = big.unanswered() + rec.lost[siteBig].Load()
 	obs.Lost[siteECS] = ecs.unanswered() + rec.lost[siteECS].Load()
 	for _, r := range small {

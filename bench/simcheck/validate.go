@@ -165,6 +165,9 @@ func (r *Result) Text(bins bool) string {
 		r.Real.Misses.Count[siteBig], r.Real.Misses.Gap.Seconds())
 	fmt.Fprintf(&b, "the drain's API call took %s; %d user queries sent more than %s late (a busy machine), the worst %s late, stamped when sent\n",
 		(o.DrainDone - o.DrainSent).Round(time.Millisecond), o.Late, lateAfter, o.MaxLag.Round(time.Millisecond))
+	if o.ClockStep.Abs() > 100*time.Millisecond {
+		fmt.Fprintf(&b, "the wall clock was stepped by %s during the run: steer's log times and Unbound's expiries are off by that against the users' clock\n", o.ClockStep.Round(time.Millisecond))
+	}
 	var other [numSites]int64
 	for _, bin := range o.Counts {
 		for s := range numSites {
