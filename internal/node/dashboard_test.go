@@ -283,7 +283,7 @@ func openEvents(t *testing.T, addr string) <-chan api.Event {
 // TestNoTrafficReasons: the reason for a pool that is up, named and has
 // queries, but none for it.
 func TestNoTrafficReasons(t *testing.T) {
-	r := &policy.Record{Name: "x.", Pools: []*policy.Pool{{Name: "a"}}, Enabled: 1}
+	r := &policy.Record{Name: "x.", Pools: []*policy.Pool{{PoolSpec: &policy.PoolSpec{Name: "a"}}}, Enabled: 1}
 	role := poolRole{named: true}
 	for _, c := range []struct {
 		state, reason string

@@ -37,15 +37,15 @@ func (r *Record) appendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []u
 		}
 		switch {
 		case r.Type == dns.TypeCNAME:
-			dst = append(dst, p.CNAME...)
+			dst = append(dst, p.CNAME()...)
 		case qtype == dns.TypeA:
-			for j, rr := range p.A {
+			for j, rr := range p.A() {
 				if masks == nil || masks[p.Index]&(1<<j) != 0 {
 					dst = append(dst, rr)
 				}
 			}
 		case qtype == dns.TypeAAAA:
-			for j, rr := range p.AAAA {
+			for j, rr := range p.AAAA() {
 				if masks == nil || masks[p.Index]&(1<<(len(p.V4)+j)) != 0 {
 					dst = append(dst, rr)
 				}

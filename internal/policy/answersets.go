@@ -43,8 +43,8 @@ func (r *Record) AnswerSets(fn func(qtype uint16, rrs []dns.RR)) {
 	var buf []dns.RR
 	if r.Type == dns.TypeCNAME {
 		for _, p := range r.Pools {
-			if len(p.CNAME) > 0 {
-				fn(dns.TypeCNAME, p.CNAME)
+			if c := p.CNAME(); len(c) > 0 {
+				fn(dns.TypeCNAME, c)
 			}
 		}
 		return

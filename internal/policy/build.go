@@ -92,6 +92,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		warns.Add(cfg.File, cfg.Line("ecs.unknown_client"), "ecs.unknown_client: node, but the node has no location or country (node.location, node.country): queries without ECS are steered by the resolver's address")
 	}
 	warnedPolicy := map[string]bool{}
+	var specs map[specKey]*PoolSpec
 	recs := make([]built, 0, len(cfg.Records))
 	toCompile := map[string]bool{}
 	ckeys, dkeys, lkeys := map[string]string{}, map[string]string{}, map[string]string{}
@@ -99,7 +100,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	builders := make([]builder, len(cfg.Records)) // one allocation, not one a record
 	for i := range cfg.Records {
 		b := &builders[i]
-		*b = builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy, node: t.nodeIn}
+		*b = builder{cfg: cfg, idx: i, errs: &errs, warns: &warns, hasASN: hasASN, warnedPolicy: warnedPolicy, specs: &specs, node: t.nodeIn}
 		var r *Record
 		reused := false
 		if r = reuse.take(b); r != nil {
@@ -314,6 +315,8 @@ type builder struct {
 	// warnings are given once, for the first record using it.
 	policy       string
 	warnedPolicy map[string]bool
+	// specs are the table's pool specs (spec), shared by its builders.
+	specs *map[specKey]*PoolSpec
 	// late is set once the record is compiled: its warnings from then on
 	// (shadowed, disabled) are kept apart from those of building it, so a
 	// reused record gives both where a built one would (reuse.go).
@@ -496,13 +499,11 @@ func (b *builder) pools(rc config.Record) {
 	for _, name := range names {
 		pc := rc.Pools[name]
 		at := ".pools." + name
-		p := &Pool{Name: name, Index: len(r.Pools), Bias: pc.Bias, Line: b.line(at), Site: name}
+		sp := PoolSpec{Name: name, Index: len(r.Pools), Bias: pc.Bias, Site: name}
+		p := &Pool{Line: b.line(at)}
 		if pc.Site != "" {
-			p.Site = pc.Site
+			sp.Site = pc.Site
 		}
-		h := fnv.New64a()
-		h.Write([]byte(name))
-		p.hash = h.Sum64()
 		addrs := pc.Addresses
 		if pc.Address != "" {
 			addrs = append([]string{pc.Address}, addrs...)
@@ -543,7 +544,7 @@ func (b *builder) pools(rc config.Record) {
 			if pc.Location.Lat < -90 || pc.Location.Lat > 90 || pc.Location.Lon < -180 || pc.Location.Lon > 180 {
 				b.errf(at+".location", "record %s: pool %s: location %v,%v is not a latitude and longitude", r.Name, name, pc.Location.Lat, pc.Location.Lon)
 			}
-			p.Lat, p.Lon, p.HasLoc = pc.Location.Lat, pc.Location.Lon, true
+			sp.Lat, sp.Lon, sp.HasLoc = pc.Location.Lat, pc.Location.Lon, true
 		}
 		if pc.HealthCheck != "" {
 			if _, ok := b.cfg.HealthChecks[pc.HealthCheck]; !ok {
@@ -555,19 +556,19 @@ func (b *builder) pools(rc config.Record) {
 			if len(addrs) > 64 {
 				b.errf(at+".health_check", "record %s: pool %s: a health-checked pool holds at most 64 addresses", r.Name, name)
 			}
-			p.Check = pc.HealthCheck
+			sp.Check = pc.HealthCheck
 		}
-		p.MinUp = max(1, pc.MinUp)
+		sp.MinUp = max(1, pc.MinUp)
 		if pc.MinUp < 0 || (pc.MinUp > len(addrs) && r.Type != dns.TypeCNAME) {
 			b.errf(at+".min_up", "record %s: pool %s: min_up %d is not between 1 and its %d addresses", r.Name, name, pc.MinUp, len(addrs))
 		}
 		if c := pc.Capacity; c != nil {
-			p.Capacity = &Capacity{Target: c.Target, Max: math.Inf(1)}
+			sp.Capacity = &Capacity{Target: c.Target, Max: math.Inf(1)}
 			if math.IsNaN(c.Target) || math.IsInf(c.Target, 0) || c.Target <= 0 {
 				b.errf(at+".capacity.target", "record %s: pool %s: capacity target %v must be a positive number (in the unit of its load feed)", r.Name, name, c.Target)
 			}
 			if c.Max != nil {
-				p.Capacity.Max = *c.Max
+				sp.Capacity.Max = *c.Max
 				if math.IsNaN(*c.Max) || *c.Max < c.Target {
 					b.errf(at+".capacity.max", "record %s: pool %s: capacity max %v is below its target %v", r.Name, name, *c.Max, c.Target)
 				}
@@ -576,6 +577,7 @@ func (b *builder) pools(rc config.Record) {
 		if pc.Bias < -99 || pc.Bias > 99 {
 			b.errf(at+".bias", "record %s: pool %s: bias %d is not between -99 and 99", r.Name, name, pc.Bias)
 		}
+		p.PoolSpec = b.spec(sp)
 		bit := uint64(1) << p.Index
 		r.allPools |= bit
 		if pc.Enabled == nil || *pc.Enabled {
@@ -584,14 +586,18 @@ func (b *builder) pools(rc config.Record) {
 		hdr := func(t uint16) dns.RR_Header {
 			return dns.RR_Header{Name: r.Name, Rrtype: t, Class: dns.ClassINET, Ttl: r.TTL}
 		}
-		for _, a := range p.V4 {
-			p.A = append(p.A, &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
+		if n := len(p.V4) + len(p.V6); n > 0 {
+			p.rrs = make([]dns.RR, 0, n)
 		}
+		for _, a := range p.V4 {
+			p.rrs = append(p.rrs, &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
+		}
+		p.nA = int32(len(p.rrs))
 		for _, a := range p.V6 {
-			p.AAAA = append(p.AAAA, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.AsSlice()})
+			p.rrs = append(p.rrs, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.AsSlice()})
 		}
 		if p.Target != "" {
-			p.CNAME = []dns.RR{&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: p.Target}}
+			p.rrs = []dns.RR{&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: p.Target}}
 		}
 		if len(p.V4) > 0 {
 			r.hasV4 |= bit
@@ -602,6 +608,35 @@ func (b *builder) pools(rc config.Record) {
 		b.poolIdx[name] = p.Index
 		r.Pools = append(r.Pools, p)
 	}
+}
+
+// specKey is a PoolSpec by value, with its capacity's figures for the
+// pointer.
+type specKey struct {
+	PoolSpec
+	hasCap            bool
+	capTarget, capMax float64
+}
+
+// spec returns the table's PoolSpec equal to sp, making sp it when there
+// is none yet: the pools of the records of a policy share one per name.
+func (b *builder) spec(sp PoolSpec) *PoolSpec {
+	h := fnv.New64a()
+	h.Write([]byte(sp.Name))
+	sp.hash = h.Sum64()
+	k := specKey{PoolSpec: sp}
+	if c := sp.Capacity; c != nil {
+		k.hasCap, k.capTarget, k.capMax, k.Capacity = true, c.Target, c.Max, nil
+	}
+	if s, ok := (*b.specs)[k]; ok {
+		return s
+	}
+	s := &sp
+	if *b.specs == nil {
+		*b.specs = map[specKey]*PoolSpec{}
+	}
+	(*b.specs)[k] = s
+	return s
 }
 
 func (b *builder) whenAllDown(rc config.Record) {
