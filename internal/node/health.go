@@ -29,9 +29,14 @@ type healthWiring struct {
 	// lands on the old table before the swap or on the new one after.
 	mu        sync.Mutex
 	stateFile string
-	last      map[string]seenRecord // record -> its pools' states last logged
-	allDown   map[string]bool       // records last seen failing open (only those)
-	gen       uint32                // setLocked calls, for last (wrapping is harmless: compared for equality)
+	// seen is the states of the pools of table (the one setLocked last
+	// set) as last logged: record r's pools from seen[off[r]], in its
+	// order. Slices by record index, not a map by name: 36 bytes a
+	// three-pool record, not 240 (issue 31).
+	table   *policy.Table
+	off     []int32
+	seen    []poolSeen
+	allDown map[string]bool // records last seen failing open (only those)
 
 	// onCheck, when set, receives every check's resulting status (the
 	// fleet publishes them).
@@ -62,7 +67,7 @@ func (h *healthWiring) keys(snap *snapshot.Snapshot) []health.Key {
 
 func newHealth(log *slog.Logger, current func() *snapshot.Snapshot, met *metrics.Metrics, reg prometheus.Registerer) *healthWiring {
 	h := &healthWiring{manager: health.NewManager(log), current: current, met: met, log: log,
-		last: map[string]seenRecord{}, allDown: map[string]bool{}}
+		allDown: map[string]bool{}}
 	h.manager.OnChange(h.refresh)
 	h.manager.OnResult(func(k health.Key, took time.Duration, pass bool, from, to health.Status) {
 		log.Debug("health check", "target", k.Addr.String(), "check", k.Check, "pass", pass, "status", to.String(),
@@ -77,29 +82,11 @@ func newHealth(log *slog.Logger, current func() *snapshot.Snapshot, met *metrics
 	return h
 }
 
-// seenRecord is the pools of a steered record as last logged, in the
-// record's order then, and the setLocked call that saw it last. One entry
-// a record (not one a pool), updated in place while its pools stay.
-type seenRecord struct {
-	pools []poolSeen
-	gen   uint32
-}
-
-// find returns the pool named name.
-func (s seenRecord) find(name string) (poolSeen, bool) {
-	for _, p := range s.pools {
-		if p.pool == name {
-			return p, true
-		}
-	}
-	return poolSeen{}, false
-}
-
 // poolSeen is a pool's state as last logged. There is one per pool of
 // every steered record, so it is kept small: the state as its index in
 // poolStates and the time as Unix nanoseconds.
 type poolSeen struct {
-	pool, why string
+	why string
 	// since is when the state was first seen (the dashboard shows it),
 	// in Unix nanoseconds; first is set while that was the pool's first
 	// sighting.
@@ -107,6 +94,23 @@ type poolSeen struct {
 	state uint8 // in poolStates
 	ovr   bool  // set by the operator
 	first bool
+	known bool // seen at all
+}
+
+// seenOf returns the state last logged of pool (by name) of the record
+// named record in the table last set, if any; the caller holds h.mu.
+func (h *healthWiring) seenOf(record, pool string) (poolSeen, bool) {
+	r := h.table.Get(record)
+	if r == nil || r.Index+1 >= len(h.off) {
+		return poolSeen{}, false
+	}
+	for j, p := range r.Pools {
+		if p.Name == pool {
+			s := h.seen[int(h.off[r.Index])+j]
+			return s, s.known
+		}
+	}
+	return poolSeen{}, false
 }
 
 // poolStates are the words policy.Live.PoolState says, by poolSeen.state.
@@ -148,7 +152,7 @@ func (h *healthWiring) close() { h.manager.Close() }
 func (h *healthWiring) poolSince(record, pool string) (since time.Time, first, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s, ok := h.last[record].find(pool)
+	s, ok := h.seenOf(record, pool)
 	if !ok {
 		return time.Time{}, false, false
 	}
@@ -204,30 +208,50 @@ func (h *healthWiring) hold(t *policy.Live) (release func()) {
 // answering with all); the caller holds h.mu.
 func (h *healthWiring) setLocked(t *policy.Live) {
 	t.SetHealth(h.usable, h.poolOverride)
-	h.gen++
 	now := time.Now().UnixNano()
-	for _, r := range t.Table().Records {
+	tab := t.Table()
+	prevTab, prevOff, prevSeen := h.table, h.off, h.seen
+	if tab != prevTab {
+		// Another table (a reload): its own slices, each record's states
+		// taken from the record of the same name (its pools by name).
+		n := 0
+		for _, r := range tab.Records {
+			n += len(r.Pools)
+		}
+		h.table, h.off, h.seen = tab, make([]int32, len(tab.Records)+1), make([]poolSeen, n)
+		n = 0
+		for i, r := range tab.Records {
+			h.off[i] = int32(n)
+			n += len(r.Pools)
+		}
+		h.off[len(tab.Records)] = int32(n)
+	}
+	for i, r := range tab.Records {
 		all := true
-		old := h.last[r.Name]
-		seen := old.pools // updated in place while the record's pools are the same
-		if len(seen) != len(r.Pools) {
-			seen = nil
-		}
-		for j, p := range r.Pools {
-			if seen != nil && seen[j].pool != p.Name {
-				seen = nil
+		seen := h.seen[h.off[i]:h.off[i+1]]
+		var old *policy.Record // the previous table's record, when another
+		if tab != prevTab {
+			if o := prevTab.Get(r.Name); o != nil && o.Index+1 < len(prevOff) {
+				old = o
 			}
-		}
-		if seen == nil {
-			seen = make([]poolSeen, len(r.Pools))
 		}
 		for j, p := range r.Pools {
 			state, why, ovr := t.PoolState(r, p)
 			if state == "up" {
 				all = false
 			}
-			cur := poolSeen{pool: p.Name, state: poolStateCode(state), why: why, ovr: ovr, since: now, first: true}
-			prev, ok := old.find(p.Name)
+			cur := poolSeen{state: poolStateCode(state), why: why, ovr: ovr, since: now, first: true, known: true}
+			prev := seen[j]
+			if old != nil {
+				prev = poolSeen{}
+				for k, op := range old.Pools {
+					if op.Name == p.Name {
+						prev = prevSeen[int(prevOff[old.Index])+k]
+						break
+					}
+				}
+			}
+			ok := prev.known
 			if ok && prev.state == cur.state {
 				cur.since, cur.first = prev.since, prev.first
 			} else if ok {
@@ -251,7 +275,6 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 				h.log.Log(context.Background(), lvl, "pool "+state, "record", r.Name, "pool", p.Name, "from", poolStates[prev.state], "to", state, "reason", why)
 			}
 		}
-		h.last[r.Name] = seenRecord{pools: seen, gen: h.gen}
 		all = all && len(r.Pools) > 0 && r.Enabled != 0
 		if all != h.allDown[r.Name] {
 			if all {
@@ -266,9 +289,9 @@ func (h *healthWiring) setLocked(t *policy.Live) {
 			delete(h.allDown, r.Name)
 		}
 	}
-	for k, v := range h.last {
-		if v.gen != h.gen {
-			delete(h.last, k) // a record no table has any more
+	for name := range h.allDown {
+		if tab.Get(name) == nil {
+			delete(h.allDown, name) // a record no table has any more
 		}
 	}
 }
