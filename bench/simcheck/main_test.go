@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,14 +27,25 @@ import (
 //   - the drain's last canary query inside the predicted band ±1 s, and
 //     "safe at" inside its band, as in the long run.
 //
+// Each criterion is a test at about the 5 % level, and the bins share the
+// big Unbound's one entry (20 % of the users, refilled about 11 times in
+// 2 minutes, each fill the canary with probability 0.05): of 16 runs of
+// the honest prediction on a loaded machine, 2 failed one criterion (4 of
+// 10 bins in band with the big entry the canary twice; the last canary
+// query 3.5 s after the drain). A failed run is therefore followed by a
+// second one with other arrivals, and the prediction fails only when both
+// do; the wrong predictions must fail in every run.
+func ciCriteria() Criteria {
+	return Criteria{InBand: 0.6, MissTol: 0.15, LastTol: time.Second}
+}
+
 // maxClockStep is the largest step of the wall clock against the
 // monotonic one during a run that leaves the comparison valid: Unbound's
 // entries live whole seconds, the bins are 10 s.
 const maxClockStep = 500 * time.Millisecond
 
-func ciCriteria() Criteria {
-	return Criteria{InBand: 0.6, MissTol: 0.15, LastTol: time.Second}
-}
+// ciAttempts is how many runs the honest prediction gets (see ciCriteria).
+const ciAttempts = 2
 
 // TestSimulateAgainstUnbound is the CI version of bench/simulate.sh: a
 // 2-minute run at 1,000 user q/s, TTL 10 s, the canary drained at 100 s;
@@ -43,52 +55,58 @@ func TestSimulateAgainstUnbound(t *testing.T) {
 	dnstest.NeedTool(t, "unbound")
 	dnstest.NeedTool(t, "unbound-checkconf")
 	o := Defaults()
-	o.Dir = t.TempDir()
+	dir := t.TempDir()
 	if d := os.Getenv("SIMCHECK_DIR"); d != "" {
-		o.Dir = d // kept after the test: steer's query log, observed.json for -replay
+		dir = d // kept after the test: steer's query log, observed.json for -replay
 	}
-	o.Ports = dnstest.FreePorts(t, 4)
 	o.Duration, o.DrainAt = 2*time.Minute, 100*time.Second
 	// Half the long run's users: the generator (with steer in its
 	// process) is the test's CPU, and it runs beside the race stage.
 	o.Rate = 1000
-	var log strings.Builder
-	o.Log = &log
-	res, err := Validate(o, ciCriteria(), true)
-	if err == nil && res.Real.Obs.ClockStep.Abs() > maxClockStep {
-		// Not steer's doing nor the simulator's: the host's time sync
-		// stepped the wall clock, which Unbound's cache and steer's
-		// log go by. Once more; a second step fails the test below.
-		t.Logf("the wall clock was stepped by %s during the run; running again\n%s", res.Real.Obs.ClockStep, log.String())
-		log.Reset()
+	for attempt := 1; attempt <= ciAttempts; attempt++ {
+		o.Dir = filepath.Join(dir, fmt.Sprint(attempt))
 		o.Ports = dnstest.FreePorts(t, 4)
-		o.Dir = filepath.Join(o.Dir, "again")
-		res, err = Validate(o, ciCriteria(), true)
-	}
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	if step := res.Real.Obs.ClockStep; step.Abs() > maxClockStep {
-		t.Errorf("the wall clock was stepped by %s during the run (the host's time sync): the comparison below is not valid", step)
-	}
-	t.Logf("\n%s%s", log.String(), res.Text(true))
-	if res.Real.LogDropped > 0 {
-		t.Errorf("steer's query log dropped %.0f entries: the misses counted from it are short", res.Real.LogDropped)
-	}
-	if !res.Honest.Passed() {
-		t.Errorf("the prediction failed against the real resolvers: %s", strings.Join(res.Honest.Failures, "; "))
-	}
-	for _, w := range res.Wrong {
-		if w.Passed() {
-			t.Errorf("a wrong prediction (%s) passed: the comparison cannot tell it apart", w.Name)
+		o.Seed = uint64(attempt)
+		var log strings.Builder
+		o.Log = &log
+		res, err := Validate(o, ciCriteria(), true)
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", attempt, err, log.String())
 		}
-	}
-	var sent, lost int64
-	for s := range numSites {
-		sent += res.Real.Obs.Sent[s]
-		lost += res.Real.Obs.Lost[s]
-	}
-	if sent == 0 || lost*50 > sent {
-		t.Errorf("%d of %d user queries unanswered (more than 2 %%): the run measured a machine too busy to answer", lost, sent)
+		t.Logf("run %d (seed %d):\n%s%s", attempt, o.Seed, log.String(), res.Text(true))
+		// What no second run excuses: the harness measuring wrong, or
+		// a comparison that cannot tell a wrong prediction apart.
+		if res.Real.LogDropped > 0 {
+			t.Errorf("run %d: steer's query log dropped %.0f entries: the misses counted from it are short", attempt, res.Real.LogDropped)
+		}
+		for _, w := range res.Wrong {
+			if w.Passed() {
+				t.Errorf("run %d: a wrong prediction (%s) passed: the comparison cannot tell it apart", attempt, w.Name)
+			}
+		}
+		var sent, lost int64
+		for s := range numSites {
+			sent += res.Real.Obs.Sent[s]
+			lost += res.Real.Obs.Lost[s]
+		}
+		if sent == 0 || lost*50 > sent {
+			t.Errorf("run %d: %d of %d user queries unanswered (more than 2 %%): the run measured a machine too busy to answer", attempt, lost, sent)
+		}
+		var failed []string
+		if step := res.Real.Obs.ClockStep; step.Abs() > maxClockStep {
+			// Not steer's doing nor the simulator's: the host's time
+			// sync stepped the wall clock, which Unbound's cache and
+			// steer's log go by.
+			failed = append(failed, fmt.Sprintf("the wall clock was stepped by %s during the run (the host's time sync): the comparison is not valid", step))
+		}
+		failed = append(failed, res.Honest.Failures...)
+		if len(failed) == 0 || t.Failed() {
+			return
+		}
+		if attempt == ciAttempts {
+			t.Errorf("the prediction failed against the real resolvers in %d runs; in the last: %s", ciAttempts, strings.Join(failed, "; "))
+			return
+		}
+		t.Logf("run %d: the prediction failed (%s); once more with other arrivals", attempt, strings.Join(failed, "; "))
 	}
 }
