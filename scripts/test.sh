@@ -169,6 +169,13 @@ RACE_FIRST=(./internal/node ./internal/fleet ./internal/dnsserver ./internal/ste
 mapfile -t race_first < <(go list "${RACE_FIRST[@]}")
 mapfile -t raced_order < <(printf '%s\n' "${race_first[@]}"; printf '%s\n' "${raced[@]}" | grep -vxF -f <(printf '%s\n' "${race_first[@]}"))
 stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the others)"
+# A binary built with -race sleeps a second before it exits (the race
+# runtime's atexit_sleep_ms, for goroutines still running after main to
+# report a race): a second of a stage slot per package, some 35 s of the
+# stage's two slots, after every test has ended and been checked (a race
+# during a test fails that test). A GORACE of the caller's own comes after
+# and wins.
+export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 run_tests -race "${raced_order[@]}"
 ((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
 # The race stage runs alone (but for the waiting packages' light load): its fleet tests bound how fast a push reaches
