@@ -294,7 +294,7 @@ func parseChanged(origin, file string, data []byte, prev *Zone) (z *Zone, errs, 
 			b.removed[name] = true
 			taken = append(taken, name)
 			for _, s := range n.rrsets {
-				z.Records -= len(s.rrs)
+				z.Records -= s.count()
 			}
 		case n.steered && len(n.rrsets) == 0:
 			z.nodes.del(name)

@@ -32,7 +32,7 @@ func zoneState(z *Zone) string {
 		n := z.nodes.get(name)
 		fmt.Fprintf(&sb, "%s cut=%v cname=%v dname=%v occ=%v wild=%v steer=%v plain=%v\n", name, n.cut, n.hasCNAME, n.hasDNAME, n.occluded, n.wildChild, n.steered, n.plain)
 		for _, s := range n.rrsets {
-			for _, rr := range s.rrs {
+			for _, rr := range s.records(name) {
 				sb.WriteString("  " + rr.String() + "\n")
 			}
 		}

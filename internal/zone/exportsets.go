@@ -42,7 +42,7 @@ func (z *Zone) EachSet(yield func(SignedSet) bool) {
 		}
 		for _, i := range order {
 			s := n.rrsets[i]
-			out := SignedSet{Name: n.name, Type: s.rtype, RRs: s.rrs, Cut: n.cut, Occluded: n.occluded}
+			out := SignedSet{Name: n.name, Type: s.rtype, RRs: s.records(n.name), Cut: n.cut, Occluded: n.occluded}
 			if n.sig != nil && i < len(n.sig.sets) {
 				out.Sigs = n.sig.sets[i]
 			}

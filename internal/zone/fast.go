@@ -231,6 +231,19 @@ func (s *Set) Precompile() {
 			})
 		}
 		wg.Wait()
+		if z.signer == nil && z.pre == nil && z.steerSigner == nil {
+			// Once every template is made (a template may hold other
+			// nodes' records), on the same goroutines.
+			for w := range workers {
+				part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]
+				wg.Go(func() {
+					for _, n := range part {
+						z.storeNode(n)
+					}
+				})
+			}
+			wg.Wait()
+		}
 		z.prev, z.workers = nil, 0
 		if z.fromFile && len(z.source) > keepSource {
 			z.sourceSum = sha256.Sum256(z.source)
@@ -309,11 +322,13 @@ func (p *packer) node(n *node) {
 		}
 		var wire []byte
 		if direct[rs.rtype] {
-			if pn != nil && pn.plain && sameSlice(pn.get(rs.rtype), rs.rrs) {
+			if rs.rrs == nil && rs.wire != nil {
+				wire = rs.wireBytes() // kept in wire form: that is its answer
+			} else if pn != nil && pn.plain && sameSet(pn.set(rs.rtype), &rs) {
 				wire = pn.Template(rs.rtype)
 			}
 			if wire == nil {
-				wire = p.direct(n.name, rs.rrs)
+				wire = p.direct(n.name, rs.records(n.name))
 			}
 		} else {
 			wire = p.looked(n.name, rs.rtype, nil)
@@ -376,7 +391,7 @@ func (p *packer) nodeDO(n *node) {
 		}
 		var wire []byte
 		if direct[t.qtype] {
-			if pn != nil && pn.plain && sameSlice(pn.get(t.qtype), rrs) && sameSlice(pn.sigsOf(t.qtype), sigs) {
+			if pn != nil && pn.plain && sameSet(pn.set(t.qtype), n.set(t.qtype)) && sameSlice(pn.sigsOf(t.qtype), sigs) {
 				wire = pn.TemplateDO(t.qtype)
 			}
 			if wire == nil {
@@ -419,8 +434,8 @@ func (z *Zone) moved(n *node) bool {
 		return true
 	}
 	for _, t := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSVCB, dns.TypeHTTPS} {
-		a, b := n.get(t), pn.get(t)
-		if len(a) != len(b) || len(a) > 0 && &a[0] != &b[0] {
+		a, b := n.set(t), pn.set(t)
+		if (a == nil) != (b == nil) || a != nil && !sameSet(a, b) {
 			return true
 		}
 	}

@@ -277,7 +277,7 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 			z.deny(a, name, n, qtype, synthesized)
 			return ""
 		}
-		add(n.rrsets[0].rrs)
+		add(n.rrsets[0].records(name))
 		return ""
 	}
 	if qtype == dns.TypeRRSIG && signed && z.answerRRSIG(a, n, name, synthesized) {
@@ -288,8 +288,9 @@ func (z *Zone) answerAt(a *Answer, n *node, name string, qtype uint16, synthesiz
 		return ""
 	}
 	if n.hasCNAME && qtype != dns.TypeCNAME {
-		add(n.set(dns.TypeCNAME).rrs)
-		return dns.CanonicalName(n.set(dns.TypeCNAME).rrs[0].(*dns.CNAME).Target)
+		cname := n.set(dns.TypeCNAME).records(n.name)
+		add(cname)
+		return dns.CanonicalName(cname[0].(*dns.CNAME).Target)
 	}
 	z.deny(a, name, n, qtype, synthesized)
 	return ""
@@ -357,7 +358,7 @@ func (z *Zone) referral(a *Answer, cut *node) {
 // synthesizeDNAME rewrites name, which lies below the DNAME at d, and
 // returns the new name to follow (RFC 6672 §3.3).
 func (z *Zone) synthesizeDNAME(a *Answer, d *node, name string) string {
-	dn := d.set(dns.TypeDNAME).rrs[0].(*dns.DNAME)
+	dn := d.set(dns.TypeDNAME).records(d.name)[0].(*dns.DNAME)
 	a.Answer = append(a.Answer, dn)
 	if a.dnssecOK(z) {
 		// The DNAME's RRSIGs prove the CNAME synthesised from it, which

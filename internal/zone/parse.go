@@ -266,7 +266,14 @@ func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[str
 				// Into blocks that hold only what the zone keeps: the
 				// blocks the parse grouped into also hold the first
 				// element of every slice an append then moved.
-				s.rrs = append(b.keptRRs.many(len(s.rrs))[:0], s.rrs...)
+				kept := &b.keptRRs
+				if direct[s.rtype] {
+					// Most of these end in wire form (store.go): in
+					// blocks of their own, which are then garbage
+					// whole, not kept for the other types' sake.
+					kept = &b.keptDirect
+				}
+				s.rrs = append(kept.many(len(s.rrs))[:0], s.rrs...)
 			}
 		}
 		if len(n.rrsets) > 0 {
@@ -460,8 +467,9 @@ type builder struct {
 	rrs            slab[dns.RR]
 	// keptSets and keptRRs hold the final copies of what sets and rrs
 	// held while the records were grouped (see complete).
-	keptSets slab[rrset]
-	keptRRs  slab[dns.RR]
+	keptSets   slab[rrset]
+	keptRRs    slab[dns.RR]
+	keptDirect slab[dns.RR]
 	text     slab[string]
 	rec      slabs
 	// dups holds, for RRsets too large to compare record by record, the
@@ -588,11 +596,18 @@ func sameRecords(n, pn *node) bool {
 		return false
 	}
 	for i := range pn.rrsets {
-		s := n.set(pn.rrsets[i].rtype)
-		if s == nil || len(s.rrs) != len(pn.rrsets[i].rrs) {
+		ps := &pn.rrsets[i]
+		s := n.set(ps.rtype)
+		if s == nil || len(s.rrs) != ps.count() {
 			return false
 		}
-		for j, rr := range pn.rrsets[i].rrs {
+		if ps.rrs == nil {
+			if !equalToWire(n.name, s.rrs, ps.wireBytes()) {
+				return false
+			}
+			continue
+		}
+		for j, rr := range ps.rrs {
 			if s.rrs[j] != rr {
 				return false
 			}
@@ -608,7 +623,7 @@ func (b *builder) materialize(pn *node) *node {
 	n := b.newNode(pn.name)
 	n.rrsets = make([]rrset, len(pn.rrsets))
 	for i, s := range pn.rrsets {
-		s.rrs = slices.Clip(s.rrs)
+		s.rrs, s.wire = slices.Clip(s.records(pn.name)), nil
 		n.rrsets[i] = s
 	}
 	n.cut, n.hasCNAME, n.hasDNAME, n.chunk = pn.cut, pn.hasCNAME, pn.hasDNAME, pn.chunk
@@ -858,7 +873,11 @@ func (b *builder) shared(n *node, rr dns.RR) dns.RR {
 		return rr
 	}
 	h := rr.Header()
-	for _, o := range pn.get(h.Rrtype) {
+	ps := pn.set(h.Rrtype)
+	if ps == nil || ps.rrs == nil {
+		return rr // none, or kept in wire form: compared as a whole (shareSet)
+	}
+	for _, o := range ps.rrs {
 		if o.Header().Ttl == h.Ttl && dns.IsDuplicate(o, rr) {
 			return o
 		}
@@ -873,7 +892,18 @@ func (b *builder) shareSet(pn *node, s *rrset) bool {
 	if pn == nil {
 		return false
 	}
-	old := pn.get(s.rtype)
+	ps := pn.set(s.rtype)
+	if ps == nil {
+		return false
+	}
+	if ps.rrs == nil {
+		if ps.wire == nil || !equalToWire(pn.name, s.rrs, ps.wireBytes()) {
+			return false
+		}
+		s.rrs, s.wire = nil, ps.wire // its answer, which it is kept as
+		return true
+	}
+	old := ps.rrs
 	if len(old) != len(s.rrs) || len(old) == 0 {
 		return false
 	}
@@ -894,7 +924,7 @@ func (b *builder) shareSets(n *node) {
 		return
 	}
 	for i := range n.rrsets {
-		if pn.rrsets[i].rtype != n.rrsets[i].rtype || !sameSlice(pn.rrsets[i].rrs, n.rrsets[i].rrs) {
+		if pn.rrsets[i].rtype != n.rrsets[i].rtype || !sameSet(&pn.rrsets[i], &n.rrsets[i]) {
 			return
 		}
 	}

@@ -101,7 +101,7 @@ func nodeText(z *Zone, n *node) string {
 	var b strings.Builder
 	for _, s := range n.rrsets {
 		fmt.Fprintf(&b, "[%s:%d]", z.files[s.file], s.line)
-		for _, rr := range s.rrs {
+		for _, rr := range s.records(n.name) {
 			b.WriteString(rr.String())
 			b.WriteByte('|')
 		}
@@ -189,7 +189,7 @@ func TestReloadSharesUnchangedRecords(t *testing.T) {
 	for name, n := range z.nodes.all {
 		on := old.nodes.get(name)
 		for _, s := range n.rrsets {
-			if on != nil && sameSlice(on.get(s.rtype), s.rrs) {
+			if on != nil && sameSet(on.set(s.rtype), &s) {
 				shared++
 			} else {
 				own++
@@ -266,7 +266,7 @@ func TestLargeZoneKeepsDigestNotText(t *testing.T) {
 	for name, n := range z.nodes.all {
 		bn := back.nodes.get(name)
 		for i, s := range n.rrsets {
-			if bn == nil || len(bn.rrsets) != len(n.rrsets) || fmt.Sprint(bn.rrsets[i].rrs) != fmt.Sprint(s.rrs) {
+			if bn == nil || len(bn.rrsets) != len(n.rrsets) || fmt.Sprint(bn.rrsets[i].records(name)) != fmt.Sprint(s.records(name)) {
 				t.Fatalf("%s reads back differently", name)
 			}
 		}
@@ -413,7 +413,7 @@ func TestReloadWithPreviousMatchesFreshParse(t *testing.T) {
 			n := z.nodes.get(name)
 			fmt.Fprintf(&sb, "%s cut=%v cname=%v dname=%v occ=%v wild=%v steer=%v plain=%v\n", name, n.cut, n.hasCNAME, n.hasDNAME, n.occluded, n.wildChild, n.steered, n.plain)
 			for _, s := range n.rrsets {
-				for _, rr := range s.rrs {
+				for _, rr := range s.records(name) {
 					sb.WriteString("  " + rr.String() + "\n")
 				}
 			}

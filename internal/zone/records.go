@@ -45,7 +45,7 @@ func (z *Zone) EachRecord(yield func(dns.RR) bool) {
 			if s.rtype == dns.TypeSOA && name == z.Origin {
 				continue
 			}
-			for _, rr := range s.rrs {
+			for _, rr := range s.records(name) {
 				if !yield(rr) {
 					return
 				}
@@ -94,7 +94,7 @@ func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 	apex.rrsets = append([]rrset(nil), z.apex.rrsets...)
 	for i := range apex.rrsets {
 		if apex.rrsets[i].rtype == dns.TypeSOA {
-			apex.rrsets[i].rrs = []dns.RR{soa}
+			apex.rrsets[i].rrs, apex.rrsets[i].wire = []dns.RR{soa}, nil
 		}
 	}
 	nz := *z
@@ -109,7 +109,7 @@ func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 		sig := nodeSigs{sets: slices.Clone(apex.sig.sets)}
 		for i := range apex.rrsets {
 			if apex.rrsets[i].rtype == dns.TypeSOA && i < len(sig.sets) {
-				sigs, err := z.signer.Sign(apex.rrsets[i].rrs, time.Now(), dnssec.ReasonLoad)
+				sigs, err := z.signer.Sign(apex.rrsets[i].records(apex.name), time.Now(), dnssec.ReasonLoad)
 				if err != nil {
 					return nil, diag.Problems{{File: z.File, Msg: fmt.Sprintf("zone %s: %v", z.Origin, err)}}
 				}

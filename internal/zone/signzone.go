@@ -237,7 +237,7 @@ func (z *Zone) signNode(n *node, now time.Time, why dnssec.Reason) error {
 			sets[i] = sigs
 			continue
 		}
-		sigs, err := z.signer.Sign(s.rrs, now, why)
+		sigs, err := z.signer.Sign(s.records(n.name), now, why)
 		if err != nil {
 			return err
 		}
@@ -257,7 +257,7 @@ func (n *node) keptSigs(s rrset, signer *dnssec.Signer, now time.Time) []dns.RR 
 		if n.rrsets[i].rtype != s.rtype {
 			continue
 		}
-		if i >= len(n.sig.sets) || !sameSlice(n.rrsets[i].rrs, s.rrs) {
+		if i >= len(n.sig.sets) || !sameSet(&n.rrsets[i], &s) {
 			return nil
 		}
 		if sigs := n.sig.sets[i]; signer.Fresh(sigs, s.rtype, now) {

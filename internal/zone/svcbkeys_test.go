@@ -39,11 +39,11 @@ func TestSVCBKeysWithLeadingZeros(t *testing.T) {
 	}
 	for name, w := range want {
 		n := z.nodes.get(name)
-		if n == nil || len(n.rrsets) != 1 || len(n.rrsets[0].rrs) != 1 {
+		if n == nil || len(n.rrsets) != 1 || n.rrsets[0].count() != 1 {
 			t.Errorf("%s: %v", name, n)
 			continue
 		}
-		if got := n.rrsets[0].rrs[0].String(); got != w {
+		if got := n.rrsets[0].records(name)[0].String(); got != w {
 			t.Errorf("%s:\n got %s\nwant %s", name, got, w)
 		}
 	}

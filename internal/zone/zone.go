@@ -147,13 +147,19 @@ type rrset struct {
 	rtype uint16
 	file  uint16 // Zone.files index of where the RRset's first record is
 	line  int32
-	rrs   []dns.RR
+	// rrs are the records, or nil when the RRset is kept in wire form
+	// (wire, see store.go): read them with records.
+	rrs  []dns.RR
+	wire *byte
 }
 
+// get returns the node's records of type t, nil when it has none. An
+// RRset kept in wire form is made into records anew on each call: the
+// caller may keep them, but must not expect the same ones twice.
 func (n *node) get(t uint16) []dns.RR {
 	for i := range n.rrsets {
 		if n.rrsets[i].rtype == t {
-			return n.rrsets[i].rrs
+			return n.rrsets[i].records(n.name)
 		}
 	}
 	return nil
@@ -258,7 +264,7 @@ func (z *Zone) flatten() []byte {
 			if name == z.Origin && z.signer != nil && z.pre == nil && signerApex(s.rtype) {
 				continue // the signer's, not the file's
 			}
-			for _, rr := range s.rrs {
+			for _, rr := range s.records(name) {
 				b.WriteString(rr.String())
 				b.WriteByte('\n')
 			}
