@@ -470,8 +470,8 @@ type builder struct {
 	keptSets   slab[rrset]
 	keptRRs    slab[dns.RR]
 	keptDirect slab[dns.RR]
-	text     slab[string]
-	rec      slabs
+	text       slab[string]
+	rec        slabs
 	// dups holds, for RRsets too large to compare record by record, the
 	// text (TTL left out) of the records they hold.
 	dups map[*rrset]map[string]bool
