@@ -27,11 +27,17 @@ import (
 // table lives on the stack).
 const maxFastLabels = 16
 
-// fastQuery is a query as the fast path parsed it.
+// fastQuery is a query as the fast path parsed it: the name and its
+// labels, which parseFast writes before anything reads them, and the
+// rest (fastFields), which it expects zero.
 type fastQuery struct {
-	name    [256]byte // lower-case presentation form, "www.example.com."
+	name   [256]byte            // lower-case presentation form, "www.example.com."
+	labels [maxFastLabels]uint8 // offset of each label in name (and in the wire question)
+	fastFields
+}
+
+type fastFields struct {
 	nameLen int
-	labels  [maxFastLabels]uint8 // offset of each label in name (and in the wire question)
 	nlabels int
 	qend    int // offset just past QTYPE and QCLASS in the request
 	qtype   uint16
@@ -174,8 +180,16 @@ func steerQuery(subnet *ecs.Subnet, hasECS bool, from netip.Addr) policy.Query {
 
 // fast answers req when it can, into buf; nil means "use the general path".
 func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from netip.Addr, buf []byte, st *stats) []byte {
-	var q fastQuery
-	if !parseFast(req, &q) {
+	// A batch's datagrams reuse one fastQuery: zeroing its name for
+	// every query was a tenth of the fast path's own time.
+	var q *fastQuery
+	if st.batch != nil {
+		q = &st.batch.q
+		q.fastFields = fastFields{}
+	} else {
+		q = new(fastQuery)
+	}
+	if !parseFast(req, q) {
 		return nil
 	}
 	switch q.qtype {
@@ -227,12 +241,12 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				if st.Rule >= 0 {
 					scope = st.Scope
 				}
-				out = h.negative(out, req, &q, z, dns.RcodeSuccess)
+				out = h.negative(out, req, q, z, dns.RcodeSuccess)
 				class = rrl.NoData
 				break
 			}
 			scope = st.Scope
-			out = header(out, req, &q, dns.RcodeSuccess)
+			out = header(out, req, q, dns.RcodeSuccess)
 			var n int
 			var ok bool
 			start := len(out)
@@ -268,13 +282,13 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 		if signed {
 			return nil // denial, or an RRset without a DO template
 		}
-		out = h.negative(out, req, &q, z, dns.RcodeSuccess)
+		out = h.negative(out, req, q, z, dns.RcodeSuccess)
 		class = rrl.NoData
 	case zone.FastNXDomain:
 		if signed {
 			return nil // denial: the general path
 		}
-		out = h.negative(out, req, &q, z, dns.RcodeNameError)
+		out = h.negative(out, req, q, z, dns.RcodeNameError)
 		class, limitName = rrl.NXDomain, z.Origin
 	default:
 		return nil
@@ -289,7 +303,7 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			scope = subnet.Scope(scope) // from the decision's to the option's
 		}
 		optStart = len(out)
-		out = appendOPT(out, snap, &q, t, gd.reply(), hasECS, &subnet, scope)
+		out = appendOPT(out, snap, q, t, gd.reply(), hasECS, &subnet, scope)
 	}
 	if t == UDP {
 		limit = gd.udpLimit(q.opt, q.udpSize)

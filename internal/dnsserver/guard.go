@@ -142,8 +142,7 @@ func (gd *guarded) limit(t Transport, from netip.Addr, class rrl.Class, name str
 	if gd.g == nil || gd.g.RRL == nil || t != UDP || gd.ck.Status == cookie.Valid || !from.IsValid() {
 		return rrl.Pass
 	}
-	if st.batch != nil && gd.g.RRL.Exempt(from) {
-		st.batch.exempted(gd.g.RRL) // counted once per batch
+	if st.batch != nil && st.batch.exempts(gd.g.RRL, from) {
 		return rrl.Pass
 	}
 	return gd.g.RRL.Decide(from, gd.response(class, name, qtype, ecsAddr, scope), gd.timeFrom(st.at()).UnixNano())

@@ -118,7 +118,13 @@ type batch struct {
 	// exempt responses to sources rate limiting exempts, for rrl.
 	rrl    *rrl.Limiter
 	exempt uint64
-	memo   nameMemo // fast.go
+	memo   nameMemo  // fast.go
+	q      fastQuery // the fast path's parse of the datagram being answered
+	// The last source rate limiting was asked to exempt in this batch,
+	// and its answer: the datagrams of a batch mostly come from few
+	// sources.
+	exemptFrom netip.Addr
+	exemptOK   bool
 }
 
 // start begins a batch, counting into m; its time is read when a query
@@ -128,13 +134,21 @@ func (b *batch) start(m *metrics.Metrics) {
 	b.tally.Bind(m)
 }
 
-// exempted counts a response to a source l exempts.
-func (b *batch) exempted(l *rrl.Limiter) {
+// exempt says whether l exempts from (l.Exempt), asking l only for a
+// source or limiter other than the last one asked in the batch, and
+// counts the response when it does.
+func (b *batch) exempts(l *rrl.Limiter, from netip.Addr) bool {
 	if l != b.rrl {
 		b.flushExempt()
-		b.rrl = l
+		b.rrl, b.exemptFrom = l, netip.Addr{}
 	}
-	b.exempt++
+	if from != b.exemptFrom {
+		b.exemptFrom, b.exemptOK = from, l.Exempt(from)
+	}
+	if b.exemptOK {
+		b.exempt++ // counted once per batch
+	}
+	return b.exemptOK
 }
 
 func (b *batch) flushExempt() {
@@ -151,7 +165,7 @@ func (b *batch) flushExempt() {
 func (b *batch) flush() {
 	b.tally.Flush()
 	b.flushExempt()
-	b.rrl = nil
+	b.rrl, b.exemptFrom = nil, netip.Addr{}
 	m := &b.memo
 	m.snap, m.z, m.node, m.rec, m.n = nil, nil, nil, nil, 0
 }
