@@ -26,6 +26,8 @@ SAMPLE=${SAMPLE:-200}            # subnets checked per server before load
 BIND=${BIND:-127.0.0.1}
 STEER_PORT=${STEER_PORT:-5301}
 STEER_GUARD_PORT=${STEER_GUARD_PORT:-5305} # steer-guard: --servers "steer steer-guard"
+STEER_BASE_PORT=${STEER_BASE_PORT:-5306}   # steer-base: --servers "steer steer-base gdnsd"
+BASE_REF=${BASE_REF:-main}                 # the commit steer-base is built from
 GDNSD_PORT=${GDNSD_PORT:-5302}
 KNOT_PORT=${KNOT_PORT:-5303}
 NSD_PORT=${NSD_PORT:-5304}
@@ -41,8 +43,9 @@ usage() {
 usage: bench/run.sh [--quick] [--rounds N] [--duration S] [--lat-duration S]
                     [--lat-qps N] [--modes "pinned unpinned"]
                     [--servers "steer gdnsd knot nsd"] [--queries N]
-                    [--no-install] [--keep] [--label NAME]
-Environment: STEER_PORT GDNSD_PORT KNOT_PORT NSD_PORT BIND SERVER_CPU
+                    [--base-ref REF] [--no-install] [--keep] [--label NAME]
+Environment: STEER_PORT GDNSD_PORT KNOT_PORT NSD_PORT STEER_GUARD_PORT
+STEER_BASE_PORT BIND SERVER_CPU
 CLIENT_CPU DNSPERF_ARGS WARMUP SAMPLE and the upper-case forms of the flags.
 EOF
 }
@@ -57,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--modes) MODES=$2; shift ;;
 	--servers) SERVERS=$2; shift ;;
 	--queries) QUERIES=$2; shift ;;
+	--base-ref) BASE_REF=$2; shift ;;
 	--no-install) INSTALL=0 ;;
 	--keep) KEEP=1 ;;
 	--label) LABEL=$2; shift ;;
@@ -70,7 +74,7 @@ for m in $MODES; do
 	case "$m" in pinned | unpinned) ;; *) echo "unknown mode $m" >&2; exit 2 ;; esac
 done
 for s in $SERVERS; do
-	case "$s" in steer | steer-guard | gdnsd | knot | nsd) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
+	case "$s" in steer | steer-guard | steer-base | gdnsd | knot | nsd) ;; *) echo "unknown server $s" >&2; exit 2 ;; esac
 done
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -87,6 +91,7 @@ HZ=$(getconf CLK_TCK)
 NCPU=$(nproc)
 
 declare -A PID=()       # server name -> pid (the current mode's)
+BASE_REV=""             # steer-base's commit, once built
 CREATED_POLICY_RC=0
 
 . "$REPO/bench/lib/server.sh"
@@ -95,7 +100,8 @@ trap 'exit 130' INT TERM
 
 port_of() {
 	case "$1" in
-	steer) echo "$STEER_PORT" ;; steer-guard) echo "$STEER_GUARD_PORT" ;; gdnsd) echo "$GDNSD_PORT" ;;
+	steer) echo "$STEER_PORT" ;; steer-guard) echo "$STEER_GUARD_PORT" ;; steer-base) echo "$STEER_BASE_PORT" ;;
+	gdnsd) echo "$GDNSD_PORT" ;;
 	knot) echo "$KNOT_PORT" ;; nsd) echo "$NSD_PORT" ;;
 	esac
 }
@@ -106,7 +112,20 @@ PKGS="dnsperf gdnsd knot knot-module-geoip nsd"
 . "$REPO/bench/lib/larkbook-servers.sh"
 
 # ---- build -----------------------------------------------------------------
-build() { build_tools geoconv querygen check report; }
+build() {
+	build_tools geoconv querygen check report
+	# steer-base: steer as of BASE_REF, from a clean export of that commit,
+	# so a change is measured against its base interleaved in one run.
+	if [[ " $SERVERS " == *" steer-base "* ]]; then
+		local rev
+		rev=$(cd "$REPO" && git rev-parse --verify --quiet "$BASE_REF^{commit}") || die "--base-ref $BASE_REF: no such commit"
+		log "building steer-base from $BASE_REF ($(cut -c1-7 <<<"$rev"))"
+		mkdir -p "$WORK/base-src"
+		(cd "$REPO" && git archive "$rev") | tar -x -C "$WORK/base-src"
+		(cd "$WORK/base-src" && go build -o "$BIN/steer-base" ./cmd/steer) || die "building steer-base failed"
+		BASE_REV=$(cut -c1-7 <<<"$rev")
+	fi
+}
 
 # ---- data ------------------------------------------------------------------
 make_data() { larkbook_queries; }
@@ -130,6 +149,11 @@ write_configs() { # MODE THREADS
 rrl: { exempt: [], responses_per_second: 1000000, all_per_second: 1000000 }
 cookies: { enabled: true, max_nocookie_udp: 1232 }
 EOF
+
+	# steer-base: the same config, served by steer built from BASE_REF.
+	mkdir -p "$d/steer-base"
+	cp "$d/steer/example.com.zone" "$d/steer-base/"
+	sed "s/:$STEER_PORT\"/:$STEER_BASE_PORT\"/" "$d/steer/steer.yaml" >"$d/steer-base/steer.yaml"
 
 	# gdnsd: shop is a DYNA record of the geoip plugin; the map is
 	# continent -> country, with Virginia as every default.
@@ -214,6 +238,7 @@ start_server() { # NAME MODE
 	local logf=$RESULTS/logs/$mode-$s.log
 	case "$s" in
 	steer | steer-guard) env "${envs[@]}" "${pin[@]}" "$BIN/steer" serve --config "$d/$s/steer.yaml" >"$logf" 2>&1 & ;;
+	steer-base) env "${envs[@]}" "${pin[@]}" "$BIN/steer-base" serve --config "$d/$s/steer.yaml" >"$logf" 2>&1 & ;;
 	gdnsd) "${pin[@]}" gdnsd -c "$d/gdnsd" start >"$logf" 2>&1 & ;;
 	knot) "${pin[@]}" knotd -c "$d/knot/knot.conf" >"$logf" 2>&1 & ;;
 	nsd) "${pin[@]}" nsd -d -c "$d/nsd/nsd.conf" >"$logf" 2>&1 & ;;
@@ -299,6 +324,7 @@ run_mode() { # MODE
 		case "$s" in
 		steer) note="GOMAXPROCS=$([ "$mode" = pinned ] && echo 1 || echo "default ($NCPU)")" ;;
 		steer-guard) note="GOMAXPROCS=$([ "$mode" = pinned ] && echo 1 || echo "default ($NCPU)"), rrl deciding every query, cookies on" ;;
+		steer-base) note="GOMAXPROCS=$([ "$mode" = pinned ] && echo 1 || echo "default ($NCPU)"), built from $BASE_REF ($BASE_REV)" ;;
 		gdnsd) note="udp_threads=$threads" ;;
 		knot) note="udp-workers=$threads" ;;
 		nsd) note="server-count=$threads, static only (no geo)" ;;
@@ -332,6 +358,7 @@ cp "$WORK/queries/mix.txt" "$WORK/queries/sample.tsv" "$RESULTS/"
 	echo "modes: $MODES  servers: $SERVERS  queries: $QUERIES  dnsperf args: $DNSPERF_ARGS"
 	echo "cpus: $NCPU ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo))  kernel: $(uname -r)"
 	echo "steer: $("$BIN/steer" version 2>/dev/null)  go: $(go version | awk '{print $3}')"
+	[ -n "$BASE_REV" ] && echo "steer-base: built from $BASE_REF ($BASE_REV)"
 	echo "gdnsd: $(dpkg-query -W -f='${Version}' gdnsd)  knot: $(dpkg-query -W -f='${Version}' knot)  nsd: $(dpkg-query -W -f='${Version}' nsd)  dnsperf: $(dpkg-query -W -f='${Version}' dnsperf)"
 	echo "loadavg at start: $(cat /proc/loadavg)"
 } >"$RESULTS/env.txt"

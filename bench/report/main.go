@@ -229,7 +229,7 @@ func summary(dir string, out io.Writer) error {
 			info[[2]string{r[0], r[1]}] = si
 		}
 	}
-	order := []string{"steer", "steer-guard", "gdnsd", "knot", "nsd"}
+	order := []string{"steer", "steer-base", "steer-guard", "gdnsd", "knot", "nsd"}
 	slices.SortStableFunc(servers, func(a, b string) int {
 		ia, ib := slices.Index(order, a), slices.Index(order, b)
 		if ia < 0 {
