@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,8 +49,15 @@ func down(pools ...string) func(record, pool string) policy.PoolOverride {
 // decideNow decides for client as the server does, with the table's
 // current pool state and widened scopes.
 func decideNow(l *policy.Live, r *policy.Record, qtype uint16, client netip.Addr) policy.Decision {
+	return decideAt(l, r, qtype, client, time.Now().Unix())
+}
+
+// decideAt is decideNow at now (Unix seconds): a sweep of 65,536
+// decisions reads the clock once, not per decision (a fifth of
+// TestScopeWidenProperty's CPU was time.Now).
+func decideAt(l *policy.Live, r *policy.Record, qtype uint16, client netip.Addr, now int64) policy.Decision {
 	q := policy.Query{Qtype: qtype, Client: client, ClientBits: client.BitLen()}
-	return l.Decide(r, &q, time.Now().Unix()).Decision
+	return l.Decide(r, &q, now).Decision
 }
 
 type answer struct {
@@ -62,14 +70,15 @@ func answerOf(d policy.Decision) answer {
 	return answer{d.Pools, d.Limit, d.AllDown, d.NoData, d.ServFail}
 }
 
-// sixteens returns the first address of every IPv4 /16.
-func sixteens() []netip.Addr {
+// sixteens returns the first address of every IPv4 /16, built once and
+// shared: callers only read it.
+var sixteens = sync.OnceValue(func() []netip.Addr {
 	out := make([]netip.Addr, 0, 1<<16)
 	for i := range 1 << 16 {
 		out = append(out, netip.AddrFrom4([4]byte{byte(i >> 8), byte(i), 0, 0}))
 	}
 	return out
-}
+})
 
 // checkPartition checks, for a record whose partition (and every rule's
 // CIDR) is made of IPv4 /16s or wider, over every /16: every address in a
@@ -81,8 +90,9 @@ func checkPartition(t *testing.T, live *policy.Live, r *policy.Record, maximal b
 	t.Helper()
 	all := sixteens()
 	ds := make([]policy.Decision, len(all))
+	now := time.Now().Unix()
 	for i, a := range all {
-		ds[i] = decideNow(live, r, dns.TypeA, a)
+		ds[i] = decideAt(live, r, dns.TypeA, a, now)
 	}
 	at := func(a netip.Addr) int { b := a.As4(); return int(b[0])<<8 | int(b[1]) }
 	for i, a := range all {
@@ -128,9 +138,11 @@ func checkPartition(t *testing.T, live *policy.Live, r *policy.Record, maximal b
 }
 
 func scopesOf(live *policy.Live, r *policy.Record) []int {
-	var out []int
-	for _, a := range sixteens() {
-		out = append(out, decideNow(live, r, dns.TypeA, a).Scope)
+	all := sixteens()
+	out := make([]int, 0, len(all))
+	now := time.Now().Unix()
+	for _, a := range all {
+		out = append(out, decideAt(live, r, dns.TypeA, a, now).Scope)
 	}
 	return out
 }
@@ -350,7 +362,7 @@ func TestScopeWidenProperty(t *testing.T) {
 			})
 		}
 		live.SetHealth(allUsable, nil)
-		if got := scopesOf(live, r); fmt.Sprint(got) != fmt.Sprint(orig) {
+		if got := scopesOf(live, r); !slices.Equal(got, orig) {
 			t.Fatalf("config %d: with every pool back the scopes differ from the partition's\n%s", c, b.String())
 		}
 	}
@@ -566,7 +578,7 @@ func TestScopeWidensThroughGroups(t *testing.T) {
 			}
 			checkPartition(t, live, r, tc.fixed)
 			live.SetHealth(allUsable, nil)
-			if got := scopesOf(live, r); fmt.Sprint(got) != fmt.Sprint(orig) {
+			if got := scopesOf(live, r); !slices.Equal(got, orig) {
 				t.Error("every pool back: scopes differ from the partition's")
 			}
 		})
