@@ -86,7 +86,11 @@ func Parse(data []byte, maxV4, maxV6 int) (Subnet, error) {
 	}
 	if s.SourceBits > 0 {
 		s.Prefix = netip.PrefixFrom(s.Addr, min(s.SourceBits, max))
-		s.Prefix = s.Prefix.Masked()
+		if s.SourceBits > max {
+			// Cut to the maximum. Uncut, the address is already masked:
+			// its bits past the source length were checked zero above.
+			s.Prefix = s.Prefix.Masked()
+		}
 	}
 	return s, nil
 }
