@@ -191,9 +191,22 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			prevDegraded[d.Origin] = true
 		}
 	}
+	// marks holds the zones with steered records only: a host of
+	// 100,000 zones and a few steered names pays for the few.
 	marks := map[*zone.Zone][]*policy.Record{}
+	setMarks := func(z *zone.Zone, recs []*policy.Record) {
+		if len(recs) > 0 {
+			marks[z] = recs
+		}
+	}
 	secondaries := map[string]bool{}
-	for _, zc := range cfg.Zones {
+	parseWorkers := policy.Workers(opts.Previous != nil)
+	var pre []*preparsed
+	if len(errs) == 0 { // a configuration rejected already loads no zone
+		pre = preparse(cfg, opts.Previous, parseWorkers, zone.ParseOptions{Workers: parseWorkers}, now)
+	}
+	parsed, read := 0, 0
+	for i, zc := range cfg.Zones {
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
@@ -222,7 +235,11 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		var rerr error
 		var keep *zone.Zone // Previous's, kept unread (KeepServed, or its file's stamp is the same)
 		var st zone.FileStamp
-		var stOK bool // st is the file's stamp before data was read
+		var stOK bool     // st is the file's stamp before data was read
+		var pp *preparsed // the file read and parsed ahead (preparse)
+		if pre != nil {
+			pp = pre[i]
+		}
 		if zc.Secondary() {
 			secondaries[origin] = true
 			tr := Transferred{Unusable: "not transferred yet"}
@@ -242,6 +259,10 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				continue
 			}
 			file, data = tr.Name, tr.Data
+		} else if pp != nil {
+			// No previous copy: nothing to keep (preparse).
+			st, stOK, data, rerr = pp.st, pp.stOK, pp.data, pp.rerr
+			read++
 		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && pz != nil && pz.Failed == "" && pz.File == file && !prevDegraded[origin] {
 			keep = pz
 		} else if st, stOK = zone.StampFile(cfg.FS, file, time.Now()); stOK && pz != nil && pz.Failed == "" && pz.File == file && sameStamp(pz, st) && !prevDegraded[origin] {
@@ -252,6 +273,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			keep = pz
 		} else {
 			data, rerr = zone.ReadFile(cfg.FS, file)
+			read++
 		}
 		serial := opts.Serials[origin]
 		unchanged := func(pz *zone.Zone) bool { return pz != nil && (pz == keep || rerr == nil && pz.Unchanged(file, data)) }
@@ -266,7 +288,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 				kz = pz
 			}
 			zones = append(zones, kz)
-			marks[kz] = recs
+			setMarks(kz, recs)
 			reused++
 			continue
 		} else if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer && !pz.Presigned() {
@@ -275,13 +297,14 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			nz, zerrs := pz.WithSerial(serial)
 			if len(zerrs) == 0 {
 				zones = append(zones, nz)
-				marks[nz] = recs
+				setMarks(nz, recs)
 				reused++
 				continue
 			}
 		}
 		if keep != nil {
 			data, rerr = zone.ReadFile(cfg.FS, file) // its steered names changed: parse it after all
+			read++
 		}
 		var z *zone.Zone
 		var zerrs, zwarns diag.Problems
@@ -291,11 +314,16 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// A reload parses on the cores answering leaves free
 			// (policy.Workers) and shares what did not change with the
 			// zone being served.
-			po := zone.ParseOptions{Workers: policy.Workers(opts.Previous != nil), Now: now()}
-			if opts.Previous != nil {
-				po.Previous = previousZone(opts.Previous, origin)
+			if pp != nil && pp.parsed {
+				z, zerrs, zwarns = pp.z, pp.zerrs, pp.zwarns
+			} else {
+				po := zone.ParseOptions{Workers: parseWorkers, Now: now()}
+				if opts.Previous != nil {
+					po.Previous = previousZone(opts.Previous, origin)
+				}
+				z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
 			}
-			z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
+			parsed++
 			if len(zerrs) == 0 {
 				var err error
 				if z, err = applySerial(z, serial); err != nil {
@@ -346,7 +374,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 					if !zc.Secondary() {
 						fresh = append(fresh, z)
 					}
-					marks[z] = recs
+					setMarks(z, recs)
 					continue
 				}
 				ln := zc.Line
@@ -364,7 +392,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			if !zc.Secondary() { // a secondary's copy is kept by its transfers
 				fresh = append(fresh, z)
 			}
-			marks[z] = recs
+			setMarks(z, recs)
 			continue
 		}
 		if strict {
@@ -393,7 +421,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		if fz != nil {
 			zp.Serving = serving
 			zones = append(zones, fz)
-			marks[fz] = recs
+			setMarks(fz, recs)
 		} else {
 			zp.Serving = ServingServfail
 			zones = append(zones, zone.NewFailed(origin, file, zp.Problem))
@@ -467,6 +495,8 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		Loaded:            time.Now(),
 		Degraded:          degraded,
 		ZonesReused:       reused,
+		ZonesParsed:       parsed,
+		ZoneFilesRead:     read,
 		PoliciesKept:      policiesKept,
 		marks:             marks,
 		Secondaries:       secondaries,

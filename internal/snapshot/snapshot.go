@@ -65,6 +65,10 @@ type Snapshot struct {
 	// ZonesReused counts the zones kept from the previous snapshot because
 	// their files had the same bytes.
 	ZonesReused int
+	// ZonesParsed counts the zone files (and transferred copies) this
+	// build parsed, and ZoneFilesRead the zone files it read: a reload
+	// with one zone file changed reads and parses one.
+	ZonesParsed, ZoneFilesRead int
 	// PoliciesKept is set when Policies is the previous snapshot's table,
 	// kept because neither the configuration nor the databases changed.
 	PoliciesKept bool
