@@ -121,3 +121,57 @@ func TestManyZonesPerZoneHeap(t *testing.T) {
 		t.Errorf("each small zone costs %d bytes of heap, want at most %d", perZone, bound)
 	}
 }
+
+// A reload of a node serving many zones, one file changed, parses that
+// zone only, keeps every other as it is served, and reports the one
+// change (describeChanges compares the zones in place, in configuration
+// order); a zone added and one removed are reported too.
+func TestReloadOneOfManyZones(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	dir := manyZonesDir(t, 0, n)
+	tn := startNodeIn(t, dir, Options{})
+	before := tn.srv.Handler().Snapshot()
+	o := "cust000150.test."
+	changed := strings.Replace(smallZone(o, 150), "2026120101", "2026120102", 1)
+	changed = strings.Replace(changed, "www IN A 10.1.0.150", "www IN A 192.0.2.77", 1)
+	writeFile(t, dir, o+"zone", changed)
+	res, err := tn.Reload(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(res.Changed, "; "), "zone cust000150.test. serial 2026120101 -> 2026120102"; got != want {
+		t.Errorf("changed = %q, want %q", got, want)
+	}
+	snap := tn.srv.Handler().Snapshot()
+	if snap.ZonesParsed != 1 || snap.ZonesReused != n-1 {
+		t.Errorf("the reload parsed %d zones and kept %d, want 1 and %d", snap.ZonesParsed, snap.ZonesReused, n-1)
+	}
+	for i, z := range snap.Zones.Zones() {
+		if kept := z == before.Zones.Zones()[i]; kept != (z.Origin != o) {
+			t.Errorf("zone %s kept: %v", z.Origin, kept)
+		}
+	}
+	if got := tn.a("www." + o); got != "192.0.2.77" {
+		t.Errorf("www.%s A = %s after the reload", o, got)
+	}
+	if got := tn.a("www.cust000299.test."); got != "10.1.1.43" {
+		t.Errorf("www.cust000299.test. A = %s", got)
+	}
+
+	// The last zone removed and another added in its place: reported
+	// by name.
+	cfg, err := os.ReadFile(filepath.Join(dir, "steer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := "cust000900.test."
+	writeFile(t, dir, add+"zone", smallZone(add, 900))
+	writeFile(t, dir, "steer.yaml", strings.Replace(string(cfg), "cust000299.test.", add, 2))
+	if res, err = tn.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(res.Changed, "; "), "zone cust000900.test. added (serial 2026120101); zone cust000299.test. removed"; got != want {
+		t.Errorf("changed = %q, want %q", got, want)
+	}
+}

@@ -256,18 +256,33 @@ func xfrZones(snap *snapshot.Snapshot, signed func(*xfr.Zone, *zonedata.Zone) bo
 		return nil
 	}
 	out := make([]xfr.Zone, 0, len(snap.Zones.Zones()))
-	at := map[string]int{}
 	for _, z := range snap.Zones.Zones() {
 		xz := xfr.Zone{Origin: z.Origin, Serial: z.Serial(), FileSerial: z.FileSerial(), In: snap.Secondaries[z.Origin]}
 		if z.Failed == "" {
 			xz.SOA = z.SOA
 		}
-		at[z.Origin] = len(out)
 		out = append(out, xz)
 	}
-	for _, zc := range snap.Config.Zones {
-		i, ok := at[dns.CanonicalName(zc.Origin)]
-		if !ok || len(zc.Secondaries) == 0 || out[i].SOA == nil {
+	// The zones are in configuration order: a zone transferred out is
+	// found in its place, and through an index only if it is not there
+	// (built once, for the first such zone: most hosts have none).
+	var at map[string]int
+	for j, zc := range snap.Config.Zones {
+		if len(zc.Secondaries) == 0 {
+			continue
+		}
+		origin := dns.CanonicalName(zc.Origin)
+		i, ok := j, j < len(out) && out[j].Origin == origin
+		if !ok {
+			if at == nil {
+				at = make(map[string]int, len(out))
+				for k := range out {
+					at[out[k].Origin] = k
+				}
+			}
+			i, ok = at[origin]
+		}
+		if !ok || out[i].SOA == nil {
 			continue
 		}
 		z := snap.Zones.Zone(out[i].Origin)

@@ -229,13 +229,16 @@ func (s *Snapshot) Fallback(r *policy.Record) []dns.RR {
 // transferred out: their secondaries answer every client with the
 // fallback.
 func transferWarnings(cfg *config.Config, marks map[*zone.Zone][]*policy.Record, zones []*zone.Zone, warns *diag.Problems) {
-	by := map[string]*zone.Zone{}
-	for _, z := range zones {
-		by[z.Origin] = z
-	}
+	var by map[string]*zone.Zone // built for the first zone transferred out: most hosts have none
 	for _, zc := range cfg.Zones {
 		if len(zc.Secondaries) == 0 {
 			continue
+		}
+		if by == nil {
+			by = make(map[string]*zone.Zone, len(zones))
+			for _, z := range zones {
+				by[z.Origin] = z
+			}
 		}
 		z := by[dns.CanonicalName(zc.Origin)]
 		if n := len(marks[z]); z != nil && n > 0 {

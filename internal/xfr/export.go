@@ -223,7 +223,6 @@ func (s *Service) Refresh() {
 	s.served.Store(&zones)
 	cur := *s.exports.Load()
 	next := map[string]*export{}
-	served := map[string]bool{}
 	live := map[any]bool{}
 	rebuild, changed := false, false
 	type notice struct {
@@ -234,7 +233,6 @@ func (s *Service) Refresh() {
 	var notices []notice
 	for i := range zones {
 		z := &zones[i]
-		served[z.Origin] = true
 		if len(z.Secondaries) == 0 || z.SOA == nil {
 			continue // SERVFAIL: nothing to transfer
 		}
@@ -318,8 +316,21 @@ func (s *Service) Refresh() {
 			notices = append(notices, notice{origin, z.SOA, targets})
 		}
 	}
+	// The zones served are indexed only when a zone exported before
+	// is not now: a reload of 100,000 zones, a few transferred out,
+	// does not index 100,000 names.
+	var served map[string]bool
 	for o := range s.state {
-		if next[o] == nil && !served[o] {
+		if next[o] != nil {
+			continue
+		}
+		if served == nil {
+			served = make(map[string]bool, len(zones))
+			for i := range zones {
+				served[zones[i].Origin] = true
+			}
+		}
+		if !served[o] {
 			delete(s.state, o) // no longer served
 		}
 	}
