@@ -8,9 +8,10 @@
 #   - RSS 5 s after that answer (steady state), summed over the server's
 #     processes, and PSS beside it (NSD forks: its shared pages count once),
 #   - a reload after one zone changed (its www A and serial; the file gets
-#     a new mtime): steer POST /v1/reload (it answers when the reload is
-#     served), Knot `knotc -b zone-reload ZONE`, NSD `nsd-control reload
-#     ZONE`, timed from the command to the changed answer,
+#     a new mtime): steer POST /v1/reload?zone=ZONE (it answers when the
+#     reload is served; STEER_RELOAD=all: POST /v1/reload, every zone
+#     file stamped), Knot `knotc -b zone-reload ZONE`, NSD `nsd-control
+#     reload ZONE`, timed from the command to the changed answer,
 # and checks the probes of the first, changed and last zones before and
 # after the reload.
 #
@@ -190,7 +191,13 @@ start() { # SERVER DIR LOG: exec it in a new session; STARTED is its pid
 
 reload_cmd() { # SERVER DIR ZONE
 	case "$1" in
-	steer) echo "curl -sS -o $2/reload-response.json -X POST http://127.0.0.1:$STEER_API/v1/reload" ;;
+	steer)
+		if [ "${STEER_RELOAD:-zone}" = all ]; then
+			echo "curl -sS -o $2/reload-response.json -X POST http://127.0.0.1:$STEER_API/v1/reload"
+		else
+			echo "curl -sS -o $2/reload-response.json -X POST http://127.0.0.1:$STEER_API/v1/reload?zone=$3"
+		fi
+		;;
 	knot) echo "knotc -b -t $RELOAD_TIMEOUT -s $2/run/knot.sock zone-reload $3" ;;
 	nsd) echo "nsd-control -c $2/nsd.conf reload $3" ;;
 	esac
@@ -298,7 +305,7 @@ echo "end: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(cut -d' ' -f1-3 /
 			"$(ratio "$ls" "$kl")" "$(ratio "$ls" "$nl")" "$(ratio "$mine" "$best")" "$(ratio "$rs" "$kr")"
 	done
 	echo
-	echo "Start: exec to the correct answer for the last zone's www A, polled every 20 ms. RSS and PSS: ${STEADY_AFTER} s after it, summed over the server's processes. Reload: the command (steer POST /v1/reload, Knot knotc -b zone-reload ZONE, NSD nsd-control reload ZONE) to the changed answer. Memory ratio: steer's RSS (NSD's PSS) over the smaller of Knot's RSS and NSD's PSS. ✗ = a probe answered wrong."
+	echo "Start: exec to the correct answer for the last zone's www A, polled every 20 ms. RSS and PSS: ${STEADY_AFTER} s after it, summed over the server's processes. Reload: the command (steer POST /v1/reload$([ "${STEER_RELOAD:-zone}" = all ] || echo '?zone=ZONE'), Knot knotc -b zone-reload ZONE, NSD nsd-control reload ZONE) to the changed answer. Memory ratio: steer's RSS (NSD's PSS) over the smaller of Knot's RSS and NSD's PSS. ✗ = a probe answered wrong."
 } >"$OUT/table.md"
 cat "$OUT/table.md"
 log "results: $OUT"

@@ -507,9 +507,39 @@ func (s *server) reload(w http.ResponseWriter, r *http.Request) {
 		}
 		force = f
 	}
+	var zones []string
+	named, byZone := r.URL.Query()["zone"]
+	for _, v := range named {
+		for _, z := range strings.Split(v, ",") {
+			if z = strings.TrimSpace(z); z != "" {
+				zones = append(zones, z)
+			}
+		}
+	}
+	if byZone && len(zones) == 0 {
+		writeError(w, http.StatusBadRequest, "zone names no zone (zone=NAME, repeated or comma-separated)")
+		return
+	}
 	var res ReloadResult
 	var err error
-	if fr, ok := s.b.(ForceReloader); ok && force {
+	if zr, ok := s.b.(ZoneReloader); ok && len(zones) > 0 {
+		if force {
+			writeError(w, http.StatusBadRequest, "force applies to a reload of the configuration, not of zones")
+			return
+		}
+		res, err = zr.ReloadZones(r.Context(), zones)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			writeError(w, http.StatusNotFound, err.Error())
+			return
+		case errors.Is(err, ErrBadInput):
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	} else if len(zones) > 0 {
+		writeError(w, http.StatusNotImplemented, "this server reloads its whole configuration only (no zone=)")
+		return
+	} else if fr, ok := s.b.(ForceReloader); ok && force {
 		res, err = fr.ReloadForced(r.Context(), r.RemoteAddr)
 	} else if force {
 		writeError(w, http.StatusNotImplemented, "this server has no safety rules: force does not apply")

@@ -58,6 +58,15 @@ func (e *PendingError) Error() string {
 	return "applied on this node; pending: " + e.Where + ": " + e.Reason
 }
 
+// ZoneReloader is a Backend that reloads named zones only (POST
+// /v1/reload?zone=NAME, repeated or comma-separated): their files are
+// read again when they changed, nothing else is (the configuration
+// neither). An unknown zone is ErrNotFound, one that cannot be reloaded
+// from a file ErrBadInput.
+type ZoneReloader interface {
+	ReloadZones(ctx context.Context, zones []string) (ReloadResult, error)
+}
+
 // ReloadResult is the outcome of one reload, as logged and as the body of
 // POST /v1/reload.
 type ReloadResult struct {

@@ -126,6 +126,11 @@ func (b *backend) Reload(ctx context.Context) (api.ReloadResult, error) {
 	return b.n.Reload(ctx)
 }
 
+// ReloadZones implements api.ZoneReloader.
+func (b *backend) ReloadZones(ctx context.Context, zones []string) (api.ReloadResult, error) {
+	return b.n.ReloadZones(ctx, zones)
+}
+
 // ReloadForced implements api.ForceReloader.
 func (b *backend) ReloadForced(ctx context.Context, caller string) (api.ReloadResult, error) {
 	return b.n.ReloadForced(ctx, caller)

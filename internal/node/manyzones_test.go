@@ -175,3 +175,49 @@ func TestReloadOneOfManyZones(t *testing.T) {
 		t.Errorf("changed = %q, want %q", got, want)
 	}
 }
+
+// POST /v1/reload?zone= reads the named zones' files only (Knot's
+// zone-reload): at N and 10N zones, one changed file is read, parsed and
+// served, and no other file is read, so its cost does not grow with the
+// zones served. An unknown zone is 404 and nothing is reloaded; an edit
+// of a zone not named stays unserved until a reload names it or a full
+// reload.
+func TestReloadNamedZoneReadsOnlyIt(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{30, 300} {
+		dir := manyZonesDir(t, 0, n)
+		cfg, err := os.ReadFile(filepath.Join(dir, "steer.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, "steer.yaml", "api: { listen: \"127.0.0.1:0\" }\n"+string(cfg))
+		tn := startNodeIn(t, dir, Options{})
+		o, other := "cust000007.test.", "cust000009.test."
+		writeFile(t, dir, o+"zone", strings.Replace(smallZone(o, 7), "www IN A 10.1.0.7", "www IN A 192.0.2.77", 1))
+		writeFile(t, dir, other+"zone", strings.Replace(smallZone(other, 9), "www IN A 10.1.0.9", "www IN A 192.0.2.99", 1))
+
+		if code, body := tn.call("POST", "/v1/reload?zone=nowhere.test", "", ""); code != 404 || !strings.Contains(body, "nowhere.test") {
+			t.Fatalf("unknown zone: %d %s", code, body)
+		}
+		code, body := tn.call("POST", "/v1/reload?zone="+strings.TrimSuffix(o, "."), "", "")
+		if code != 200 || !strings.Contains(body, `"applied": true`) {
+			t.Fatalf("reload of %s: %d %s", o, code, body)
+		}
+		snap := tn.srv.Handler().Snapshot()
+		if snap.ZoneFilesRead != 1 || snap.ZonesParsed != 1 || snap.ZonesReused != n-1 {
+			t.Errorf("%d zones, one named: read %d files, parsed %d zones, kept %d; want 1, 1, %d", n, snap.ZoneFilesRead, snap.ZonesParsed, snap.ZonesReused, n-1)
+		}
+		if got := tn.a("www." + o); got != "192.0.2.77" {
+			t.Errorf("www.%s A = %s after its reload", o, got)
+		}
+		if got := tn.a("www." + other); got != "10.1.0.9" {
+			t.Errorf("www.%s A = %s: a zone not named was read", other, got)
+		}
+		if code, body := tn.call("POST", "/v1/reload", "", ""); code != 200 {
+			t.Fatalf("full reload: %d %s", code, body)
+		}
+		if got := tn.a("www." + other); got != "192.0.2.99" {
+			t.Errorf("www.%s A = %s after a full reload", other, got)
+		}
+	}
+}

@@ -233,7 +233,7 @@ func New(o Options) (_ *Node, err error) {
 		if err == nil {
 			n.xfr.configure(cfg, keys)
 			var warns diag.Problems
-			snap, warns, err = n.build(cfg, nil, false)
+			snap, warns, err = n.build(cfg, nil, false, nil)
 			logWarnings(n.log, warns)
 		}
 		if err == nil || n.fl == nil || bundle.Rev == 0 {
@@ -356,10 +356,10 @@ func reloadConfigFile(path string, prev *config.Config) (*config.Config, bool, e
 // build compiles cfg into a snapshot. Zones that fail alone are served
 // from prev's copy, or the copy kept in the state directory, or SERVFAIL.
 // keepServed takes the zones prev serves from their files as they are
-// (snapshot.Options.KeepServed).
-func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed bool) (*snapshot.Snapshot, diag.Problems, error) {
+// (snapshot.Options.KeepServed), but for those in reread.
+func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed bool, reread map[string]bool) (*snapshot.Snapshot, diag.Problems, error) {
 	start := time.Now()
-	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed, DeferCopies: true}
+	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed, Reread: reread, DeferCopies: true}
 	if n.met != nil {
 		met, tr := n.met, n.tr
 		opts.Hooks = policy.Hooks{

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
+	"github.com/steer-dns/steer/internal/api"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/fleet"
@@ -29,8 +31,10 @@ import (
 //   - kindInputs (the poll of the latency and health feed files): those
 //     files only;
 //   - kindZones (a secondary zone transferred or expired, a zone given a
-//     new serial to export): the served configuration built again, which
-//     keeps every zone and policy that did not change;
+//     new serial to export, a reload of named zones: POST
+//     /v1/reload?zone=): the served configuration built again, which
+//     keeps every zone and policy that did not change, the named zones'
+//     files looked at again (pendingReload.reread);
 //   - kindResign (the renewal timer, signing.go): the served snapshot
 //     with the signatures due made anew, reading no file; it
 //     runs after a reload of another kind, whatever that one's outcome,
@@ -58,6 +62,9 @@ type pendingReload struct {
 	// forcedBy, when set, is the caller of a forced reload: a safety
 	// rule does not refuse it (checkReloadSafety).
 	forcedBy string
+	// reread are the zones (canonical origins) whose files a kindZones
+	// reload reads again when they changed (ReloadZones).
+	reread map[string]bool
 }
 
 // request queues a reload of kind and returns a channel that receives its
@@ -69,10 +76,21 @@ func (n *Node) request(kind reloadKind, trigger string) <-chan Result {
 // requestBy is request; a forcedBy caller forces the reload past the
 // safety rules (and every request merged with it).
 func (n *Node) requestBy(kind reloadKind, trigger, forcedBy string) <-chan Result {
+	return n.requestZones(kind, trigger, forcedBy, nil)
+}
+
+// requestZones is requestBy with zones whose files are read again.
+func (n *Node) requestZones(kind reloadKind, trigger, forcedBy string, zones []string) <-chan Result {
 	ch := make(chan Result, 1)
 	n.reloadMu.Lock()
 	if forcedBy != "" {
 		n.pending.forcedBy = forcedBy
+	}
+	for _, o := range zones {
+		if n.pending.reread == nil {
+			n.pending.reread = map[string]bool{}
+		}
+		n.pending.reread[o] = true
 	}
 	n.pending.kinds |= kind
 	if !containsString(n.pending.triggers, trigger) {
@@ -101,6 +119,31 @@ func containsString(ss []string, s string) bool {
 // when the configuration was rejected and the old one keeps serving.
 func (n *Node) Reload(ctx context.Context) (Result, error) {
 	return n.wait(ctx, n.request(kindConfig, "api"))
+}
+
+// ReloadZones reads the files of the named zones again, as Knot's
+// zone-reload does, and serves those that changed with everything else
+// as it is served (the configuration is not read): its cost is the
+// zones named, not every zone's stat. A zone the served configuration
+// does not have is api.ErrNotFound, a secondary zone (its copy comes
+// from its primaries) api.ErrBadInput; then nothing is reloaded.
+func (n *Node) ReloadZones(ctx context.Context, zones []string) (Result, error) {
+	snap := n.srv.Handler().Snapshot()
+	origins := make([]string, 0, len(zones))
+	for _, z := range zones {
+		o := dns.CanonicalName(strings.TrimSpace(z))
+		switch {
+		case snap.Zones.Zone(o) == nil:
+			return Result{}, fmt.Errorf("%w: zone %q is not served", api.ErrNotFound, z)
+		case snap.Secondaries[o]:
+			return Result{}, fmt.Errorf("%w: zone %s is a secondary: its copy comes from its primaries (POST /v1/zones/%s/refresh)", api.ErrBadInput, o, strings.TrimSuffix(o, "."))
+		}
+		origins = append(origins, o)
+	}
+	if len(origins) == 0 {
+		return Result{}, fmt.Errorf("%w: no zone named", api.ErrBadInput)
+	}
+	return n.wait(ctx, n.requestZones(kindZones, "api (zones "+strings.Join(origins, " ")+")", "", origins))
 }
 
 // ReloadForced is Reload past the safety rules: a configuration that
@@ -167,10 +210,10 @@ func (n *Node) runReload(p pendingReload) Result {
 	case p.kinds&kindGeo != 0:
 		n.reloadGeo(&res)
 		if p.kinds&kindZones != 0 && res.Applied {
-			n.rebuildZones(&res)
+			n.rebuildZones(&res, p.reread)
 		}
 	case p.kinds&kindZones != 0:
-		n.rebuildZones(&res)
+		n.rebuildZones(&res, p.reread)
 	}
 	if p.kinds&kindResign != 0 {
 		// Signatures are renewed whether or not a reload queued with
@@ -268,7 +311,7 @@ func (n *Node) reloadConfig(res *Result, forcedBy string) {
 	if same {
 		n.log.Debug("reload: the configuration file is unchanged; its parse is kept")
 	}
-	snap, warns, err := n.build(cfg, old, false)
+	snap, warns, err := n.build(cfg, old, false, nil)
 	logWarnings(n.log, warns)
 	for _, w := range warns {
 		res.Warnings = append(res.Warnings, w.String())
@@ -316,10 +359,11 @@ func (n *Node) swapped(res *Result, old, snap *snapshot.Snapshot) {
 
 // rebuildZones builds the served configuration again with the secondary
 // zones' copies and the exported serials of now, and swaps it in. Every
-// zone and policy that did not change is kept as it is.
-func (n *Node) rebuildZones(res *Result) {
+// zone and policy that did not change is kept as it is, but for the
+// zones in reread, whose files are looked at again.
+func (n *Node) rebuildZones(res *Result, reread map[string]bool) {
 	old := n.srv.Handler().Snapshot()
-	snap, warns, err := n.build(old.Config, old, true) // the served zones as they are: their files are read at a reload
+	snap, warns, err := n.build(old.Config, old, true, reread) // the served zones as they are: their files are read at a reload
 	// The configuration's own warnings were given when it was loaded;
 	// those of a zone's data (a transferred copy) are new.
 	var fresh diag.Problems
@@ -329,6 +373,9 @@ func (n *Node) rebuildZones(res *Result) {
 		}
 	}
 	logWarnings(n.log, fresh)
+	for _, w := range fresh {
+		res.Warnings = append(res.Warnings, w.String())
+	}
 	if err == nil {
 		err = n.swap(old, snap, false)
 	}

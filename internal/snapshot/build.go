@@ -44,6 +44,11 @@ type Options struct {
 	// serial, which costs what changed, not a read of every zone. A
 	// pending edit of a zone file stays unserved until a reload.
 	KeepServed bool
+	// Reread, with KeepServed, names the zones (canonical origins) whose
+	// files are looked at again as a reload does (stamped, and read and
+	// parsed only when changed): a reload of named zones (Knot's
+	// zone-reload), which touches those files only.
+	Reread map[string]bool
 	// Hooks are called for each steered answer (metrics); they are given
 	// to the live state of a table built anew. A kept table keeps its
 	// live state, hooks and all.
@@ -263,7 +268,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// No previous copy: nothing to keep (preparse).
 			st, stOK, data, rerr = pp.st, pp.stOK, pp.data, pp.rerr
 			read++
-		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && pz != nil && pz.Failed == "" && pz.File == file && !prevDegraded[origin] {
+		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && !opts.Reread[origin] && pz != nil && pz.Failed == "" && pz.File == file && !prevDegraded[origin] {
 			keep = pz
 		} else if st, stOK = zone.StampFile(cfg.FS, file, time.Now()); stOK && pz != nil && pz.Failed == "" && pz.File == file && sameStamp(pz, st) && !prevDegraded[origin] {
 			// The file was not written since it was read for the zone
