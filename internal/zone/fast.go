@@ -1,7 +1,6 @@
 package zone
 
 import (
-	"crypto/sha256"
 	"net"
 	"strings"
 	"sync"
@@ -157,6 +156,7 @@ func (s *Set) Precompile() {
 			p := packer{s: s, z: z}
 			p.node(z.apex)
 			p.release()
+			z.dropSource()
 			continue
 		}
 		wild := map[string]bool{}
@@ -245,10 +245,7 @@ func (s *Set) Precompile() {
 			wg.Wait()
 		}
 		z.prev, z.workers = nil, 0
-		if z.fromFile && len(z.source) > keepSource {
-			z.sourceSum = sha256.Sum256(z.source)
-			z.source = nil
-		}
+		z.dropSource()
 	}
 }
 
