@@ -121,10 +121,11 @@ type Config struct {
 	// from (the embedded demo). When nil, paths are on the local disk.
 	FS fs.FS `yaml:"-"`
 	// lines maps dotted key paths (e.g. "listen[1]") to their line in
-	// File, except the paths of records, which are in recLines (one table
-	// per item of the records sequence). See Line.
-	lines    map[string]int
-	recLines []recLines
+	// File, except the paths of records and zones, which are in recLines
+	// and zoneLines (one table per item of the sequence). See Line.
+	lines     map[string]int
+	recLines  []recLines
+	zoneLines []recLines
 
 	text  string       // the bytes parsed, for LoadAgain
 	cache *recordCache // the records of text by their bytes, for LoadAgain; nil when not reusable
@@ -309,9 +310,10 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 		probs.Add(file, root.Line, "the top level must be a mapping of keys such as listen and zones")
 		return nil, probs.Err()
 	}
-	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, rec: -1}
+	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, zones: &c.zoneLines, rec: -1}
 	w.walk(root, "", reflect.TypeOf(c), true)
 	shareRecLines(c.recLines)
+	shareRecLines(c.zoneLines)
 	if err := root.Decode(c); err != nil {
 		AddYAMLError(&probs, file, err)
 	}

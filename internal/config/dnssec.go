@@ -150,7 +150,7 @@ func (c *Config) applyDNSSECDefaults() {
 		if d.Denial == "" {
 			d.Denial = dnssec.DenialNSEC
 		}
-		if _, given := c.lines[fmt.Sprintf("zones[%d].dnssec.refresh", i)]; !given {
+		if !c.zoneKeyGiven(i, ".dnssec.refresh") {
 			d.Refresh = dnssec.DefaultRefresh
 		}
 	}

@@ -11,11 +11,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// recLines holds the key paths of one item of the top-level records
-// sequence: rel maps the path after "records[i]" ("", ".name",
+// recLines holds the key paths of one item of the top-level records (or
+// zones) sequence: rel maps the path after "records[i]" ("", ".name",
 // ".pools.x.address") to its line minus base, base being the item's line.
 // Keeping them apart from the other paths lets a reload share a record's
-// table with the configuration it reuses the record from.
+// table with the configuration it reuses the record from, and items
+// written alike share one table (shareRecLines): 100,000 zones in one
+// map of paths cost about 180 bytes each, three paths a zone.
 type recLines struct {
 	base int
 	rel  map[string]int
@@ -27,16 +29,19 @@ type recLines struct {
 // the first.
 //
 // A walker of the whole file (rec < 0) records paths in lines, except
-// those of the items of the top-level records sequence, which go to recs.
-// A walker of one record (rec >= 0) records paths relative to the item in
-// lines, lines being relative to base; its messages name records[rec].
+// those of the items of the top-level records and zones sequences, which
+// go to recs and zones. A walker of one item (rec >= 0) records paths
+// relative to the item in lines, lines being relative to base; its
+// messages name seq[rec] (records when seq is "").
 type keyWalker struct {
 	probs *diag.Problems
 	file  string
 	lines map[string]int
 	base  int
 	recs  *[]recLines
+	zones *[]recLines
 	rec   int
+	seq   string
 }
 
 // setIfAbsent and set record the line of path p.
@@ -52,7 +57,11 @@ func (w *keyWalker) set(p string, line int) { w.lines[p] = line - w.base }
 func (w *keyWalker) where(p string, root bool) string {
 	switch {
 	case w.rec >= 0:
-		return "in records[" + strconv.Itoa(w.rec) + "]" + p
+		seq := w.seq
+		if seq == "" {
+			seq = "records"
+		}
+		return "in " + seq + "[" + strconv.Itoa(w.rec) + "]" + p
 	case root:
 		return "at the top level"
 	}
@@ -104,7 +113,11 @@ func (w *keyWalker) walk(n *yaml.Node, prefix string, t reflect.Type, root bool)
 			}
 			w.set(p, k.Line)
 			if root && w.rec < 0 && k.Value == "records" && ft == recordsType {
-				w.records(val)
+				w.items(val, w.recs, recordType, "")
+				continue
+			}
+			if root && w.rec < 0 && w.zones != nil && k.Value == "zones" && ft == zonesType {
+				w.items(val, w.zones, zoneType, "zones")
 				continue
 			}
 			w.walk(val, p, ft, false)
@@ -132,13 +145,16 @@ func (w *keyWalker) walk(n *yaml.Node, prefix string, t reflect.Type, root bool)
 var (
 	recordsType = reflect.TypeFor[[]Record]()
 	recordType  = reflect.TypeFor[Record]()
+	zonesType   = reflect.TypeFor[[]Zone]()
+	zoneType    = reflect.TypeFor[Zone]()
 )
 
-// records walks the value of the top-level records key, each item into
-// its own table of recs. An item's table is made when its path is first
-// recorded, with the item's line as base, as a single map of paths would
-// keep the first line recorded for "records[i]".
-func (w *keyWalker) records(n *yaml.Node) {
+// items walks the value of the top-level records (or zones) key, each
+// item, of type t, into its own table of recs; seq names the sequence in
+// messages ("" for records). An item's table is made when its path is
+// first recorded, with the item's line as base, as a single map of paths
+// would keep the first line recorded for "records[i]".
+func (w *keyWalker) items(n *yaml.Node, recs *[]recLines, t reflect.Type, seq string) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -146,16 +162,16 @@ func (w *keyWalker) records(n *yaml.Node) {
 		return
 	}
 	for i, item := range n.Content {
-		if i == len(*w.recs) {
+		if i == len(*recs) {
 			it := item
 			for it.Kind == yaml.AliasNode && it.Alias != nil {
 				it = it.Alias
 			}
-			*w.recs = append(*w.recs, recLines{base: it.Line, rel: map[string]int{}})
+			*recs = append(*recs, recLines{base: it.Line, rel: map[string]int{}})
 		}
-		rl := (*w.recs)[i]
-		sub := keyWalker{probs: w.probs, file: w.file, lines: rl.rel, base: rl.base, rec: i}
-		sub.walk(item, "", recordType, false)
+		rl := (*recs)[i]
+		sub := keyWalker{probs: w.probs, file: w.file, lines: rl.rel, base: rl.base, rec: i, seq: seq}
+		sub.walk(item, "", t, false)
 	}
 }
 

@@ -268,13 +268,29 @@ func (c *Config) Line(path string) int {
 	if i, rest, ok := recordPath(path); ok {
 		return c.RecordLine(i, rest)
 	}
+	if i, rest, ok := itemPath(path, "zones["); ok {
+		return itemLine(c.zoneLines, i, rest)
+	}
 	return c.lines[path]
+}
+
+// zoneKeyGiven reports whether the file gives path (such as
+// ".dnssec.refresh") in zones[i].
+func (c *Config) zoneKeyGiven(i int, path string) bool {
+	if uint(i) >= uint(len(c.zoneLines)) {
+		return false
+	}
+	_, ok := c.zoneLines[i].rel[path]
+	return ok
 }
 
 // recordPath splits "records[12].pools" into 12 and ".pools". The index
 // must be written as fmt's %d writes it: no other spelling is a path.
-func recordPath(p string) (i int, rest string, ok bool) {
-	const pre = "records["
+func recordPath(p string) (i int, rest string, ok bool) { return itemPath(p, "records[") }
+
+// itemPath is recordPath for the sequence whose items' paths start with
+// pre ("records[", "zones[").
+func itemPath(p, pre string) (i int, rest string, ok bool) {
 	if !strings.HasPrefix(p, pre) {
 		return 0, "", false
 	}
@@ -295,11 +311,14 @@ func recordPath(p string) (i int, rest string, ok bool) {
 // RecordLine is Line("records[i]" + path), path being "" or such as
 // ".pools.x", without building the path: a call such as
 // RecordLine(i, string(buf)) does not allocate.
-func (c *Config) RecordLine(i int, path string) int {
-	if uint(i) >= uint(len(c.recLines)) {
+func (c *Config) RecordLine(i int, path string) int { return itemLine(c.recLines, i, path) }
+
+// itemLine is the line of path in item i of a sequence's tables, or 0.
+func itemLine(items []recLines, i int, path string) int {
+	if uint(i) >= uint(len(items)) {
 		return 0
 	}
-	rl := &c.recLines[i]
+	rl := &items[i]
 	if d, ok := rl.rel[path]; ok {
 		return rl.base + d
 	}

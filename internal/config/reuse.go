@@ -348,11 +348,12 @@ func reparse(fsys fs.FS, file string, data []byte, prev *Config) *Config {
 	}
 	var probs diag.Problems
 	c := &Config{File: file, FS: fsys, lines: map[string]int{}, text: text}
-	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, rec: -1}
+	w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, zones: &c.zoneLines, rec: -1}
 	w.walk(root, "", reflect.TypeOf(c), true)
 	if len(probs) > 0 || len(c.recLines) != 0 {
 		return nil
 	}
+	shareRecLines(c.zoneLines)
 	if err := root.Decode(c); err != nil || c.Records != nil {
 		return nil
 	}
