@@ -75,6 +75,24 @@ type Zone struct {
 	NodeSigned bool
 }
 
+// servedZone is what the zone gauges read of a Zone: 24 bytes where the
+// Zone is 144, which a hosting provider's 100,000 zones (none transferred
+// out) would keep for as long as they are served.
+type servedZone struct {
+	Origin string
+	Serial uint32
+	In     bool
+}
+
+// servedOf is the gauges' copy of zones.
+func servedOf(zones []Zone) *[]servedZone {
+	out := make([]servedZone, len(zones))
+	for i := range zones {
+		out[i] = servedZone{Origin: zones[i].Origin, Serial: zones[i].Serial, In: zones[i].In}
+	}
+	return &out
+}
+
 // Secondary is a server that may transfer a zone out.
 type Secondary struct {
 	// Prefix holds the addresses its requests may come from.
@@ -220,7 +238,7 @@ func (s *Service) Refresh() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.served.Store(&zones)
+	s.served.Store(servedOf(zones))
 	cur := *s.exports.Load()
 	next := map[string]*export{}
 	live := map[any]bool{}

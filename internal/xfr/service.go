@@ -46,7 +46,7 @@ type Service struct {
 	exports atomic.Pointer[map[string]*export]
 	// served is what the zone gauges read: every zone served, as the
 	// last Refresh saw it.
-	served atomic.Pointer[[]Zone]
+	served atomic.Pointer[[]servedZone]
 	// in holds the secondary zones, by origin (SetIn).
 	in atomic.Pointer[map[string]secondary.Zone]
 
@@ -149,7 +149,7 @@ func New(o Options) *Service {
 	s.notifier = &Notifier{Result: s.notified, Source: o.NotifySource}
 	empty := map[string]*export{}
 	s.exports.Store(&empty)
-	noZones := []Zone{}
+	noZones := []servedZone{}
 	s.served.Store(&noZones)
 	noIn := map[string]secondary.Zone{}
 	s.in.Store(&noIn)
