@@ -168,7 +168,10 @@ func (s *Set) Precompile() {
 		// The nodes to pack: this zone's own, and copies of borrowed
 		// ones (the served zone's) whose templates or flags would differ
 		// here; the others stay as they are, templates and all.
-		nodes := make([]*node, 0, z.nodes.len())
+		var nodes []*node
+		if !z.incremental {
+			nodes = make([]*node, 0, z.nodes.len())
+		} // else the changed chunks' few: a list for all would be 6 MB at 1 M records
 		// A zone built from the changed chunks of its file knows which
 		// names changed (its own nodes, and those gone): a borrowed node
 		// whose templates hold other names' data is packed again only
