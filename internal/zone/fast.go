@@ -322,7 +322,7 @@ func (p *packer) node(n *node) {
 		}
 		var wire []byte
 		if direct[rs.rtype] {
-			if rs.rrs == nil && rs.wire != nil {
+			if rs.inWire() {
 				wire = rs.wireBytes() // kept in wire form: that is its answer
 			} else if pn != nil && pn.plain && sameSet(pn.set(rs.rtype), &rs) {
 				wire = pn.Template(rs.rtype)
@@ -447,7 +447,7 @@ func (z *Zone) moved(n *node) bool {
 // SVCB or HTTPS record (whose AliasMode targets lead further).
 func (n *node) refersTo(names map[string]bool) bool {
 	for _, rs := range n.rrsets {
-		for _, rr := range rs.rrs {
+		for _, rr := range rs.list() {
 			var target string
 			switch rr := rr.(type) {
 			case *dns.NS:

@@ -192,10 +192,10 @@ func (b *builder) group(next func() (dns.RR, bool), posOf func(int) (uint16, int
 		} else {
 			rr = b.compact(rr)
 		}
-		if s.rrs == nil {
-			s.rrs = b.rrs.one(rr)
+		if s.list() == nil {
+			s.setList(b.rrs.one(rr))
 		} else {
-			s.rrs = append(s.rrs, rr)
+			s.setList(append(s.list(), rr))
 		}
 		z.Records++
 	}
@@ -234,8 +234,8 @@ func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[str
 		for i := range n.rrsets {
 			s := &n.rrsets[i]
 			// RFC 2181 §5.2: one TTL per RRset; use the smallest.
-			minTTL, differ := s.rrs[0].Header().Ttl, false
-			for _, rr := range s.rrs[1:] {
+			minTTL, differ := s.list()[0].Header().Ttl, false
+			for _, rr := range s.list()[1:] {
 				if rr.Header().Ttl != minTTL {
 					differ = true
 					minTTL = min(minTTL, rr.Header().Ttl)
@@ -249,18 +249,18 @@ func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[str
 			if differ {
 				warns.Add(z.files[s.file], int(s.line), "%s %s: records have different TTLs; all get %d (RFC 2181 §5.2)",
 					n.name, dns.TypeToString[s.rtype], minTTL)
-				for j, rr := range s.rrs {
+				for j, rr := range s.list() {
 					if rr.Header().Ttl != minTTL {
 						if prev != nil {
 							rr = dns.Copy(rr) // it may be the previous zone's
-							s.rrs[j] = rr
+							s.list()[j] = rr
 						}
 						rr.Header().Ttl = minTTL
 					}
 				}
 			}
-			if (s.rtype == dns.TypeCNAME || s.rtype == dns.TypeDNAME || s.rtype == dns.TypeSOA) && len(s.rrs) > 1 {
-				errs.Add(z.files[s.file], int(s.line), "%s has %d %s records; only one is allowed", n.name, len(s.rrs), dns.TypeToString[s.rtype])
+			if (s.rtype == dns.TypeCNAME || s.rtype == dns.TypeDNAME || s.rtype == dns.TypeSOA) && len(s.list()) > 1 {
+				errs.Add(z.files[s.file], int(s.line), "%s has %d %s records; only one is allowed", n.name, len(s.list()), dns.TypeToString[s.rtype])
 			}
 			if !b.shareSet(pn, s) {
 				// Into blocks that hold only what the zone keeps: the
@@ -273,7 +273,7 @@ func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[str
 					// whole, not kept for the other types' sake.
 					kept = &b.keptDirect
 				}
-				s.rrs = append(kept.many(len(s.rrs))[:0], s.rrs...)
+				s.setList(append(kept.many(len(s.list()))[:0], s.list()...))
 			}
 		}
 		if len(n.rrsets) > 0 {
@@ -579,7 +579,7 @@ func (b *builder) finish() {
 	}
 	b.order = b.order[:k]
 	for i := len(n.rrsets) - 1; i >= 0; i-- {
-		if rrs := n.rrsets[i].rrs; cap(rrs) == 1 {
+		if rrs := n.rrsets[i].list(); cap(rrs) == 1 {
 			b.rrs.pop(&rrs[0])
 		}
 	}
@@ -598,17 +598,17 @@ func sameRecords(n, pn *node) bool {
 	for i := range pn.rrsets {
 		ps := &pn.rrsets[i]
 		s := n.set(ps.rtype)
-		if s == nil || len(s.rrs) != ps.count() {
+		if s == nil || len(s.list()) != ps.count() {
 			return false
 		}
-		if ps.rrs == nil {
-			if !equalToWire(n.name, s.rrs, ps.wireBytes()) {
+		if ps.inWire() {
+			if !equalToWire(n.name, s.list(), ps.wireBytes()) {
 				return false
 			}
 			continue
 		}
-		for j, rr := range ps.rrs {
-			if s.rrs[j] != rr {
+		for j, rr := range ps.list() {
+			if s.list()[j] != rr {
 				return false
 			}
 		}
@@ -623,7 +623,7 @@ func (b *builder) materialize(pn *node) *node {
 	n := b.newNode(pn.name)
 	n.rrsets = make([]rrset, len(pn.rrsets))
 	for i, s := range pn.rrsets {
-		s.rrs, s.wire = slices.Clip(s.records(pn.name)), nil
+		s.setList(slices.Clip(s.records(pn.name)))
 		n.rrsets[i] = s
 	}
 	n.cut, n.hasCNAME, n.hasDNAME, n.chunk = pn.cut, pn.hasCNAME, pn.hasDNAME, pn.chunk
@@ -828,8 +828,8 @@ func (n *node) set(t uint16) *rrset {
 const linearDups = 32
 
 func (b *builder) duplicate(s *rrset, rr dns.RR) bool {
-	if len(s.rrs) < linearDups {
-		for _, o := range s.rrs {
+	if len(s.list()) < linearDups {
+		for _, o := range s.list() {
 			if dns.IsDuplicate(o, rr) {
 				return true
 			}
@@ -841,8 +841,8 @@ func (b *builder) duplicate(s *rrset, rr dns.RR) bool {
 	}
 	seen := b.dups[s]
 	if seen == nil {
-		seen = make(map[string]bool, len(s.rrs)*2)
-		for _, o := range s.rrs {
+		seen = make(map[string]bool, len(s.list())*2)
+		for _, o := range s.list() {
 			seen[noTTL(o)] = true
 		}
 		b.dups[s] = seen
@@ -874,10 +874,10 @@ func (b *builder) shared(n *node, rr dns.RR) dns.RR {
 	}
 	h := rr.Header()
 	ps := pn.set(h.Rrtype)
-	if ps == nil || ps.rrs == nil {
+	if ps == nil || ps.inWire() {
 		return rr // none, or kept in wire form: compared as a whole (shareSet)
 	}
-	for _, o := range ps.rrs {
+	for _, o := range ps.list() {
 		if o.Header().Ttl == h.Ttl && dns.IsDuplicate(o, rr) {
 			return o
 		}
@@ -896,23 +896,23 @@ func (b *builder) shareSet(pn *node, s *rrset) bool {
 	if ps == nil {
 		return false
 	}
-	if ps.rrs == nil {
-		if ps.wire == nil || !equalToWire(pn.name, s.rrs, ps.wireBytes()) {
+	if ps.inWire() || ps.list() == nil {
+		if !ps.inWire() || !equalToWire(pn.name, s.list(), ps.wireBytes()) {
 			return false
 		}
-		s.rrs, s.wire = nil, ps.wire // its answer, which it is kept as
+		s.setWire(ps.wireP()) // its answer, which it is kept as
 		return true
 	}
-	old := ps.rrs
-	if len(old) != len(s.rrs) || len(old) == 0 {
+	old := ps.list()
+	if len(old) != len(s.list()) || len(old) == 0 {
 		return false
 	}
 	for i := range old {
-		if old[i] != s.rrs[i] {
+		if old[i] != s.list()[i] {
 			return false
 		}
 	}
-	s.rrs = old
+	s.setList(old)
 	return true
 }
 

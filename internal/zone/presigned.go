@@ -166,12 +166,12 @@ func (z *Zone) loadPresigned(now time.Time, errs, warns *diag.Problems) {
 				bad(f, l, "%s holds an NSEC3 and %s records (line %d): an NSEC3 owner is a hash, no name of the zone", name, dns.TypeToString[o.rtype], z.line(name, &o))
 			}
 		}
-		if len(s.rrs) != 1 {
+		if len(s.list()) != 1 {
 			f, l := loc()
-			bad(f, l, "%s has %d NSEC3 records; a hash owns one", name, len(s.rrs))
+			bad(f, l, "%s has %d NSEC3 records; a hash owns one", name, len(s.list()))
 			continue
 		}
-		rr := s.rrs[0].(*dns.NSEC3)
+		rr := s.list()[0].(*dns.NSEC3)
 		off, _ := dns.NextLabel(name, 0)
 		h, ok := decodeHash(name[:off-1])
 		if !ok || rr.Hash != dns.SHA1 {
@@ -238,7 +238,7 @@ func (z *Zone) loadPresigned(now time.Time, errs, warns *diag.Problems) {
 				continue
 			}
 			loc := func() (string, int) { return z.files[s.file], z.line(name, s) }
-			for _, rr := range s.rrs {
+			for _, rr := range s.list() {
 				sig := rr.(*dns.RRSIG)
 				if n.set(sig.TypeCovered) == nil {
 					f, l := loc()
@@ -438,12 +438,12 @@ func (z *Zone) checkNSEC(p *presigned, bad func(string, int, string, ...any)) {
 			bad(f, l, "NSEC at %s, which is below a delegation or DNAME (occluded): the chain has only authoritative names", name)
 			continue
 		}
-		if len(s.rrs) != 1 {
+		if len(s.list()) != 1 {
 			f, l := loc()
-			bad(f, l, "%s has %d NSEC records; a name owns one", name, len(s.rrs))
+			bad(f, l, "%s has %d NSEC records; a name owns one", name, len(s.list()))
 			continue
 		}
-		nsec := s.rrs[0].(*dns.NSEC)
+		nsec := s.list()[0].(*dns.NSEC)
 		types := slices.Clone(nsec.TypeBitMap)
 		slices.Sort(types)
 		if want := nodeTypes(n); !slices.Equal(types, want) {

@@ -94,7 +94,7 @@ func (z *Zone) WithSerial(serial uint32) (*Zone, diag.Problems) {
 	apex.rrsets = append([]rrset(nil), z.apex.rrsets...)
 	for i := range apex.rrsets {
 		if apex.rrsets[i].rtype == dns.TypeSOA {
-			apex.rrsets[i].rrs, apex.rrsets[i].wire = []dns.RR{soa}, nil
+			apex.rrsets[i].setList([]dns.RR{soa})
 		}
 	}
 	nz := *z

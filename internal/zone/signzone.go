@@ -150,7 +150,9 @@ func (z *Zone) setApexKeys() {
 				rrs = old
 			}
 		}
-		sets = append(sets, rrset{rtype: t, rrs: rrs})
+		set := rrset{rtype: t}
+		set.setList(rrs)
+		sets = append(sets, set)
 	}
 	sortSets(sets)
 	apex.rrsets = sets

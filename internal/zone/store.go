@@ -24,21 +24,54 @@ import (
 // glue or occluded data, nor anything of a signed zone (whose signatures
 // are checked against their very records).
 
+// list returns the RRset's own records, nil when it is kept in wire form.
+func (s *rrset) list() []dns.RR {
+	if s.c == 0 {
+		return nil
+	}
+	return unsafe.Slice((*dns.RR)(s.p), s.c)[:s.n]
+}
+
+// setList makes l the RRset's records.
+func (s *rrset) setList(l []dns.RR) {
+	if cap(l) == 0 {
+		s.p, s.n, s.c = nil, 0, 0
+		return
+	}
+	s.p, s.n, s.c = unsafe.Pointer(unsafe.SliceData(l)), uint32(len(l)), uint32(cap(l))
+}
+
+// inWire reports whether the RRset is kept in wire form: no slice of
+// records (c is 0), a pointer to its answer.
+func (s *rrset) inWire() bool { return s.c == 0 && s.p != nil }
+
+// wireP returns the first byte of the answer the RRset is kept as, nil
+// when it has a slice of records.
+func (s *rrset) wireP() *byte {
+	if !s.inWire() {
+		return nil
+	}
+	return (*byte)(s.p)
+}
+
+// setWire makes the RRset kept as the answer starting at w.
+func (s *rrset) setWire(w *byte) { s.p, s.n, s.c = unsafe.Pointer(w), 0, 0 }
+
 // records returns the RRset's records: its own, or, kept in wire form,
 // new ones made from the wire with the owner name owner.
 func (s *rrset) records(owner string) []dns.RR {
-	if s.rrs != nil || s.wire == nil {
-		return s.rrs
+	if !s.inWire() {
+		return s.list()
 	}
 	return unpackSet(owner, s.wireBytes())
 }
 
 // count returns the number of records in the RRset.
 func (s *rrset) count() int {
-	if s.rrs != nil || s.wire == nil {
-		return len(s.rrs)
+	if !s.inWire() {
+		return int(s.n)
 	}
-	h := unsafe.Slice(s.wire, 12)
+	h := unsafe.Slice(s.wireP(), 12)
 	return int(h[6])<<8 | int(h[7])
 }
 
@@ -47,17 +80,18 @@ func (s *rrset) count() int {
 // class, TTL, length and data. Its length is found by walking it, each
 // step within the one block the answer was cut from.
 func (s *rrset) wireBytes() []byte {
-	if s.wire == nil {
+	w := s.wireP()
+	if w == nil {
 		return nil
 	}
-	h := unsafe.Slice(s.wire, 12)
+	h := unsafe.Slice(w, 12)
 	count := int(h[6])<<8 | int(h[7])
 	off := 12
 	for range count {
-		f := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(s.wire), off)), 12)
+		f := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(w), off)), 12)
 		off += 12 + (int(f[10])<<8 | int(f[11]))
 	}
-	return unsafe.Slice(s.wire, off)
+	return unsafe.Slice(w, off)
 }
 
 // sameSet reports whether a and b hold the very same records: the same
@@ -66,10 +100,10 @@ func sameSet(a, b *rrset) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	if a.rrs == nil && b.rrs == nil {
-		return a.wire != nil && a.wire == b.wire
+	if a.inWire() || b.inWire() {
+		return a.p == b.p
 	}
-	return sameSlice(a.rrs, b.rrs)
+	return sameSlice(a.list(), b.list())
 }
 
 // unpackSet makes the records of the answer w (see wireBytes), each
@@ -175,11 +209,11 @@ func (z *Zone) storeNode(n *node) {
 	copied := false
 	for i := range n.rrsets {
 		rs := &n.rrsets[i]
-		if rs.rrs == nil || !direct[rs.rtype] || n.steered && (rs.rtype == dns.TypeA || rs.rtype == dns.TypeAAAA) {
+		if rs.list() == nil || !direct[rs.rtype] || n.steered && (rs.rtype == dns.TypeA || rs.rtype == dns.TypeAAAA) {
 			continue
 		}
 		w := n.Template(rs.rtype)
-		if len(w) < 12 || int(w[6])<<8|int(w[7]) != len(rs.rrs) {
+		if len(w) < 12 || int(w[6])<<8|int(w[7]) != len(rs.list()) {
 			continue
 		}
 		if !copied {
@@ -191,6 +225,6 @@ func (z *Zone) storeNode(n *node) {
 				}
 			}
 		}
-		rs.wire, rs.rrs = &w[0], nil
+		rs.setWire(&w[0])
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/diag"
@@ -147,10 +148,11 @@ type rrset struct {
 	rtype uint16
 	file  uint16 // Zone.files index of where the RRset's first record is
 	line  int32
-	// rrs are the records, or nil when the RRset is kept in wire form
-	// (wire, see store.go): read them with records.
-	rrs  []dns.RR
-	wire *byte
+	// p, n and c are the records as a slice (list, setList) or the wire
+	// the RRset is kept as (see store.go): 16 bytes where a slice and a
+	// pointer took 32. Read the records with records.
+	p    unsafe.Pointer
+	n, c uint32
 }
 
 // get returns the node's records of type t, nil when it has none. An
