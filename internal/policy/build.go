@@ -410,7 +410,7 @@ func (b *builder) record() *Record {
 		b.errf(".name", "record name %q is not a domain name", rc.Name)
 		return nil
 	}
-	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx}
+	r := &Record{Name: dns.CanonicalName(rc.Name), Line: rc.Line, TTL: config.DefaultSteeredTTL, NextRule: true, src: b.idx, ruleSet: &ruleSet{}}
 	b.r = r
 	if rc.Policy != "" {
 		pol, ok := b.cfg.Policies[rc.Policy]

@@ -53,11 +53,10 @@ type Record struct {
 	// Groups are the record's groups (its own and its policy's), whose
 	// member indices follow the pools' (see group.go).
 	Groups []*Group
-	Rules  []*Rule
-	// mmask and gact are, by member index, its pools and, for a group,
-	// its action (nil for a pool): what a nested decision reads.
-	mmask []uint64
-	gact  []*Action
+	// ruleSet is the rules and what follows from them alone, shared by
+	// the records of a policy whose pools are named alike (shareRules):
+	// one pointer a record, not 152 bytes (issue 31).
+	*ruleSet
 	// NextRule: when the matched rule has no usable pool, try the next
 	// matching rule (on_unhealthy: next_rule). Otherwise go straight to
 	// WhenAllDown.
@@ -75,14 +74,8 @@ type Record struct {
 	// partition is the compiled partition, shared by every record with
 	// its compile key (share.go).
 	*partition
-	clientRules   uint64
-	resolverRules uint64
-	defaultBit    uint64
-	hasV4, hasV6  uint64 // pools with addresses of each family
-	allPools      uint64
-	proximity     []*Action // actions that rank pools by distance
-	latencyActs   []*Action // by: latency actions, by Action.Latency
-	latencyRules  uint64    // rules whose action is by: latency
+	hasV4, hasV6 uint64 // pools with addresses of each family
+	allPools     uint64
 	// nodeTwins: r has unknown-client tries (u4, u6) for ecs.unknown_client:
 	// node, whose leaves hold the outcome of a client at the node there
 	// (its twin) and whether the geo databases place nobody there
@@ -98,6 +91,23 @@ type Record struct {
 	// warns are the warnings building and compiling the record gave, for
 	// a build that reuses it to give again (reuse.go).
 	warns []warning
+}
+
+// ruleSet is a record's compiled rules and what is derived from them and
+// its members' masks. It never changes once built: a record that changes
+// any of it (a reload moving the rules' lines) gets a copy (reuse.go).
+type ruleSet struct {
+	Rules []*Rule
+	// mmask and gact are, by member index, its pools and, for a group,
+	// its action (nil for a pool): what a nested decision reads.
+	mmask         []uint64
+	gact          []*Action
+	clientRules   uint64
+	resolverRules uint64
+	defaultBit    uint64
+	proximity     []*Action // actions that rank pools by distance
+	latencyActs   []*Action // by: latency actions, by Action.Latency
+	latencyRules  uint64    // rules whose action is by: latency
 }
 
 // partition is what compile makes of a record: the tries and what their

@@ -177,7 +177,7 @@ func (u *reuser) rebase(r, old *Record, rc *config.Record) bool {
 			// moved, they share one copy too.
 			memo = rebasedKey{&old.Rules[0], len(old.Rules)}
 			if rb, ok := u.rebased[memo]; ok {
-				r.Rules, r.proximity, r.latencyActs = rb.Rules, rb.proximity, rb.latencyActs
+				r.ruleSet = rb.ruleSet
 				return true
 			}
 		}
@@ -193,7 +193,10 @@ func (u *reuser) rebase(r, old *Record, rc *config.Record) bool {
 			l = rc.Line
 		}
 		if l != rule.Line {
-			if &r.Rules[0] == &old.Rules[0] {
+			if r.ruleSet == old.ruleSet {
+				// Shared with old (and maybe others): r's own copy.
+				rs := *old.ruleSet
+				r.ruleSet = &rs
 				r.Rules = slices.Clone(old.Rules)
 			}
 			nr := *rule

@@ -66,7 +66,8 @@ func (r *Record) sharePartition(src *Record) {
 func (r *Record) shareRules(o *Record) bool {
 	if len(r.Groups) != 0 || len(o.Groups) != 0 || len(r.Pools) != len(o.Pools) || len(r.Rules) != len(o.Rules) ||
 		!slices.Equal(r.mmask, o.mmask) || len(r.gact) != len(o.gact) || len(r.proximity) != len(o.proximity) ||
-		len(r.latencyActs) != len(o.latencyActs) {
+		len(r.latencyActs) != len(o.latencyActs) || r.clientRules != o.clientRules || r.resolverRules != o.resolverRules ||
+		r.defaultBit != o.defaultBit || r.latencyRules != o.latencyRules {
 		return false
 	}
 	for _, a := range r.gact {
@@ -80,7 +81,7 @@ func (r *Record) shareRules(o *Record) bool {
 			return false
 		}
 	}
-	r.Rules, r.mmask, r.gact, r.proximity, r.latencyActs = o.Rules, o.mmask, o.gact, o.proximity, o.latencyActs
+	r.ruleSet = o.ruleSet
 	return true
 }
 
