@@ -13,7 +13,8 @@ import (
 // masks is not nil), shuffled; with d.Limit (multivalue), d.Limit
 // consecutive ones of them in the record's order, from a random start and
 // wrapping (a rotation window, so that every set answered can be signed
-// ahead of time), shuffled; for a CNAME record, one target.
+// ahead of time), shuffled; for a CNAME record, one target. The records
+// are made for the call, with r's TTL: the caller may change them.
 func (r *Record) AppendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []uint64) []dns.RR {
 	return r.appendAnswer(dst, d, qtype, masks, true)
 }
@@ -37,17 +38,19 @@ func (r *Record) appendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []u
 		}
 		switch {
 		case r.Type == dns.TypeCNAME:
-			dst = append(dst, p.CNAME()...)
+			if p.Target != "" {
+				dst = append(dst, r.cnameRR(p.Target))
+			}
 		case qtype == dns.TypeA:
-			for j, rr := range p.A() {
+			for j, a := range p.V4 {
 				if masks == nil || masks[p.Index]&(1<<j) != 0 {
-					dst = append(dst, rr)
+					dst = append(dst, r.addrRR(a))
 				}
 			}
 		case qtype == dns.TypeAAAA:
-			for j, rr := range p.AAAA() {
+			for j, a := range p.V6 {
 				if masks == nil || masks[p.Index]&(1<<(len(p.V4)+j)) != 0 {
-					dst = append(dst, rr)
+					dst = append(dst, r.addrRR(a))
 				}
 			}
 		}
@@ -72,6 +75,56 @@ func (r *Record) appendAnswer(dst []dns.RR, d *Decision, qtype uint16, masks []u
 		rand.Shuffle(len(added), func(i, j int) { added[i], added[j] = added[j], added[i] })
 	}
 	return dst
+}
+
+// The answer records are made for each answer from the pools' addresses,
+// not kept: only the general path and signing ahead of time use them (the
+// fast path writes addresses as wire, AppendWire), and kept they were 88
+// bytes an address of every steered name (issue 31).
+
+// aRR and aaaaRR are an address record with its address's bytes: one
+// allocation.
+type aRR struct {
+	dns.A
+	ip [4]byte
+}
+
+type aaaaRR struct {
+	dns.AAAA
+	ip [16]byte
+}
+
+// addrRR returns a new A or AAAA record of r for a, with r's TTL.
+func (r *Record) addrRR(a netip.Addr) dns.RR {
+	if a.Is4() {
+		rr := &aRR{A: dns.A{Hdr: dns.RR_Header{Name: r.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: r.TTL}}, ip: a.As4()}
+		rr.A.A = rr.ip[:]
+		return &rr.A
+	}
+	rr := &aaaaRR{AAAA: dns.AAAA{Hdr: dns.RR_Header{Name: r.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: r.TTL}}, ip: a.As16()}
+	rr.AAAA.AAAA = rr.ip[:]
+	return &rr.AAAA
+}
+
+// cnameRR returns a new CNAME record of r to target, with r's TTL.
+func (r *Record) cnameRR(target string) dns.RR {
+	return &dns.CNAME{Hdr: dns.RR_Header{Name: r.Name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: r.TTL}, Target: target}
+}
+
+// PoolRecords returns the answer records of pool p of r: its A records,
+// then its AAAA records, or its CNAME record; made for the call.
+func (r *Record) PoolRecords(p *Pool) []dns.RR {
+	var out []dns.RR
+	for _, a := range p.V4 {
+		out = append(out, r.addrRR(a))
+	}
+	for _, a := range p.V6 {
+		out = append(out, r.addrRR(a))
+	}
+	if p.Target != "" {
+		out = append(out, r.cnameRR(p.Target))
+	}
+	return out
 }
 
 // rotate moves s[k:] to the front of s, in place (three reversals).

@@ -37,14 +37,14 @@ import (
 // AnswerSets calls fn with every RRset r answers with while all its
 // enabled pools are usable, each pool alone, and the when_all_down
 // results; qtype is the set's type (A, AAAA or CNAME). A set may be given
-// more than once; its records are r's own and must not be modified, and
+// more than once; its records may be shared between sets and must not be modified, and
 // fn must not keep rrs's slice (it is reused).
 func (r *Record) AnswerSets(fn func(qtype uint16, rrs []dns.RR)) {
 	var buf []dns.RR
 	if r.Type == dns.TypeCNAME {
 		for _, p := range r.Pools {
-			if c := p.CNAME(); len(c) > 0 {
-				fn(dns.TypeCNAME, c)
+			if p.Target != "" {
+				fn(dns.TypeCNAME, []dns.RR{r.cnameRR(p.Target)})
 			}
 		}
 		return
@@ -137,7 +137,7 @@ func (r *Record) emit(qtype uint16, pools uint64, limit int, addrs []uint64, buf
 // published, with each set (as AnswerSets) that the new state lets a
 // record answer with, for the records whose usable pools or addresses
 // changed: what a signed zone signs before the first answer uses it. fn
-// must not keep rrs's slice (its records are the record's own). nil stops.
+// must not keep rrs's slice (its records may be shared between sets). nil stops.
 func (l *Live) OnHealth(fn func(r *Record, qtype uint16, rrs []dns.RR)) {
 	if fn == nil {
 		l.onHealth.Store(nil)

@@ -583,22 +583,6 @@ func (b *builder) pools(rc config.Record) {
 		if pc.Enabled == nil || *pc.Enabled {
 			r.Enabled |= bit
 		}
-		hdr := func(t uint16) dns.RR_Header {
-			return dns.RR_Header{Name: r.Name, Rrtype: t, Class: dns.ClassINET, Ttl: r.TTL}
-		}
-		if n := len(p.V4) + len(p.V6); n > 0 {
-			p.rrs = make([]dns.RR, 0, n)
-		}
-		for _, a := range p.V4 {
-			p.rrs = append(p.rrs, &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
-		}
-		p.nA = int32(len(p.rrs))
-		for _, a := range p.V6 {
-			p.rrs = append(p.rrs, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.AsSlice()})
-		}
-		if p.Target != "" {
-			p.rrs = []dns.RR{&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: p.Target}}
-		}
 		if len(p.V4) > 0 {
 			r.hasV4 |= bit
 		}

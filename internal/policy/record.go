@@ -160,23 +160,20 @@ func (a AllDown) String() string {
 	return [...]string{"answer_all", "fallback_pool", "nodata", "servfail"}[a]
 }
 
-// Pool is one site of one record: its addresses (or CNAME target) and
-// answer records, and the PoolSpec of what else it is. It never changes
-// once compiled.
+// Pool is one site of one record: its addresses (or CNAME target), its
+// line, and the PoolSpec of what else it is. It never changes once
+// compiled.
 type Pool struct {
 	// PoolSpec is shared by the pools of every record of a table that
 	// name and describe a pool alike (most records of a policy do): a
 	// name's pools hold their addresses and 8 bytes more, not a copy of
-	// its name, site, check and location (issue 31: 112 bytes a pool, not
-	// 256).
+	// its name, site, check and location. With the answer records made
+	// when an answer needs them (answer.go) rather than kept, a pool is
+	// 80 bytes, not 256 and 88 a record (issue 31).
 	*PoolSpec
 	V4, V6 []netip.Addr
 	Target string // CNAME records
-	// rrs are the pool's answer records, built once: its nA A records,
-	// then its AAAA records, or its one CNAME record (A, AAAA, CNAME).
-	rrs  []dns.RR
-	nA   int32
-	Line int
+	Line   int
 }
 
 // PoolSpec is what a pool is apart from its addresses and lines.
@@ -198,31 +195,6 @@ type PoolSpec struct {
 	// Capacity, when set, is the pool's capacity in the unit of its load
 	// feed (capacity.go).
 	Capacity *Capacity
-}
-
-// A returns the pool's A records (shared: not to be changed).
-func (p *Pool) A() []dns.RR {
-	if len(p.V4) == 0 {
-		return nil
-	}
-	return p.rrs[:p.nA:p.nA]
-}
-
-// AAAA returns the pool's AAAA records (shared: not to be changed).
-func (p *Pool) AAAA() []dns.RR {
-	if len(p.V6) == 0 {
-		return nil
-	}
-	return p.rrs[p.nA:len(p.rrs):len(p.rrs)]
-}
-
-// CNAME returns the pool's CNAME record, of a CNAME record's pool (shared:
-// not to be changed).
-func (p *Pool) CNAME() []dns.RR {
-	if p.Target == "" {
-		return nil
-	}
-	return p.rrs
 }
 
 // ActionKind says how an action picks pools.

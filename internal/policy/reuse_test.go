@@ -94,7 +94,7 @@ func dumpTable(tab *policy.Table) string {
 		for _, p := range r.Pools {
 			fmt.Fprintf(&b, "  pool %s index=%d line=%d v4=%v v6=%v target=%q loc=%t %v,%v bias=%d site=%s check=%q min_up=%d\n",
 				p.Name, p.Index, p.Line, p.V4, p.V6, p.Target, p.HasLoc, p.Lat, p.Lon, p.Bias, p.Site, p.Check, p.MinUp)
-			for _, rr := range slices.Concat(p.A(), p.AAAA(), p.CNAME()) {
+			for _, rr := range r.PoolRecords(p) {
 				fmt.Fprintf(&b, "    %s\n", rr)
 			}
 		}

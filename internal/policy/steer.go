@@ -52,10 +52,8 @@ func (s *Steerer) Steer(a *zone.Answer, name string, qtype uint16) (string, bool
 	start := len(a.Answer)
 	a.Answer = r.AppendAnswer(a.Answer, d, qtype, st.Addrs)
 	if ttl := st.TTL; ttl != r.TTL {
-		for i := start; i < len(a.Answer); i++ {
-			rr := dns.Copy(a.Answer[i])
-			rr.Header().Ttl = ttl
-			a.Answer[i] = rr
+		for _, rr := range a.Answer[start:] {
+			rr.Header().Ttl = ttl // made for this answer (AppendAnswer)
 		}
 	}
 	if r.Type == dns.TypeCNAME && len(a.Answer) > start {
