@@ -32,7 +32,10 @@ import (
 func TestFleetSerialsAgree(t *testing.T) {
 	c, s := fleetStore(t)
 	t.Parallel()
+	// The country rule against the small country database (an absolute
+	// path each node opens), as xfrConfig's.
 	cfg := `identity: pushed
+geo: { databases: ["` + smallGeo + `"] }
 tsig:
   knot-key: { secret_file: knot.key }
 zones:

@@ -56,8 +56,12 @@ ns.insecure A 192.0.2.55
 // (none yet: 0).
 func signedXfrConfig(keys map[string]string, notify map[string]int) string {
 	var b strings.Builder
+	// The steered names' country rule against the small country
+	// database, as xfrConfig's: the transfers do not depend on where a
+	// client is.
 	b.WriteString(`api: { listen: "127.0.0.1:0" }
 health: { state_file: state/steer-health.json }
+geo: { databases: ["` + smallGeo + `"] }
 tsig:
   nsd-key: { secret_file: nsd.key }
   knot-key: { secret_file: knot.key }
