@@ -14,7 +14,8 @@ import (
 // beside the answer Precompile packs from it, which holds the very same
 // data: type, class, TTL and rdata per record, the owner as a pointer to
 // the question. Once a node is packed, such an RRset keeps only a pointer
-// to that answer (rrset.wire, rrs nil), and its records are made from it
+// to that answer (inWire: rrset.p with capacity 0), and its records are
+// made from it
 // on the rare paths that want structures (a transfer, signing, the
 // general lookup's additional data, explain, check); the fast path
 // answers from the template as before and never needs them.
