@@ -215,6 +215,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
+		pz := previousZone(opts.Previous, origin) // looked up once: a reload of 100,000 zones does it for each
 		var signer *dnssec.Signer
 		if signsZone(&zc) {
 			keys := zoneKeys[origin]
@@ -268,7 +269,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			// No previous copy: nothing to keep (preparse).
 			st, stOK, data, rerr = pp.st, pp.stOK, pp.data, pp.rerr
 			read++
-		} else if pz := previousZone(opts.Previous, origin); opts.KeepServed && !opts.Reread[origin] && pz != nil && pz.Failed == "" && pz.File == file && !prevDegraded[origin] {
+		} else if opts.KeepServed && !opts.Reread[origin] && pz != nil && pz.Failed == "" && pz.File == file && !prevDegraded[origin] {
 			keep = pz
 		} else if st, stOK = zone.StampFile(cfg.FS, file, time.Now()); stOK && pz != nil && pz.Failed == "" && pz.File == file && sameStamp(pz, st) && !prevDegraded[origin] {
 			// The file was not written since it was read for the zone
@@ -282,7 +283,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		}
 		serial := opts.Serials[origin]
 		unchanged := func(pz *zone.Zone) bool { return pz != nil && (pz == keep || rerr == nil && pz.Unchanged(file, data)) }
-		if pz := previousZone(opts.Previous, origin); unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer && !presignedExpired(pz, now()) &&
+		if unchanged(pz) && sameSteered(prevSteered[pz], recs) && pz.SteeredSigner() == signer && !presignedExpired(pz, now()) &&
 			(serial == 0 || serial == pz.Serial() || !newer(serial, pz.FileSerial())) {
 			// The same bytes, the same steered names and the same keys:
 			// the zone being served is kept as it is (marked, signed and
@@ -324,7 +325,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			} else {
 				po := zone.ParseOptions{Workers: parseWorkers, Now: now()}
 				if opts.Previous != nil {
-					po.Previous = previousZone(opts.Previous, origin)
+					po.Previous = pz
 				}
 				z, zerrs, zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, data, po)
 			}
