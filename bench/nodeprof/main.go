@@ -6,7 +6,7 @@
 // profile. It prints the heap in use, the goroutines and the RSS at each
 // step. bench/README.md ("Profiling the per-zone cost") has the method.
 //
-//	nodeprof -config steer.yaml [-out DIR] [-reload] [-touch FILE -from FILE2]
+//	nodeprof -config steer.yaml [-out DIR] [-reload [-zones Z1,Z2]] [-from FILE -to FILE2]
 package main
 
 import (
@@ -31,17 +31,18 @@ func main() {
 	reload := flag.Bool("reload", false, "reload once after the start (under a CPU profile)")
 	from := flag.String("from", "", "with -reload: copy this file over -to first (a changed zone)")
 	to := flag.String("to", "", "with -from: the zone file it replaces")
+	zones := flag.String("zones", "", "with -reload: reload these zones only (comma-separated), as POST /v1/reload?zone= does")
 	verbose := flag.Bool("v", false, "log the node's messages to stderr")
 	rate := flag.Int("rate", 4096, "runtime.MemProfileRate: one sample per this many bytes allocated")
 	flag.Parse()
 	runtime.MemProfileRate = *rate
-	if err := run(*cfg, *out, *reload, *from, *to, *verbose); err != nil {
+	if err := run(*cfg, *out, *reload, *from, *to, *zones, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeprof:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg, out string, reload bool, from, to string, verbose bool) error {
+func run(cfg, out string, reload bool, from, to, zones string, verbose bool) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -87,7 +88,12 @@ func run(cfg, out string, reload bool, from, to string, verbose bool) error {
 		return err
 	}
 	t = time.Now()
-	res, err := n.Reload(context.Background())
+	var res node.Result
+	if zones != "" {
+		res, err = n.ReloadZones(context.Background(), strings.Split(zones, ","))
+	} else {
+		res, err = n.Reload(context.Background())
+	}
 	stopCPU()
 	if err != nil {
 		return err

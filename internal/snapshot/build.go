@@ -211,11 +211,12 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 		pre = preparse(cfg, opts.Previous, parseWorkers, zone.ParseOptions{Workers: parseWorkers}, now)
 	}
 	parsed, read := 0, 0
+	prevZones := inPlace{prev: opts.Previous}
 	for i, zc := range cfg.Zones {
 		origin := dns.CanonicalName(zc.Origin)
 		file := cfg.Resolve(zc.File)
 		recs := steered[origin]
-		pz := previousZone(opts.Previous, origin) // looked up once: a reload of 100,000 zones does it for each
+		pz := prevZones.at(i, origin)
 		var signer *dnssec.Signer
 		if signsZone(&zc) {
 			keys := zoneKeys[origin]
@@ -523,6 +524,22 @@ func previousZone(prev *Snapshot, origin string) *zone.Zone {
 		return nil
 	}
 	return prev.Zones.Zone(origin)
+}
+
+// inPlace finds a zone of prev by the index of its configuration entry:
+// prev's zones are in configuration order, which a reload mostly keeps,
+// so the zone at the same index is the one, found with no hashing (a
+// reload of 100,000 zones looks each up); others by origin.
+type inPlace struct{ prev *Snapshot }
+
+func (p inPlace) at(i int, origin string) *zone.Zone {
+	if p.prev == nil {
+		return nil
+	}
+	if l := p.prev.Zones.Zones(); i < len(l) && l[i].Origin == origin {
+		return l[i]
+	}
+	return p.prev.Zones.Zone(origin)
 }
 
 // steeredByZone returns, for each zone of prev, the steered records it

@@ -49,6 +49,9 @@ type preparsed struct {
 // them, Now set per zone). With fewer than two workers or two such
 // zones it does nothing.
 func preparse(cfg *config.Config, prev *Snapshot, workers int, po zone.ParseOptions, now func() time.Time) []*preparsed {
+	if workers < 2 {
+		return nil // a reload: not even a look at every zone
+	}
 	var todo []int
 	for i := range cfg.Zones {
 		zc := &cfg.Zones[i]
