@@ -221,7 +221,7 @@ func (s *Set) Precompile() {
 				nodes = append(nodes, z.own(n))
 			}
 		}
-		workers := max(1, min(z.workers, len(nodes)/4096))
+		workers := max(1, min(int(z.workers), len(nodes)/4096))
 		var wg sync.WaitGroup
 		for w := range workers {
 			part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]

@@ -382,7 +382,7 @@ func (b *builder) complete(data []byte, now time.Time, workers int, cuts map[str
 		}
 		z.apex = z.nodes.get(origin)
 	}
-	z.prev, z.workers = prev, workers
+	z.prev, z.workers = prev, int32(min(workers, 1<<30))
 	z.source, z.sourceSize = data, len(data)
 	z.fromFile = true
 	if hasInclude(data) {

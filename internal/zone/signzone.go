@@ -353,7 +353,7 @@ func (z *Zone) Resigned(now time.Time, workers int) (*Zone, error) {
 	nz := *z
 	nz.nodes = z.nodes.clone()
 	nz.nodes.put(z.apex) // WithSerial's apex, if z is its zone
-	nz.prev, nz.precompiled, nz.apexOnly, nz.workers = z, false, false, workers
+	nz.prev, nz.precompiled, nz.apexOnly, nz.workers = z, false, false, int32(min(workers, 1<<30))
 	nz.base = z.Base()
 	for i, n := range due {
 		c := nz.own(n)
