@@ -25,6 +25,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
 	"errors"
 	"fmt"
@@ -127,8 +128,13 @@ type Config struct {
 	recLines  []recLines
 	zoneLines []recLines
 
-	text  string       // the bytes parsed, for LoadAgain
-	cache *recordCache // the records of text by their bytes, for LoadAgain; nil when not reusable
+	// text is the bytes parsed, for the dashboard's record text and the
+	// record cache; a file with no records keeps only their digest
+	// (dropText), which LoadAgain compares: a hosting provider's file of
+	// 100,000 zones is 6 MB.
+	text    string
+	textSum [sha256.Size]byte
+	cache   *recordCache // the records of text by their bytes, for LoadAgain; nil when not reusable
 	// reused is how many records LoadAgain took from the configuration it
 	// was given instead of decoding them (for tests).
 	reused int
@@ -243,7 +249,7 @@ func LoadAgain(fsys fs.FS, p string, prev *Config) (c *Config, same bool, err er
 	if err != nil {
 		return nil, false, diag.Problems{{File: p, Msg: err.Error()}}
 	}
-	if prev != nil && prev.File == p && sameFS(prev.FS, fsys) && prev.text == string(data) {
+	if prev != nil && prev.File == p && sameFS(prev.FS, fsys) && prev.textSum == sha256.Sum256(data) {
 		return prev.withSecretsReread()
 	}
 	if c := reparse(fsys, p, data, prev); c != nil {
@@ -327,6 +333,7 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	c.cache = cacheRecords(c, root)
+	c.dropText()
 	return c, nil
 }
 

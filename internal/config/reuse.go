@@ -386,5 +386,6 @@ func reparse(fsys fs.FS, file string, data []byte, prev *Config) *Config {
 		return nil
 	}
 	c.cache = cache
+	c.dropText()
 	return c
 }
