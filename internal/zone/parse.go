@@ -81,8 +81,14 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 	src := readRecords(fsys, origin, file, text, opts.Workers, &spans)
 	// Sized for three names in four records (a host often has two or
 	// more): a table that grows leaves its old slots to the collector.
+	// A small zone's names are fewer (its apex holds SOA, NS, MX, TXT
+	// and more): half its records, 8 slots and not 16 for ten records.
 	expect := src.pos.len()
-	z = &Zone{Origin: origin, File: file, nodes: newNodeTable(expect * 3 / 4), files: src.pos.files}
+	hint := expect * 3 / 4
+	if expect <= 64 {
+		hint = expect / 2
+	}
+	z = &Zone{Origin: origin, File: file, nodes: newNodeTable(hint), files: src.pos.files}
 	b := builder{z: z, prev: prev, rec: newSlabs()}
 	if spans != nil {
 		b.chunks = &chunkOf{spans: spans}
