@@ -186,17 +186,7 @@ func TestReloadSharesUnchangedRecords(t *testing.T) {
 	if z.prev != nil {
 		t.Error("the zone still refers to the previous one after Precompile")
 	}
-	shared, own := 0, 0
-	for name, n := range z.nodes.all {
-		on := old.nodes.get(name)
-		for _, s := range n.rrsets {
-			if on != nil && sameSet(on.set(s.rtype), &s) {
-				shared++
-			} else {
-				own++
-			}
-		}
-	}
+	shared, own := sharedRRsets(z, old)
 	// Only the two RRsets that changed (h0's and h1's A) are new.
 	if own != 2 || shared < 3000 {
 		t.Errorf("%d RRsets shared, %d new; want 2 new", shared, own)
@@ -515,4 +505,20 @@ func TestZoneStructSize(t *testing.T) {
 	if n := unsafe.Sizeof(Zone{}); n > 416 {
 		t.Errorf("Zone is %d bytes, want at most 416", n)
 	}
+}
+
+// sharedRRsets counts z's RRsets that are old's (the same set, shared by
+// a reload) and those z has of its own.
+func sharedRRsets(z, old *Zone) (shared, own int) {
+	for name, n := range z.nodes.all {
+		on := old.nodes.get(name)
+		for _, s := range n.rrsets {
+			if on != nil && sameSet(on.set(s.rtype), &s) {
+				shared++
+			} else {
+				own++
+			}
+		}
+	}
+	return shared, own
 }

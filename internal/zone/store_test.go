@@ -129,17 +129,7 @@ func TestWireStoreReload(t *testing.T) {
 		t.Fatal(errs)
 	}
 	NewSet([]*Zone{z}).Precompile()
-	shared, own := 0, 0
-	for name, n := range z.nodes.all {
-		on := old.nodes.get(name)
-		for _, s := range n.rrsets {
-			if on != nil && sameSet(on.set(s.rtype), &s) {
-				shared++
-			} else {
-				own++
-			}
-		}
-	}
+	shared, own := sharedRRsets(z, old)
 	if own != 2 || shared < 2500 {
 		t.Errorf("%d RRsets shared, %d new; want 2 new", shared, own)
 	}
