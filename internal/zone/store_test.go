@@ -3,7 +3,6 @@ package zone
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -54,17 +53,8 @@ func recordsText(z *Zone) map[string]string {
 // before) this zone held 256 bytes a record; in wire form 165.
 func TestWireStoreHeapPerRecord(t *testing.T) {
 	data := hostsZone(20000)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	z, errs, _ := ParseWith(nil, "w.test.", "w.zone", data, ParseOptions{Workers: 2})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	NewSet([]*Zone{z}).Precompile()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perRecord := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(z.Records)
+	z, held := precompiledHeap(t, "w.test.", "w.zone", data)
+	perRecord := float64(held) / float64(z.Records)
 	t.Logf("%d records, %d names, %.0f bytes per record", z.Records, z.nodes.len(), perRecord)
 	if perRecord > 215 {
 		t.Errorf("%.0f bytes per record, want at most 215", perRecord)
