@@ -208,7 +208,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 	parseWorkers := policy.Workers(opts.Previous != nil)
 	var pre []*preparsed
 	if len(errs) == 0 { // a configuration rejected already loads no zone
-		pre = preparse(cfg, opts.Previous, parseWorkers, zone.ParseOptions{Workers: parseWorkers}, now)
+		pre = preparse(cfg, opts.Previous, parseWorkers, now)
 	}
 	parsed, read := 0, 0
 	prevZones := inPlace{prev: opts.Previous}

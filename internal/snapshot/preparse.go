@@ -45,10 +45,10 @@ type preparsed struct {
 // preparse loads, on workers goroutines, the file of every zone of cfg
 // that is not a secondary and has no copy in prev, and returns the
 // results by the zones' index in cfg.Zones (nil: left to the loop).
-// Each parse is given po (its Workers as the loop's parse would have
-// them, Now set per zone). With fewer than two workers or two such
-// zones it does nothing.
-func preparse(cfg *config.Config, prev *Snapshot, workers int, po zone.ParseOptions, now func() time.Time) []*preparsed {
+// Each parse gets the workers the loop's parse would have, and now() as
+// its time. With fewer than two workers or two such zones it does
+// nothing.
+func preparse(cfg *config.Config, prev *Snapshot, workers int, now func() time.Time) []*preparsed {
 	if workers < 2 {
 		return nil // a reload: not even a look at every zone
 	}
@@ -60,6 +60,7 @@ func preparse(cfg *config.Config, prev *Snapshot, workers int, po zone.ParseOpti
 		}
 		todo = append(todo, i)
 	}
+	parseWorkers := workers
 	workers = min(workers, len(todo))
 	if workers < 2 {
 		return nil
@@ -82,7 +83,7 @@ func preparse(cfg *config.Config, prev *Snapshot, workers int, po zone.ParseOpti
 				p.data, p.rerr = zone.ReadFile(cfg.FS, file)
 				if p.rerr == nil && len(p.data) < preparseMax {
 					p.parsed = true
-					p.z, p.zerrs, p.zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, p.data, zone.ParseOptions{Workers: po.Workers, Now: now()})
+					p.z, p.zerrs, p.zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, p.data, zone.ParseOptions{Workers: parseWorkers, Now: now()})
 				}
 				out[i] = p
 			}
