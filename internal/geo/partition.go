@@ -247,11 +247,17 @@ func split16(b [16]byte) (hi, lo uint64) {
 func Halves(p netip.Prefix) (netip.Prefix, netip.Prefix) {
 	bits := p.Bits() + 1
 	lo := netip.PrefixFrom(p.Addr(), bits)
-	b := p.Addr().AsSlice()
 	i := p.Bits()
+	// Arrays, not AsSlice: a compile's walk splits a prefix at every
+	// inner node, and a slice would be allocated each time.
+	if p.Addr().Is4() {
+		b := p.Addr().As4()
+		b[i/8] |= 0x80 >> (i % 8)
+		return lo, netip.PrefixFrom(netip.AddrFrom4(b), bits)
+	}
+	b := p.Addr().As16()
 	b[i/8] |= 0x80 >> (i % 8)
-	hiAddr, _ := netip.AddrFromSlice(b)
-	return lo, netip.PrefixFrom(hiAddr, bits)
+	return lo, netip.PrefixFrom(netip.AddrFrom16(b), bits)
 }
 
 // LookupInfo is Set.LookupInfo answered from the partition: the same Info
