@@ -155,6 +155,7 @@ func (s *Set) Precompile() {
 	// the reload's blocks, let go with the next change).
 	small := packer{s: s}
 	defer small.release()
+	var dense compactor
 	for _, z := range s.list {
 		if z.Failed != "" || z.precompiled {
 			continue // no data to compile (SERVFAIL), or kept from a reload and published
@@ -265,8 +266,15 @@ func (s *Set) Precompile() {
 			}
 			wg.Wait()
 		}
+		// A zone parsed anew is copied out of its parse's garbage (see
+		// compact.go); one parsed with the served zone holds that
+		// zone's nodes where they did not change, shared as they are.
+		fresh := z.prev == nil
 		z.prev, z.workers = nil, 0
 		z.dropSource()
+		if fresh && z.compactable() {
+			dense.zone(z)
+		}
 	}
 }
 
