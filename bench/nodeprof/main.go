@@ -142,6 +142,7 @@ func report(step string, since time.Time) {
 	if !since.IsZero() {
 		took = fmt.Sprintf(" took=%v", time.Since(since).Round(time.Millisecond))
 	}
-	fmt.Printf("%s:%s heap_inuse=%d MiB heap_objects=%d goroutines=%d rss=%s\n", step, took,
-		m.HeapInuse>>20, m.HeapObjects, runtime.NumGoroutine(), rss)
+	fmt.Printf("%s:%s heap_inuse=%d MiB heap_alloc=%d MiB heap_idle=%d MiB heap_released=%d MiB heap_objects=%d stacks=%d MiB other=%d MiB goroutines=%d rss=%s\n", step, took,
+		m.HeapInuse>>20, m.HeapAlloc>>20, m.HeapIdle>>20, m.HeapReleased>>20, m.HeapObjects, m.StackSys>>20,
+		(m.Sys-m.HeapSys-m.StackSys)>>20, runtime.NumGoroutine(), rss)
 }
