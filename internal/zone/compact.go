@@ -29,22 +29,21 @@ import (
 
 // compactor holds the blocks small zones are copied into.
 type compactor struct {
-	nodes  slab[node]
-	sets   slab[rrset]
-	rrs    slab[dns.RR]
-	slots  slab[*node]
-	strs   slab[string]
-	bytes  []byte
-	soa    slab[dns.SOA]
-	ns     slab[dns.NS]
-	mx     slab[dns.MX]
-	cname  slab[dns.CNAME]
-	a      slab[dns.A]
-	aaaa   slab[dns.AAAA]
-	txt    slab[dns.TXT]
-	ptr    slab[dns.PTR]
-	srv    slab[dns.SRV]
-	copied map[*node]*node // scratch: a zone's nodes and their copies
+	nodes slab[node]
+	sets  slab[rrset]
+	rrs   slab[dns.RR]
+	slots slab[*node]
+	strs  slab[string]
+	bytes []byte
+	soa   slab[dns.SOA]
+	ns    slab[dns.NS]
+	mx    slab[dns.MX]
+	cname slab[dns.CNAME]
+	a     slab[dns.A]
+	aaaa  slab[dns.AAAA]
+	txt   slab[dns.TXT]
+	ptr   slab[dns.PTR]
+	srv   slab[dns.SRV]
 }
 
 // compactable reports whether z is a zone compact copies: a small,
@@ -59,14 +58,10 @@ func (z *Zone) compactable() bool {
 // makes them z's. It must run once z is precompiled, before it is
 // published.
 func (c *compactor) zone(z *Zone) {
-	if c.copied == nil {
-		c.copied = make(map[*node]*node, smallZoneNodes)
-	}
-	clear(c.copied)
 	// Names longest first: the name of a node often ends another's (an
 	// apex, a host's parent), and is then that one's tail.
-	var byLen [smallZoneNodes]*node
-	order := byLen[:0]
+	var olds, news [smallZoneNodes]*node
+	order := olds[:0]
 	for _, n := range z.nodes.slots {
 		if n != nil {
 			order = append(order, n)
@@ -81,6 +76,8 @@ func (c *compactor) zone(z *Zone) {
 	for i, n := range order {
 		names[i] = c.name(n.name, names[:i])
 	}
+	// The old node of each copy: copied[i] is the copy of order[i].
+	copied := news[:len(order)]
 	for i, n := range order {
 		nn := &c.nodes.one(*n)[0]
 		nn.name = names[i]
@@ -90,16 +87,24 @@ func (c *compactor) zone(z *Zone) {
 				nn.rrsets[k] = c.set(n.rrsets[k], nn.name, names[:len(order)])
 			}
 		}
-		c.copied[n] = nn
+		copied[i] = nn
+	}
+	copyOf := func(n *node) *node {
+		for i, o := range order {
+			if o == n {
+				return copied[i]
+			}
+		}
+		return nil
 	}
 	slots := c.slots.many(len(z.nodes.slots))
 	for i, n := range z.nodes.slots {
 		if n != nil {
-			slots[i] = c.copied[n]
+			slots[i] = copyOf(n)
 		}
 	}
 	z.nodes.slots = slots
-	z.apex = c.copied[z.apex]
+	z.apex = copyOf(z.apex)
 	if s := z.apex.set(dns.TypeSOA); s != nil && !s.inWire() && len(s.list()) == 1 {
 		if soa, ok := s.list()[0].(*dns.SOA); ok {
 			z.SOA = soa
@@ -114,7 +119,6 @@ func (c *compactor) zone(z *Zone) {
 	if len(z.files) == 1 && z.files[0] == z.File {
 		z.files = c.strs.one(z.File)
 	}
-	clear(c.copied)
 }
 
 // name returns s copied into the compactor's bytes, or the tail of one
