@@ -104,6 +104,7 @@ type Database struct {
 	Sum     [sha256.Size]byte
 
 	r    *maxminddb.Reader
+	raw  []byte         // the bytes r reads (tree.go walks its search tree)
 	keep *embeddedBytes // the embedded database's bytes, which r reads (nil: a file's)
 
 	cacheMu sync.Mutex
@@ -151,7 +152,7 @@ func OpenEmbedded() (*Database, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Size, d.Sum, d.keep = int64(len(e.b)), sum, e
+	d.Size, d.Sum, d.keep, d.raw = int64(len(e.b)), sum, e, e.b
 	return d, nil
 }
 
@@ -208,7 +209,7 @@ func Open(path string) (*Database, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Size, d.Sum = int64(len(data)), sha256.Sum256(data)
+	d.Size, d.Sum, d.raw = int64(len(data)), sha256.Sum256(data), data
 	return d, nil
 }
 

@@ -18,7 +18,7 @@ import (
 // of it. It compiles a Partition (a walk over every database) for the
 // call.
 func (s *Set) Networks(skip func(netip.Prefix) bool, yield func(netip.Prefix, Info) bool) error {
-	p, err := s.Partition(skip)
+	p, err := s.Partition(skip, 1)
 	if err != nil {
 		return err
 	}

@@ -49,18 +49,23 @@ type infoKey struct {
 // Partition compiles s (a walk over every database). skip names IPv6
 // space never looked up (it is left as one leaf). The result is not kept
 // by s: a build that compiles several policies makes one and drops it, so
-// it costs memory only while compiling.
-func (s *Set) Partition(skip func(netip.Prefix) bool) (*Partition, error) {
+// it costs memory only while compiling. It runs on up to workers
+// goroutines.
+func (s *Set) Partition(skip func(netip.Prefix) bool, workers int) (*Partition, error) {
 	if len(s.DBs) == 1 {
 		// One database: its own list of networks, in one pass, instead of
-		// a lookup per prefix of the walk.
+		// a lookup per prefix of the walk; read from its tree, else with
+		// the reader.
 		d := s.DBs[0]
 		if sharing.Load() {
 			if p, ok := shared.Load(d.Sum); ok {
 				return p.(*Partition), nil
 			}
 		}
-		p, ok, err := d.networksPartition()
+		p, ok, err := d.treePartition(workers)
+		if err == nil && !ok {
+			p, ok, err = d.networksPartition()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -176,27 +181,31 @@ func (d *Database) networksPartition() (p *Partition, ok bool, err error) {
 		p.v6 = []leaf6{{info: p.intern(&empty)}} // an IPv4 database knows nothing of IPv6
 	}
 	p.index = nil
-	// The lists must cover their families from the first address, in
-	// order; IPv6 from ::1:0:0 when ::/96 holds IPv4.
+	return p, p.ordered(), nil
+}
+
+// ordered reports whether p's lists cover their families from the first
+// address, in order; IPv6 from ::1:0:0 when ::/96 holds IPv4.
+func (p *Partition) ordered() bool {
 	first6 := leaf6{}
 	if p.v4in6 {
 		first6.lo = 1 << 32
 	}
 	if len(p.v4) == 0 || p.v4[0].start != 0 || len(p.v6) == 0 || p.v6[0].hi != first6.hi || p.v6[0].lo != first6.lo {
-		return nil, false, nil
+		return false
 	}
 	for i := 1; i < len(p.v4); i++ {
 		if p.v4[i].start <= p.v4[i-1].start {
-			return nil, false, nil
+			return false
 		}
 	}
 	for i := 1; i < len(p.v6); i++ {
 		a, b := p.v6[i-1], p.v6[i]
 		if b.hi < a.hi || b.hi == a.hi && b.lo <= a.lo {
-			return nil, false, nil
+			return false
 		}
 	}
-	return p, true, nil
+	return true
 }
 
 func (s *Set) buildPartition(skip func(netip.Prefix) bool) (*Partition, error) {

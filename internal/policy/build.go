@@ -174,7 +174,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 	var part *geo.Partition
 	if walks && (len(toCompile) >= 2 || len(toCompile) == 1 && len(g.DBs) == 1) {
 		var err error
-		if part, err = g.Partition(unrouted); err != nil {
+		if part, err = g.Partition(unrouted, Workers(prev != nil)); err != nil {
 			errs.Add(cfg.File, 0, "compiling the geo databases: %v", err)
 			return nil, warns, errs.Err()
 		}
