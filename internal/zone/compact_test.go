@@ -99,5 +99,18 @@ deep.sub.a IN TXT "below empty names"
 		if kind != FastNode || nd != z.nodes.get("www."+z.Origin) || len(nd.Template(dns.TypeA)) == 0 {
 			t.Errorf("www.%s: the fast path finds %v %p, not the copied node with its template", z.Origin, kind, nd)
 		}
+		// The answers every zone has byte for byte are kept once: the
+		// TXT, and the NS where the origin is as long as the first
+		// zone's (ns2 under the owner's name, the owner a pointer, and
+		// the glue naming ns2 by a pointer past the question), not the
+		// addresses of one zone.
+		first := zones[0].apex
+		for _, q := range []uint16{dns.TypeTXT, dns.TypeNS, dns.TypeA} {
+			w, w0 := z.apex.Template(q), first.Template(q)
+			want := i == 0 || q == dns.TypeTXT || q == dns.TypeNS && len(z.Origin) == len(first.name)
+			if shared := &w[0] == &w0[0]; shared != want {
+				t.Errorf("%s %s: template shared with the first zone's: %v", z.Origin, dns.TypeToString[q], shared)
+			}
+		}
 	}
 }

@@ -153,7 +153,7 @@ func (s *Set) Precompile() {
 	// templates until their neighbours' are replaced too: at most one
 	// old copy of each zone's templates (those packed by a reload share
 	// the reload's blocks, let go with the next change).
-	small := packer{s: s}
+	small := packer{s: s, seen: map[string][]byte{}}
 	defer small.release()
 	var dense compactor
 	for _, z := range s.list {
@@ -293,7 +293,13 @@ type packer struct {
 	msg       dns.Msg
 	arena     []byte
 	templates []template
+	// seen, when not nil, holds the answers kept so far but addresses
+	// (see keepShared), at most maxSeen.
+	seen map[string][]byte
 }
+
+// maxSeen is the most answers a packer of small zones remembers.
+const maxSeen = 4096
 
 // packBuffers holds the packers' scratch buffers (two of 64 KiB each),
 // so that precompiling many small zones does not allocate them per zone.
@@ -397,7 +403,7 @@ func (p *packer) looked(name string, qtype uint16, o *LookupOptions) []byte {
 	w, err := m.Pack()
 	if err == nil && !a.Referral && len(a.Answer) > 0 {
 		if end := questionEnd(w); end > 0 {
-			return p.keep(append(w[:12:12], w[end:]...))
+			return p.keepShared(append(w[:12:12], w[end:]...))
 		}
 	}
 	return nil
@@ -559,7 +565,7 @@ func (p *packer) direct(name string, rrs []dns.RR) []byte {
 		off = end
 	}
 	p.out = out
-	return p.keep(out)
+	return p.keepShared(out)
 }
 
 // questionEnd returns where the question of the packed message w ends
@@ -623,6 +629,27 @@ func (p *packer) keep(w []byte) []byte {
 	start := len(p.arena)
 	p.arena = append(p.arena, w...)
 	return p.arena[start:len(p.arena):len(p.arena)]
+}
+
+// keepShared is keep for an answer that other zones may have byte for
+// byte: a hosting provider's zones mostly have the same NS RRset, SOA
+// names, SPF TXT record, MX target under their own name (a template names
+// its owner by a pointer to the question, so that such answers are the
+// same bytes in every zone). The packer of small zones keeps one copy of
+// each, 200 bytes a zone of ten records. Answers of addresses, unique to
+// a host, are never looked for: they would fill seen.
+func (p *packer) keepShared(w []byte) []byte {
+	if p.seen == nil {
+		return p.keep(w)
+	}
+	if k, ok := p.seen[string(w)]; ok {
+		return k
+	}
+	k := p.keep(w)
+	if len(p.seen) < maxSeen && len(k) > 0 {
+		p.seen[unsafe.String(&k[0], len(k))] = k // never written again
+	}
+	return k
 }
 
 // sameSlice reports whether a and b are the very same records.
