@@ -34,6 +34,7 @@ import (
 	"math"
 	"net/netip"
 	"sort"
+	"sync"
 
 	"github.com/miekg/dns"
 	"github.com/steer-dns/steer/internal/geo"
@@ -261,26 +262,21 @@ const (
 )
 
 // compile builds the partitions of r against g, looking clients up in
-// part (g compiled once) when it is not nil.
-func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
+// part (g compiled once) when it is not nil. split builds the IPv4 and
+// IPv6 client tries at once, on two goroutines (a core is free): the same
+// partition as built one after the other (compileSplit).
+func (r *Record) compile(g *geo.Set, part *geo.Partition, split bool) error {
 	r.partition = &partition{} // its own: never one shared with another record
-	c := &compiler{r: r, geo: g, part: part, index: map[string]uint32{}, twin: -1}
-	if r.nodeTwins {
-		c.nodeInfo = &r.node.info
-	}
-	if part != nil {
-		c.cur = part.Cursor()
-	}
-	for _, rule := range r.Rules {
-		if rule.Match != nil {
-			c.cidrs = rule.Match.cidrs(c.cidrs)
+	c := r.compiler(g, part, r.partition)
+	var err error
+	if split && part != nil && r.latencyRules == 0 {
+		err = c.buildSplit()
+	} else {
+		if r.v4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false); err == nil {
+			r.v6, err = c.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), false)
 		}
 	}
-	var err error
-	if r.v4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false); err != nil {
-		return err
-	}
-	if r.v6, err = c.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), false); err != nil {
+	if err != nil {
 		return err
 	}
 	if r.resolverRules != 0 {
@@ -321,8 +317,84 @@ func (r *Record) compile(g *geo.Set, part *geo.Partition) error {
 	return nil
 }
 
+// compiler returns a compiler of r's partitions that adds outcomes to out.
+func (r *Record) compiler(g *geo.Set, part *geo.Partition, out *partition) *compiler {
+	c := &compiler{r: r, out: out, geo: g, part: part, index: map[string]uint32{}, twin: -1}
+	if r.nodeTwins {
+		c.nodeInfo = &r.node.info
+	}
+	if part != nil {
+		c.cur = part.Cursor()
+	}
+	for _, rule := range r.Rules {
+		if rule.Match != nil {
+			c.cidrs = rule.Match.cidrs(c.cidrs)
+		}
+	}
+	return c
+}
+
+// buildSplit builds r's IPv4 client trie here and its IPv6 one on another
+// goroutine, with a compiler of its own (its own outcomes, rankings and
+// memo; the two only read r, the geo set and the partition), then adds
+// the IPv6 outcomes the IPv4 trie did not have after IPv4's, in the order
+// the IPv6 walk met them, and renumbers the IPv6 trie's leaves: what a
+// walk of IPv4 then IPv6 with one compiler numbers (the outcomes of a
+// walk are numbered as first met). Not for records with latency rules,
+// whose outcomes add latency classes to r as they are met.
+func (c *compiler) buildSplit() error {
+	r := c.r
+	c6 := r.compiler(c.geo, c.part, &partition{})
+	var t6 trie
+	var err6 error
+	var wg sync.WaitGroup
+	wg.Go(func() { t6, err6 = c6.build(netip.PrefixFrom(netip.IPv6Unspecified(), 0), false) })
+	t4, err := c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if err6 != nil {
+		return err6
+	}
+	keys := make([]string, len(c6.index))
+	for k, i := range c6.index {
+		keys[i] = k
+	}
+	to := make([]uint32, len(keys))
+	for i, k := range keys {
+		j, ok := c.index[k]
+		if !ok {
+			j = uint32(len(c.out.outcomes))
+			c.out.outcomes = append(c.out.outcomes, c6.out.outcomes[i])
+			c.index[k] = j
+		}
+		to[i] = j
+	}
+	renumber := func(refs []uint32) {
+		for i, ref := range refs {
+			if isLeaf(ref) {
+				refs[i] = to[ref&^leafBit] | leafBit
+			}
+		}
+	}
+	renumber(t6.nodes)
+	renumber(t6.table)
+	t6.root = renumber1(t6.root, to)
+	r.v4, r.v6 = t4, t6
+	return nil
+}
+
+func renumber1(ref uint32, to []uint32) uint32 {
+	if isLeaf(ref) {
+		return to[ref&^leafBit] | leafBit
+	}
+	return ref
+}
+
 type compiler struct {
 	r    *Record
+	out  *partition // where outcomes are added: r's, or a split build's own
 	geo  *geo.Set
 	part *geo.Partition // nil: look up in geo
 	cur  *geo.Cursor    // on part
@@ -580,8 +652,8 @@ func (c *compiler) outcome(info *geo.Info, p netip.Prefix, virtual bool) uint32 
 	if i, ok := c.index[string(key)]; ok {
 		return i
 	}
-	i := uint32(len(c.r.outcomes))
-	c.r.outcomes = append(c.r.outcomes, outcome{mask: mask, ranks: ranks, lclass: lclass, virtual: virtual})
+	i := uint32(len(c.out.outcomes))
+	c.out.outcomes = append(c.out.outcomes, outcome{mask: mask, ranks: ranks, lclass: lclass, virtual: virtual})
 	c.index[string(key)] = i
 	return i
 }
