@@ -297,20 +297,36 @@ var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 // Parse decodes data (the contents of file) strictly and checks it.
 func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	var probs diag.Problems
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			probs.Add(file, 0, "the file is empty")
-		} else {
-			AddYAMLError(&probs, file, err)
-		}
-		return nil, probs.Err()
-	}
 	c := &Config{File: file, FS: fsys, lines: map[string]int{}, text: string(data)}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
+	if za := decodeZonesApart(c.text); za != nil { // a long zones list (zonesplit.go)
+		w := keyWalker{probs: &probs, file: file, lines: c.lines, recs: &c.recLines, rec: -1}
+		w.walk(za.root, "", reflect.TypeOf(c), true)
+		if len(probs) == 0 && za.root.Decode(c) == nil {
+			c.Zones, c.zoneLines = za.zones, za.lines
+			shareRecLines(c.recLines)
+			shareRecLines(c.zoneLines)
+			return c.finish(za.root)
+		}
+		// The file in one piece reports the problems.
+		probs = nil
+		c = &Config{File: file, FS: fsys, lines: map[string]int{}, text: c.text}
+	}
+	var root *yaml.Node
+	{
+		var doc yaml.Node
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				probs.Add(file, 0, "the file is empty")
+			} else {
+				AddYAMLError(&probs, file, err)
+			}
+			return nil, probs.Err()
+		}
+		root = &doc
+		if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+			root = root.Content[0]
+		}
 	}
 	if root.Kind != yaml.MappingNode {
 		probs.Add(file, root.Line, "the top level must be a mapping of keys such as listen and zones")
@@ -323,6 +339,17 @@ func Parse(fsys fs.FS, file string, data []byte) (*Config, error) {
 	if err := root.Decode(c); err != nil {
 		AddYAMLError(&probs, file, err)
 	}
+	if len(probs) > 0 {
+		c.decodeValidity(root, &probs)
+		return nil, probs.Err()
+	}
+	return c.finish(root)
+}
+
+// finish is the end of Parse, once the tree root is decoded into c
+// without a problem.
+func (c *Config) finish(root *yaml.Node) (*Config, error) {
+	var probs diag.Problems
 	c.decodeValidity(root, &probs)
 	if len(probs) > 0 {
 		return nil, probs.Err()
@@ -476,29 +503,32 @@ func (c *Config) check(probs *diag.Problems) {
 		probs.Add(f, c.Line("geo.databases"), "geo.databases: list at least one database (or embedded)")
 	}
 	c.checkAnycast(probs)
-	origins := map[string]int{}
+	origins := make(map[string]int, len(c.Zones))
 	for i := range c.Zones {
 		z := &c.Zones[i]
-		z.Line = c.Line(fmt.Sprintf("zones[%d]", i))
+		// Line("zones[i].origin") without building the path: 100,000
+		// zones are checked at every start.
+		z.Line = itemLine(c.zoneLines, i, "")
+		originLine := itemLine(c.zoneLines, i, ".origin")
 		if z.Origin == "" {
 			probs.Add(f, z.Line, "zones: an entry has no origin")
 			continue
 		}
 		if _, ok := dns.IsDomainName(z.Origin); !ok {
-			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %q is not a domain name", z.Origin)
+			probs.Add(f, originLine, "zones: origin %q is not a domain name", z.Origin)
 			continue
 		}
 		canon := dns.CanonicalName(z.Origin)
 		if first, dup := origins[canon]; dup {
-			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].origin", i)), "zones: origin %s is already served (line %d)", canon, first)
+			probs.Add(f, originLine, "zones: origin %s is already served (line %d)", canon, first)
 			continue
 		}
-		origins[canon] = c.Line(fmt.Sprintf("zones[%d].origin", i))
+		origins[canon] = originLine
 		switch {
 		case z.File == "" && len(z.Primaries) == 0:
 			probs.Add(f, z.Line, "zones: %s has no file (or primaries, to transfer it in)", canon)
 		case z.File != "" && len(z.Primaries) > 0:
-			probs.Add(f, c.Line(fmt.Sprintf("zones[%d].primaries", i)), "zones: %s has both a file and primaries; a zone is read from one or transferred from the other", canon)
+			probs.Add(f, itemLine(c.zoneLines, i, ".primaries"), "zones: %s has both a file and primaries; a zone is read from one or transferred from the other", canon)
 		}
 		c.checkTransfer(probs, i)
 		c.checkDNSSEC(probs, i)

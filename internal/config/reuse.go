@@ -37,7 +37,7 @@ type recordItem struct {
 	off   int            // the item's line minus the line its text starts on
 }
 
-// recordChunk is the text of one item of the records sequence: its lines
+// recordChunk is the text of one item of a top-level sequence: its lines
 // from the one with its "- " to the last before the next item (comments
 // and blank lines included).
 type recordChunk struct {
@@ -46,20 +46,27 @@ type recordChunk struct {
 	text       string
 }
 
-// recordSplit is a file's text split into its skeleton and records.
+// recordSplit is a file's text split into its skeleton and the items of
+// one top-level sequence (records, or zones: zonesplit.go).
 type recordSplit struct {
-	keyLine int // the line of the top-level "records:"
+	keyLine int // the line of the top-level key ("records:")
 	chunks  []recordChunk
 	// skeleton is the text with every line of chunks emptied.
 	skeleton []byte
 }
 
 // splitRecords splits text by lines into the items of the block sequence
-// under a top-level "records:" line and the rest. It reports false, and
+// under a top-level "records:" line and the rest (splitSeq).
+func splitRecords(text string, hint int) (recordSplit, bool) {
+	return splitSeq(text, "records", hint)
+}
+
+// splitSeq splits text by lines into the items of the block sequence
+// under the top-level line "key:" and the rest. It reports false, and
 // the file is left to Parse, when it cannot tell the items apart by their
 // lines alone or they may not decode alone as they do in the file: tabs,
 // line breaks other than LF and CRLF, directives, more than one document,
-// a records key written otherwise than "records:" alone on its line, or
+// the key written otherwise than "key:" alone on its line, or
 // lines of the sequence indented otherwise than its items.
 //
 // An item that starts or ends inside a quoted scalar or flow collection
@@ -68,7 +75,7 @@ type recordSplit struct {
 // item to another's, are also the caller's to refuse.
 //
 // hint is the number of items expected, to size the list.
-func splitRecords(text string, hint int) (recordSplit, bool) {
+func splitSeq(text, key string, hint int) (recordSplit, bool) {
 	sp := recordSplit{chunks: make([]recordChunk, 0, hint)}
 	if strings.IndexByte(text, '\t') >= 0 || strings.Contains(text, "\u0085") ||
 		strings.Contains(text, "\u2028") || strings.Contains(text, "\u2029") ||
@@ -87,8 +94,8 @@ func splitRecords(text string, hint int) (recordSplit, bool) {
 	}
 
 	const (
-		before = iota // before records:
-		gap           // after records:, before its first item
+		before = iota // before the key
+		gap           // after the key, before its first item
 		inSeq         // in the sequence
 		after         // after it
 	)
@@ -131,7 +138,7 @@ func splitRecords(text string, hint int) (recordSplit, bool) {
 			if !blank {
 				content++
 			}
-			if ind == 0 && isRecordsKey(l) {
+			if ind == 0 && isSeqKey(l, key) {
 				sp.keyLine, state = line, gap
 			}
 		case gap:
@@ -189,13 +196,14 @@ func marker(l, m string) bool {
 	return strings.HasPrefix(l, m) && (len(l) == len(m) || l[len(m)] == ' ')
 }
 
-// isRecordsKey reports whether l is "records:", maybe with spaces and a
+// isSeqKey reports whether l is key and a colon, maybe with spaces and a
 // comment after it.
-func isRecordsKey(l string) bool {
-	rest, ok := strings.CutPrefix(l, "records:")
-	if !ok {
+func isSeqKey(l, key string) bool {
+	rest, ok := strings.CutPrefix(l, key)
+	if !ok || !strings.HasPrefix(rest, ":") {
 		return false
 	}
+	rest = rest[1:]
 	t := strings.TrimLeft(rest, " ")
 	return t == "" || t[0] == '#' && len(t) < len(rest)
 }
@@ -221,10 +229,16 @@ func plainTree(n *yaml.Node) bool {
 }
 
 // recordsValue returns the value of the records key of the top-level
-// mapping root when root is a block mapping (a flow mapping could not hold
-// the block sequence) with that key at the start of line keyLine, and no
-// merge key that could bring in another; or nil.
+// mapping root (seqValue).
 func recordsValue(root *yaml.Node, keyLine int) *yaml.Node {
+	return seqValue(root, "records", keyLine)
+}
+
+// seqValue returns the value of key in the top-level mapping root when
+// root is a block mapping (a flow mapping could not hold the block
+// sequence) with that key at the start of line keyLine, and no merge key
+// that could bring in another; or nil.
+func seqValue(root *yaml.Node, key string, keyLine int) *yaml.Node {
 	if root.Kind != yaml.MappingNode || root.Style&yaml.FlowStyle != 0 {
 		return nil
 	}
@@ -234,7 +248,7 @@ func recordsValue(root *yaml.Node, keyLine int) *yaml.Node {
 		switch k.Value {
 		case "<<":
 			return nil
-		case "records":
+		case key:
 			if v != nil || k.Line != keyLine || k.Column != 1 || k.Kind != yaml.ScalarNode {
 				return nil
 			}
