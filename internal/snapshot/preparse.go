@@ -79,8 +79,7 @@ func preparse(cfg *config.Config, prev *Snapshot, workers int, now func() time.T
 				zc := &cfg.Zones[i]
 				file := cfg.Resolve(zc.File)
 				p := &preparsed{}
-				p.st, p.stOK = zone.StampFile(cfg.FS, file, time.Now())
-				p.data, p.rerr = zone.ReadFile(cfg.FS, file)
+				p.st, p.stOK, p.data, p.rerr = zone.StampAndReadFile(cfg.FS, file, time.Now())
 				if p.rerr == nil && len(p.data) < preparseMax {
 					p.parsed = true
 					p.z, p.zerrs, p.zwarns = zone.ParseWith(cfg.FS, zc.Origin, file, p.data, zone.ParseOptions{Workers: parseWorkers, Now: now()})
