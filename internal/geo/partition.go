@@ -313,23 +313,33 @@ func (p *Partition) Infos() int { return len(p.infos) }
 // Lookup is LookupInfo with the info's index in the partition (equal
 // indexes, equal infos); the Info must not be modified.
 func (c *Cursor) Lookup(addr netip.Addr) (*Info, uint32, int) {
-	p := c.p
 	addr = addr.Unmap()
 	if addr.Is4() {
 		b := addr.As4()
-		a := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-		if p.v4[c.i4].start > a {
-			c.i4 = sort.Search(len(p.v4), func(i int) bool { return p.v4[i].start > a }) - 1
-		}
-		for c.i4+1 < len(p.v4) && p.v4[c.i4+1].start <= a {
-			c.i4++
-		}
-		l := &p.v4[c.i4]
-		return &p.infos[l.info], l.info, int(l.bits)
+		return c.Lookup4(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
 	}
-	hi, lo := split16(addr.As16())
+	return c.Lookup6(split16(addr.As16()))
+}
+
+// Lookup4 is Lookup of the IPv4 address a.
+func (c *Cursor) Lookup4(a uint32) (*Info, uint32, int) {
+	p := c.p
+	if p.v4[c.i4].start > a {
+		c.i4 = sort.Search(len(p.v4), func(i int) bool { return p.v4[i].start > a }) - 1
+	}
+	for c.i4+1 < len(p.v4) && p.v4[c.i4+1].start <= a {
+		c.i4++
+	}
+	l := &p.v4[c.i4]
+	return &p.infos[l.info], l.info, int(l.bits)
+}
+
+// Lookup6 is Lookup of the IPv6 address whose high and low 64 bits are
+// hi and lo (an IPv4-mapped one is not unmapped).
+func (c *Cursor) Lookup6(hi, lo uint64) (*Info, uint32, int) {
+	p := c.p
 	if p.v4in6 && hi == 0 && lo < 1<<32 {
-		info, idx, bits := c.Lookup(netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)}))
+		info, idx, bits := c.Lookup4(uint32(lo))
 		return info, idx, bits + 96
 	}
 	after := func(l *leaf6) bool { return l.hi > hi || l.hi == hi && l.lo > lo }

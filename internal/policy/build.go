@@ -208,7 +208,7 @@ func BuildWith(cfg *config.Config, g *geo.Set, prev *Table) (*Table, diag.Proble
 		default:
 			err, ok := compileErrs[r]
 			if !ok { // its key's first record failed: try it alone
-				err = r.compile(g, part, false)
+				err = r.compile(g, part, 0)
 			}
 			if err != nil {
 				errs.Add(cfg.File, r.Line, "record %s: compiling against the geo databases: %v", r.Name, err)
@@ -284,12 +284,15 @@ func compileAll(recs []built, compiled, previous map[string]*Record, g *geo.Set,
 	close(next)
 	// Fewer partitions than workers: each builds its IPv4 and IPv6 tries
 	// at once (a one-policy start-up on two cores).
-	split := workers > len(todo)
+	var mode compileMode
+	if workers > len(todo) {
+		mode = compileSplit
+	}
 	var wg sync.WaitGroup
 	for range min(workers, len(todo)) {
 		wg.Go(func() {
 			for i := range next {
-				errs[i] = todo[i].compile(g, part, split)
+				errs[i] = todo[i].compile(g, part, mode)
 			}
 		})
 	}

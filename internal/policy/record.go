@@ -261,15 +261,28 @@ const (
 	MaxRules = 64
 )
 
+// compileMode says how a compile runs; every mode gives the same
+// partition (TestSplitCompileIsSequential).
+type compileMode uint8
+
+const (
+	// compileSplit builds the IPv4 and IPv6 client tries at once, on two
+	// goroutines (a core is free).
+	compileSplit compileMode = 1 << iota
+	// compileNetip walks the partition over netip prefixes where it
+	// would walk over integers (tests: the walk the integer one must
+	// equal).
+	compileNetip
+)
+
 // compile builds the partitions of r against g, looking clients up in
-// part (g compiled once) when it is not nil. split builds the IPv4 and
-// IPv6 client tries at once, on two goroutines (a core is free): the same
-// partition as built one after the other (compileSplit).
-func (r *Record) compile(g *geo.Set, part *geo.Partition, split bool) error {
+// part (g compiled once) when it is not nil.
+func (r *Record) compile(g *geo.Set, part *geo.Partition, mode compileMode) error {
 	r.partition = &partition{} // its own: never one shared with another record
 	c := r.compiler(g, part, r.partition)
+	c.netip = mode&compileNetip != 0
 	var err error
-	if split && part != nil && r.latencyRules == 0 {
+	if mode&compileSplit != 0 && part != nil && r.latencyRules == 0 {
 		err = c.buildSplit()
 	} else {
 		if r.v4, err = c.build(netip.PrefixFrom(netip.IPv4Unspecified(), 0), false); err == nil {
@@ -345,6 +358,7 @@ func (r *Record) compiler(g *geo.Set, part *geo.Partition, out *partition) *comp
 func (c *compiler) buildSplit() error {
 	r := c.r
 	c6 := r.compiler(c.geo, c.part, &partition{})
+	c6.netip = c.netip
 	var t6 trie
 	var err6 error
 	var wg sync.WaitGroup
@@ -418,6 +432,7 @@ type compiler struct {
 	// info is node's lookup when there is no partition; none the facts
 	// of space no database is asked about (never written).
 	info, none geo.Info
+	netip      bool // compileNetip
 }
 
 // unrouted reports IPv6 space that holds no real clients once IPv4-mapped
@@ -462,11 +477,153 @@ func (c *compiler) build(root netip.Prefix, resolver bool) (trie, error) {
 		}
 		c.b.t.nodes = make([]uint32, 0, 2*n+2)
 	}
-	ref, err := c.node(root, resolver)
-	if err != nil {
-		return trie{}, err
+	var ref uint32
+	switch {
+	case c.cur != nil && len(c.cidrs) == 0 && !c.netip && root.Addr().Is4():
+		ref = c.node4(0, 0, resolver)
+	case c.cur != nil && len(c.cidrs) == 0 && !c.netip:
+		ref = c.node6(0, 0, 0, resolver)
+	default:
+		var err error
+		if ref, err = c.node(root, resolver); err != nil {
+			return trie{}, err
+		}
 	}
 	return c.b.finish(ref, root.Addr().BitLen()), nil
+}
+
+// node4 is node over the partition for the IPv4 prefix a/bits when no
+// CIDR match makes leaves depend on more than the facts: the same walk
+// over integers, a prefix made only where a leaf's value is computed
+// (once a distinct info). It was most of a compile: a cursor lookup,
+// halves and the unrouted test over netip values at every node.
+func (c *compiler) node4(a uint32, bits int, resolver bool) uint32 {
+	ip, idx, uniform := c.cur.Lookup4(a)
+	if uniform <= bits || bits == 32 {
+		return c.b.leaf(c.memoLeaf(ip, int(idx), 0, uint64(a), bits, true, resolver))
+	}
+	x := c.node4(a, bits+1, resolver)
+	y := c.node4(a|1<<(31-bits), bits+1, resolver)
+	return c.b.node(x, y)
+}
+
+// node6 is node4 for the IPv6 prefix (hi, lo)/bits.
+func (c *compiler) node6(hi, lo uint64, bits int, resolver bool) uint32 {
+	if unrouted6(hi, lo, bits) {
+		// As node: not looked up, a leaf of no facts.
+		return c.b.leaf(c.memoLeaf(&c.none, -1, hi, lo, bits, false, resolver))
+	}
+	ip, idx, uniform := c.cur.Lookup6(hi, lo)
+	if uniform <= bits || bits == 128 {
+		return c.b.leaf(c.memoLeaf(ip, int(idx), hi, lo, bits, false, resolver))
+	}
+	x := c.node6(hi, lo, bits+1, resolver)
+	if bits < 64 {
+		hi |= 1 << (63 - bits)
+	} else {
+		lo |= 1 << (127 - bits)
+	}
+	y := c.node6(hi, lo, bits+1, resolver)
+	return c.b.node(x, y)
+}
+
+// memoLeaf is node's leaf value for ip at the prefix (hi, lo)/bits (an
+// IPv4 one in lo when is4), memoized by the partition's index of ip
+// (memo, -1 for none).
+func (c *compiler) memoLeaf(ip *geo.Info, memo int, hi, lo uint64, bits int, is4, resolver bool) uint32 {
+	if memo >= 0 {
+		if m := *c.memos(resolver); m != nil && m[memo] != ^uint32(0) {
+			return m[memo]
+		}
+	}
+	var p netip.Prefix
+	if is4 {
+		p = netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)}), bits)
+	} else {
+		var b [16]byte
+		for i := range 8 {
+			b[i], b[8+i] = byte(hi>>(56-8*i)), byte(lo>>(56-8*i))
+		}
+		p = netip.PrefixFrom(netip.AddrFrom16(b), bits)
+	}
+	return c.leafAt(ip, memo, p, resolver)
+}
+
+// memos returns the memo of the trie being built (client, resolver or
+// unknown-client).
+func (c *compiler) memos(resolver bool) *[]uint32 {
+	switch {
+	case resolver:
+		return &c.rmemo
+	case c.unknown:
+		return &c.umemo
+	}
+	return &c.memo
+}
+
+// leafAt returns the leaf value for ip at p, memoized by the partition's
+// index of ip (memo; -1 when the value may depend on p).
+func (c *compiler) leafAt(ip *geo.Info, memo int, p netip.Prefix, resolver bool) uint32 {
+	memos := c.memos(resolver)
+	if memo >= 0 {
+		if *memos == nil {
+			*memos = make([]uint32, c.part.Infos())
+			for i := range *memos {
+				(*memos)[i] = ^uint32(0)
+			}
+		}
+		if v := (*memos)[memo]; v != ^uint32(0) {
+			return v
+		}
+	}
+	var v uint32
+	switch {
+	case resolver:
+		v = c.resolverLeaf(ip, p)
+	case c.unknown:
+		v = c.unknownLeaf(ip, p)
+	default:
+		v = c.outcomeOf(ip, p)
+	}
+	if memo >= 0 {
+		(*memos)[memo] = v
+	}
+	return v
+}
+
+// unroutedV6Bits is unroutedV6 as (hi, lo, bits).
+var unroutedV6Bits = func() (out [][3]uint64) {
+	for _, u := range unroutedV6 {
+		b := u.Addr().As16()
+		var hi, lo uint64
+		for i := range 8 {
+			hi, lo = hi<<8|uint64(b[i]), lo<<8|uint64(b[8+i])
+		}
+		out = append(out, [3]uint64{hi, lo, uint64(u.Bits())})
+	}
+	return out
+}()
+
+// unrouted6 is unrouted for the prefix (hi, lo)/bits.
+func unrouted6(hi, lo uint64, bits int) bool {
+	for _, u := range unroutedV6Bits {
+		n := int(u[2])
+		if n > bits {
+			continue
+		}
+		// The first n bits of the address are u's.
+		var mh, ml uint64
+		switch {
+		case n >= 64:
+			mh, ml = ^uint64(0), ^uint64(0)<<(128-n)
+		case n > 0:
+			mh = ^uint64(0) << (64 - n)
+		}
+		if hi&mh == u[0] && lo&ml == u[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
@@ -498,36 +655,7 @@ func (c *compiler) node(p netip.Prefix, resolver bool) (uint32, error) {
 		}
 	}
 	if uniform <= p.Bits() || p.Bits() == p.Addr().BitLen() {
-		memos := &c.memo
-		if resolver {
-			memos = &c.rmemo
-		} else if c.unknown {
-			memos = &c.umemo
-		}
-		if memo >= 0 {
-			if *memos == nil {
-				*memos = make([]uint32, c.part.Infos())
-				for i := range *memos {
-					(*memos)[i] = ^uint32(0)
-				}
-			}
-			if v := (*memos)[memo]; v != ^uint32(0) {
-				return c.b.leaf(v), nil
-			}
-		}
-		var v uint32
-		switch {
-		case resolver:
-			v = c.resolverLeaf(ip, p)
-		case c.unknown:
-			v = c.unknownLeaf(ip, p)
-		default:
-			v = c.outcomeOf(ip, p)
-		}
-		if memo >= 0 {
-			(*memos)[memo] = v
-		}
-		return c.b.leaf(v), nil
+		return c.b.leaf(c.leafAt(ip, memo, p, resolver)), nil
 	}
 	lo, hi := geo.Halves(p)
 	a, err := c.node(lo, resolver)
