@@ -120,7 +120,7 @@ func TestTreePartitionFallsBack(t *testing.T) {
 	}
 }
 
-// writeTreeDB writes a country database of a thousand random networks
+// writeTreeDB writes a country database of 400 random networks a family
 // (many sharing a record, some nested in others) with mmdbwriter.
 func writeTreeDB(t *testing.T, version, recordSize int, aliases bool) string {
 	t.Helper()
@@ -135,7 +135,7 @@ func writeTreeDB(t *testing.T, version, recordSize int, aliases bool) string {
 		c := countries[rng.IntN(len(countries))]
 		return mmdbtype.Map{"country_code": mmdbtype.String(c)}
 	}
-	for range 1000 {
+	for range 400 {
 		ip := make(net.IP, 4)
 		for j := range ip {
 			ip[j] = byte(rng.IntN(256))

@@ -1,12 +1,17 @@
 package policy
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/maxmind/mmdbwriter"
+	"github.com/maxmind/mmdbwriter/mmdbtype"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/dnstest"
 	"github.com/steer-dns/steer/internal/geo"
@@ -20,9 +25,8 @@ import (
 // tries built after them add.
 // Against the test City and ASN databases read from their trees (the
 // demo record's country, continent, split and geoproximity rules; ASN,
-// CIDR and resolver matches; node twins) and the embedded database (a
-// country policy of bench/scale.sh's shape, large enough for the tries'
-// first-level tables).
+// CIDR and resolver matches; node twins), and a written one whose IPv6
+// trie has a first-level table.
 func TestSplitCompileIsSequential(t *testing.T) {
 	t.Parallel()
 	asn := `
@@ -65,57 +69,69 @@ func TestSplitCompileIsSequential(t *testing.T) {
 	}{
 		{"city", "node: { name: fra-1, country: DE }\necs: { unknown_client: node }\nrecords:" + records, []string{abs("larkbook-city.mmdb")}},
 		{"city+asn", "records:" + records + asn, []string{abs("larkbook-city.mmdb"), abs("larkbook-asn.mmdb")}},
-		{"embedded", `records:
-  - name: s0.example.com
-    pools: { mumbai: { address: 203.0.113.1 }, frankfurt: { address: 198.51.100.1 }, virginia: { address: 192.0.2.1 } }
+		// IPv6 meets ZA first, IPv4 last, and a leaf of the IPv6 trie's
+		// first-level table holds it: renumbered there too.
+		{"written", `records:
+  - name: w.example.com
+    pools: { x: { address: 192.0.2.1 }, y: { address: 192.0.2.2 } }
     rules:
-      - match: { country: [IN, US] }
-        pool: mumbai
-      - match: { continent: EU }
-        pool: frankfurt
-      - default: { pool: virginia }
-`, []string{geo.EmbeddedName}},
+      - match: { country: IN }
+        pool: x
+      - match: { country: ZA }
+        pool: y
+      - match: { country: DE }
+        pool: x
+      - default: { pool: y }
+`, []string{writeCountries(t)}},
 	} {
-		set := &geo.Set{}
-		for _, p := range tc.dbs {
-			d, err := geo.Open(p)
+		t.Run(tc.name, func(t *testing.T) {
+			set := &geo.Set{}
+			for _, p := range tc.dbs {
+				d, err := geo.Open(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				set.DBs = append(set.DBs, d)
+			}
+			cfg, err := config.Parse(nil, "steer.yaml", []byte(tc.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
-			set.DBs = append(set.DBs, d)
-		}
-		cfg, err := config.Parse(nil, "steer.yaml", []byte(tc.yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tab, _, err := Build(cfg, set)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		part, err := set.Partition(unrouted, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range tab.Records {
-			if r.nodeTwins {
-				r.node = tab.nodeIn
+			tab, _, err := Build(cfg, set)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err := r.compile(set, part, compileNetip); err != nil {
-				t.Fatalf("%s, %s: %v", tc.name, r.Name, err)
-			}
-			seq := r.partition
-			for _, mode := range []compileMode{0, compileSplit} {
-				if err := r.compile(set, part, mode); err != nil {
-					t.Fatalf("%s, %s, mode %d: %v", tc.name, r.Name, mode, err)
+			for _, r := range tab.Records {
+				if r.nodeTwins {
+					r.node = tab.nodeIn
+				} else if tc.name == "city" {
+					t.Errorf("%s: no node twins", r.Name)
 				}
-				if !reflect.DeepEqual(r.partition, seq) {
-					t.Errorf("%s, %s: the compile in mode %d differs: stats %+v, outcomes %d, sequential over netip %+v, %d", tc.name, r.Name,
-						mode, r.partition.Stats, len(r.partition.outcomes), seq.Stats, len(seq.outcomes))
-				}
+				sameInEveryMode(t, r, set)
 			}
-			if tc.name == "city" && !r.nodeTwins {
-				t.Errorf("%s: no node twins", r.Name)
-			}
+		})
+	}
+}
+
+// sameInEveryMode compiles r against set's partition in every mode and
+// fails t unless each gives the partition the netip walk gives.
+func sameInEveryMode(t *testing.T, r *Record, set *geo.Set) {
+	t.Helper()
+	part, err := set.Partition(unrouted, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.compile(set, part, compileNetip); err != nil {
+		t.Fatalf("%s: %v", r.Name, err)
+	}
+	seq := r.partition
+	for _, mode := range []compileMode{0, compileSplit} {
+		if err := r.compile(set, part, mode); err != nil {
+			t.Fatalf("%s, mode %d: %v", r.Name, mode, err)
+		}
+		if !reflect.DeepEqual(r.partition, seq) {
+			t.Errorf("%s: the compile in mode %d differs: stats %+v, outcomes %d, sequential over netip %+v, %d", r.Name,
+				mode, r.partition.Stats, len(r.partition.outcomes), seq.Stats, len(seq.outcomes))
 		}
 	}
 }
@@ -157,4 +173,44 @@ func TestUnrouted6(t *testing.T) {
 		}
 		check(netip.PrefixFrom(netip.AddrFrom16(b), rng.IntN(129)).Masked())
 	}
+}
+
+// writeCountries writes a country database with mmdbwriter: IN, DE and ZA
+// in that order in IPv4, ZA over 2400::/12, then a few thousand IPv6 /48s
+// of IN and DE (more than the nodes above which a trie gets a first-level
+// table).
+func writeCountries(t *testing.T) string {
+	w, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: "Steer-Test-Country", IPVersion: 6, RecordSize: 24, IncludeReservedNetworks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(cidr, cc string) {
+		_, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Insert(n, mmdbtype.Map{"country_code": mmdbtype.String(cc)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("1.0.0.0/8", "IN")
+	insert("2.0.0.0/8", "DE")
+	insert("3.0.0.0/8", "ZA")
+	insert("2400::/12", "ZA")
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 3000 {
+		insert(fmt.Sprintf("2600:%x:%x::/48", rng.IntN(1<<16), rng.IntN(1<<16)), []string{"IN", "DE"}[i%2])
+	}
+	path := filepath.Join(t.TempDir(), "countries.mmdb")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
