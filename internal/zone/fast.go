@@ -255,16 +255,24 @@ func (s *Set) Precompile() {
 		}
 		if z.signer == nil && z.pre == nil && z.steerSigner == nil {
 			// Once every template is made (a template may hold other
-			// nodes' records), on the same goroutines.
-			for w := range workers {
-				part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]
-				wg.Go(func() {
-					for _, n := range part {
-						z.storeNode(n)
-					}
-				})
+			// nodes' records), on the same goroutines; a small zone's
+			// on this one (a goroutine each cost 100,000 zones more
+			// than their stores).
+			if workers == 1 {
+				for _, n := range nodes {
+					z.storeNode(n)
+				}
+			} else {
+				for w := range workers {
+					part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]
+					wg.Go(func() {
+						for _, n := range part {
+							z.storeNode(n)
+						}
+					})
+				}
+				wg.Wait()
 			}
-			wg.Wait()
 		}
 		// A zone parsed anew is copied out of its parse's garbage (see
 		// compact.go); one parsed with the served zone holds that
@@ -400,10 +408,15 @@ func (p *packer) looked(name string, qtype uint16, o *LookupOptions) []byte {
 		Question: []dns.Question{{Name: name, Qtype: qtype, Qclass: dns.ClassINET}},
 		Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
 	}
-	w, err := m.Pack()
+	if p.scratch == nil {
+		b := packBuffers.Get().(*[2][]byte)
+		p.scratch, p.out = b[0], b[1][:0]
+	}
+	w, err := m.PackBuffer(p.scratch) // into the scratch buffer: what is kept is copied
 	if err == nil && !a.Referral && len(a.Answer) > 0 {
 		if end := questionEnd(w); end > 0 {
-			return p.keepShared(append(w[:12:12], w[end:]...))
+			p.out = append(append(p.out[:0], w[:12]...), w[end:]...)
+			return p.keepShared(p.out)
 		}
 	}
 	return nil
