@@ -344,7 +344,7 @@ func (z *Zone) referral(a *Answer, cut *node) {
 	}
 	for _, rr := range ns {
 		target := dns.CanonicalName(rr.(*dns.NS).Ns)
-		if !dns.IsSubDomain(z.Origin, target) {
+		if !isSubDomain(z.Origin, target) {
 			continue
 		}
 		if n := z.nodes.get(target); n != nil {
@@ -421,7 +421,7 @@ func (z *Zone) additional(a *Answer, rrs []dns.RR) {
 func (z *Zone) additionalSVCB(a *Answer, rr *dns.SVCB, rtype uint16) {
 	target := dns.CanonicalName(svcbTarget(rr))
 	z.addAddresses(a, target)
-	if rr.Priority != 0 || target == "." || !dns.IsSubDomain(z.Origin, target) {
+	if rr.Priority != 0 || target == "." || !isSubDomain(z.Origin, target) {
 		return
 	}
 	n := z.nodes.get(target)
@@ -469,7 +469,7 @@ func svcbTarget(rr *dns.SVCB) string {
 // addAddresses adds the A and AAAA records of target when z holds them
 // authoritatively.
 func (z *Zone) addAddresses(a *Answer, target string) {
-	if target == "." || !dns.IsSubDomain(z.Origin, target) {
+	if target == "." || !isSubDomain(z.Origin, target) {
 		return
 	}
 	for _, rr := range a.Extra {

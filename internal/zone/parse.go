@@ -142,13 +142,13 @@ func (b *builder) group(next func() (dns.RR, bool), posOf func(int) (uint16, int
 		h := rr.Header()
 		owner := dns.CanonicalName(h.Name)
 		h.Name = owner
-		if !dns.IsSubDomain(origin, owner) || h.Class != dns.ClassINET ||
+		if !isSubDomain(origin, owner) || h.Class != dns.ClassINET ||
 			h.Rrtype == dns.TypeSOA && owner != origin ||
 			h.Rrtype == dns.TypeOPT || h.Rrtype == dns.TypeTSIG || h.Rrtype == dns.TypeTKEY {
 			fi, line := posOf(i)
 			f, l := z.files[fi], int(line)
 			switch {
-			case !dns.IsSubDomain(origin, owner):
+			case !isSubDomain(origin, owner):
 				errs.Add(f, l, "%s is outside the zone %s", owner, origin)
 			case h.Class != dns.ClassINET:
 				errs.Add(f, l, "%s: class %s is not served (only IN)", owner, dns.ClassToString[h.Class])

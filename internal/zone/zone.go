@@ -313,7 +313,7 @@ func (z *Zone) MarkSteered(name string, rtype uint16) error {
 	if z.Failed != "" {
 		return fmt.Errorf("zone %s failed to load (%s)", z.Origin, z.Failed)
 	}
-	if !dns.IsSubDomain(z.Origin, name) {
+	if !isSubDomain(z.Origin, name) {
 		return fmt.Errorf("%s is not in zone %s", name, z.Origin)
 	}
 	for p := parent(name, z.Origin); p != ""; p = parent(p, z.Origin) {
@@ -424,6 +424,27 @@ func (z *Zone) ensure(name string) *node {
 		z.ensure(p)
 	}
 	return n
+}
+
+// isSubDomain is dns.IsSubDomain(parent, child) without its allocations
+// when child ends in parent's bytes after a label boundary (an unescaped
+// dot): each record of every zone is checked at load (100,000 zones, a
+// million records: 70 MB of label offsets and a quarter of a CPU-s). Any
+// other case, escapes, case and "." included, is dns.IsSubDomain's.
+func isSubDomain(parent, child string) bool {
+	if child == parent {
+		return true
+	}
+	if d := len(child) - len(parent) - 1; d > 0 && child[d] == '.' && child[d+1:] == parent {
+		bs := 0
+		for i := d - 1; i >= 0 && child[i] == '\\'; i-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return true
+		}
+	}
+	return dns.IsSubDomain(parent, child)
 }
 
 // parent returns the name one label up from name, or "" at or above origin.

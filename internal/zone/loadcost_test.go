@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // TestStampAndReadFile checks the one-open stamp and read against
@@ -35,5 +37,23 @@ func TestStampAndReadFile(t *testing.T) {
 		if err == nil || wantErr == nil || err.Error() != wantErr.Error() || ok {
 			t.Errorf("%s: err %v (stamp trusted: %v), os.ReadFile's %v", p, err, ok, wantErr)
 		}
+	}
+}
+
+// TestIsSubDomain checks the allocation-free subdomain test against
+// dns.IsSubDomain on names with escapes, case and the root.
+func TestIsSubDomain(t *testing.T) {
+	names := []string{".", "com.", "example.com.", "www.example.com.", "a.www.example.com.",
+		`www\.example.com.`, `www\\.example.com.`, `www\\\.example.com.`, `x\046example.com.`,
+		"EXAMPLE.com.", "www.EXAMPLE.com.", "wwwexample.com.", "xample.com.", `\.com.`, `a.\.com.`, "ex.ample.com."}
+	for _, p := range names {
+		for _, c := range names {
+			if got, want := isSubDomain(p, c), dns.IsSubDomain(p, c); got != want {
+				t.Errorf("isSubDomain(%q, %q) = %v, dns.IsSubDomain %v", p, c, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { isSubDomain("example.com.", "www.example.com.") }); n != 0 {
+		t.Errorf("%v allocations", n)
 	}
 }
