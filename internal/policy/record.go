@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 
@@ -604,8 +605,25 @@ var unroutedV6Bits = func() (out [][3]uint64) {
 	return out
 }()
 
+// unroutedTops are the first 16 bits of the unroutedV6 prefixes, which
+// are all /16 or longer.
+var unroutedTops = func() (out []uint64) {
+	for _, u := range unroutedV6Bits {
+		if u[2] < 16 {
+			panic("policy: an unrouted IPv6 prefix shorter than /16")
+		}
+		out = append(out, u[0]>>48)
+	}
+	return out
+}()
+
 // unrouted6 is unrouted for the prefix (hi, lo)/bits.
 func unrouted6(hi, lo uint64, bits int) bool {
+	// The unrouted prefixes are /16 or longer, in a few /16s: most of
+	// the walk's prefixes are in none.
+	if bits < 16 || !slices.Contains(unroutedTops, hi>>48) {
+		return false
+	}
 	for _, u := range unroutedV6Bits {
 		n := int(u[2])
 		if n > bits {
