@@ -5,7 +5,9 @@
 # resources referring to it; steer: one named policy per map, records
 # referring to it), starts each server and measures
 #   - the time from exec to the first correct steered answer (the last
-#     name, with an Indian client subnet, must get Mumbai),
+#     name, with an Indian client subnet, must get Mumbai), the CPU the
+#     server had used by then, and steer's peak RSS by then (VmHWM: the
+#     start-up's compile),
 #   - RSS 3 s after the first answer (steady state),
 #   - steer's RSS 2 s after one /metrics scrape (and the scrape's time and
 #     size), against the steady RSS,
@@ -161,6 +163,11 @@ answered() {
 
 now() { date +%s.%N; }
 
+# cpu_s PID: the user and system CPU PID has used, in seconds.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# hwm_mib PID: PID's peak RSS, in MiB.
+hwm_mib() { awk '/^VmHWM/ { printf "%d", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
 # wait_answer PID PORT NAME WANT LIMIT: seconds from now until answered.
 wait_answer() {
 	local pid=$1 start t
@@ -250,8 +257,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 per_name() { awk -v a="$1" -v b="$2" -v n="$3" -v m="$4" 'BEGIN { if (n > m) printf "%.2f", (a - b) / (n - m); else print "–" }'; }
 
 {
-	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer RSS 2 s after a /metrics scrape (scrape time, size) | steer KiB per added name | gdnsd KiB per added name | ×gdnsd | steer reload, nothing changed | gdnsd | steer reload, one record changed | gdnsd |"
-	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	echo "| names | policies | steer: first answer | gdnsd: first answer | ×gdnsd | steer RSS | gdnsd RSS | ×gdnsd | steer RSS 2 s after a /metrics scrape (scrape time, size) | steer KiB per added name | gdnsd KiB per added name | ×gdnsd | steer reload, nothing changed | gdnsd | steer reload, one record changed | gdnsd | steer CPU to first answer | gdnsd | ×gdnsd | steer peak RSS at start |"
+	echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 } >"$OUT/table.md"
 pn=0 psrss=0 pgrss=0
 for n in $SIZES; do
@@ -269,6 +276,7 @@ for n in $SIZES; do
 	else
 		st="failed"
 	fi
+	scpu=$(cpu_s "$sp") shwm=$(hwm_mib "$sp")
 	sleep 3 # steady state: RSS after the start-up's garbage is returned
 	srss=$(rss_kib "$sp" || echo 0)
 	sm=$(scrape_measure "$srss" "$sp")
@@ -288,6 +296,7 @@ for n in $SIZES; do
 	else
 		gt="failed"
 	fi
+	gcpu=$(cpu_s "$gp")
 	sleep 3
 	grss=$(gdnsd_rss_kib "$d/gdnsd")
 	g0=$(gdnsd_reload "$d/gdnsd" "$grss")
@@ -302,9 +311,9 @@ for n in $SIZES; do
 		sp_n=$(per_name "$srss" "$psrss" "$n" "$pn")
 		gp_n=$(per_name "$grss" "$pgrss" "$n" "$pn")
 	fi
-	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
+	printf '| %s | %s | %s s | %s s | %s | %d MiB | %d MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s s | %s s | %s | %s MiB |\n' "$n" "$((n < POLICIES ? n : POLICIES))" \
 		"$st" "$gt" "$(ratio "$st" "$gt")" $((srss / 1024)) $((grss / 1024)) "$(ratio "$srss" "$grss")" "$sm" \
-		"$sp_n" "$gp_n" "$(ratio "$sp_n" "$gp_n")" "$r0" "$g0" "$r1" "$g1" >>"$OUT/table.md"
+		"$sp_n" "$gp_n" "$(ratio "$sp_n" "$gp_n")" "$r0" "$g0" "$r1" "$g1" "$scpu" "$gcpu" "$(ratio "$scpu" "$gcpu")" "$shwm" >>"$OUT/table.md"
 	pn=$n psrss=$srss pgrss=$grss
 done
 cat "$OUT/table.md"
