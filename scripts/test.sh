@@ -99,19 +99,16 @@ mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | 
 done)
 stage vet
 go vet ./...
-# What follows neither vets again nor links DWARF. go test vets each
-# package it tests with a subset of the analyzers above, in its build
-# mode (raced and plain apart), and first computes their facts for every
-# dependency, the standard library and etcd's server included: on a cold
-# cache about 50 s of CPU for node's raced test binary and 50 s for
-# cmd/steer's plain one, before either could start, checking files go vet
-# has just checked with every analyzer (no file here is built for the
-# race detector only). Test binaries, and the steer binary the tests run,
-# link without DWARF (-w): stack traces and the race detector's reports
-# read the pclntab, which stays; linking node's raced test binary takes
-# 4.7 s of CPU instead of 9, a small package's 1.5 s instead of 2.5.
-# The caller's own GOFLAGS come after and win.
-export GOFLAGS="-vet=off -ldflags=-w${GOFLAGS:+ $GOFLAGS}"
+# What follows does not vet again: go test vets each package it tests
+# with a subset of the analyzers above, in its build mode (raced and
+# plain apart), and first computes their facts for every dependency, the
+# standard library and etcd's server included: on a cold cache about 45 s
+# of CPU for node's raced test binary, before its tests could start, and
+# 50 s for cmd/steer's plain one, checking files go vet has just checked
+# with every analyzer (no file here is built for the race detector only).
+# (go test and go run already link without DWARF or a symbol table.) The
+# caller's own GOFLAGS come after and win.
+export GOFLAGS="-vet=off${GOFLAGS:+ $GOFLAGS}"
 # Every package and test package compiles now, into the build cache,
 # while apt may still be installing; the stages below then only link and
 # run. (go list -export compiles without linking: a test binary linked
