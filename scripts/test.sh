@@ -114,7 +114,11 @@ export GOFLAGS="-vet=off${GOFLAGS:+ $GOFLAGS}"
 # run. (go list -export compiles without linking: a test binary linked
 # now would be linked again by go test.)
 stage compile "(every package and its tests, raced and plain, into the build cache)"
-go list -race -export -test -deps "${raced[@]}" >/dev/null
+# The plain packages' *Concurrent* tests run raced at the race stage's
+# end, after every raced package: their raced test packages (geo's,
+# policy's, simulate's and zone's, 21 s of CPU) compile here too, beside
+# apt, not there, alone on the critical path.
+go list -race -export -test -deps "${raced[@]}" "${concurrent[@]}" >/dev/null
 go list -export -test -deps ./... >/dev/null
 # The plain steer binary that cmd/steer's, internal/uitest's and
 # internal/steeringtest's tests run (dnstest.SteerBinary) is linked once,
