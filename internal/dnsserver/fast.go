@@ -540,3 +540,68 @@ func (b *batch) classify(snap *snapshot.Snapshot, name string) (zone.FastKind, *
 	}
 	return kind, z, node, rec
 }
+
+// aheadN is how many datagrams ahead of the one it answers a batch walks
+// the steered record's partition (policy.Ahead): the first is fetched
+// three datagrams before it is answered, the last node fetched one
+// before.
+const aheadN = 3
+
+// walkAhead is called after datagram i of a batch of n was answered,
+// when the batch's last name was steered (b.memo.rec): it steps the walks
+// of the datagrams after i already started and starts those up to
+// i+aheadN, guessing their clients with hint (the same record for all,
+// the ECS address when the query has one, else the source).
+func (b *batch) walkAhead(i, n int, hint func(j int) netip.Addr) {
+	rec := b.memo.rec
+	if rec == nil || i+1 >= n {
+		return
+	}
+	b.started = max(b.started, i+1)
+	for j := i + 1; j < b.started; j++ {
+		b.ahead[j%len(b.ahead)].Step()
+	}
+	for ; b.started < min(i+1+aheadN, n); b.started++ {
+		b.ahead[b.started%len(b.ahead)] = rec.Ahead(hint(b.started))
+	}
+}
+
+// ecsHint returns the address in req's ECS option (its bytes up to the
+// source length; /16 or longer), read with no more checks than a guess
+// needs: parseFast and ecs.Parse decide what the query really carries.
+func ecsHint(req []byte) (netip.Addr, bool) {
+	if len(req) < headerLen+1 || binary.BigEndian.Uint16(req[10:]) != 1 {
+		return netip.Addr{}, false
+	}
+	off := headerLen
+	for off < len(req) && req[off] != 0 {
+		if req[off] > 63 {
+			return netip.Addr{}, false
+		}
+		off += 1 + int(req[off])
+	}
+	off += 1 + 4 + 11 // the root label, QTYPE and QCLASS, the OPT's fixed part
+	for off+4 <= len(req) {
+		code := binary.BigEndian.Uint16(req[off:])
+		l := int(binary.BigEndian.Uint16(req[off+2:]))
+		if code != dns.EDNS0SUBNET {
+			off += 4 + l
+			continue
+		}
+		if l < 6 || off+4+l > len(req) || req[off+6] < 16 {
+			break
+		}
+		var a [16]byte
+		src := req[off+8 : off+4+l]
+		switch binary.BigEndian.Uint16(req[off+4:]) {
+		case ecs.FamilyIPv4:
+			copy(a[:4], src)
+			return netip.AddrFrom4([4]byte(a[:4])), true
+		case ecs.FamilyIPv6:
+			copy(a[:], src)
+			return netip.AddrFrom16(a), true
+		}
+		break
+	}
+	return netip.Addr{}, false
+}

@@ -3,6 +3,7 @@ package policy
 import (
 	"net/netip"
 	"slices"
+	"unsafe"
 )
 
 // trie is a compiled partition of one address family: a binary trie whose
@@ -26,6 +27,11 @@ const (
 	strideBits = 16
 	// tableMinNodes is the size above which a trie gets a first-level table.
 	tableMinNodes = 1024
+	// hugePageSize is the size of a transparent huge page on the
+	// platforms steer serves from (x86-64, arm64 with 4 KiB pages): the
+	// nodes of a trie that fill one are put on huge pages
+	// (backWithHugePages).
+	hugePageSize = 2 << 20
 )
 
 func isLeaf(ref uint32) bool { return ref&leafBit != 0 }
@@ -103,6 +109,9 @@ func (b *trieBuilder) finish(root uint32, bits int) trie {
 		}
 	}
 	t.nodes = t.nodes[:len(t.nodes):len(t.nodes)]
+	if 4*len(t.nodes) >= hugePageSize {
+		backWithHugePages(unsafe.Pointer(&t.nodes[0]), 4*len(t.nodes))
+	}
 	return t
 }
 
