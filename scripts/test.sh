@@ -120,6 +120,15 @@ stage compile "(every package and its tests, raced and plain, into the build cac
 # apt, not there, alone on the critical path.
 go list -race -export -test -deps "${raced[@]}" "${concurrent[@]}" >/dev/null
 go list -export -test -deps ./... >/dev/null
+# packaging's TestDebianPackage runs scripts/package.sh in the plain
+# stage, which runs one package at a time: its release build of steer
+# (-trimpath, without cgo: every package compiled apart from the builds
+# above; 24 s of CPU for a change to steer's own packages, all of them on
+# a cold cache) and nfpm (go run, cached once linked) compile here
+# instead, beside apt.
+CGO_ENABLED=0 go list -trimpath -buildvcs=false -export -deps ./cmd/steer >/dev/null
+nfpm=$(sed -n 's/^NFPM_VERSION=${NFPM_VERSION:-\(v[0-9.]*\)}$/\1/p' scripts/package.sh)
+[ -z "$nfpm" ] || go run -exec true "github.com/goreleaser/nfpm/v2/cmd/nfpm@$nfpm"
 # The plain steer binary that cmd/steer's, internal/uitest's and
 # internal/steeringtest's tests run (dnstest.SteerBinary) is linked once,
 # into the build cache, rather than by each of them at the start of a
