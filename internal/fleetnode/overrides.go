@@ -71,7 +71,17 @@ func (m *Member) setOverride(key string, o health.Override, expires time.Time) e
 		rev, cause = m.writeOverride(ctx, key, value)
 		cancel()
 		if cause == nil {
-			m.written(key, nil, rev)
+			// Kept over the view until it reaches rev, as SetOverrides
+			// does: a view read before the write does not undo what the
+			// caller applied, and the view that takes it over clears it
+			// if the key is gone by then (followOverrides).
+			m.mu.Lock()
+			// (An older pending value of the key, not written yet, is
+			// replaced: it must not be written after this one.)
+			if cur, ok := m.pending[key]; !ok || cur.Written < rev {
+				m.pending[key] = pendingOverride{Value: value, SetAt: time.Now(), Expires: expires, Written: rev}
+			}
+			m.mu.Unlock()
 			m.savePending()
 			return nil
 		}
@@ -314,17 +324,20 @@ func (m *Member) flushPending(ctx context.Context) {
 
 // withPending is view, complete up to rev, with the pending overrides
 // over it (view itself when there are none); those the store took at or
-// before rev are no longer pending.
-func (m *Member) withPending(view map[string][]byte, rev int64) map[string][]byte {
+// before rev are no longer pending, and taken lists their keys: the view
+// decides them from now on, even if it never showed them (another node
+// may have cleared one before this node's watch saw it set).
+func (m *Member) withPending(view map[string][]byte, rev int64) (_ map[string][]byte, taken []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, po := range m.pending {
 		if po.Written != 0 && po.Written <= rev {
 			delete(m.pending, k) // the view has it now
+			taken = append(taken, k)
 		}
 	}
 	if len(m.pending) == 0 {
-		return view
+		return view, taken
 	}
 	out := make(map[string][]byte, len(view)+len(m.pending))
 	for k, v := range view {
@@ -337,42 +350,60 @@ func (m *Member) withPending(view map[string][]byte, rev int64) map[string][]byt
 			out[k] = po.Value
 		}
 	}
-	return out
+	return out, taken
 }
 
 // followOverrides keeps the health manager's overrides equal to the
 // fleet's, with this node's pending ones over them, until ctx ends.
 func (m *Member) followOverrides(ctx context.Context, hm *health.Manager) {
-	p := overridesPrefix(m.prefix)
-	applied := map[string]bool{}
-	apply := func(view map[string][]byte, rev int64) {
-		view = m.withPending(view, rev)
-		seen := map[string]bool{}
-		for key, v := range view {
-			var so storedOverride
-			if json.Unmarshal(v, &so) != nil {
-				m.log.Warn("fleet: an override in the store cannot be read", "key", key)
-				continue
-			}
-			o, err := health.ParseOverride(so.State)
-			if err != nil {
-				m.log.Warn("fleet: an override in the store cannot be read", "key", key, "err", err)
-				continue
-			}
-			if m.applyOverride(hm, strings.TrimPrefix(key, p), o, so.Expires) {
-				seen[key] = true
-			}
-		}
-		for key := range applied {
-			if !seen[key] {
-				m.applyOverride(hm, strings.TrimPrefix(key, p), health.OverrideNone, time.Time{})
-			}
-		}
-		applied = seen
-	}
+	f := overrideFollower{m: m, hm: hm, applied: map[string]bool{}}
 	// The pending ones apply at once, before the store answers.
-	apply(map[string][]byte{}, 0)
-	m.followView(ctx, p, apply)
+	f.apply(map[string][]byte{}, 0)
+	m.followView(ctx, overridesPrefix(m.prefix), f.apply)
+}
+
+// overrideFollower applies the store's view of the overrides, with this
+// node's pending ones over it, to hm.
+type overrideFollower struct {
+	m  *Member
+	hm *health.Manager
+	// applied holds the keys the last view set on hm: a key gone from
+	// the next view is cleared.
+	applied map[string]bool
+}
+
+func (f *overrideFollower) apply(view map[string][]byte, rev int64) {
+	m, hm, p := f.m, f.hm, overridesPrefix(f.m.prefix)
+	view, taken := m.withPending(view, rev)
+	// What this node wrote itself is on hm whether or not a view showed
+	// it (its own write and another node's clear of the key can reach
+	// the watch together): it is cleared, as an applied key, if the view
+	// that took it over lacks it.
+	for _, k := range taken {
+		f.applied[k] = true
+	}
+	seen := map[string]bool{}
+	for key, v := range view {
+		var so storedOverride
+		if json.Unmarshal(v, &so) != nil {
+			m.log.Warn("fleet: an override in the store cannot be read", "key", key)
+			continue
+		}
+		o, err := health.ParseOverride(so.State)
+		if err != nil {
+			m.log.Warn("fleet: an override in the store cannot be read", "key", key, "err", err)
+			continue
+		}
+		if m.applyOverride(hm, strings.TrimPrefix(key, p), o, so.Expires) {
+			seen[key] = true
+		}
+	}
+	for key := range f.applied {
+		if !seen[key] {
+			m.applyOverride(hm, strings.TrimPrefix(key, p), health.OverrideNone, time.Time{})
+		}
+	}
+	f.applied = seen
 }
 
 // applyOverride sets one override named by its key below P/overrides/.
@@ -385,11 +416,12 @@ func (m *Member) applyOverride(hm *health.Manager, rest string, o health.Overrid
 		}
 		return false
 	case a.IsValid():
-		if cur, exp, ok := hm.TargetOverride(a); !ok || cur != o || !exp.Equal(expires) {
+		// (One not set is OverrideNone: clearing it again is no change.)
+		if cur, exp, _ := hm.TargetOverride(a); cur != o || !exp.Equal(expires) {
 			hm.SetOverride(a, o, expires)
 		}
 	default:
-		if cur, exp, ok := hm.PoolOverride(record, pool); !ok || cur != o || !exp.Equal(expires) {
+		if cur, exp, _ := hm.PoolOverride(record, pool); cur != o || !exp.Equal(expires) {
 			hm.SetPoolOverride(record, pool, o, expires)
 		}
 	}
