@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/steer-dns/steer/internal/config"
 )
@@ -18,7 +19,10 @@ import (
 // "steer-fleet-health.json", beside the configuration file when no state
 // file was set). What is already in dir is never replaced, and the old
 // files are left where they were (an older steer still finds them). The
-// health state file itself stays where health.state_file names it.
+// health state file itself stays where health.state_file names it. A
+// "zones" or "secondary" directory that holds a zone file the
+// configuration reads is the operator's, not an earlier version's, and is
+// not copied.
 func migrateLegacyState(log *slog.Logger, cfg *config.Config, dir string) {
 	if cfg.FS != nil {
 		return
@@ -53,6 +57,14 @@ func migrateLegacyState(log *slog.Logger, cfg *config.Config, dir string) {
 			if _, err := os.Lstat(to); err == nil {
 				continue
 			}
+			if (mv.from == config.StateZones || mv.from == config.StateSecondary) && holdsZoneFile(cfg, from) {
+				// The operator's own zone files (a "zones" directory
+				// beside steer.yaml is a common layout), not an
+				// earlier version's copies: copying them would take
+				// them for last good copies and duplicate every file.
+				log.Debug("not copied into the state directory: it holds zone files the configuration reads", "dir", from)
+				continue
+			}
 			if err := copyTree(from, to); err != nil {
 				log.Warn("state of an earlier version not copied into the state directory", "from", from, "to", to, "err", err)
 				continue
@@ -60,6 +72,24 @@ func migrateLegacyState(log *slog.Logger, cfg *config.Config, dir string) {
 			log.Info("state of an earlier version copied into the state directory (the old copy can be removed)", "from", from, "to", to)
 		}
 	}
+}
+
+// holdsZoneFile reports whether a zone file the configuration names lies
+// in the directory dir or below it.
+func holdsZoneFile(cfg *config.Config, dir string) bool {
+	for i := range cfg.Zones {
+		if cfg.Zones[i].File == "" {
+			continue
+		}
+		f := cfg.Resolve(cfg.Zones[i].File)
+		if a, err := filepath.Abs(f); err == nil {
+			f = a
+		}
+		if rel, err := filepath.Rel(dir, f); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // copyTree copies the regular file or the directory tree at from to to,

@@ -224,6 +224,22 @@ func TestLegacyStateMigrated(t *testing.T) {
 	}
 }
 
+// TestOperatorsZonesDirNotMigrated: zone files kept in a "zones"
+// directory beside steer.yaml (where an earlier version kept its copies)
+// are the operator's when the configuration reads them: nothing of that
+// directory is copied into the state directory as a last good copy.
+func TestOperatorsZonesDirNotMigrated(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "steer.yaml", "listen: [\"127.0.0.1:0\"]\nstate_dir: state\nzones:\n  - { origin: example.com, file: zones/example.com.zone }\n")
+	writeFile(t, dir, "zones/example.com.zone", "$ORIGIN example.com.\n@ 300 IN SOA ns1 h 1 7200 3600 1209600 300\n@ 300 IN NS ns1\nns1 300 IN A 192.0.2.1\n")
+	writeFile(t, dir, "zones/other.example.zone", "not a zone this configuration serves\n")
+	n := startNodeIn(t, dir, Options{})
+	n.Shutdown(t.Context())
+	if _, err := os.Stat(filepath.Join(dir, "state", "zones", "other.example.zone")); err == nil {
+		t.Error("the operator's zones directory was copied into the state directory")
+	}
+}
+
 // TestStateDirChangeNeedsRestart: a reload that moves state_dir applies
 // the rest and says the node keeps its state where it was until a restart.
 func TestStateDirChangeNeedsRestart(t *testing.T) {
