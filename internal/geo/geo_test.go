@@ -59,18 +59,7 @@ func writeMMDB(t testing.TB, dbType string, ipVersion int, records map[string]mm
 			t.Fatalf("insert %s: %v", cidr, err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), strings.ToLower(dbType)+".mmdb")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeDB(t, w, strings.ToLower(dbType)+".mmdb")
 }
 
 // ipinfoLitePath writes a database in IPinfo Lite's layout.
@@ -649,4 +638,22 @@ func TestEmbeddedFreedWhenUnused(t *testing.T) {
 	if err != nil || info.Country != "US" {
 		t.Errorf("reopened database: Lookup(8.8.8.8) = %+v, %v", info, err)
 	}
+}
+
+// writeDB writes the database w into a file name in a test directory and
+// returns its path.
+func writeDB(t testing.TB, w *mmdbwriter.Tree, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

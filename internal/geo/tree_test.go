@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -93,17 +91,7 @@ func TestTreePartitionFallsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "no-ipv4.mmdb")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := writeDB(t, w, "no-ipv4.mmdb")
 	d, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -156,16 +144,5 @@ func writeTreeDB(t *testing.T, version, recordSize int, aliases bool) string {
 			}
 		}
 	}
-	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d-%d.mmdb", version, recordSize))
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeDB(t, w, fmt.Sprintf("v%d-%d.mmdb", version, recordSize))
 }
