@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"io/fs"
 	"reflect"
 	"strings"
@@ -346,18 +345,8 @@ func reparse(fsys fs.FS, file string, data []byte, prev *Config) *Config {
 		return nil // decoding most items one by one is no faster than Parse
 	}
 
-	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(sp.skeleton)).Decode(&doc); err != nil {
-		return nil
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if root.Kind != yaml.MappingNode || !plainTree(root) {
-		return nil
-	}
-	if v := recordsValue(root, sp.keyLine); v == nil || v.Kind != yaml.ScalarNode || v.Tag != "!!null" || v.Value != "" || v.Style != 0 {
+	root := parseSkeleton(sp.skeleton, "records", sp.keyLine)
+	if root == nil {
 		return nil
 	}
 	var probs diag.Problems

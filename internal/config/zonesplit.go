@@ -63,16 +63,17 @@ func decodeZonesApart(text string) *zonesApart {
 			return nil
 		}
 	}
-	if za.root = parseSkeleton(sp.skeleton, sp.keyLine); za.root == nil {
+	if za.root = parseSkeleton(sp.skeleton, "zones", sp.keyLine); za.root == nil {
 		return nil
 	}
 	return za
 }
 
-// parseSkeleton parses the text with the zones items' lines emptied, and
-// returns its top-level mapping when that is a block mapping without
-// anchors or aliases whose zones key, on line keyLine, holds nothing.
-func parseSkeleton(skeleton []byte, keyLine int) *yaml.Node {
+// parseSkeleton parses the text with the items' lines of the sequence
+// under key emptied, and returns its top-level mapping when that is a
+// block mapping without anchors or aliases whose key, on line keyLine,
+// holds nothing.
+func parseSkeleton(skeleton []byte, key string, keyLine int) *yaml.Node {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(skeleton)).Decode(&doc); err != nil {
 		return nil
@@ -84,7 +85,7 @@ func parseSkeleton(skeleton []byte, keyLine int) *yaml.Node {
 	if root.Kind != yaml.MappingNode || !plainTree(root) {
 		return nil
 	}
-	v := seqValue(root, "zones", keyLine)
+	v := seqValue(root, key, keyLine)
 	if v == nil || v.Kind != yaml.ScalarNode || v.Tag != "!!null" || v.Value != "" || v.Style != 0 {
 		return nil
 	}
