@@ -1013,7 +1013,8 @@ func (r *records) err(count int) error {
 //
 // A file of at least minSplit bytes is cut into chunks too (spans, nil
 // when it cannot be; see chunks.go), so that a reload can parse only the
-// chunks that changed.
+// chunks that changed. A smaller one is read by fastParse when it can
+// vouch for every line (see fastparse.go), else by the ZoneParser.
 func readRecords(fsys fs.FS, origin, file string, data []byte, workers int, spans *[]chunkSpan) *records {
 	if workers > 1 && len(data) >= minSplit {
 		if parts, pos, ok := split(origin, file, data, workers, spans); ok {
@@ -1022,6 +1023,8 @@ func readRecords(fsys fs.FS, origin, file string, data []byte, workers int, span
 	}
 	if len(data) >= minChunked {
 		*spans, _ = cutChunks(origin, data)
+	} else if rrs, at, ok := fastParse(origin, data); ok {
+		return &records{pos: &lines{files: []string{file}, line: at}, batch: rrs}
 	}
 	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
 	zp.SetIncludeAllowed(true)
