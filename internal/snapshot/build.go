@@ -468,7 +468,7 @@ func build(cfg *config.Config, opts Options, strict bool) (*Snapshot, diag.Probl
 			}
 		}
 	}
-	set.Precompile()
+	set.PrecompileOn(parseWorkers) // many small zones on every core at start
 	presigned, err := presignSteered(sg, set, table, live, opts.Previous, now())
 	if err != nil {
 		errs.Add(cfg.File, 0, "signing the steered answers: %v", err)

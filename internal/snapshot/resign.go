@@ -69,7 +69,7 @@ func (s *Snapshot) Resigned(now time.Time) (*Snapshot, error) {
 	}
 	if changed {
 		n.Zones = zone.NewSet(out)
-		n.Zones.Precompile()
+		n.Zones.PrecompileOn(policy.Workers(true))
 		if s.marks != nil {
 			n.marks = make(map[*zone.Zone][]*policy.Record, len(s.marks))
 			for i, z := range zones {

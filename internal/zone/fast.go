@@ -2,8 +2,10 @@ package zone
 
 import (
 	"net"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -143,8 +145,26 @@ func (z *Zone) Negative() *NegativeSOA { return &z.negWire }
 // template, as the general path would answer it. It must run before the
 // set is published (after MarkSteered). A zone parsed with workers packs
 // its nodes on that many goroutines; one parsed with a Previous zone keeps
-// the templates of RRsets it shares with it.
-func (s *Set) Precompile() {
+// the templates of RRsets it shares with it. Many small zones are packed
+// on every core (see PrecompileOn).
+func (s *Set) Precompile() { s.PrecompileOn(runtime.GOMAXPROCS(0)) }
+
+// PrecompileOn is Precompile on at most workers goroutines for the small
+// zones of a set that holds many of them (a hosting provider's 100,000
+// zones of ten records took 2 s on one core at start); a set of few zones
+// is precompiled one zone after another, its large zones each on the
+// workers its parse had, as before.
+func (s *Set) PrecompileOn(workers int) {
+	if workers = s.manyWorkers(workers); workers > 1 {
+		s.precompileMany(workers)
+		return
+	}
+	s.precompileSerial()
+}
+
+// precompileSerial precompiles the set's zones one after another, each
+// whole (packed, stored, compacted) before the next.
+func (s *Set) precompileSerial() {
 	// Small zones' templates share the blocks of one packer, which grow
 	// to arenaBlock: one packer each left a 512-byte block and a block
 	// of templates partly empty in each of a hosting provider's 100,000
@@ -160,129 +180,276 @@ func (s *Set) Precompile() {
 		if z.Failed != "" || z.precompiled {
 			continue // no data to compile (SERVFAIL), or kept from a reload and published
 		}
-		z.precompiled = true
-		z.negWire = negativeSOA(z)
-		if z.apexOnly {
-			z.apexOnly = false
-			p := packer{s: s, z: z}
-			p.node(z.apex)
-			p.release()
-			z.dropSource()
+		j := z.prepare()
+		s.pack(&j, &small)
+		j.finish(&dense)
+	}
+}
+
+// minZonesPerWorker is the fewest small zones to pack that make a
+// Precompile worker of their own: below it, a goroutine's blocks (a
+// packer's and a compactor's, partly empty) cost more than its share of
+// the work, a few milliseconds.
+const minZonesPerWorker = 1024
+
+// manyWorkers returns how many goroutines Precompile packs the set's
+// small zones on, at most workers: 1 (one zone after another) unless the
+// set has minZonesPerWorker of them to pack for each.
+func (s *Set) manyWorkers(workers int) int {
+	if workers <= 1 || len(s.list) < 2*minZonesPerWorker {
+		return 1
+	}
+	small := 0
+	for _, z := range s.list {
+		if z.Failed == "" && !z.precompiled && (z.apexOnly || z.nodes.len() <= smallZoneNodes) {
+			small++
+		}
+	}
+	return max(1, min(workers, small/minZonesPerWorker))
+}
+
+// precompileMany precompiles the set's zones on workers goroutines, in
+// phases: a zone's templates hold what lookups in other zones of the set
+// find (the addresses of an MX or NS target, a CNAME's target, a child
+// zone's delegation), so every zone is made ready for lookups (prepare)
+// before any is packed, and none is written where a lookup reads (its
+// RRsets stored in wire form, its nodes copied into shared blocks:
+// finish) until every zone is packed. Between those, a packing writes
+// only its own zone's templates and plain flags, which lookups do not
+// read. Each worker has its own packer (its blocks and its map of the
+// answers zones share byte for byte) and its own compactor; the answers
+// are the same bytes as one after another (TestPrecompileManyAsSerial).
+func (s *Set) precompileMany(workers int) {
+	jobs := make([]precompileJob, len(s.list))
+	parallelZones(len(jobs), workers, func(_, i int) {
+		if z := s.list[i]; z.Failed == "" && !z.precompiled {
+			jobs[i] = z.prepare()
+		}
+	})
+	// Large zones one after another, each on the goroutines its parse
+	// had (as precompileSerial); then the small ones, on workers.
+	for i := range jobs {
+		if j := &jobs[i]; j.z != nil && !j.small() {
+			s.pack(j, nil)
+		}
+	}
+	packers := make([]packer, workers)
+	for w := range packers {
+		packers[w] = packer{s: s, seen: map[string][]byte{}}
+	}
+	parallelZones(len(jobs), workers, func(w, i int) {
+		if j := &jobs[i]; j.z != nil && j.small() {
+			s.pack(j, &packers[w])
+		}
+	})
+	for w := range packers {
+		packers[w].release()
+	}
+	dense := make([]compactor, workers)
+	for i := range jobs {
+		if j := &jobs[i]; j.z != nil && !j.small() {
+			j.finish(&dense[0])
+		}
+	}
+	parallelZones(len(jobs), workers, func(w, i int) {
+		if j := &jobs[i]; j.z != nil && j.small() {
+			j.finish(&dense[w])
+		}
+	})
+}
+
+// parallelZones calls f(w, i) for each i below n on workers goroutines
+// (w is the goroutine's number), each taking the next run of zones in
+// turn: neighbours in the configuration share their blocks, as one
+// after another.
+func parallelZones(n, workers int, f func(w, i int)) {
+	const run = precompileRun
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for {
+				end := int(next.Add(run))
+				if end-run >= n {
+					return
+				}
+				for i := end - run; i < min(end, n); i++ {
+					f(w, i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// precompileRun is how many zones, one after another in the set, a
+// Precompile worker takes at a time.
+const precompileRun = 64
+
+// precompileJob is one zone's work in Precompile: the nodes to pack.
+type precompileJob struct {
+	z     *Zone
+	nodes []*node
+	// workers is how many goroutines pack and store a large zone.
+	workers int
+	// apexOnly: a zone WithSerial made, whose apex is all to pack.
+	apexOnly bool
+}
+
+// small reports whether the job's zone is packed with other small zones'
+// (or is an apex alone).
+func (j *precompileJob) small() bool {
+	return j.apexOnly || len(j.nodes) <= smallZoneNodes
+}
+
+// prepare marks z precompiled and lists the nodes to pack, making its
+// own those it borrowed from the served zone that it packs again; it
+// writes z only, and looks nothing up.
+func (z *Zone) prepare() precompileJob {
+	z.precompiled = true
+	z.negWire = negativeSOA(z)
+	if z.apexOnly {
+		z.apexOnly = false
+		return precompileJob{z: z, nodes: []*node{z.apex}, workers: 1, apexOnly: true}
+	}
+	wild := map[string]bool{}
+	for name := range z.nodes.all {
+		if strings.HasPrefix(name, "*.") {
+			wild[name[2:]] = true
+		}
+	}
+	// The nodes to pack: this zone's own, and copies of borrowed
+	// ones (the served zone's) whose templates or flags would differ
+	// here; the others stay as they are, templates and all.
+	var nodes []*node
+	if !z.incremental {
+		nodes = make([]*node, 0, z.nodes.len())
+	} // else the changed chunks' few: a list for all would be 6 MB at 1 M records
+	// A zone built from the changed chunks of its file knows which
+	// names changed (its own nodes, and those gone): a borrowed node
+	// whose templates hold other names' data is packed again only
+	// when one of those changed. Otherwise every such node is.
+	var changed map[string]bool
+	var deps []*node
+	if z.incremental {
+		changed = make(map[string]bool, len(z.gone))
+		for _, name := range z.gone {
+			changed[name] = true
+		}
+	}
+	// The index of a zone built from the served one is mostly a copy
+	// of it, slot for slot: a node in the same slot as the served
+	// zone's is borrowed without a look-up.
+	var same []*node
+	if z.prev != nil && len(z.prev.nodes.slots) == len(z.nodes.slots) {
+		same = z.prev.nodes.slots
+	}
+	for i, n := range z.nodes.slots {
+		if n == nil {
 			continue
 		}
-		wild := map[string]bool{}
-		for name := range z.nodes.all {
-			if strings.HasPrefix(name, "*.") {
-				wild[name[2:]] = true
-			}
-		}
-		// The nodes to pack: this zone's own, and copies of borrowed
-		// ones (the served zone's) whose templates or flags would differ
-		// here; the others stay as they are, templates and all.
-		var nodes []*node
-		if !z.incremental {
-			nodes = make([]*node, 0, z.nodes.len())
-		} // else the changed chunks' few: a list for all would be 6 MB at 1 M records
-		// A zone built from the changed chunks of its file knows which
-		// names changed (its own nodes, and those gone): a borrowed node
-		// whose templates hold other names' data is packed again only
-		// when one of those changed. Otherwise every such node is.
-		var changed map[string]bool
-		var deps []*node
-		if z.incremental {
-			changed = make(map[string]bool, len(z.gone))
-			for _, name := range z.gone {
-				changed[name] = true
-			}
-		}
-		// The index of a zone built from the served one is mostly a copy
-		// of it, slot for slot: a node in the same slot as the served
-		// zone's is borrowed without a look-up.
-		var same []*node
-		if z.prev != nil && len(z.prev.nodes.slots) == len(z.nodes.slots) {
-			same = z.prev.nodes.slots
-		}
-		for i, n := range z.nodes.slots {
-			if n == nil {
-				continue
-			}
-			name := n.name
-			if same != nil && same[i] == n || z.borrowed(n) {
-				if n.wildChild == wild[name] && (n.sig != nil) == z.Signed() {
-					if !n.dependent() {
-						continue
-					}
-					if changed != nil {
-						deps = append(deps, n)
-						continue
-					}
+		name := n.name
+		if same != nil && same[i] == n || z.borrowed(n) {
+			if n.wildChild == wild[name] && (n.sig != nil) == z.Signed() {
+				if !n.dependent() {
+					continue
 				}
-				n = z.own(n)
-			} else if changed != nil && z.moved(n) {
-				changed[name] = true
+				if changed != nil {
+					deps = append(deps, n)
+					continue
+				}
 			}
-			if !z.Signed() {
-				n.sig = nil // signed in the served zone, no longer
-			}
-			n.wildChild = wild[name]
-			nodes = append(nodes, n)
+			n = z.own(n)
+		} else if changed != nil && z.moved(n) {
+			changed[name] = true
 		}
-		for _, n := range deps {
-			if n.refersTo(changed) {
-				nodes = append(nodes, z.own(n))
-			}
+		if !z.Signed() {
+			n.sig = nil // signed in the served zone, no longer
 		}
-		workers := max(1, min(int(z.workers), len(nodes)/4096))
-		var wg sync.WaitGroup
-		if len(nodes) <= smallZoneNodes {
-			small.z = z
+		n.wildChild = wild[name]
+		nodes = append(nodes, n)
+	}
+	for _, n := range deps {
+		if n.refersTo(changed) {
+			nodes = append(nodes, z.own(n))
+		}
+	}
+	return precompileJob{z: z, nodes: nodes, workers: max(1, min(int(z.workers), len(nodes)/4096))}
+}
+
+// pack makes the templates of the job's nodes: a small zone's with the
+// packer small (nil only for a large zone), a large zone's on its own
+// goroutines. It writes the job's nodes only.
+func (s *Set) pack(j *precompileJob, small *packer) {
+	z, nodes := j.z, j.nodes
+	if j.apexOnly {
+		p := packer{s: s, z: z}
+		p.node(z.apex)
+		p.release()
+		return
+	}
+	if len(nodes) <= smallZoneNodes {
+		small.z = z
+		for _, n := range nodes {
+			small.node(n)
+		}
+		small.z = nil
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range j.workers {
+		part := nodes[w*len(nodes)/j.workers : (w+1)*len(nodes)/j.workers]
+		wg.Go(func() {
+			p := packer{s: s, z: z}
+			for _, n := range part {
+				p.node(n)
+			}
+			p.release()
+		})
+	}
+	wg.Wait()
+}
+
+// finish stores the job's RRsets that its templates hold in wire form,
+// lets the zone's text go and copies a small zone parsed anew into the
+// compactor dense: once every zone of the set that may look up its names
+// is packed.
+func (j *precompileJob) finish(dense *compactor) {
+	z, nodes := j.z, j.nodes
+	if j.apexOnly {
+		z.dropSource()
+		return
+	}
+	if z.signer == nil && z.pre == nil && z.steerSigner == nil {
+		// Once every template is made (a template may hold other
+		// nodes' records), on the same goroutines; a small zone's
+		// on this one (a goroutine each cost 100,000 zones more
+		// than their stores).
+		if j.workers == 1 {
 			for _, n := range nodes {
-				small.node(n)
+				z.storeNode(n)
 			}
-			small.z = nil
 		} else {
-			for w := range workers {
-				part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]
+			var wg sync.WaitGroup
+			for w := range j.workers {
+				part := nodes[w*len(nodes)/j.workers : (w+1)*len(nodes)/j.workers]
 				wg.Go(func() {
-					p := packer{s: s, z: z}
 					for _, n := range part {
-						p.node(n)
+						z.storeNode(n)
 					}
-					p.release()
 				})
 			}
 			wg.Wait()
 		}
-		if z.signer == nil && z.pre == nil && z.steerSigner == nil {
-			// Once every template is made (a template may hold other
-			// nodes' records), on the same goroutines; a small zone's
-			// on this one (a goroutine each cost 100,000 zones more
-			// than their stores).
-			if workers == 1 {
-				for _, n := range nodes {
-					z.storeNode(n)
-				}
-			} else {
-				for w := range workers {
-					part := nodes[w*len(nodes)/workers : (w+1)*len(nodes)/workers]
-					wg.Go(func() {
-						for _, n := range part {
-							z.storeNode(n)
-						}
-					})
-				}
-				wg.Wait()
-			}
-		}
-		// A zone parsed anew is copied out of its parse's garbage (see
-		// compact.go); one parsed with the served zone holds that
-		// zone's nodes where they did not change, shared as they are.
-		fresh := z.prev == nil
-		z.prev, z.workers = nil, 0
-		z.dropSource()
-		if fresh && z.compactable() {
-			dense.zone(z)
-		}
+	}
+	// A zone parsed anew is copied out of its parse's garbage (see
+	// compact.go); one parsed with the served zone holds that
+	// zone's nodes where they did not change, shared as they are.
+	fresh := z.prev == nil
+	z.prev, z.workers = nil, 0
+	z.dropSource()
+	if fresh && z.compactable() {
+		dense.zone(z)
 	}
 }
 
