@@ -466,6 +466,7 @@ type packer struct {
 	scratch   []byte
 	out       []byte
 	msg       dns.Msg
+	ans       Answer
 	arena     []byte
 	templates []template
 	// seen, when not nil, holds the answers kept so far but addresses
@@ -488,6 +489,7 @@ func (p *packer) release() {
 		packBuffers.Put(&[2][]byte{p.scratch, p.out[:0]})
 	}
 	p.scratch, p.out = nil, nil
+	p.ans = Answer{} // nor hold the records it answered last
 }
 
 // arenaBlock is the size of the largest blocks templates are cut from
@@ -567,19 +569,21 @@ func (p *packer) node(n *node) {
 // it (with the DNSSEC wishes o), without its question; nil when it is no
 // positive answer.
 func (p *packer) looked(name string, qtype uint16, o *LookupOptions) []byte {
-	var a Answer
-	p.s.LookupWith(&a, name, qtype, nil, o)
-	m := &dns.Msg{
-		MsgHdr:   dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode},
-		Compress: true,
-		Question: []dns.Question{{Name: name, Qtype: qtype, Qclass: dns.ClassINET}},
-		Answer:   a.Answer, Ns: a.Ns, Extra: a.Extra,
-	}
+	// The answer's and the message's slices are the packer's, used again
+	// (a small zone's NS, MX and SOA are three lookups each).
+	a := &p.ans
+	p.s.LookupWith(a, name, qtype, nil, o)
+	m := &p.msg
+	m.MsgHdr = dns.MsgHdr{Response: true, Authoritative: a.Authoritative, Rcode: a.Rcode}
+	m.Compress = true
+	m.Question = append(m.Question[:0], dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET})
+	m.Answer, m.Ns, m.Extra = a.Answer, a.Ns, a.Extra
 	if p.scratch == nil {
 		b := packBuffers.Get().(*[2][]byte)
 		p.scratch, p.out = b[0], b[1][:0]
 	}
 	w, err := m.PackBuffer(p.scratch) // into the scratch buffer: what is kept is copied
+	m.Answer, m.Ns, m.Extra, m.Compress = nil, nil, nil, false
 	if err == nil && !a.Referral && len(a.Answer) > 0 {
 		if end := questionEnd(w); end > 0 {
 			p.out = append(append(p.out[:0], w[:12]...), w[end:]...)
