@@ -55,6 +55,7 @@ type fastParser struct {
 	// that starts its line (an owner or directive), whether a comment
 	// came inside its parentheses.
 	toks     []fastTok
+	tokBuf   [16]fastTok // toks' first block
 	line     int
 	owner    bool
 	cmtParen bool
@@ -66,11 +67,15 @@ type fastParser struct {
 
 	rrs []dns.RR
 	pos []int32
-	// Blocks the records, names and addresses are cut from: the
-	// builder copies every one of those it keeps into its own blocks
-	// (compact), so these are garbage once the zone is built. The
-	// records it keeps as they are (SOA, DNAME) get their own
-	// allocations.
+	// Blocks the names and addresses are cut from. The builder copies
+	// every one it keeps into its own blocks (compact), so these are
+	// garbage once the zone is built, and so may be names and strings
+	// written in full in the file, which are handed out as they are
+	// there (the zone does not keep the file's text). The records it
+	// keeps with their names as they are (SOA, DNAME) get allocations
+	// of their own. The records of the types compact knows are cut
+	// from blocks that hold records only, which the zone keeps as
+	// they are (see builder.fast).
 	names []byte
 	ips   []byte
 	strs  []string
@@ -84,12 +89,14 @@ type fastParser struct {
 	srv   fastSlab[dns.SRV]
 }
 
-// fastSlab hands out zero values from blocks.
+// fastSlab hands out zero values from blocks, as slab does: the first
+// of one, each next one twice the last (most small zones hold one or two
+// records of most types).
 type fastSlab[T any] struct{ buf []T }
 
 func (s *fastSlab[T]) new() *T {
 	if len(s.buf) == cap(s.buf) {
-		s.buf = make([]T, 0, max(4, 2*cap(s.buf)))
+		s.buf = make([]T, 0, nextBlock(cap(s.buf), 1, slabBlock, 1))
 	}
 	s.buf = s.buf[:len(s.buf)+1]
 	return &s.buf[len(s.buf)-1]
@@ -109,7 +116,8 @@ func fastParse(origin string, data []byte) (rrs []dns.RR, lines []int32, ok bool
 	n := bytes.Count(data, []byte{'\n'}) + 1
 	p := &fastParser{data: data, origin: origin, lineNo: 1,
 		rrs: make([]dns.RR, 0, n), pos: make([]int32, 0, n),
-		names: make([]byte, 0, 2*len(data)+64)}
+		names: make([]byte, 0, len(data)/2+64)}
+	p.toks = p.tokBuf[:0]
 	for {
 		more, ok := p.entry()
 		if !ok {
@@ -267,8 +275,8 @@ func (p *fastParser) token(t fastTok) {
 
 func (p *fastParser) text(t fastTok) []byte { return p.data[t.start:t.end] }
 
-// view is b as a string, for a look only (never kept: the file's text
-// is not kept with the zone).
+// view is b as a string, for a look or for what the builder copies: the
+// zone does not keep the file's text (dropSource).
 func view(b []byte) string {
 	if len(b) == 0 {
 		return ""
@@ -504,7 +512,7 @@ func (p *fastParser) rdata(h dns.RR_Header, toks []fastTok) dns.RR {
 			if len(w) > 255 {
 				return nil // cut in parts by the ZoneParser
 			}
-			txt[i] = p.str(w)
+			txt[i] = view(w) // copied by compact
 		}
 		r := p.txt.new()
 		r.Hdr, r.Txt = h, txt
@@ -593,7 +601,7 @@ func (p *fastParser) name(w []byte, kept bool) (string, bool) {
 		if kept {
 			return string(w), true
 		}
-		return p.str(w), true
+		return s, true // copied by compact, or the owner's by the node
 	}
 	if kept {
 		if p.origin == "." {
@@ -601,25 +609,14 @@ func (p *fastParser) name(w []byte, kept bool) (string, bool) {
 		}
 		return s + "." + p.origin, true
 	}
-	start := len(p.names)
 	p.grow(len(w) + 1 + len(p.origin))
+	start := len(p.names)
 	p.names = append(p.names, w...)
 	if p.origin != "." {
 		p.names = append(p.names, '.')
 	}
 	p.names = append(p.names, p.origin...)
 	return unsafe.String(&p.names[start], len(p.names)-start), true
-}
-
-// str returns w copied into the parse's block of names ("" for none).
-func (p *fastParser) str(w []byte) string {
-	if len(w) == 0 {
-		return ""
-	}
-	p.grow(len(w))
-	start := len(p.names)
-	p.names = append(p.names, w...)
-	return unsafe.String(&p.names[start], len(w))
 }
 
 // grow makes room for n more bytes in the block of names: a new block

@@ -202,6 +202,16 @@ func TestFastParseTrickyLines(t *testing.T) {
 			}
 		}
 	}
+	// Names far longer than the file's text (a long origin): the
+	// block of names grows.
+	long := strings.Repeat(strings.Repeat("o", 60)+".", 3) + "example."
+	var b strings.Builder
+	for i := range 200 {
+		b.WriteString(string(rune('a'+i%26)) + " 60 A 192.0.2.1\n")
+	}
+	if !fastAgrees(t, "long origin", long, []byte(b.String())) {
+		t.Error("a long origin: fastParse gave it up")
+	}
 	rng := rand.New(rand.NewPCG(31, 1))
 	const files = 3000
 	for i := range files {

@@ -89,7 +89,7 @@ func ParseWith(fsys fs.FS, origin, file string, data []byte, opts ParseOptions) 
 		hint = expect / 2
 	}
 	z = &Zone{Origin: origin, File: file, nodes: newNodeTable(hint), files: src.pos.files}
-	b := builder{z: z, prev: prev, rec: newSlabs()}
+	b := builder{z: z, prev: prev, rec: newSlabs(), fast: src.fast && prev == nil}
 	if spans != nil {
 		b.chunks = &chunkOf{spans: spans}
 		b.spread = map[string][]uint32{}
@@ -496,6 +496,11 @@ type builder struct {
 	// tooSpread is set when more than maxSpread names have records in
 	// several chunks.
 	tooSpread bool
+	// fast: the records are fastParse's, in blocks that hold records
+	// only, nearly all of which the zone keeps (all but duplicates):
+	// compact leaves them where they are and copies only their names
+	// and data.
+	fast bool
 }
 
 // maxSpread is the most names with records in several chunks a zone
@@ -731,27 +736,51 @@ func (b *builder) compact(rr dns.RR) dns.RR {
 	switch r := rr.(type) {
 	case *dns.A:
 		r.A = b.ip4(r.A)
+		if b.fast {
+			return r
+		}
 		return b.rec.a.ptr(r)
 	case *dns.AAAA:
 		r.AAAA = b.ip(r.AAAA)
+		if b.fast {
+			return r
+		}
 		return b.rec.aaaa.ptr(r)
 	case *dns.CNAME:
 		r.Target = b.name(r.Target)
+		if b.fast {
+			return r
+		}
 		return b.rec.cname.ptr(r)
 	case *dns.TXT:
 		r.Txt = b.strs(r.Txt)
+		if b.fast {
+			return r
+		}
 		return b.rec.txt.ptr(r)
 	case *dns.MX:
 		r.Mx = b.name(r.Mx)
+		if b.fast {
+			return r
+		}
 		return b.rec.mx.ptr(r)
 	case *dns.NS:
 		r.Ns = b.name(r.Ns)
+		if b.fast {
+			return r
+		}
 		return b.rec.ns.ptr(r)
 	case *dns.PTR:
 		r.Ptr = b.name(r.Ptr)
+		if b.fast {
+			return r
+		}
 		return b.rec.ptr.ptr(r)
 	case *dns.SRV:
 		r.Target = b.name(r.Target)
+		if b.fast {
+			return r
+		}
 		return b.rec.srv.ptr(r)
 	}
 	return rr
@@ -959,6 +988,9 @@ type records struct {
 	i     int
 	fails []error         // of each part, read once its channel is closed
 	zp    *dns.ZoneParser // or the parser of the whole file, read as it goes
+	// fast: batch is fastParse's, whose records are in blocks of
+	// records only.
+	fast bool
 }
 
 // errParts says a part did not parse alone: the whole file is parsed
@@ -1024,7 +1056,7 @@ func readRecords(fsys fs.FS, origin, file string, data []byte, workers int, span
 	if len(data) >= minChunked {
 		*spans, _ = cutChunks(origin, data)
 	} else if rrs, at, ok := fastParse(origin, data); ok {
-		return &records{pos: &lines{files: []string{file}, line: at}, batch: rrs}
+		return &records{pos: &lines{files: []string{file}, line: at}, batch: rrs, fast: true}
 	}
 	zp := dns.NewZoneParser(bytes.NewReader(data), origin, file)
 	zp.SetIncludeAllowed(true)
