@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/steer-dns/steer/internal/snapshot"
 )
@@ -58,9 +59,11 @@ func (k *copyKeeper) run() {
 		k.queue[0] = nil
 		k.queue = k.queue[1:]
 		k.mu.Unlock()
+		t0, n := time.Now(), c.Len()
 		for _, w := range c.Keep() {
 			k.log.Warn(w.String())
 		}
+		k.log.Debug("last good copies kept", "zones", n, "took", time.Since(t0).Round(time.Millisecond))
 	}
 }
 

@@ -3,11 +3,15 @@ package snapshot
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/zone"
@@ -18,15 +22,42 @@ import (
 // the last good copy of the zone origin (see zone.CacheFile).
 func CacheFile(origin string) string { return zone.CacheFile(origin) }
 
-// loadCopy reads the cached copy of origin in dir; src is nil when there
-// is none.
+// loadCopy reads the cached copy of origin in dir: its file of its own
+// (CacheFile) or its copy in the pack (copypack.go), whichever is newer;
+// src is nil when there is none. path names the file, or the pack and the
+// copy's name in it ("…/copies.pack#example.com.zone").
 func loadCopy(dir, origin string) (path string, src []byte, err error) {
-	path = filepath.Join(dir, CacheFile(origin))
-	src, err = os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return path, nil, nil
+	name := CacheFile(origin)
+	path = filepath.Join(dir, name)
+	// Twice: a pack written meanwhile takes the file in and removes it.
+	for range 2 {
+		st, serr := os.Stat(path)
+		if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+			return path, nil, serr
+		}
+		var p *copyPack
+		p, err = openPack(filepath.Join(dir, packName))
+		if err == nil && p != nil {
+			var e packEntry
+			var ok bool
+			e, ok, err = p.find(name)
+			if err == nil && ok && (serr != nil || !st.ModTime().After(p.mtime)) {
+				src, err = p.read(e)
+				p.close()
+				return p.path + "#" + name, src, err
+			}
+			p.close()
+		}
+		if serr != nil {
+			break
+		}
+		src, rerr := os.ReadFile(path)
+		if rerr == nil || !errors.Is(rerr, fs.ErrNotExist) {
+			return path, src, rerr
+		}
 	}
-	return path, src, err
+	// None (or only a damaged pack: err says so).
+	return path, nil, err
 }
 
 // zoneCopy is the source (zone.Source) of the zone origin, taken before
@@ -44,8 +75,15 @@ type Copies struct {
 	items []zoneCopy // nil once kept
 }
 
+// Len is the number of copies not kept yet.
+func (c *Copies) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items)
+}
+
 // Keep writes each copy that differs from the one in the directory, the
-// first time it is called; the problems name the copy that could not be
+// first time it is called; the problems name the copies that could not be
 // kept.
 func (c *Copies) Keep() diag.Problems {
 	c.mu.Lock()
@@ -54,49 +92,157 @@ func (c *Copies) Keep() diag.Problems {
 	c.items = nil
 	var warns diag.Problems
 	for _, f := range saveCopies(c.dir, items) {
-		warns.Add(f.path, 0, "cannot keep the last good copy of zone %s: %v", f.origin, f.err)
+		warns.Add(f.path, 0, "%s", f.msg)
 	}
 	return warns
 }
 
-// cacheFailure is a zone whose copy could not be kept, and why.
+// cacheFailure is a copy that could not be kept, and why.
 type cacheFailure struct {
-	path, origin string
-	err          error
+	path, msg string
 }
 
-// saveCopies writes each copy to its cache file in dir where it differs
-// from what is there, atomically: a crash leaves the old copy or the new
-// one, never half of one. The copies are written to temporary files
-// first, made durable together (one sync of the file system rather than
-// one per file: a start with 100,000 zones would otherwise wait for
-// 200,000 syncs), then renamed, and the directory synced once.
+func zoneFailure(path, origin string, err error) cacheFailure {
+	return cacheFailure{path, fmt.Sprintf("cannot keep the last good copy of zone %s: %v", origin, err)}
+}
+
+// saveCopies writes each copy that differs from the one kept in dir:
+// many (packMin, and a sixteenth of the pack) as a new pack of every
+// zone's copy (copypack.go), fewer as files of their own, which are
+// newer than the pack and override its copies. Either is atomic: a crash
+// leaves the old copy or the new one, never half of one.
 func saveCopies(dir string, items []zoneCopy) []cacheFailure {
+	var fails []cacheFailure
+	own, err := ownFiles(dir)
+	if err != nil {
+		return append(fails, cacheFailure{dir, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(items), err)})
+	}
+	packPath := filepath.Join(dir, packName)
+	pack, err := openPack(packPath)
+	if err == nil && pack != nil && len(items) > 64 {
+		err = pack.load() // many look-ups: the index in memory, checked
+	}
+	if err != nil {
+		// Damaged: every copy is written anew (a new pack replaces it).
+		fails = append(fails, cacheFailure{packPath, fmt.Sprintf("the last good copies kept are not read: %v", err)})
+		pack.close()
+		pack = nil
+	}
+	defer pack.close()
+	var win *packWindow
+	var packTime time.Time
+	packCount := 0
+	if pack != nil {
+		win, packTime, packCount = &packWindow{f: pack.f}, pack.mtime, pack.count
+	}
+	// ownNewer: the file of its own named name holds a newer copy than
+	// the pack (which has one too).
+	ownNewer := func(path string) bool {
+		st, err := os.Stat(path)
+		return err == nil && st.ModTime().After(packTime)
+	}
+	var diff []int32 // indices of items
+	var buf []byte
+	names := make([]string, len(items))
+	for i, it := range items {
+		if it.src == nil {
+			continue
+		}
+		name := CacheFile(it.origin)
+		names[i] = name
+		var e packEntry
+		inPack := false
+		if pack != nil {
+			e, inPack, _ = pack.find(name) // an error is a copy not found: written again
+		}
+		same := false
+		switch {
+		case own[name] && (!inPack || ownNewer(filepath.Join(dir, name))):
+			same, buf = sameFile(filepath.Join(dir, name), it.src, buf)
+		case inPack:
+			same = win.equal(e, it.src)
+		}
+		if !same {
+			diff = append(diff, int32(i))
+		}
+	}
+	if len(diff) == 0 {
+		return fails
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return append(fails, cacheFailure{dir, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(diff), err)})
+	}
+	if n := len(diff) + len(own); n >= packMin && n*16 >= packCount {
+		// A new pack of every copy: items', then those of zones not
+		// among them, from their own files or the old pack; the files of
+		// their own it takes in are removed once it is in place.
+		var newest time.Time
+		newer := make(map[string]bool, len(own))
+		for name := range own {
+			st, err := os.Stat(filepath.Join(dir, name))
+			if err != nil {
+				continue
+			}
+			newest = later(newest, st.ModTime())
+			newer[name] = st.ModTime().After(packTime)
+		}
+		all := make([]packItem, 0, len(items)+len(own))
+		for i, it := range items {
+			if it.src != nil {
+				all = append(all, packItem{name: names[i], data: it.src})
+			}
+		}
+		slices.Sort(names)
+		among := func(name []byte) bool {
+			_, ok := slices.BinarySearchFunc(names, name, func(s string, b []byte) int { return -compareName(b, s) })
+			return ok
+		}
+		for name := range own {
+			if among([]byte(name)) {
+				continue
+			}
+			if pack != nil && !newer[name] {
+				if e, ok, _ := pack.find(name); ok {
+					all = append(all, packItem{name: name, e: &e})
+					continue
+				}
+			}
+			all = append(all, packItem{name: name, path: filepath.Join(dir, name)})
+		}
+		for i := range packCount {
+			e, n, err := pack.record(i)
+			if err != nil {
+				break
+			}
+			if !own[string(n)] && !among(n) {
+				all = append(all, packItem{name: string(n), e: &e})
+			}
+		}
+		skipped, err := writePack(dir, all, win, later(newest, packTime))
+		if err != nil {
+			return append(fails, cacheFailure{packPath, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(diff), err)})
+		}
+		syncDir(dir) // the rename itself survives a crash
+		for name := range own {
+			if err, ok := skipped[name]; ok {
+				fails = append(fails, cacheFailure{filepath.Join(dir, name), fmt.Sprintf("last good copy not taken into %s: %v", packName, err)})
+				continue
+			}
+			// Left by a crash, it is older than the pack and loses to it.
+			os.Remove(filepath.Join(dir, name))
+		}
+		return fails
+	}
 	type pending struct {
 		tmp, path, origin string
 	}
 	var todo []pending
-	var fails []cacheFailure
-	made := false
-	var buf []byte
-	for _, it := range items {
-		path := filepath.Join(dir, CacheFile(it.origin))
-		if it.src == nil {
-			continue
-		}
-		var same bool
-		if same, buf = sameFile(path, it.src, buf); same {
-			continue
-		}
-		if !made {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return append(fails, cacheFailure{path, it.origin, err})
-			}
-			made = true
-		}
-		tmp, err := writeTemp(dir, it.src)
+	for _, i := range diff {
+		it := items[i]
+		path := filepath.Join(dir, names[i])
+		tmp, err := writeTemp(dir, it.src, packTime)
 		if err != nil {
-			fails = append(fails, cacheFailure{path, it.origin, err})
+			fails = append(fails, zoneFailure(path, it.origin, err))
 			continue
 		}
 		todo = append(todo, pending{tmp, path, it.origin})
@@ -120,9 +266,9 @@ func saveCopies(dir string, items []zoneCopy) []cacheFailure {
 			if rerr == nil {
 				continue
 			}
-			fails = append(fails, cacheFailure{p.path, p.origin, rerr})
+			fails = append(fails, zoneFailure(p.path, p.origin, rerr))
 		} else {
-			fails = append(fails, cacheFailure{p.path, p.origin, err})
+			fails = append(fails, zoneFailure(p.path, p.origin, err))
 		}
 		os.Remove(p.tmp)
 	}
@@ -131,6 +277,51 @@ func saveCopies(dir string, items []zoneCopy) []cacheFailure {
 		d.Close()
 	}
 	return fails
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// ownFiles lists the copies in files of their own in dir (CacheFile
+// names); none when dir does not exist.
+func ownFiles(dir string) (map[string]bool, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	var own map[string]bool
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			if strings.HasSuffix(n, ".zone") && !strings.HasPrefix(n, ".tmp-") {
+				if own == nil {
+					own = make(map[string]bool)
+				}
+				own[n] = true
+			}
+		}
+		if err == io.EOF {
+			return own, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }
 
 // syncData makes the n temporary files just written in the directory d
@@ -151,8 +342,9 @@ func syncFile(path string) error {
 	return f.Sync()
 }
 
-// writeTemp writes src to a new temporary file in dir, not synced.
-func writeTemp(dir string, src []byte) (string, error) {
+// writeTemp writes src to a new temporary file in dir, not synced, with
+// a modification time later than after (the pack's, which it overrides).
+func writeTemp(dir string, src []byte, after time.Time) (string, error) {
 	f, err := os.CreateTemp(dir, ".tmp-*.zone")
 	if err != nil {
 		return "", err
@@ -160,6 +352,9 @@ func writeTemp(dir string, src []byte) (string, error) {
 	tmp := f.Name()
 	if _, err = f.Write(src); err == nil {
 		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = newerThan(f, tmp, after)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -21,6 +21,7 @@ func CacheFile(origin string) string {
 		name = "%72oot" // "root" is the root zone's
 	default:
 		var b strings.Builder
+		b.Grow(len(origin) + len(".zone"))
 		for i := 0; i < len(origin)-1; i++ {
 			c := origin[i]
 			switch {
