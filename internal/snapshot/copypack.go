@@ -250,7 +250,14 @@ func (w *packWindow) each(off, n int64, fn func([]byte) error) error {
 	}
 	for n > 0 {
 		if off < w.off || off >= w.off+int64(w.n) {
-			m, err := w.f.ReadAt(w.buf, off)
+			// A buffer full when reading on (copies in the order
+			// written); else what is asked, to a page: a reload's few
+			// look-ups read no more than their copies.
+			read := w.buf
+			if end := w.off + int64(w.n); w.n == 0 || off < end || off > end+4096 {
+				read = w.buf[:min(int64(len(w.buf)), max(n, 4096))]
+			}
+			m, err := w.f.ReadAt(read, off)
 			if m == 0 {
 				if err == nil || err == io.EOF {
 					err = io.ErrUnexpectedEOF
