@@ -237,3 +237,28 @@ func TestCopyPackCrash(t *testing.T) {
 		t.Fatalf("Degraded = %+v, want z0.example. from the new pack", snap.Degraded)
 	}
 }
+
+// TestCopyPackTakesFilesIn: the copies an earlier version kept in a file
+// each (or many reloads left) go into a pack at the next start even when
+// none changed, so that later restarts read one file instead of each.
+func TestCopyPackTakesFilesIn(t *testing.T) {
+	restore := snapshot.SetPackMin(1 << 30)
+	f := newPackFixture(t, 6)
+	f.start()
+	restore()
+	f.wantFiles(seqNames(6)...)
+	defer snapshot.SetPackMin(4)()
+	f.start()
+	f.wantFiles(snapshot.PackName)
+	f.zone(4, "broken\n")
+	snap, _ := f.start()
+	f.servesCopy(snap, 4, f.inPack(4), 1)
+}
+
+func seqNames(n int) []string {
+	var s []string
+	for i := range n {
+		s = append(s, fmt.Sprintf("z%d.example.zone", i))
+	}
+	return s
+}

@@ -166,13 +166,17 @@ func saveCopies(dir string, items []zoneCopy) []cacheFailure {
 			diff = append(diff, int32(i))
 		}
 	}
-	if len(diff) == 0 {
+	// Many files of their own (an earlier version's, or many reloads')
+	// go into a pack even when no copy changed: a restart reads one file.
+	n := len(diff) + len(own)
+	packed := n >= packMin && n*16 >= packCount
+	if len(diff) == 0 && (!packed || len(own) < packMin) {
 		return fails
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return append(fails, cacheFailure{dir, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(diff), err)})
 	}
-	if n := len(diff) + len(own); n >= packMin && n*16 >= packCount {
+	if packed {
 		// A new pack of every copy: items', then those of zones not
 		// among them, from their own files or the old pack; the files of
 		// their own it takes in are removed once it is in place.
@@ -220,7 +224,7 @@ func saveCopies(dir string, items []zoneCopy) []cacheFailure {
 		}
 		skipped, err := writePack(dir, all, win, later(newest, packTime))
 		if err != nil {
-			return append(fails, cacheFailure{packPath, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(diff), err)})
+			return append(fails, cacheFailure{packPath, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(all), err)})
 		}
 		syncDir(dir) // the rename itself survives a crash
 		for name := range own {
