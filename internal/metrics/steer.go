@@ -144,7 +144,10 @@ func (m *Metrics) SetRecords(recs []Record) {
 // number pool, and whether it failed open (every target down). Indexes out
 // of range of the last SetRecords are ignored. It does not allocate or
 // lock.
-func (m *Metrics) Steered(record, pool int, allDown bool) {
+func (m *Metrics) Steered(record, pool int, allDown bool) { m.SteeredN(record, pool, allDown, 1) }
+
+// SteeredN is Steered n times over.
+func (m *Metrics) SteeredN(record, pool int, allDown bool, n int) {
 	t := m.steer.Load()
 	if uint(record) >= uint(len(t.poolOff)-1) {
 		return
@@ -157,10 +160,10 @@ func (m *Metrics) Steered(record, pool int, allDown bool) {
 	if allDown {
 		fo = 1
 	}
-	t.answers[2*int(t.poolSlot[i])+fo].Add(1)
+	t.answers[2*int(t.poolSlot[i])+fo].Add(uint64(n))
 	if t.recPool != nil {
 		if s := t.recPool[i]; s >= 0 {
-			t.recAnswers[2*int(s)+fo].Add(1)
+			t.recAnswers[2*int(s)+fo].Add(uint64(n))
 		}
 	}
 }
@@ -169,7 +172,10 @@ func (m *Metrics) Steered(record, pool int, allDown bool) {
 // made by its rule number rule (0-based here, exposed 1-based as the rule
 // label). Indexes out of range of the last SetRecords are ignored. It
 // does not allocate or lock.
-func (m *Metrics) Decision(record, rule int) {
+func (m *Metrics) Decision(record, rule int) { m.DecisionN(record, rule, 1) }
+
+// DecisionN is Decision n times over.
+func (m *Metrics) DecisionN(record, rule, n int) {
 	t := m.steer.Load()
 	if uint(record) >= uint(len(t.ruleOff)-1) {
 		return
@@ -178,10 +184,10 @@ func (m *Metrics) Decision(record, rule int) {
 	if rule < 0 || i >= int(t.ruleOff[record+1]) {
 		return
 	}
-	t.decisions[t.ruleSlot[i]].Add(1)
+	t.decisions[t.ruleSlot[i]].Add(uint64(n))
 	if t.recRule != nil {
 		if s := t.recRule[i]; s >= 0 {
-			t.recDecisions[s].Add(1)
+			t.recDecisions[s].Add(uint64(n))
 		}
 	}
 }

@@ -363,15 +363,15 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed boo
 	if n.met != nil {
 		met, tr := n.met, n.tr
 		opts.Hooks = policy.Hooks{
-			Observe: func(record, pool int, allDown bool) {
-				met.Steered(record, pool, allDown)
-				tr.Answer(record, pool)
+			Observe: func(record, pool int, allDown bool, n int) {
+				met.SteeredN(record, pool, allDown, n)
+				tr.AnswerN(record, pool, n)
 			},
-			Decided: func(record int, d policy.Decision, ecs int) {
+			Decided: func(record int, d policy.Decision, ecs, n int) {
 				if d.Rule >= 0 {
-					met.Decision(record, d.Rule)
+					met.DecisionN(record, d.Rule, n)
 				}
-				tr.Decided(record, &d, ecs)
+				tr.DecidedN(record, &d, ecs, n)
 			},
 		}
 	}
