@@ -15,7 +15,7 @@ type Tally struct {
 	// they are kept as (index, count) pairs, spilled to m when full.
 	q      [8]tallyEntry // index into m.queries
 	nq     int
-	scope  [4]tallyEntry // family*(maxScope+1) + prefix length
+	scope  [16]tallyEntry // family*(maxScope+1) + prefix length: a batch of ECS answers returns a dozen
 	nscope int
 
 	bytes     [numTransports]uint64
