@@ -52,6 +52,9 @@ func servingNode(tb testing.TB) (*dnsserver.Handler, *prometheus.Registry, *traf
 		tb.Fatal(err)
 	}
 	db, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "geo", "larkbook-city.mmdb"))
+	if f := os.Getenv("STEER_SERVING_DB"); f != "" {
+		db = f // bench/run.sh's converted database: the partition's real size
+	}
 	cfgText := fmt.Sprintf(`listen: ["127.0.0.1:0"]
 identity: steer-bench
 zones:
