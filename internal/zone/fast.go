@@ -208,54 +208,82 @@ func (s *Set) manyWorkers(workers int) int {
 	return max(1, min(workers, small/minZonesPerWorker))
 }
 
-// precompileMany precompiles the set's zones on workers goroutines, in
-// phases: a zone's templates hold what lookups in other zones of the set
-// find (the addresses of an MX or NS target, a CNAME's target, a child
-// zone's delegation), so every zone is made ready for lookups (prepare)
-// before any is packed, and none is written where a lookup reads (its
-// RRsets stored in wire form, its nodes copied into shared blocks:
-// finish) until every zone is packed. Between those, a packing writes
-// only its own zone's templates and plain flags, which lookups do not
-// read. Each worker has its own packer (its blocks and its map of the
-// answers zones share byte for byte) and its own compactor; the answers
-// are the same bytes as one after another (TestPrecompileManyAsSerial).
+// precompileMany precompiles the set's zones on workers goroutines. A
+// zone's packing looks names up in the set, and a name of its own is
+// answered by it or by a zone hosted below it (a child zone, delegated or
+// not): so a zone no other zone of the set is above is read by its own
+// packing only, and is prepared, packed and finished on one goroutine at
+// once (a hosting provider's zones, while their data is in the cache). A
+// zone below another of the set is prepared before any zone is packed,
+// and finished (its RRsets stored in wire form, its nodes copied into
+// shared blocks, which lookups read) once every zone is packed; its
+// packing writes only its templates and plain flags, which lookups do
+// not read. Large zones are packed and finished one after another, each
+// on the goroutines its parse had. Each worker has its own packer (its
+// blocks and its map of the answers zones share byte for byte) and its
+// own compactor; the answers are the same bytes as one zone after
+// another (TestPrecompileManyAsSerial).
 func (s *Set) precompileMany(workers int) {
 	jobs := make([]precompileJob, len(s.list))
+	todo := func(z *Zone) bool { return z.Failed == "" && !z.precompiled }
+	// below[i]: another zone of the set is above zone i; large[i]: zone
+	// i is packed on its own goroutines.
+	below, large := make([]bool, len(s.list)), make([]bool, len(s.list))
+	for i, z := range s.list {
+		below[i] = s.hostsAbove(z.Origin)
+		large[i] = !z.apexOnly && z.nodes.len() > smallZoneNodes
+	}
 	parallelZones(len(jobs), workers, func(_, i int) {
-		if z := s.list[i]; z.Failed == "" && !z.precompiled {
+		if z := s.list[i]; todo(z) && (below[i] || large[i]) {
 			jobs[i] = z.prepare()
 		}
 	})
-	// Large zones one after another, each on the goroutines its parse
-	// had (as precompileSerial); then the small ones, on workers.
-	for i := range jobs {
-		if j := &jobs[i]; j.z != nil && !j.small() {
-			s.pack(j, nil)
-		}
-	}
 	packers := make([]packer, workers)
 	for w := range packers {
 		packers[w] = packer{s: s, seen: map[string][]byte{}}
 	}
+	for i := range jobs {
+		if j := &jobs[i]; j.z != nil && large[i] {
+			s.pack(j, &packers[0]) // few nodes to pack again: with the small zones' packer
+		}
+	}
+	dense := make([]compactor, workers)
 	parallelZones(len(jobs), workers, func(w, i int) {
-		if j := &jobs[i]; j.z != nil && j.small() {
+		if z := s.list[i]; todo(z) && !below[i] && !large[i] {
+			j := z.prepare()
+			s.pack(&j, &packers[w])
+			j.finish(&dense[w])
+		} else if j := &jobs[i]; j.z != nil && !large[i] {
 			s.pack(j, &packers[w])
 		}
 	})
 	for w := range packers {
 		packers[w].release()
 	}
-	dense := make([]compactor, workers)
 	for i := range jobs {
-		if j := &jobs[i]; j.z != nil && !j.small() {
+		if j := &jobs[i]; j.z != nil && large[i] {
 			j.finish(&dense[0])
 		}
 	}
 	parallelZones(len(jobs), workers, func(w, i int) {
-		if j := &jobs[i]; j.z != nil && j.small() {
+		if j := &jobs[i]; j.z != nil && !large[i] {
 			j.finish(&dense[w])
 		}
 	})
+}
+
+// hostsAbove reports whether a zone of the set is above origin (holds
+// it as a name below its own origin).
+func (s *Set) hostsAbove(origin string) bool {
+	if origin == "." {
+		return false
+	}
+	for off, end := dns.NextLabel(origin, 0); !end; off, end = dns.NextLabel(origin, off) {
+		if s.zones[origin[off:]] != nil {
+			return true
+		}
+	}
+	return s.zones["."] != nil
 }
 
 // parallelZones calls f(w, i) for each i below n on workers goroutines

@@ -225,6 +225,12 @@ alias IN CNAME www.c2.test.
 			t.Errorf("%s %s: template %x does not hold %s", c.name, dns.TypeToString[c.qtype], nd.Template(c.qtype), c.want)
 		}
 	}
+	// The parents are prepared, packed and finished at once; the zones
+	// below them wait for every packing.
+	if many.hostsAbove("c3.test.") || !many.hostsAbove("nodeleg.c3.test.") || !many.hostsAbove("sub.c20.test.") {
+		t.Errorf("zones above: c3.test. %v, nodeleg.c3.test. %v, sub.c20.test. %v",
+			many.hostsAbove("c3.test."), many.hostsAbove("nodeleg.c3.test."), many.hostsAbove("sub.c20.test."))
+	}
 	if answers < 10*n {
 		t.Errorf("%d templates compared, want at least %d", answers, 10*n)
 	}
