@@ -143,19 +143,20 @@ func (s *Server) serveRaw(u *rawUDP) {
 	defer s.wg.Done()
 	defer u.release()
 	var (
-		in     [batchSize][]byte
-		out    [batchSize][]byte
-		names  [batchSize]syscall.RawSockaddrAny
-		iovIn  [batchSize]syscall.Iovec
-		iovOut [batchSize]syscall.Iovec
-		recv   [batchSize]mmsghdr
-		send   [batchSize]mmsghdr
-		b      batch
-		bufs   = make([]byte, 2*batchSize*slotStride)
+		in      [batchSize][]byte
+		out     [batchSize][]byte
+		names   [batchSize]syscall.RawSockaddrAny
+		iovIn   [batchSize]syscall.Iovec
+		iovOut  [batchSize]syscall.Iovec
+		recv    [batchSize]mmsghdr
+		send    [batchSize]mmsghdr
+		b       batch
+		inBuf   = make([]byte, batchSize*maxUDPQuery)
+		outBufs = make([]byte, batchSize*maxUDPAnswer)
 	)
 	for i := range batchSize {
-		in[i] = bufs[i*slotStride:][:maxUDPQuery:maxUDPQuery]
-		out[i] = bufs[(batchSize+i)*slotStride:][:0:maxUDPAnswer]
+		in[i] = inBuf[i*maxUDPQuery : (i+1)*maxUDPQuery]
+		out[i] = outBufs[i*maxUDPAnswer : i*maxUDPAnswer : (i+1)*maxUDPAnswer]
 		iovIn[i] = syscall.Iovec{Base: &in[i][0]}
 		iovIn[i].SetLen(maxUDPQuery)
 		recv[i].hdr.Name = (*byte)(unsafe.Pointer(&names[i]))
@@ -259,13 +260,6 @@ const (
 	maxUDPQuery  = 4096
 	maxUDPAnswer = 4096
 )
-
-// slotStride is the distance between two datagram buffers of a reader:
-// a page and a cache line, so the first lines of the 2×batchSize buffers
-// (all a query or an answer usually touches) fall in distinct cache sets
-// instead of all in one (a 4 KiB stride maps every buffer's start to the
-// same set of the processor's first-level cache, which holds 8 of them).
-const slotStride = 4096 + 64
 
 // sockaddrAddr reads the address of a raw socket address.
 func sockaddrAddr(sa *syscall.RawSockaddrAny) (netip.Addr, bool) {
