@@ -30,8 +30,8 @@ import (
 //
 //	"steer-copies-v1\n"              16 bytes
 //	the copies' bytes, back to back
-//	index: one 24-byte record a copy, sorted by name:
-//	  offset u64, length u32, CRC-32C of the copy u32, name offset u32, name length u32
+//	index: one 32-byte record a copy, sorted by name:
+//	  offset u64, length u64, CRC-32C of the copy u32, name offset u32, name length u32, 0 u32
 //	names: the CacheFile names, back to back
 //	trailer: index offset u64, count u32, names length u32,
 //	  CRC-32C of index and names u32, 0 u32, "steer-cp"
@@ -42,7 +42,7 @@ const (
 	packName    = "copies.pack"
 	packMagic   = "steer-copies-v1\n"
 	packEnd     = "steer-cp"
-	packRecord  = 24
+	packRecord  = 32
 	packTrailer = 32
 )
 
@@ -166,11 +166,11 @@ func (p *copyPack) record(i int) (packEntry, []byte, error) {
 	}
 	e := packEntry{
 		off: int64(binary.LittleEndian.Uint64(r[0:])),
-		n:   int64(binary.LittleEndian.Uint32(r[8:])),
-		crc: binary.LittleEndian.Uint32(r[12:]),
+		n:   int64(binary.LittleEndian.Uint64(r[8:])),
+		crc: binary.LittleEndian.Uint32(r[16:]),
 	}
-	noff, nlen := int64(binary.LittleEndian.Uint32(r[16:])), int64(binary.LittleEndian.Uint32(r[20:]))
-	if noff+nlen > p.namesLen || e.off < int64(len(packMagic)) || e.off+e.n > p.indexOff {
+	noff, nlen := int64(binary.LittleEndian.Uint32(r[20:])), int64(binary.LittleEndian.Uint32(r[24:]))
+	if noff+nlen > p.namesLen || e.off < int64(len(packMagic)) || e.n < 0 || e.off > p.indexOff-e.n {
 		return packEntry{}, nil, fmt.Errorf("%s: not a pack of copies (index record %d out of range)", p.path, i)
 	}
 	if p.index != nil {
@@ -309,7 +309,8 @@ type packItem struct {
 // synced before it is renamed over the old pack (old reads its copies
 // taken from there). The pack's modification time is made later than
 // after: the files of their own it takes in must be older than it.
-// skipped are the files of items that could not be read (left out).
+// skipped are the items that could not be read (left out): a file of
+// its own, or a damaged copy of the old pack.
 func writePack(dir string, items []packItem, old *packWindow, after time.Time) (skipped map[string]error, err error) {
 	f, err := os.CreateTemp(dir, ".tmp-*.pack")
 	if err != nil {
@@ -345,7 +346,14 @@ func writePack(dir string, items []packItem, old *packWindow, after time.Time) (
 				return err
 			})
 			if err == nil && crc != it.e.crc {
-				err = fmt.Errorf("the copy of %s in the old pack is damaged", it.name)
+				// Left out (its bytes stay, indexed by nothing): one
+				// damaged copy must not keep every other from a pack.
+				if skipped == nil {
+					skipped = make(map[string]error)
+				}
+				skipped[it.name] = fmt.Errorf("its copy in the old pack is damaged (checksum)")
+				off += n
+				continue
 			}
 		case it.path != "":
 			data, rerr := os.ReadFile(it.path)
@@ -367,9 +375,6 @@ func writePack(dir string, items []packItem, old *packWindow, after time.Time) (
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", it.name, err)
 		}
-		if n > 1<<32-1 {
-			return nil, fmt.Errorf("%s: a copy of %d bytes is too large for a pack", it.name, n)
-		}
 		recs = append(recs, rec{it.name, off, n, crc})
 		off += n
 	}
@@ -382,10 +387,10 @@ func writePack(dir string, items []packItem, old *packWindow, after time.Time) (
 	nameOff := uint32(0)
 	for _, x := range recs {
 		binary.LittleEndian.PutUint64(r[0:], uint64(x.off))
-		binary.LittleEndian.PutUint32(r[8:], uint32(x.n))
-		binary.LittleEndian.PutUint32(r[12:], x.crc)
-		binary.LittleEndian.PutUint32(r[16:], nameOff)
-		binary.LittleEndian.PutUint32(r[20:], uint32(len(x.name)))
+		binary.LittleEndian.PutUint64(r[8:], uint64(x.n))
+		binary.LittleEndian.PutUint32(r[16:], x.crc)
+		binary.LittleEndian.PutUint32(r[20:], nameOff)
+		binary.LittleEndian.PutUint32(r[24:], uint32(len(x.name)))
 		iw.Write(r[:])
 		nameOff += uint32(len(x.name))
 	}

@@ -262,3 +262,41 @@ func seqNames(n int) []string {
 	}
 	return s
 }
+
+// TestCopyPackDamagedCopy: a copy whose bytes no longer match its
+// checksum is no copy (the zone is SERVFAIL and the warning says so),
+// and the next pack leaves it out, keeping every other.
+func TestCopyPackDamagedCopy(t *testing.T) {
+	defer snapshot.SetPackMin(4)()
+	f := newPackFixture(t, 6)
+	f.start()
+	pack := filepath.Join(f.cache, snapshot.PackName)
+	b, err := os.ReadFile(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), "z0.example.") // in the first zone's copy
+	b[i] = 'y'
+	if err := os.WriteFile(pack, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.zone(0, "broken\n")
+	snap, warns := f.start()
+	if len(snap.Degraded) != 1 || snap.Degraded[0].Serving != snapshot.ServingServfail {
+		t.Fatalf("Degraded = %+v, want z0.example. SERVFAIL", snap.Degraded)
+	}
+	if !strings.Contains(fmt.Sprint(warns), "is damaged") {
+		t.Errorf("warnings do not say the copy is damaged: %v", warns)
+	}
+	for i := 1; i <= 4; i++ {
+		f.zone(i, packZone(i, 2))
+	}
+	if _, warns = f.start(); !strings.Contains(fmt.Sprint(warns), "not taken into copies.pack") {
+		t.Errorf("warnings do not say the damaged copy is left out: %v", warns)
+	}
+	f.zone(5, "broken\n")
+	snap, _ = f.start()
+	if len(snap.Degraded) != 2 || snap.Degraded[1].Serving != "last good copy (from cache "+f.inPack(5)+")" {
+		t.Fatalf("Degraded = %+v, want z5.example. from the new pack", snap.Degraded)
+	}
+}

@@ -227,13 +227,14 @@ func saveCopies(dir string, items []zoneCopy) []cacheFailure {
 			return append(fails, cacheFailure{packPath, fmt.Sprintf("cannot keep the last good copies of %d zones: %v", len(all), err)})
 		}
 		syncDir(dir) // the rename itself survives a crash
+		for name, err := range skipped {
+			fails = append(fails, cacheFailure{filepath.Join(dir, name), fmt.Sprintf("last good copy %s not taken into %s: %v", name, packName, err)})
+		}
 		for name := range own {
-			if err, ok := skipped[name]; ok {
-				fails = append(fails, cacheFailure{filepath.Join(dir, name), fmt.Sprintf("last good copy not taken into %s: %v", packName, err)})
-				continue
+			if _, ok := skipped[name]; !ok {
+				// Left by a crash, it is older than the pack and loses to it.
+				os.Remove(filepath.Join(dir, name))
 			}
-			// Left by a crash, it is older than the pack and loses to it.
-			os.Remove(filepath.Join(dir, name))
 		}
 		return fails
 	}
