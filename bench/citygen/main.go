@@ -1,3 +1,8 @@
+//go:build !(386 || arm || mips || mipsle)
+
+// mmdbwriter v1.2.0 compares offsets with math.MaxUint32, which does not
+// compile where int is 32 bits: this bench tool builds on 64-bit systems.
+
 // Command citygen writes a synthetic GeoIP2-City-shaped MaxMind DB with
 // millions of networks, for measuring start-up and reloads at the size of
 // a commercial City database (bench/scale.sh --db). Every assignment is

@@ -1,3 +1,8 @@
+//go:build !(386 || arm || mips || mipsle)
+
+// mmdbwriter v1.2.0 compares offsets with math.MaxUint32, which does not
+// compile where int is 32 bits: this bench tool builds on 64-bit systems.
+
 // Command geoconv rewrites steer's embedded geo database (ip-location-db's
 // flat {country_code} layout) as a GeoIP2-Country-shaped database
 // ({country: {iso_code}, continent: {code}}) with exactly the same networks,

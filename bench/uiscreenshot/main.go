@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -95,7 +94,7 @@ func run(steerBin, out, example string, width, height, maxBytes int) error {
 	}
 	cmd := exec.Command(steerBin, "serve", "--config", config)
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = serverProcAttr() // procattr_*.go
 	if err := cmd.Start(); err != nil {
 		return err
 	}

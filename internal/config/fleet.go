@@ -97,8 +97,10 @@ const (
 	DefaultLeaseTTL       = 10 * time.Second
 	DefaultViewGrace      = 60 * time.Second
 	DefaultEtcdDialTimout = 5 * time.Second
-	// DefaultEtcdQuota is etcd's default --quota-backend-bytes.
-	DefaultEtcdQuota = 2 << 30
+	// DefaultEtcdQuota is etcd's default --quota-backend-bytes; typed, as
+	// an untyped 2 GiB passed to a ...any is an int, which overflows on
+	// 32-bit systems.
+	DefaultEtcdQuota int64 = 2 << 30
 )
 
 func (c *Config) applyFleetDefaults() {

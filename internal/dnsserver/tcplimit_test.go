@@ -579,19 +579,24 @@ func raiseNoFile(t testing.TB, n uint64) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		t.Skipf("getrlimit: %v", err)
 	}
-	if rl.Cur >= n {
+	// The limits are uint64 on Linux and darwin, int64 on FreeBSD
+	// (where infinity, -1, is the largest as a uint64 too).
+	if uint64(rl.Cur) >= n {
 		return
 	}
-	if rl.Max < n {
+	if uint64(rl.Max) < n {
 		t.Skipf("RLIMIT_NOFILE hard limit %d is below the %d descriptors this test needs", rl.Max, n)
 	}
 	old := rl
-	rl.Cur = n
+	setLimit(&rl.Cur, n)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		t.Skipf("setrlimit to %d: %v", n, err)
 	}
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
+
+// setLimit sets a limit of whichever integer type the system gives it.
+func setLimit[T int64 | uint64](p *T, n uint64) { *p = T(n) }
 
 // serverEstablished counts this process's ESTABLISHED TCP sockets whose
 // local address is ap, an IPv4 server address: the server's side of its

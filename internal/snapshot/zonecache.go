@@ -15,7 +15,6 @@ import (
 
 	"github.com/steer-dns/steer/internal/diag"
 	"github.com/steer-dns/steer/internal/zone"
-	"golang.org/x/sys/unix"
 )
 
 // CacheFile returns the name of the file, in a cache directory, that holds
@@ -335,7 +334,7 @@ func syncData(d *os.File, one string, n int) error {
 	if n == 1 {
 		return syncFile(one)
 	}
-	return unix.Syncfs(int(d.Fd()))
+	return syncFS(d) // syncfs_*.go
 }
 
 func syncFile(path string) error {

@@ -117,8 +117,9 @@ func StartBrowser(execPath, profile string, o Options) (*Browser, error) {
 		chromedp.CombinedOutput(out),
 		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
 			// Its own process group, so Close can kill every child by
-			// the browser's PID; and gone with the test binary.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+			// the browser's PID; and, on Linux, gone with the test
+			// binary (procattr_*.go).
+			cmd.SysProcAttr = browserProcAttr()
 		}),
 	)
 	if os.Getuid() == 0 {

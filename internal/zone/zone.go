@@ -16,8 +16,6 @@ import (
 	"os"
 	"regexp"
 	"sort"
-	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -510,108 +508,30 @@ func StampFile(fsys fs.FS, file string, now time.Time) (st FileStamp, ok bool) {
 // stamp is taken from the open file before it is read (fstat), and the
 // read is sized by it. A start reads 100,000 small zone files so, where
 // a stat of the path, then an open, a stat and reads took a second path
-// look-up and stat each. The file is read with system calls of its own
-// rather than an os.File, whose open also registers the descriptor with
-// the network poller (a refused epoll_ctl for a regular file) and sets a
-// cleanup, and whose close undoes both: a quarter of the cost of
-// reading a small file. It is opened with O_NOATIME where the kernel
-// permits it (the file's owner, or root), as the read need not be
-// written back to the disk as an access time; the stamp does not look
-// at that time.
+// look-up and stat each. (On Linux the file is read with system calls of
+// its own and O_NOATIME: read_linux.go.)
 func StampAndReadFile(fsys fs.FS, file string, now time.Time) (st FileStamp, ok bool, data []byte, err error) {
 	if fsys != nil {
 		data, err = fs.ReadFile(fsys, file)
 		return st, false, data, err
 	}
-	fd, err := openRead(file)
-	if err != nil {
-		return st, false, nil, &fs.PathError{Op: "open", Path: file, Err: err}
-	}
-	defer syscall.Close(fd)
-	var sys syscall.Stat_t
-	size := 512
-	if err := ignoringEINTR(func() error { return syscall.Fstat(fd, &sys) }); err == nil {
-		st, ok = stampOfStat(&sys, now)
-		if sys.Mode&syscall.S_IFMT == syscall.S_IFREG && sys.Size < 1<<30 {
-			size = int(sys.Size) + 1 // +1: the read that finds the end
-		}
-	}
-	data = make([]byte, 0, size)
-	for {
-		var n int
-		err := ignoringEINTR(func() (err error) {
-			n, err = syscall.Read(fd, data[len(data):cap(data)])
-			return err
-		})
-		if err != nil {
-			return st, ok, data, &fs.PathError{Op: "read", Path: file, Err: err}
-		}
-		if n <= 0 {
-			return st, ok, data, nil
-		}
-		data = data[:len(data)+n]
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)] // grows, as os.ReadFile does
-		}
-	}
-}
-
-// noNoatime is set once the kernel refused O_NOATIME (a file of another
-// user, without CAP_FOWNER): the files of one configuration mostly have
-// one owner, so the flag is not tried again.
-var noNoatime atomic.Bool
-
-// openRead opens file for reading, with O_NOATIME when permitted.
-func openRead(file string) (fd int, err error) {
-	const flags = syscall.O_RDONLY | syscall.O_CLOEXEC
-	if !noNoatime.Load() {
-		err = ignoringEINTR(func() (err error) {
-			fd, err = syscall.Open(file, flags|syscall.O_NOATIME, 0)
-			return err
-		})
-		if err != syscall.EPERM {
-			return fd, err
-		}
-		noNoatime.Store(true)
-	}
-	err = ignoringEINTR(func() (err error) {
-		fd, err = syscall.Open(file, flags, 0)
-		return err
-	})
-	return fd, err
-}
-
-// ignoringEINTR retries fn while it is interrupted by a signal, as the
-// os package does.
-func ignoringEINTR(fn func() error) error {
-	for {
-		if err := fn(); err != syscall.EINTR {
-			return err
-		}
-	}
+	return stampAndReadFile(file, now)
 }
 
 // stampOf is the stamp of the file fi describes, and whether it may be
 // trusted (StampFile).
 func stampOf(fi fs.FileInfo, now time.Time) (st FileStamp, ok bool) {
-	sys, _ := fi.Sys().(*syscall.Stat_t)
-	if sys == nil || !fi.Mode().IsRegular() {
+	if !fi.Mode().IsRegular() {
 		return st, false
 	}
-	return stampOfStat(sys, now)
+	st, ok = statStamp(fi) // stamp_*.go: the stat's fields differ by system
+	return st, ok && trusted(st, now)
 }
 
-// stampOfStat is stampOf of a regular file's stat.
-func stampOfStat(sys *syscall.Stat_t, now time.Time) (st FileStamp, ok bool) {
-	if sys.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return st, false
-	}
-	st = FileStamp{dev: uint64(sys.Dev), ino: sys.Ino, size: sys.Size,
-		mtime: sys.Mtim.Sec*1e9 + sys.Mtim.Nsec, ctime: sys.Ctim.Sec*1e9 + sys.Ctim.Nsec}
-	if now.UnixNano()-max(st.mtime, st.ctime) < int64(racyWindow) {
-		return st, false
-	}
-	return st, true
+// trusted reports whether the stamp st, taken at now, may be trusted:
+// the file did not change within racyWindow before.
+func trusted(st FileStamp, now time.Time) bool {
+	return now.UnixNano()-max(st.mtime, st.ctime) >= int64(racyWindow)
 }
 
 // Stamp returns the stamp of the file z was read from, as StampFile gave
