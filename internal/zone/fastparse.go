@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -55,7 +56,6 @@ type fastParser struct {
 	// that starts its line (an owner or directive), whether a comment
 	// came inside its parentheses.
 	toks     []fastTok
-	tokBuf   [16]fastTok // toks' first block
 	line     int
 	owner    bool
 	cmtParen bool
@@ -89,6 +89,11 @@ type fastParser struct {
 	srv   fastSlab[dns.SRV]
 }
 
+// fastParsers keeps parsers for the next file (a start parses 100,000,
+// on every core): only the parser and its list of tokens are used again,
+// as what it hands out is the file's records'.
+var fastParsers = sync.Pool{New: func() any { return new(fastParser) }}
+
 // fastSlab hands out zero values from blocks, as slab does: the first
 // of one, each next one twice the last (most small zones hold one or two
 // records of most types).
@@ -114,10 +119,14 @@ func fastParse(origin string, data []byte) (rrs []dns.RR, lines []int32, ok bool
 		return nil, nil, false
 	}
 	n := bytes.Count(data, []byte{'\n'}) + 1
-	p := &fastParser{data: data, origin: origin, lineNo: 1,
+	p := fastParsers.Get().(*fastParser)
+	*p = fastParser{data: data, origin: origin, lineNo: 1, toks: p.toks[:0],
 		rrs: make([]dns.RR, 0, n), pos: make([]int32, 0, n),
 		names: make([]byte, 0, len(data)/2+64)}
-	p.toks = p.tokBuf[:0]
+	defer func() {
+		*p = fastParser{toks: p.toks[:0]} // nothing of this file's
+		fastParsers.Put(p)
+	}()
 	for {
 		more, ok := p.entry()
 		if !ok {

@@ -253,3 +253,34 @@ func FuzzFastParse(f *testing.F) {
 		fastAgrees(t, "fuzz", "example.com.", data)
 	})
 }
+
+// BenchmarkParseFast parses zonegen's files with fastParse and with the
+// ZoneParser alone: the whole of ParseWith, as a start runs it.
+func BenchmarkParseFast(b *testing.B) {
+	for _, name := range []string{"zonegen-many.zone", "zonegen-gen.zone"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "fastparse", name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		origin := "cust000000.com."
+		if name == "zonegen-gen.zone" {
+			origin = "big.test."
+		}
+		for _, off := range []bool{false, true} {
+			what := "fast"
+			if off {
+				what = "zoneparser"
+			}
+			b.Run(name+"/"+what, func(b *testing.B) {
+				noFastParse = off
+				defer func() { noFastParse = false }()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, errs, _ := Parse(nil, origin, "f.zone", data); len(errs) > 0 {
+						b.Fatal(errs)
+					}
+				}
+			})
+		}
+	}
+}
