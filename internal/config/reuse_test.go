@@ -417,9 +417,15 @@ func loadAgain(t *testing.T, prev *Config, data []byte) (*Config, string) {
 }
 
 func TestLoadAgainMatchesParse(t *testing.T) {
+	// -short makes fewer edits of each file, not fewer files: about one
+	// file in six (13 of the 80) is one the split leaves to Parse by design
+	// (anchors and aliases, null items), each of whose edits decodes every
+	// record. Twenty files, of which three were such (seeds 8, 13 and 16:
+	// 355 of the 449 records decoded), fell below the bound the eighty
+	// hold to.
 	seeds, edits := 80, 8
 	if testing.Short() {
-		seeds = 20
+		edits = 2
 	}
 	var reused, decoded int
 	for seed := range seeds {
