@@ -216,9 +216,15 @@ gdnsd_rss_kib() {
 
 # gdnsd_reload DIR STEADY_KIB: gdnsd's reload of configuration and zones,
 # \`gdnsdctl replace\` (it starts a new daemon that takes over, and returns
-# once it answers), with RSS sampled as reload_measure does.
+# once it answers), with RSS sampled as reload_measure does. gdnsdctl gives
+# up after 47 s by default, while the replacement goes on loading: with a
+# City-sized --db (five maps, each loading it) or on a loaded machine the
+# replace took longer, the failure was ignored, the changed record was
+# asked of the old daemon and reported "not applied", and the next replace
+# was refused as one in progress. It now waits up to gdnsdctl's maximum,
+# 300 s, and a failure is reported as such.
 gdnsd_reload() {
-	local dir=$1 steady=$2 f="$WORK/gpeak" sampler t0 ms peak
+	local dir=$1 steady=$2 f="$WORK/gpeak" sampler t0 ms peak out fail=""
 	echo 0 >"$f"
 	rm -f "$WORK/gstop"
 	(
@@ -232,13 +238,13 @@ gdnsd_reload() {
 	sampler=$!
 	sleep 0.05
 	t0=$(now)
-	gdnsdctl -c "$dir" replace >/dev/null 2>&1 || true
+	out=$(gdnsdctl -t 300 -c "$dir" replace 2>&1) || fail=" ✗ gdnsdctl replace failed: $(tail -1 <<<"$out")"
 	ms=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.0f", (a - b) * 1000 }')
 	sleep 0.2
 	touch "$WORK/gstop"
 	wait "$sampler" 2>/dev/null || true
 	peak=$(cat "$f")
-	awk -v ms="$ms" -v p="$peak" -v s="$steady" 'BEGIN { printf "%s ms, peak %d MiB (%.2f×)", ms, p / 1024, (s > 0 ? p / s : 0) }'
+	awk -v ms="$ms" -v p="$peak" -v s="$steady" -v f="$fail" 'BEGIN { printf "%s ms, peak %d MiB (%.2f×)%s", ms, p / 1024, (s > 0 ? p / s : 0), f }'
 }
 
 # scrape_measure STEADY_KIB PID: one /metrics scrape, then RSS 2 s later;
