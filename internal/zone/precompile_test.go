@@ -24,7 +24,7 @@ import (
 // parsed with the served one, one WithSerial made and one that failed. Under the race detector it also checks that no
 // phase writes what another goroutine's lookups read.
 func TestPrecompileManyAsSerial(t *testing.T) {
-	const n = 4 * precompileRun
+	const n = 2 * precompileRun
 	small := func(i int) string {
 		o := fmt.Sprintf("c%d.test.", i)
 		s := fmt.Sprintf(`$ORIGIN %s
