@@ -153,17 +153,8 @@ wait_pid=$!
 # 49 s on it after the test stage; set HANDLE_EXECS for a longer run.)
 HANDLE_EXECS=${HANDLE_EXECS:-100000}
 PARSE_EXECS=${PARSE_EXECS:-30000}
-# packaging's TestCrossBuild (vet for linux/arm64, freebsd and darwin,
-# compile for linux/386) runs here, first, not in the plain stage: 4 s on
-# a warm cache, but after a change to steer's own packages they compile
-# again for each of the four systems (68 s of wall time on this loaded
-# 2-core machine), CPU the plain stage's waiting leaves idle.
-CROSS_TEST='^TestCrossBuild$'
 background() {
 	set -euo pipefail
-	echo "== cross-build (packaging's TestCrossBuild)"
-	out=$(go test -count=1 -v -run "$CROSS_TEST" ./packaging 2>&1) || { echo "$out"; exit 1; }
-	grep -E '^\s+--- |^ok' <<<"$out" || true
 	echo "== fuzz (FuzzHandle ${HANDLE_EXECS}x, FuzzParse ${PARSE_EXECS}x)"
 	go test -run '^$' -fuzz '^FuzzHandle$' -fuzztime "${HANDLE_EXECS}x" -fuzzminimizetime 1000x ./internal/dnsserver/
 	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${PARSE_EXECS}x" -fuzzminimizetime 1000x ./internal/zone/
@@ -171,7 +162,7 @@ background() {
 	(($# == 0)) || go test -run '^$' -bench . -benchtime 1x "$@" | grep -E '^(Benchmark|ok|FAIL)'
 }
 export -f background
-export HANDLE_EXECS PARSE_EXECS CROSS_TEST
+export HANDLE_EXECS PARSE_EXECS
 bg_log=$(mktemp)
 log=$(mktemp)
 status=0
@@ -302,7 +293,7 @@ bg_start=$(now_ms)
 nice -n 19 bash -c 'background "$@"' background "${bench_bg[@]}" >"$bg_log" 2>&1 &
 bg_pid=$!
 stage test "(${#plain[@]} packages, each benchmark once; beside them, the ${#waiting[@]} waiting ones and, niced, $((${#norace[@]} / 2)) runs of raced packages' !race tests, fuzzing and the raced packages' benchmarks)"
-run_tests -bench . -benchtime 1x -skip "$CROSS_TEST" "${plain[@]}"
+run_tests -bench . -benchtime 1x "${plain[@]}"
 wait "$norace_pid" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 cat "$norace_log" >>"$log"
 rm -f "$norace_log"
