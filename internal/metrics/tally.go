@@ -15,7 +15,7 @@ type Tally struct {
 	// they are kept as (index, count) pairs, spilled to m when full.
 	q      [8]tallyEntry // index into m.queries
 	nq     int
-	scope  [16]tallyEntry // family*(maxScope+1) + prefix length: a batch of ECS answers returns a dozen
+	scope  [4]tallyEntry // family*(maxScope+1) + prefix length
 	nscope int
 
 	bytes     [numTransports]uint64
