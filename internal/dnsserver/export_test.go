@@ -33,5 +33,5 @@ func (h *Handler) HandleBatched(req []byte, from netip.Addr, buf []byte, b *Batc
 func (b *Batch) Holds() bool {
 	m := &b.memo
 	return m.snap != nil || m.z != nil || m.node != nil || m.rec != nil || b.rrl != nil ||
-		b.ahead != [len(b.ahead)]policy.Ahead{} || b.hooks != (policy.HookTally{})
+		b.ahead != [len(b.ahead)]policy.Ahead{}
 }

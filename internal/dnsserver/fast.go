@@ -230,9 +230,6 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 				return nil
 			}
 			pq.Qtype = q.qtype
-			if st.batch != nil {
-				pq.Tally = &st.batch.hooks // the hooks' counts added when the batch ends
-			}
 			st := snap.Live.Decide(rec, &pq, h.timeAt(st.at()).Unix()) // as Steerer.Steer
 			if st.ServFail {
 				return nil

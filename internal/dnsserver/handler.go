@@ -130,9 +130,6 @@ type batch struct {
 	// next one to start.
 	ahead   [aheadN + 1]policy.Ahead
 	started int
-	// hooks holds the steering hooks' calls (metrics, the dashboard's
-	// traffic) of the batch's steered answers until it ends.
-	hooks policy.HookTally
 }
 
 // start begins a batch, counting into m; its time is read when a query
@@ -171,7 +168,6 @@ func (b *batch) flushExempt() {
 // It lets go of what the batch pointed to: a reader that then waits idle
 // keeps no replaced snapshot (its zones and policies) or limiter alive.
 func (b *batch) flush() {
-	b.hooks.Flush()
 	b.tally.Flush()
 	b.flushExempt()
 	b.rrl, b.exemptFrom = nil, netip.Addr{}

@@ -9,13 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 	"github.com/steer-dns/steer/internal/config"
 	"github.com/steer-dns/steer/internal/cookie"
 	"github.com/steer-dns/steer/internal/dnsserver"
@@ -37,14 +35,6 @@ import (
 // servingHandler builds that handler with the Larkbook database given
 // (the synthetic country database of testdata/geo by default).
 func servingHandler(tb testing.TB) *dnsserver.Handler {
-	tb.Helper()
-	h, _, _ := servingNode(tb)
-	return h
-}
-
-// servingNode is servingHandler with the registry its metrics are
-// registered in and the traffic recorder its steering hooks count into.
-func servingNode(tb testing.TB) (*dnsserver.Handler, *prometheus.Registry, *traffic.Recorder) {
 	tb.Helper()
 	dir := tb.TempDir()
 	records, err := os.ReadFile(filepath.Join("..", "..", "bench", "lib", "larkbook-records.yaml"))
@@ -89,19 +79,18 @@ static  IN A    192.0.2.80
 	}
 	// What node.build and node.New wire: the steering hooks count into
 	// the metrics and the traffic recorder.
-	reg := prometheus.NewRegistry()
-	met := metrics.New(reg)
+	met := metrics.New(prometheus.NewRegistry())
 	tr := traffic.New()
 	snap, _, err := snapshot.BuildWith(cfg, snapshot.Options{Hooks: policy.Hooks{
-		Observe: func(record, pool int, allDown bool, n int) {
-			met.SteeredN(record, pool, allDown, n)
-			tr.AnswerN(record, pool, n)
+		Observe: func(record, pool int, allDown bool) {
+			met.Steered(record, pool, allDown)
+			tr.Answer(record, pool)
 		},
-		Decided: func(record int, d policy.Decision, ecs, n int) {
+		Decided: func(record int, d policy.Decision, ecs int) {
 			if d.Rule >= 0 {
-				met.DecisionN(record, d.Rule, n)
+				met.Decision(record, d.Rule)
 			}
-			tr.DecidedN(record, &d, ecs, n)
+			tr.Decided(record, &d, ecs)
 		},
 	}})
 	if err != nil {
@@ -120,7 +109,7 @@ static  IN A    192.0.2.80
 		tb.Fatal(err)
 	}
 	h.SetGuard(&dnsserver.Guard{Cookies: cookie.Random(), MaxNoCookieUDP: cfg.Cookies.MaxNoCookieUDP, RRL: l})
-	return h, reg, tr
+	return h
 }
 
 // servingQuery packs the query for name and type, with EDNS (1232) and,
@@ -331,98 +320,4 @@ func TestBatchedAnswersSame(t *testing.T) {
 	if b.Holds() {
 		t.Error("the batch still points into a snapshot after its flush")
 	}
-}
-
-// TestBatchedCountsSame: the counts of queries answered as datagrams of
-// batches (the steering hooks' calls tallied in the batch and made once
-// for alike answers when it ends, the query metrics tallied likewise)
-// are those of the same queries answered one by one: every metric series
-// and the dashboard's traffic counts of the steered record.
-func TestBatchedCountsSame(t *testing.T) {
-	at := time.Unix(1_800_000_000, 0)
-	one, oneReg, oneTr := servingNode(t)
-	batched, batchedReg, batchedTr := servingNode(t)
-	for _, h := range []*dnsserver.Handler{one, batched} {
-		h.SetClock(func() time.Time { return at })
-	}
-	oneTr.Begin(at)
-	batchedTr.Begin(at)
-	loop := netip.MustParseAddr("127.0.0.1")
-	// The database's networks (every rule decides some) and others, so
-	// that a batch holds more distinct decisions and scopes than its
-	// tallies keep.
-	csv, err := os.ReadFile(filepath.Join("..", "..", "testdata", "geo", "larkbook-networks.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var subnets []netip.Prefix
-	for _, line := range strings.Split(string(csv), "\n") {
-		if p, err := netip.ParsePrefix(strings.Split(line, ",")[0]); err == nil {
-			subnets = append(subnets, p)
-		}
-	}
-	var reqs [][]byte
-	steered := 0
-	for i := range 400 {
-		switch {
-		case i%10 == 9:
-			reqs = append(reqs, servingQuery(t, "static.example.com.", dns.TypeA, false, netip.Prefix{}, nil))
-			continue
-		case i%10 == 8:
-			reqs = append(reqs, servingQuery(t, "shop.example.com.", dns.TypeA, true, netip.Prefix{}, nil))
-		case i%3 == 0:
-			a := netip.AddrFrom4([4]byte{byte(i * 37), byte(i >> 2), byte(i), 0})
-			reqs = append(reqs, servingQuery(t, "shop.example.com.", dns.TypeA, true, netip.PrefixFrom(a, 24), nil))
-		default:
-			reqs = append(reqs, servingQuery(t, "shop.example.com.", dns.TypeA, true, subnets[i%len(subnets)], nil))
-		}
-		steered++
-	}
-	for _, req := range reqs {
-		one.HandleFrom(req, dnsserver.UDP, loop, nil)
-	}
-	var b dnsserver.Batch
-	for i := 0; i < len(reqs); {
-		batched.StartBatch(&b)
-		for end := min(i+1+i%32, len(reqs)); i < end; i++ {
-			batched.HandleBatched(reqs[i], loop, nil, &b)
-		}
-		b.FlushBatch()
-	}
-	if got, want := metricsText(t, batchedReg), metricsText(t, oneReg); got != want {
-		t.Errorf("metrics after batches:\n%s\none by one:\n%s", got, want)
-	}
-	oneTr.Sample(at.Add(10 * time.Second))
-	batchedTr.Sample(at.Add(10 * time.Second))
-	got, ok1 := batchedTr.Window(5 * time.Minute).Record("shop.example.com.")
-	want, ok2 := oneTr.Window(5 * time.Minute).Record("shop.example.com.")
-	if !ok1 || !ok2 || want.Answers != uint64(steered) {
-		t.Fatalf("traffic of shop.example.com.: %v %v, %d answers one by one, want %d", ok1, ok2, want.Answers, steered)
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("traffic after batches:\n%+v\none by one:\n%+v", got, want)
-	}
-}
-
-// metricsText is every steer_ series of reg, in the exposition format
-// (the Go runtime's and the process's are the test's own).
-func metricsText(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, f := range fams {
-		if !strings.HasPrefix(f.GetName(), "steer_") {
-			continue
-		}
-		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !strings.Contains(b.String(), "steer_policy_answers_total") {
-		t.Fatal("no steer_policy_answers_total series")
-	}
-	return b.String()
 }

@@ -144,10 +144,7 @@ func (m *Metrics) SetRecords(recs []Record) {
 // number pool, and whether it failed open (every target down). Indexes out
 // of range of the last SetRecords are ignored. It does not allocate or
 // lock.
-func (m *Metrics) Steered(record, pool int, allDown bool) { m.SteeredN(record, pool, allDown, 1) }
-
-// SteeredN is Steered n times over.
-func (m *Metrics) SteeredN(record, pool int, allDown bool, n int) {
+func (m *Metrics) Steered(record, pool int, allDown bool) {
 	t := m.steer.Load()
 	if uint(record) >= uint(len(t.poolOff)-1) {
 		return
@@ -160,10 +157,10 @@ func (m *Metrics) SteeredN(record, pool int, allDown bool, n int) {
 	if allDown {
 		fo = 1
 	}
-	t.answers[2*int(t.poolSlot[i])+fo].Add(uint64(n))
+	t.answers[2*int(t.poolSlot[i])+fo].Add(1)
 	if t.recPool != nil {
 		if s := t.recPool[i]; s >= 0 {
-			t.recAnswers[2*int(s)+fo].Add(uint64(n))
+			t.recAnswers[2*int(s)+fo].Add(1)
 		}
 	}
 }
@@ -172,10 +169,7 @@ func (m *Metrics) SteeredN(record, pool int, allDown bool, n int) {
 // made by its rule number rule (0-based here, exposed 1-based as the rule
 // label). Indexes out of range of the last SetRecords are ignored. It
 // does not allocate or lock.
-func (m *Metrics) Decision(record, rule int) { m.DecisionN(record, rule, 1) }
-
-// DecisionN is Decision n times over.
-func (m *Metrics) DecisionN(record, rule, n int) {
+func (m *Metrics) Decision(record, rule int) {
 	t := m.steer.Load()
 	if uint(record) >= uint(len(t.ruleOff)-1) {
 		return
@@ -184,10 +178,10 @@ func (m *Metrics) DecisionN(record, rule, n int) {
 	if rule < 0 || i >= int(t.ruleOff[record+1]) {
 		return
 	}
-	t.decisions[t.ruleSlot[i]].Add(uint64(n))
+	t.decisions[t.ruleSlot[i]].Add(1)
 	if t.recRule != nil {
 		if s := t.recRule[i]; s >= 0 {
-			t.recDecisions[s].Add(uint64(n))
+			t.recDecisions[s].Add(1)
 		}
 	}
 }

@@ -363,15 +363,15 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed boo
 	if n.met != nil {
 		met, tr := n.met, n.tr
 		opts.Hooks = policy.Hooks{
-			Observe: func(record, pool int, allDown bool, n int) {
-				met.SteeredN(record, pool, allDown, n)
-				tr.AnswerN(record, pool, n)
+			Observe: func(record, pool int, allDown bool) {
+				met.Steered(record, pool, allDown)
+				tr.Answer(record, pool)
 			},
-			Decided: func(record int, d policy.Decision, ecs, n int) {
+			Decided: func(record int, d policy.Decision, ecs int) {
 				if d.Rule >= 0 {
-					met.DecisionN(record, d.Rule, n)
+					met.Decision(record, d.Rule)
 				}
-				tr.DecidedN(record, &d, ecs, n)
+				tr.Decided(record, &d, ecs)
 			},
 		}
 	}

@@ -51,11 +51,6 @@ type Query struct {
 	// counters: a simulation decides a network once for many modelled
 	// queries and counts them itself (Live.CountAnswers).
 	Uncounted bool
-	// Tally, when set, holds the hook calls of the decision (Hooks) until
-	// its Flush, which makes one call for each set of alike answers: a
-	// server's reader sets its batch's, so that the counters the hooks
-	// add to are added to once a batch, not once an answer.
-	Tally *HookTally
 	// capc counts the query at its leaf, shed drops pools for the
 	// networks capacity feedback shed (Live.Decide sets both, capacity.go).
 	capc *recCap

@@ -14,8 +14,8 @@ import (
 // traffic recorder (internal/node build).
 func recorderHooks(tr *traffic.Recorder) policy.Hooks {
 	return policy.Hooks{
-		Observe: func(record, pool int, _ bool, n int) { tr.AnswerN(record, pool, n) },
-		Decided: func(record int, d policy.Decision, ecs, n int) { tr.DecidedN(record, &d, ecs, n) },
+		Observe: func(record, pool int, _ bool) { tr.Answer(record, pool) },
+		Decided: func(record int, d policy.Decision, ecs int) { tr.Decided(record, &d, ecs) },
 	}
 }
 

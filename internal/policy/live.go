@@ -41,17 +41,14 @@ type Live struct {
 
 // Hooks are called from the query path for each steered answer; they must
 // not block or allocate. They are given when the live state is created.
-// n is the number of answers a call stands for: 1, or more when the
-// decisions were tallied (Query.Tally) and the answers were alike.
 type Hooks struct {
 	// Observe is called for each pool of each steered answer (metrics).
-	Observe func(record, pool int, allDown bool, n int)
+	Observe func(record, pool int, allDown bool)
 	// Decided is called with the decision of each steered answer (by
 	// value: a pointer would make every decision escape) and the family
 	// of the ECS subnet the query was steered by, 4 or 6, or 0 when it
 	// had none (no scope is returned). d.Rule is -1 when no rule decided.
-	// Tallied, n answers with equal decisions stand for one call.
-	Decided func(record int, d Decision, ecs int, n int)
+	Decided func(record int, d Decision, ecs int)
 }
 
 // LiveOptions are what a live state starts from.
@@ -135,7 +132,7 @@ func (l *Live) Decide(r *Record, q *Query, now int64) Steered {
 	if s.ServFail || s.NoData {
 		return s
 	}
-	l.answered(r, &s.Decision, now, ecsFamily(q), q.Tally)
+	l.answered(r, &s.Decision, now, ecsFamily(q))
 	if h != nil && r.Index < len(h.addrs) {
 		if !s.AllDown {
 			s.Addrs = h.addrs[r.Index]
@@ -338,24 +335,20 @@ func (l *Live) AddrMasks(r *Record, d *Decision) []uint64 {
 
 // answered notes that the pools of d were named in an answer of r at now
 // (Unix seconds; for drain: a drained pool is safe to take down once the
-// record's TTL has passed since then) and calls the hooks, or tallies
-// their calls in t (nil: none). It does not allocate or lock.
-func (l *Live) answered(r *Record, d *Decision, now int64, ecs int, t *HookTally) {
+// record's TTL has passed since then) and calls the hooks. It does not
+// allocate or lock.
+func (l *Live) answered(r *Record, d *Decision, now int64, ecs int) {
 	if r.Index >= len(l.lastAnswer) {
 		return
 	}
 	mask := d.Pools
-	if t != nil {
-		t.add(l, r.Index, d, ecs)
-	} else {
-		if l.hooks.Observe != nil {
-			for m := mask; m != 0; m &= m - 1 {
-				l.hooks.Observe(r.Index, bits.TrailingZeros64(m), d.AllDown, 1)
-			}
+	if l.hooks.Observe != nil {
+		for m := mask; m != 0; m &= m - 1 {
+			l.hooks.Observe(r.Index, bits.TrailingZeros64(m), d.AllDown)
 		}
-		if l.hooks.Decided != nil {
-			l.hooks.Decided(r.Index, *d, ecs, 1)
-		}
+	}
+	if l.hooks.Decided != nil {
+		l.hooks.Decided(r.Index, *d, ecs)
 	}
 	last := l.lastAnswer[r.Index]
 	for m := mask; m != 0; m &= m - 1 {

@@ -225,10 +225,7 @@ func (r *Recorder) SetRecords(recs []Record) {
 // Answer counts one answer of record naming pool (a policy.Hooks.Observe
 // step): no lock, no allocation. Indexes out of range of the last
 // SetRecords are ignored.
-func (r *Recorder) Answer(record, pool int) { r.AnswerN(record, pool, 1) }
-
-// AnswerN is Answer n times over.
-func (r *Recorder) AnswerN(record, pool, n int) {
+func (r *Recorder) Answer(record, pool int) {
 	t := r.tab.Load()
 	if uint(record) >= uint(len(t.rules)) {
 		return
@@ -237,7 +234,7 @@ func (r *Recorder) AnswerN(record, pool, n int) {
 	if pool < 0 || i >= int(t.rules[record]) {
 		return
 	}
-	t.c[i].Add(uint32(n))
+	t.c[i].Add(1)
 }
 
 // Decided counts one answer of record and its decision: the deciding
@@ -246,32 +243,27 @@ func (r *Recorder) AnswerN(record, pool, n int) {
 // whether health widened it (d.WidenedFrom != 0). No lock, no
 // allocation.
 func (r *Recorder) Decided(record int, d *policy.Decision, family int) {
-	r.DecidedN(record, d, family, 1)
-}
-
-// DecidedN is Decided n times over.
-func (r *Recorder) DecidedN(record int, d *policy.Decision, family, n int) {
 	t := r.tab.Load()
 	if uint(record) >= uint(len(t.rules)) {
 		return
 	}
 	base := int(t.off[record])
-	t.c[base+kAnswers].Add(uint32(n))
+	t.c[base+kAnswers].Add(1)
 	if d.Rule >= 0 {
 		if i := int(t.rules[record]) + d.Rule; i < int(t.off[record+1]) {
-			t.c[i].Add(uint32(n))
+			t.c[i].Add(1)
 		}
 	}
 	switch family {
 	case 4:
-		t.c[base+kScope4+min(max(d.Scope, 0), 32)].Add(uint32(n))
+		t.c[base+kScope4+min(max(d.Scope, 0), 32)].Add(1)
 		if d.WidenedFrom != 0 {
-			t.c[base+kWidened4].Add(uint32(n))
+			t.c[base+kWidened4].Add(1)
 		}
 	case 6:
-		t.c[base+kScope6+(min(max(d.Scope, 0), 128)+3)/4].Add(uint32(n))
+		t.c[base+kScope6+(min(max(d.Scope, 0), 128)+3)/4].Add(1)
 		if d.WidenedFrom != 0 {
-			t.c[base+kWidened6].Add(uint32(n))
+			t.c[base+kWidened6].Add(1)
 		}
 	}
 }
