@@ -88,7 +88,7 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 			delete(l.stamps, p)
 		}
 	}
-	_, errs, warns = l.readChanged()
+	applied, errs, warns := l.readChanged()
 	if fresh && cfg.RUM != nil && l.onFresh != nil {
 		if ms := l.onFresh(cfg.RUM); len(ms) > 0 {
 			l.store.Update(ms, time.Now())
@@ -98,15 +98,16 @@ func (l *latencyWiring) prepare(snap *snapshot.Snapshot) (errs, warns []string) 
 	if snap.Live != nil {
 		l.evaluate(snap.Live, "load")
 	}
+	l.logApplied(applied)
 	return errs, warns
 }
 
 // readChanged applies every file whose stamp differs from the one last
 // read, one update per file; the caller holds l.mu. A file that does not
 // parse is rejected whole (the error names file:line) and the map keeps
-// what it had. It reports whether any update was applied, the files
-// rejected and those not read.
-func (l *latencyWiring) readChanged() (applied bool, errs, warns []string) {
+// what it had. It reports the updates applied (for logApplied, once the
+// answers follow them), the files rejected and those not read.
+func (l *latencyWiring) readChanged() (applied []fileApplied, errs, warns []string) {
 	notRead := func(p string, err error) {
 		l.log.Error("latency file not read", "file", p, "err", err)
 		warns = append(warns, fmt.Sprintf("%s: warning: latency file not readable (serve starts without it): %v", l.fsys.File, err))
@@ -150,10 +151,25 @@ func (l *latencyWiring) readChanged() (applied bool, errs, warns []string) {
 		l.last, l.lastSrc = now, "file "+p
 		l.publish()
 		l.count("file", true)
-		l.log.Info("latency file applied", "file", p, "measurements", len(ms), "update", l.store.Updates())
-		applied = true
+		applied = append(applied, fileApplied{p, len(ms), l.store.Updates()})
 	}
 	return applied, errs, warns
+}
+
+// fileApplied is a latency file version readChanged applied.
+type fileApplied struct {
+	file         string
+	measurements int
+	update       uint64
+}
+
+// logApplied logs the file versions applied, after the caller evaluated
+// the answers' latency choices with them: an operator (or a test) who
+// reads "applied" finds the answers already following it.
+func (l *latencyWiring) logApplied(applied []fileApplied) {
+	for _, a := range applied {
+		l.log.Info("latency file applied", "file", a.file, "measurements", a.measurements, "update", a.update)
+	}
 }
 
 // sites are the site names the served records' latency rules measure.
@@ -233,10 +249,11 @@ func (l *latencyWiring) hold(t *policy.Live) (release func()) {
 func (l *latencyWiring) poll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if applied, _, _ := l.readChanged(); applied {
+	if applied, _, _ := l.readChanged(); len(applied) > 0 {
 		if t := l.current(); t != nil {
 			l.evaluate(t, "latency file changed")
 		}
+		l.logApplied(applied)
 	}
 }
 
