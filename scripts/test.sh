@@ -97,6 +97,19 @@ mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}" 
 mapfile -t concurrent < <(go list -f '{{.ImportPath}} {{.Dir}}' "${plain[@]}" | while read -r pkg dir; do
 	grep -qsE '^func Test\w*Concurrent' "$dir"/*_test.go && echo "$pkg"
 done)
+# Every build but the raced ones is made as the release build of
+# scripts/package.sh is: without cgo and with -trimpath (nothing here
+# uses cgo; the race detector needs it, so the raced builds set
+# CGO_ENABLED=1 themselves, and their test binaries run with the plain
+# setting, for the steer binaries they build with go run). So the
+# packaging test's release build finds every package compiled: a fourth
+# configuration of std and every dependency (no cgo, trimmed) cost about
+# 64 s of the compile stage on a cold cache, beside the plain and raced
+# ones. (Test helpers find the repository from their working directory,
+# not from their source's path, which -trimpath makes a module path.) The
+# caller's own GOFLAGS come after and win.
+export CGO_ENABLED=0
+export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
 stage vet
 go vet ./...
 # What follows does not vet again: go test vets each package it tests
@@ -118,15 +131,12 @@ stage compile "(every package and its tests, raced and plain, into the build cac
 # end, after every raced package: their raced test packages (geo's,
 # policy's, simulate's and zone's, 21 s of CPU) compile here too, beside
 # apt, not there, alone on the critical path.
-go list -race -export -test -deps "${raced[@]}" "${concurrent[@]}" >/dev/null
+CGO_ENABLED=1 go list -race -export -test -deps "${raced[@]}" "${concurrent[@]}" >/dev/null
 go list -export -test -deps ./... >/dev/null
 # packaging's TestDebianPackage runs scripts/package.sh in the plain
 # stage, which runs one package at a time: its release build of steer
-# (-trimpath, without cgo: every package compiled apart from the builds
-# above; 24 s of CPU for a change to steer's own packages, all of them on
-# a cold cache) and nfpm (go run, cached once linked) compile here
-# instead, beside apt.
-CGO_ENABLED=0 go list -trimpath -buildvcs=false -export -deps ./cmd/steer >/dev/null
+# links what the line above compiled (the same settings, see vet), and
+# nfpm (go run, cached once linked) compiles here instead, beside apt.
 nfpm=$(sed -n 's/^NFPM_VERSION=${NFPM_VERSION:-\(v[0-9.]*\)}$/\1/p' scripts/package.sh)
 [ -z "$nfpm" ] || go run -exec true "github.com/goreleaser/nfpm/v2/cmd/nfpm@$nfpm"
 # The plain steer binary that cmd/steer's, internal/uitest's and
@@ -168,6 +178,13 @@ log=$(mktemp)
 status=0
 run_tests() { # appends to $log; the first failure's exit status is kept
 	go test -count=1 -timeout 15m -v "$@" >>"$log" 2>&1 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+}
+# run_raced runs tests with the race detector, which needs cgo; the test
+# binaries run with cgo off, as every other build, for the steer binaries
+# some of them build (dnstest.SteerBinary): with cgo on, each would compile
+# std and every dependency once more.
+run_raced() {
+	CGO_ENABLED=1 run_tests -race -exec "env CGO_ENABLED=0" "$@"
 }
 # A raced package's compute-bound tests and its heavy scenarios sit in
 # files built only without the race detector (//go:build !race). They run
@@ -227,8 +244,8 @@ stage "test -race" "(${#raced[@]} packages, and the *Concurrent* tests of the ot
 # during a test fails that test). A GORACE of the caller's own comes after
 # and wins.
 export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
-run_tests -race "${raced_order[@]}"
-((${#concurrent[@]} == 0)) || run_tests -race -run 'Concurrent' "${concurrent[@]}"
+run_raced "${raced_order[@]}"
+((${#concurrent[@]} == 0)) || run_raced -run 'Concurrent' "${concurrent[@]}"
 # The race stage runs alone (but for the light load of the waiting
 # packages and of the tests beside it): its tests bound times on the
 # clock, and even niced work beside them (fuzzing's workers, policy

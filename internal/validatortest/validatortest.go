@@ -25,7 +25,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -210,11 +209,7 @@ func RRsets(t testing.TB, origin, text string) []DelvQuery {
 // so a wildcard-expanded answer can be validated. Its empty non-terminal
 // is _tcp.example.com (under _https._tcp).
 func LarkbookZone() string {
-	_, here, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("validatortest: no caller information to find the demo zone")
-	}
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "config", "demo", "zones", "example.com.zone"))
+	b, err := os.ReadFile(dnstest.RepoFile("internal/config/demo/zones/example.com.zone"))
 	if err != nil {
 		panic("validatortest: " + err.Error())
 	}
