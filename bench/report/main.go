@@ -15,6 +15,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -113,6 +114,15 @@ func pct(xs []float64, p float64) float64 {
 // num is s as a number, NaN when it is not one.
 var num = dnsperf.Num
 
+// joinF2 lists xs with two decimals.
+func joinF2(xs []float64) string {
+	ss := make([]string, len(xs))
+	for i, x := range xs {
+		ss[i] = f2(x)
+	}
+	return strings.Join(ss, ", ")
+}
+
 func median(xs []float64) float64 {
 	var v []float64
 	for _, x := range xs {
@@ -135,6 +145,38 @@ type key struct{ mode, file, server string }
 
 type acc struct {
 	qps, cpu, util, lostPct, p50, p99, latLost []float64
+	// byRound holds each round's throughput pass (QPS, CPU µs a query),
+	// for the ratios to gdnsd's pass of the same round.
+	byRound map[string][2]float64
+}
+
+// pairedRatios are a's figures over g's in each round both ran, in round
+// order: QPS ratios and CPU ratios. Passes of one round are seconds apart,
+// so a ratio within a round cancels the machine's slower phases (on a
+// shared VM one pass can take 1.4× the CPU of the same server's next).
+func pairedRatios(a, g *acc) (qps, cpu []float64) {
+	if a == nil || g == nil {
+		return nil, nil
+	}
+	rounds := make([]string, 0, len(a.byRound))
+	for r := range a.byRound {
+		rounds = append(rounds, r)
+	}
+	slices.SortFunc(rounds, func(x, y string) int {
+		if c := cmp.Compare(len(x), len(y)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	for _, r := range rounds {
+		x, y := a.byRound[r], g.byRound[r]
+		if y == [2]float64{} {
+			continue
+		}
+		qps = append(qps, x[0]/y[0])
+		cpu = append(cpu, x[1]/y[1])
+	}
+	return qps, cpu
 }
 
 type serverInfo struct {
@@ -198,9 +240,15 @@ func summary(dir string, out io.Writer) error {
 				continue
 			}
 			a.qps = append(a.qps, d.QPS)
+			cpu := math.NaN()
 			if d.Completed > 0 && hz > 0 && !math.IsNaN(ticks) {
-				a.cpu = append(a.cpu, ticks/hz*1e6/d.Completed)
+				cpu = ticks / hz * 1e6 / d.Completed
+				a.cpu = append(a.cpu, cpu)
 			}
+			if a.byRound == nil {
+				a.byRound = map[string][2]float64{}
+			}
+			a.byRound[round] = [2]float64{d.QPS, cpu}
 			if d.Runtime > 0 && hz > 0 && !math.IsNaN(ticks) {
 				a.util = append(a.util, 100*ticks/hz/d.Runtime)
 			}
@@ -242,7 +290,8 @@ func summary(dir string, out io.Writer) error {
 	})
 
 	var md, tsv strings.Builder
-	fmt.Fprintf(&tsv, "mode\tfile\tserver\tcheck\tqps\tcpu_us_per_q\tserver_cpu_pct\tp50_us\tp99_us\tlost_pct\tlat_lost\tpeak_rss_mib\tqps_vs_gdnsd\tcpu_vs_gdnsd\trounds\n")
+	fmt.Fprintf(&tsv, "mode\tfile\tserver\tcheck\tqps\tcpu_us_per_q\tserver_cpu_pct\tp50_us\tp99_us\tlost_pct\tlat_lost\tpeak_rss_mib\tqps_vs_gdnsd\tcpu_vs_gdnsd\trounds\tqps_vs_gdnsd_by_round\tcpu_vs_gdnsd_by_round\n")
+	var paired strings.Builder
 	for _, mode := range modes {
 		fmt.Fprintf(&md, "### %s\n\n", mode)
 		fmt.Fprintf(&md, "| query file | server | answers | QPS | CPU µs/q | server CPU %% | p50 µs | p99 µs | lost %% (max load) | lost (fixed rate) | peak RSS MiB | QPS ×gdnsd | CPU ×gdnsd |\n")
@@ -271,9 +320,14 @@ func summary(dir string, out io.Writer) error {
 				fmt.Fprintf(&md, "| %s | %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 					file, s, mark, check, f0(q), f2(c), f0(median(a.util)), f0(median(a.p50)), f0(median(a.p99)),
 					f2(median(a.lostPct)), f0(median(a.latLost)), f1(si.rssKB/1024), ratio(q, gq), ratio(c, gc))
-				fmt.Fprintf(&tsv, "%s\t%s\t%s\t%s\t%.0f\t%.3f\t%.0f\t%.0f\t%.0f\t%.3f\t%.0f\t%.1f\t%.3f\t%.3f\t%d\n",
+				pq, pc := pairedRatios(a, g)
+				fmt.Fprintf(&tsv, "%s\t%s\t%s\t%s\t%.0f\t%.3f\t%.0f\t%.0f\t%.0f\t%.3f\t%.0f\t%.1f\t%.3f\t%.3f\t%d\t%.3f\t%.3f\n",
 					mode, file, s, check, q, c, median(a.util), median(a.p50), median(a.p99), median(a.lostPct), median(a.latLost),
-					si.rssKB/1024, q/gq, c/gc, len(a.qps))
+					si.rssKB/1024, q/gq, c/gc, len(a.qps), median(pq), median(pc))
+				if s != "gdnsd" && len(pc) > 0 {
+					fmt.Fprintf(&paired, "| %s | %s | %s | %s | %s | %s |\n", mode, file, s,
+						f2(median(pc)), joinF2(pc), f2(median(pq)))
+				}
 			}
 		}
 		var notes []string
@@ -288,6 +342,10 @@ func summary(dir string, out io.Writer) error {
 		fmt.Fprintln(&md)
 	}
 	fmt.Fprintf(&md, "Medians over %d round(s). ✗ = the server gave wrong answers in the pre-load check; its figures do not count.\n", len(rounds))
+	if paired.Len() > 0 {
+		fmt.Fprintf(&md, "\nAgainst gdnsd's pass of the same round (passes of a round are seconds apart, so these ratios cancel the machine's slower phases that the medians above mix):\n\n")
+		fmt.Fprintf(&md, "| mode | query file | server | CPU ×gdnsd, median of rounds | each round | QPS ×gdnsd, median of rounds |\n|---|---|---|--:|---|--:|\n%s", paired.String())
+	}
 	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
