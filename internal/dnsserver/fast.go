@@ -171,11 +171,19 @@ func parseFast(req []byte, q *fastQuery) bool {
 // the client is the ECS subnet when the query carried a usable one, else
 // the resolver's address (from).
 func steerQuery(subnet *ecs.Subnet, hasECS bool, from netip.Addr) policy.Query {
-	q := policy.Query{Resolver: from.Unmap()}
+	var q policy.Query
+	setSteerQuery(&q, subnet, hasECS, from)
+	return q
+}
+
+// setSteerQuery writes steerQuery's query into q, which it zeroes first:
+// the fast path's, in place (a 136-byte Query returned by value was
+// copied on every steered answer).
+func setSteerQuery(q *policy.Query, subnet *ecs.Subnet, hasECS bool, from netip.Addr) {
+	*q = policy.Query{Resolver: from.Unmap()}
 	var bySubnet bool
 	q.Client, q.ClientBits, bySubnet = ecs.Client(subnet, hasECS, from)
 	q.NoECS = !bySubnet
-	return q
 }
 
 // fast answers req when it can, into buf; nil means "use the general path".
@@ -225,12 +233,15 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 			if rec == nil || rec.Type != dns.TypeA {
 				return nil
 			}
-			pq := steerQuery(&subnet, hasECS, from)
+			var pq policy.Query
+			setSteerQuery(&pq, &subnet, hasECS, from)
 			if !pq.Client.IsValid() {
 				return nil
 			}
 			pq.Qtype = q.qtype
-			st := snap.Live.Decide(rec, &pq, h.timeAt(st.at()).Unix()) // as Steerer.Steer
+			now := h.timeAt(st.at()).Unix()
+			var st policy.Steered
+			snap.Live.DecideInto(&st, rec, &pq, now) // as Steerer.Steer
 			if st.ServFail {
 				return nil
 			}
