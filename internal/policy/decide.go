@@ -124,11 +124,19 @@ func (r *Record) Decide(q *Query) Decision { return r.decideWith(q, nil) }
 // decideWith is Decide with the resolutions of the record's groups for
 // the current health (nil: none computed), a short-cut for Up.
 func (r *Record) decideWith(q *Query, rs *[2]resolution) Decision {
-	d := r.decide(q, rs)
+	var d Decision
+	r.decideWithInto(&d, q, rs)
+	return d
+}
+
+// decideWithInto is decideWith writing into d (Live.DecideInto's, in
+// place).
+func (r *Record) decideWithInto(d *Decision, q *Query, rs *[2]resolution) {
+	r.decideInto(d, q, rs)
 	if d.Input != InputClient {
 		// Steered by the node: no client bit took part.
 		d.Scope, d.WidenedFrom = 0, 0
-		return d
+		return
 	}
 	if d.Rule >= 0 && q.Client.Is4In6() {
 		// An IPv4-mapped client was steered by its IPv4 address: the
@@ -138,15 +146,21 @@ func (r *Record) decideWith(q *Query, rs *[2]resolution) Decision {
 			d.WidenedFrom += 96
 		}
 	}
-	return d
 }
 
 func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
+	var d Decision
+	r.decideInto(&d, q, rs)
+	return d
+}
+
+func (r *Record) decideInto(d *Decision, q *Query, rs *[2]resolution) {
 	fam := r.family(q.Qtype)
 	if fam == 0 {
 		// Nothing of this type anywhere: the answer does not depend on
 		// the client.
-		return Decision{Rule: -1, NoData: true}
+		*d = Decision{Rule: -1, NoData: true}
+		return
 	}
 	t := &r.v4
 	addr := q.Client.Unmap()
@@ -219,14 +233,13 @@ func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
 			q.res = &rs[i]
 		}
 	}
-	d := Decision{Rule: -1, Scope: depth, WidenedFrom: widened, Input: input}
-	r.decideOutcome(&d, o, mask, fam, avail, q)
+	*d = Decision{Rule: -1, Scope: depth, WidenedFrom: widened, Input: input}
+	r.decideOutcome(d, o, mask, fam, avail, q)
 	if drop != 0 && d.AllDown {
 		// Nothing else of its rules is usable now: the shed pool answers.
-		d = Decision{Rule: -1, Scope: depth, Input: input}
-		r.decideOutcome(&d, o, mask, fam, q.Up&fam, q)
+		*d = Decision{Rule: -1, Scope: depth, Input: input}
+		r.decideOutcome(d, o, mask, fam, q.Up&fam, q)
 	}
-	return d
 }
 
 // decideOutcome decides into d (Rule -1, Scope the partition's) for a

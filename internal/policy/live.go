@@ -137,7 +137,8 @@ func (l *Live) DecideInto(s *Steered, r *Record, q *Query, now int64) {
 	if h != nil && r.Index < len(h.res) {
 		rs = h.res[r.Index]
 	}
-	s.Decision, s.Addrs, s.TTL = r.decideWith(q, rs), nil, r.TTL
+	r.decideWithInto(&s.Decision, q, rs)
+	s.Addrs, s.TTL = nil, r.TTL
 	if s.ServFail || s.NoData {
 		return
 	}
