@@ -322,8 +322,6 @@ norace_log=$(mktemp)
 	exit "$rc"
 ) >"$norace_log" 2>&1 &
 norace_pid=$!
-# Not in a session of its own: with the kernel's autogroups, a new session
-# would get an equal share of the CPU whatever its nice value.
 # What is left of the fuzz targets' compile goes on at the background's
 # priority, not the idle policy: the test stage leaves no core idle.
 unidle() {
@@ -332,6 +330,8 @@ unidle() {
 	for c in $(pgrep -P "$1"); do unidle "$c"; done
 }
 unidle "$prebuild_pid"
+# Not in a session of its own: with the kernel's autogroups, a new session
+# would get an equal share of the CPU whatever its nice value.
 bg_start=$(now_ms)
 nice -n 19 bash -c 'background "$@"' background "${bench_bg[@]}" >"$bg_log" 2>&1 &
 bg_pid=$!
