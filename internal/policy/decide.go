@@ -148,12 +148,8 @@ func (r *Record) decideWithInto(d *Decision, q *Query, rs *[2]resolution) {
 	}
 }
 
-func (r *Record) decide(q *Query, rs *[2]resolution) Decision {
-	var d Decision
-	r.decideInto(&d, q, rs)
-	return d
-}
-
+// decideInto decides for q into d, before decideWithInto's scope
+// adjustments.
 func (r *Record) decideInto(d *Decision, q *Query, rs *[2]resolution) {
 	fam := r.family(q.Qtype)
 	if fam == 0 {
