@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/steer-dns/steer/internal/dnstest"
 )
 
 // peerZone is one zone of the peer-zones folder.
@@ -21,15 +23,7 @@ type peerZone struct {
 // shared/). Without it the test skips, or fails under STEER_REQUIRE_TOOLS.
 func peerDir(t *testing.T) string {
 	t.Helper()
-	dirs := []string{os.Getenv("STEER_PEER_ZONES")}
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				dirs = append(dirs, filepath.Join(filepath.Dir(d), "shared", "testdata", "peer-zones"))
-				break
-			}
-		}
-	}
+	dirs := []string{os.Getenv("STEER_PEER_ZONES"), dnstest.RepoFile("../shared/testdata/peer-zones")}
 	for _, d := range dirs {
 		if d == "" {
 			continue
