@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -137,7 +138,7 @@ func rotate[T any](s []T, k int) {
 	slices.Reverse(s)
 }
 
-// maxWireAddrs bounds the addresses AppendWire writes from a stack array.
+// maxWireAddrs bounds the addresses AppendWire writes in one answer.
 const maxWireAddrs = 32
 
 // AppendWire appends the answer records of decision d for qtype to a DNS
@@ -147,52 +148,77 @@ const maxWireAddrs = 32
 // when it cannot (CNAME records, more than 32 addresses): the caller then
 // answers through AppendAnswer. masks is as for AppendAnswer; ttl is the
 // TTL to write (Live.TTL).
+//
+// The records are written where they go and then windowed and shuffled
+// there, as fixed-size blocks: no array of addresses to zero and copy
+// (768 bytes, a third of this function's time in the pinned benchmark's
+// profile), and only the chosen pools are read (pool i of r.Pools has
+// Index i, which build guarantees and TestPoolIndexIsPosition checks).
 func (r *Record) AppendWire(out []byte, d *Decision, qtype uint16, masks []uint64, ttl uint32) (_ []byte, n int, ok bool) {
 	if r.Type == dns.TypeCNAME || (qtype != dns.TypeA && qtype != dns.TypeAAAA) {
 		return out, 0, false
 	}
-	var addrs [maxWireAddrs]netip.Addr
-	for _, p := range r.Pools {
-		if d.Pools&(1<<p.Index) == 0 {
-			continue
+	start := len(out)
+	size := wireA
+	if qtype == dns.TypeAAAA {
+		size = wireAAAA
+	}
+	for m := d.Pools; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if i >= len(r.Pools) {
+			break // group bits follow the pools'
 		}
+		p := r.Pools[i]
 		src, base := p.V4, 0
 		if qtype == dns.TypeAAAA {
 			src, base = p.V6, len(p.V4)
 		}
 		for j, a := range src {
-			if masks != nil && masks[p.Index]&(1<<(base+j)) == 0 {
+			if masks != nil && masks[i]&(1<<(base+j)) == 0 {
 				continue
 			}
 			if n == maxWireAddrs {
-				return out, 0, false
+				return out[:start], 0, false
 			}
-			addrs[n] = a
+			out = append(out, 0xC0, 0x0C, byte(qtype>>8), byte(qtype), 0, 1,
+				byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl))
+			if qtype == dns.TypeA {
+				b := a.As4()
+				out = append(out, 0, 4)
+				out = append(out, b[:]...)
+			} else {
+				b := a.As16()
+				out = append(out, 0, 16)
+				out = append(out, b[:]...)
+			}
 			n++
 		}
 	}
+	if n <= 1 {
+		return out, n, true
+	}
+	rrs := out[start:]
 	if d.Limit > 0 && n > d.Limit {
-		rotate(addrs[:n], rand.IntN(n)) // a window, as appendAnswer
+		rotate(rrs, rand.IntN(n)*size) // a window, as appendAnswer
 		n = d.Limit
+		rrs = rrs[:n*size]
+		out = out[:start+n*size]
 	}
-	if n > 1 {
-		for i := n - 1; i > 0; i-- {
-			j := rand.IntN(i + 1)
-			addrs[i], addrs[j] = addrs[j], addrs[i]
-		}
-	}
-	for _, a := range addrs[:n] {
-		out = append(out, 0xC0, 0x0C, byte(qtype>>8), byte(qtype), 0, 1,
-			byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl))
-		if qtype == dns.TypeA {
-			b := a.As4()
-			out = append(out, 0, 4)
-			out = append(out, b[:]...)
-		} else {
-			b := a.As16()
-			out = append(out, 0, 16)
-			out = append(out, b[:]...)
+	var tmp [wireAAAA]byte
+	for i := n - 1; i > 0; i-- {
+		if j := rand.IntN(i + 1); j != i {
+			a, b := rrs[i*size:(i+1)*size], rrs[j*size:(j+1)*size]
+			copy(tmp[:], a)
+			copy(a, b)
+			copy(b, tmp[:size])
 		}
 	}
 	return out, n, true
 }
+
+// The sizes of an A and an AAAA record as AppendWire writes them: the
+// owner as a pointer, type, class, TTL, length and address.
+const (
+	wireA    = 2 + 2 + 2 + 4 + 2 + 4
+	wireAAAA = 2 + 2 + 2 + 4 + 2 + 16
+)

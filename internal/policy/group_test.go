@@ -466,3 +466,30 @@ func TestStableDecision(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolIndexIsPosition: a record's pool i has Index i, and groups
+// number after the pools (a reuse, reuse.go, replaces pools in place).
+// AppendWire reads the pools a decision chose by their bits' positions.
+func TestPoolIndexIsPosition(t *testing.T) {
+	yaml := configYAML(t, []string{cityDB, asnDB}, issueTree+larkbookRecord)
+	check := func(table *policy.Table) {
+		t.Helper()
+		for _, r := range table.Records {
+			for i, p := range r.Pools {
+				if p.Index != i {
+					t.Errorf("%s: pool %s at %d has Index %d", r.Name, p.Name, i, p.Index)
+				}
+			}
+			for _, g := range r.Groups {
+				if g.Index < len(r.Pools) {
+					t.Errorf("%s: group %s has Index %d, among the pools'", r.Name, g.Name, g.Index)
+				}
+			}
+		}
+	}
+	table := mustBuild(t, yaml)
+	check(table)
+	if len(table.Records) < 2 || len(table.Get("tree.example.com.").Groups) == 0 {
+		t.Fatal("the test's records did not build")
+	}
+}
