@@ -211,11 +211,8 @@ func (h *Handler) fast(snap *snapshot.Snapshot, req []byte, t Transport, from ne
 	}
 	var subnet ecs.Subnet
 	hasECS := q.ecs != nil && snap.ECS
-	if hasECS {
-		var err error
-		if subnet, err = ecs.Parse(q.ecs, snap.MaxSourceV4, snap.MaxSourceV6); err != nil {
-			return nil
-		}
+	if hasECS && ecs.ParseInto(&subnet, q.ecs, snap.MaxSourceV4, snap.MaxSourceV6) != nil {
+		return nil
 	}
 	name := unsafeString(q.name[:q.nameLen])
 	kind, z, node, rec := st.batch.classify(snap, name)
