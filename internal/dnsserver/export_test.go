@@ -3,8 +3,6 @@ package dnsserver
 import (
 	"net/netip"
 	"time"
-
-	"github.com/steer-dns/steer/internal/policy"
 )
 
 // SetClock makes the handler read the time from now, for cookies and rate
@@ -32,6 +30,5 @@ func (h *Handler) HandleBatched(req []byte, from netip.Addr, buf []byte, b *Batc
 // Holds reports whether b still points at a snapshot or what is in one.
 func (b *Batch) Holds() bool {
 	m := &b.memo
-	return m.snap != nil || m.z != nil || m.node != nil || m.rec != nil || b.rrl != nil ||
-		b.ahead != [len(b.ahead)]policy.Ahead{}
+	return m.snap != nil || m.z != nil || m.node != nil || m.rec != nil || b.rrl != nil
 }

@@ -125,11 +125,6 @@ type batch struct {
 	// sources.
 	exemptFrom netip.Addr
 	exemptOK   bool
-	// The partition walks made ahead for the next datagrams (walkAhead,
-	// fast.go), by datagram index modulo aheadN+1, and the index of the
-	// next one to start.
-	ahead   [aheadN + 1]policy.Ahead
-	started int
 }
 
 // start begins a batch, counting into m; its time is read when a query
@@ -173,7 +168,6 @@ func (b *batch) flush() {
 	b.rrl, b.exemptFrom = nil, netip.Addr{}
 	m := &b.memo
 	m.snap, m.z, m.node, m.rec, m.n = nil, nil, nil, nil, 0
-	b.ahead, b.started = [len(b.ahead)]policy.Ahead{}, 0
 }
 
 // handleBatched is HandleFrom for a datagram of the batch b.

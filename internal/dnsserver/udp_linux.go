@@ -191,15 +191,6 @@ func (s *Server) serveRaw(u *rawUDP) {
 				continue
 			}
 			resp := s.handler.handleBatched(in[i][:recv[i].n], from, out[n][:0], &b)
-			if b.memo.rec != nil { // the name was steered: the next ones likely are
-				b.walkAhead(i, int(r), func(j int) netip.Addr {
-					if a, ok := ecsHint(in[j][:recv[j].n]); ok {
-						return a
-					}
-					a, _ := sockaddrAddr(&names[j])
-					return a
-				})
-			}
 			if resp == nil {
 				continue
 			}

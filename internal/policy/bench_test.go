@@ -260,33 +260,3 @@ func TestEmbeddedMatchesReference(t *testing.T) {
 		}
 	}
 }
-
-// TestAheadFollowsLookup: the walk the UDP reader makes ahead of a
-// decision (Record.Ahead, Step) follows the path the decision's lookup
-// takes, to the same leaf, in the embedded database's large partition
-// (first-level table and nodes), for both families; with a client it
-// cannot place it walks nothing.
-func TestAheadFollowsLookup(t *testing.T) {
-	r, _, addrs := embedded(t)
-	walked := 0
-	for _, v6 := range []bool{false, true} {
-		for _, a := range addrs[v6][:4096] {
-			got, steps, ok := policy.WalkAhead(r, a)
-			if !ok {
-				t.Fatalf("%s: the walk ahead did not reach a leaf (%d steps)", a, steps)
-			}
-			if want := policy.LookupOutcome(r, a); got != want {
-				t.Fatalf("%s: the walk ahead reached outcome %d, the lookup %d", a, got, want)
-			}
-			if steps > 1 {
-				walked++
-			}
-		}
-	}
-	if walked == 0 {
-		t.Error("no walk went past the first-level table")
-	}
-	if _, _, ok := policy.WalkAhead(r, netip.Addr{}); ok {
-		t.Error("a walk ahead for no address")
-	}
-}
