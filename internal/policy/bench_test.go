@@ -260,3 +260,17 @@ func TestEmbeddedMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestTableInnerDepth: in the embedded database's large partition, a
+// first-level table entry that leads to an inner node is 16 bits deep,
+// which trie.lookup assumes instead of reading the depth array.
+func TestTableInnerDepth(t *testing.T) {
+	r, _, _ := embedded(t)
+	ok, tables := policy.TableDepthsOK(r)
+	if tables == 0 {
+		t.Fatal("no first-level table in the embedded partition")
+	}
+	if !ok {
+		t.Error("a table entry leads to an inner node at another depth")
+	}
+}

@@ -59,7 +59,13 @@ func (t *trie) lookup(addr netip.Addr) (outcome, pos uint32, depth int) {
 	pos = noPos
 	if t.table != nil {
 		i := uint32(b[0])<<8 | uint32(b[1])
-		ref, d = t.table[i], int(t.depth[i])
+		ref, d = t.table[i], strideBits
+		if ref&leafBit != 0 {
+			// Only a leaf's depth needs reading: an inner node is
+			// strideBits down (finish), and a lookup on a busy server
+			// misses the cache for each of the two arrays it reads.
+			d = int(t.depth[i])
+		}
 		pos = tablePos | i
 	}
 	for ref&leafBit == 0 {
