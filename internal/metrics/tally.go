@@ -11,12 +11,17 @@ package metrics
 // nothing until Bind. Its methods mirror Metrics' and do not allocate.
 type Tally struct {
 	m *Metrics
-	// The query and scope counters a batch touches are few of many:
-	// they are kept as (index, count) pairs, spilled to m when full.
-	q      [8]tallyEntry // index into m.queries
-	nq     int
-	scope  [4]tallyEntry // family*(maxScope+1) + prefix length
-	nscope int
+	// The query counters a batch touches are few of many: they are
+	// kept as (index, count) pairs, spilled to m when full.
+	q  [8]tallyEntry // index into m.queries
+	nq int
+	// The scopes of a batch's steered answers are many (a partition's
+	// leaves lie at every depth): each has its count here, by
+	// family*(maxScope+1) + prefix length, and the ones counted are
+	// listed for Flush.
+	scope   [2 * (maxScope + 1)]uint32
+	scopes  [2 * (maxScope + 1)]uint16
+	nscopes int
 
 	bytes     [numTransports]uint64
 	dropped   [numTransports]uint64
@@ -52,10 +57,11 @@ func (t *Tally) Flush() {
 		m.queries[e.i].Add(e.n)
 	}
 	t.nq = 0
-	for _, e := range t.scope[:t.nscope] {
-		m.scope[e.i/(maxScope+1)][e.i%(maxScope+1)].Add(e.n)
+	for _, i := range t.scopes[:t.nscopes] {
+		m.scope[i/(maxScope+1)][i%(maxScope+1)].Add(uint64(t.scope[i]))
+		t.scope[i] = 0
 	}
-	t.nscope = 0
+	t.nscopes = 0
 	for i := range t.bytes {
 		if t.bytes[i] != 0 {
 			m.transport[i].bytes.Add(t.bytes[i])
@@ -156,9 +162,12 @@ func (t *Tally) Scope(v6 bool, scope int) {
 		return
 	}
 	t.dirty = true
-	if !add(t.scope[:], &t.nscope, uint32(f*(maxScope+1)+scope)) {
-		t.m.scope[f][scope].Add(1)
+	i := f*(maxScope+1) + scope
+	if t.scope[i] == 0 {
+		t.scopes[t.nscopes] = uint16(i)
+		t.nscopes++
 	}
+	t.scope[i]++
 }
 
 // Cookie is Metrics.Cookie, tallied.
