@@ -81,18 +81,10 @@ static  IN A    192.0.2.80
 	// the metrics and the traffic recorder.
 	met := metrics.New(prometheus.NewRegistry())
 	tr := traffic.New()
-	snap, _, err := snapshot.BuildWith(cfg, snapshot.Options{Hooks: policy.Hooks{
-		Observe: func(record, pool int, allDown bool) {
-			met.Steered(record, pool, allDown)
-			tr.Answer(record, pool)
-		},
-		Decided: func(record int, d policy.Decision, ecs int) {
-			if d.Rule >= 0 {
-				met.Decision(record, d.Rule)
-			}
-			tr.Decided(record, &d, ecs)
-		},
-	}})
+	snap, _, err := snapshot.BuildWith(cfg, snapshot.Options{Hooks: policy.Hooks{Answered: func(record int, d policy.Decision, ecs int) {
+		met.Answered(record, d.Pools, d.Rule, d.AllDown)
+		tr.Answered(record, &d, ecs)
+	}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

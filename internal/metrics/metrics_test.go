@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"io"
+	"math/bits"
+	"math/rand/v2"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -288,5 +290,47 @@ func TestQtypeIndex(t *testing.T) {
 		if got := qtypeIndex(qt); got != qOther {
 			t.Errorf("qtypeIndex(%d) = %d, want other", qt, got)
 		}
+	}
+}
+
+// TestAnsweredIsSteeredAndDecision: Answered, the node's one call an
+// answer, counts what Steered for each of its pools and Decision for its
+// rule count, series for series, pools and rules out of range ignored
+// alike.
+func TestAnsweredIsSteeredAndDecision(t *testing.T) {
+	rs := recs([]string{"www.example.com.", "api.example.com.", "x.example.com."},
+		[][]string{{"eu", "us", "ap"}, {"all"}, {"a", "b"}}, []int{3, 1, 2}, true)
+	rs[2].PerRecord = false
+	one, each := newM(), newM()
+	one.SetRecords(rs)
+	each.SetRecords(rs)
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		rec, pools, rule, down := r.IntN(4)-1, r.Uint64()&0b1111, r.IntN(5)-1, r.IntN(9) == 0
+		one.Answered(rec, pools, rule, down)
+		for m := pools; m != 0; m &= m - 1 {
+			each.Steered(rec, bits.TrailingZeros64(m), down)
+		}
+		if rule >= 0 {
+			each.Decision(rec, rule)
+		}
+	}
+	steering := func(m *Metrics) string {
+		var out []string
+		for _, l := range strings.Split(scrape(t, m), "\n") {
+			for _, name := range []string{"steer_policy_answers_total{", "steer_policy_decisions_total{", "steer_steered_answers_total{", "steer_steering_decisions_total{"} {
+				if strings.HasPrefix(l, name) {
+					out = append(out, l)
+				}
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	a, b := steering(one), steering(each)
+	if a != b {
+		t.Errorf("Answered scraped\n%s\nSteered and Decision\n%s", a, b)
+	}
+	if !strings.Contains(a, `steer_steered_answers_total{fail_open="true",pool="us",record="www.example.com."}`) {
+		t.Error("no per-record answers were counted")
 	}
 }

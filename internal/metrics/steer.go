@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math/bits"
 	"strconv"
 	"sync/atomic"
 
@@ -146,21 +147,45 @@ func (m *Metrics) SetRecords(recs []Record) {
 // lock.
 func (m *Metrics) Steered(record, pool int, allDown bool) {
 	t := m.steer.Load()
+	if uint(record) >= uint(len(t.poolOff)-1) || pool < 0 {
+		return
+	}
+	t.steered(record, uint64(1)<<uint(pool), allDown)
+}
+
+// Answered counts one answer of steered record number record: from each
+// pool with a bit set in pools, failed open or not, and decided by rule
+// (none when rule < 0). It is Steered for each pool and Decision, with
+// one read of the counter table. It does not allocate or lock.
+func (m *Metrics) Answered(record int, pools uint64, rule int, allDown bool) {
+	t := m.steer.Load()
 	if uint(record) >= uint(len(t.poolOff)-1) {
 		return
 	}
-	i := int(t.poolOff[record]) + pool
-	if pool < 0 || i >= int(t.poolOff[record+1]) {
-		return
+	t.steered(record, pools, allDown)
+	if rule >= 0 {
+		t.decision(record, rule)
 	}
+}
+
+// steered counts an answer of record from the pools of the bits set in
+// pools (record in range; bits past its pools are ignored).
+func (t *steerTable) steered(record int, pools uint64, allDown bool) {
 	fo := 0
 	if allDown {
 		fo = 1
 	}
-	t.answers[2*int(t.poolSlot[i])+fo].Add(1)
-	if t.recPool != nil {
-		if s := t.recPool[i]; s >= 0 {
-			t.recAnswers[2*int(s)+fo].Add(1)
+	lo, hi := int(t.poolOff[record]), int(t.poolOff[record+1])
+	for m := pools; m != 0; m &= m - 1 {
+		i := lo + bits.TrailingZeros64(m)
+		if i >= hi {
+			return
+		}
+		t.answers[2*int(t.poolSlot[i])+fo].Add(1)
+		if t.recPool != nil {
+			if s := t.recPool[i]; s >= 0 {
+				t.recAnswers[2*int(s)+fo].Add(1)
+			}
 		}
 	}
 }
@@ -174,6 +199,11 @@ func (m *Metrics) Decision(record, rule int) {
 	if uint(record) >= uint(len(t.ruleOff)-1) {
 		return
 	}
+	t.decision(record, rule)
+}
+
+// decision counts a decision of record by rule (record in range).
+func (t *steerTable) decision(record, rule int) {
 	i := int(t.ruleOff[record]) + rule
 	if rule < 0 || i >= int(t.ruleOff[record+1]) {
 		return

@@ -362,18 +362,10 @@ func (n *Node) build(cfg *config.Config, prev *snapshot.Snapshot, keepServed boo
 	opts := snapshot.Options{Previous: prev, CacheDir: n.statePath(config.StateZones), KeepServed: keepServed, Reread: reread, DeferCopies: true}
 	if n.met != nil {
 		met, tr := n.met, n.tr
-		opts.Hooks = policy.Hooks{
-			Observe: func(record, pool int, allDown bool) {
-				met.Steered(record, pool, allDown)
-				tr.Answer(record, pool)
-			},
-			Decided: func(record int, d policy.Decision, ecs int) {
-				if d.Rule >= 0 {
-					met.Decision(record, d.Rule)
-				}
-				tr.Decided(record, &d, ecs)
-			},
-		}
+		opts.Hooks = policy.Hooks{Answered: func(record int, d policy.Decision, ecs int) {
+			met.Answered(record, d.Pools, d.Rule, d.AllDown)
+			tr.Answered(record, &d, ecs)
+		}}
 	}
 	if n.xfr != nil {
 		opts.Secondary = n.xfr.copyOf

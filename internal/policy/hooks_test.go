@@ -13,10 +13,7 @@ import (
 // recorderHooks are the hooks the node sets: every answer counted by a
 // traffic recorder (internal/node build).
 func recorderHooks(tr *traffic.Recorder) policy.Hooks {
-	return policy.Hooks{
-		Observe: func(record, pool int, _ bool) { tr.Answer(record, pool) },
-		Decided: func(record int, d policy.Decision, ecs int) { tr.Decided(record, &d, ecs) },
-	}
+	return policy.Hooks{Answered: func(record int, d policy.Decision, ecs int) { tr.Answered(record, &d, ecs) }}
 }
 
 // TestLiveDecideHooksDoNotAllocate checks that the hooks the node sets,

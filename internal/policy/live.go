@@ -42,13 +42,14 @@ type Live struct {
 // Hooks are called from the query path for each steered answer; they must
 // not block or allocate. They are given when the live state is created.
 type Hooks struct {
-	// Observe is called for each pool of each steered answer (metrics).
-	Observe func(record, pool int, allDown bool)
-	// Decided is called with the decision of each steered answer (by
-	// value: a pointer would make every decision escape) and the family
-	// of the ECS subnet the query was steered by, 4 or 6, or 0 when it
-	// had none (no scope is returned). d.Rule is -1 when no rule decided.
-	Decided func(record int, d Decision, ecs int)
+	// Answered is called once for each steered answer with its decision
+	// (by value: a pointer would make every decision escape) and the
+	// family of the ECS subnet the query was steered by, 4 or 6, or 0
+	// when it had none (no scope is returned). d.Pools has a bit for each
+	// pool named in the answer; d.Rule is -1 when no rule decided. One
+	// call, not one per pool and one for the decision: the metrics and
+	// the traffic recorder each read their counter table once an answer.
+	Answered func(record int, d Decision, ecs int)
 }
 
 // LiveOptions are what a live state starts from.
@@ -351,13 +352,8 @@ func (l *Live) answered(r *Record, d *Decision, now int64, ecs int) {
 		return
 	}
 	mask := d.Pools
-	if l.hooks.Observe != nil {
-		for m := mask; m != 0; m &= m - 1 {
-			l.hooks.Observe(r.Index, bits.TrailingZeros64(m), d.AllDown)
-		}
-	}
-	if l.hooks.Decided != nil {
-		l.hooks.Decided(r.Index, *d, ecs)
+	if l.hooks.Answered != nil {
+		l.hooks.Answered(r.Index, *d, ecs)
 	}
 	last := l.lastAnswer[r.Index]
 	for m := mask; m != 0; m &= m - 1 {

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -36,8 +37,12 @@ func TestLiveDecideWithoutNode(t *testing.T) {
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	var observed, decided []int
 	live := policy.NewLive(table, policy.LiveOptions{Start: start, Hooks: policy.Hooks{
-		Observe: func(_, pool int, _ bool) { observed = append(observed, pool) },
-		Decided: func(_ int, d policy.Decision, _ int) { decided = append(decided, d.Rule) },
+		Answered: func(_ int, d policy.Decision, _ int) {
+			for m := d.Pools; m != 0; m &= m - 1 {
+				observed = append(observed, bits.TrailingZeros64(m))
+			}
+			decided = append(decided, d.Rule)
+		},
 	}})
 	bom, fra := r.Pools[0].Index, r.Pools[1].Index
 	client := addr("10.17.3.4")

@@ -49,6 +49,7 @@ package traffic
 
 import (
 	"context"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -247,6 +248,30 @@ func (r *Recorder) Decided(record int, d *policy.Decision, family int) {
 	if uint(record) >= uint(len(t.rules)) {
 		return
 	}
+	t.decided(record, d, family)
+}
+
+// Answered is Answer for each pool of d (its bits in d.Pools) and
+// Decided, with one read of the counter table: the policy.Hooks.Answered
+// the node sets. No lock, no allocation.
+func (r *Recorder) Answered(record int, d *policy.Decision, family int) {
+	t := r.tab.Load()
+	if uint(record) >= uint(len(t.rules)) {
+		return
+	}
+	lo, hi := int(t.off[record])+kPools, int(t.rules[record])
+	for m := d.Pools; m != 0; m &= m - 1 {
+		i := lo + bits.TrailingZeros64(m)
+		if i >= hi {
+			break
+		}
+		t.c[i].Add(1)
+	}
+	t.decided(record, d, family)
+}
+
+// decided is Decided's counting (record in range).
+func (t *table) decided(record int, d *policy.Decision, family int) {
 	base := int(t.off[record])
 	t.c[base+kAnswers].Add(1)
 	if d.Rule >= 0 {

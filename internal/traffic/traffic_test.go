@@ -2,6 +2,8 @@ package traffic
 
 import (
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -377,6 +379,38 @@ func BenchmarkWindowRecord(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, ok := w.Record(recs[i%len(recs)].Name); !ok {
 			b.Fatal("no counts")
+		}
+	}
+}
+
+// TestAnsweredIsAnswerAndDecided: Answered, the node's one call an
+// answer, counts what Answer for each pool of the decision and Decided
+// count, pools past a record's and records out of range ignored alike.
+func TestAnsweredIsAnswerAndDecided(t *testing.T) {
+	one, each := New(), New()
+	one.SetRecords(shopRecords())
+	each.SetRecords(shopRecords())
+	one.Sample(t0)
+	each.Sample(t0)
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 5000 {
+		rec, fam := r.IntN(4)-1, []int{0, 4, 6}[r.IntN(3)]
+		d := policy.Decision{Pools: r.Uint64() & 0b1111, Rule: r.IntN(4) - 1, Scope: r.IntN(60)}
+		if r.IntN(5) == 0 {
+			d.WidenedFrom = d.Scope + 1
+		}
+		one.Answered(rec, &d, fam)
+		for m := d.Pools; m != 0; m &= m - 1 {
+			each.Answer(rec, bits.TrailingZeros64(m))
+		}
+		each.Decided(rec, &d, fam)
+	}
+	one.Sample(t0.Add(10 * time.Second))
+	each.Sample(t0.Add(10 * time.Second))
+	for _, name := range []string{"a.example.", "shop.example.", "z.example."} {
+		a, b := mustRecord(t, one.Window(5*time.Minute), name), mustRecord(t, each.Window(5*time.Minute), name)
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("%s: Answered counted %+v, Answer and Decided %+v", name, a, b)
 		}
 	}
 }
