@@ -107,10 +107,14 @@ done)
 # configuration of std and every dependency (no cgo, trimmed) cost about
 # 64 s of the compile stage on a cold cache, beside the plain and raced
 # ones. (Test helpers find the repository from their working directory,
-# not from their source's path, which -trimpath makes a module path.) The
-# caller's own GOFLAGS come after and win.
+# not from their source's path, which -trimpath makes a module path.)
+# Builds of cmd/steer here leave out its profile-guided optimization
+# (default.pgo, bench/pgo.sh): with it, every package under cmd/steer
+# would compile a second time for the steer binaries tests build, and
+# what the tests check does not depend on it. The caller's own GOFLAGS
+# come after and win.
 export CGO_ENABLED=0
-export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
+export GOFLAGS="-trimpath -pgo=off${GOFLAGS:+ $GOFLAGS}"
 stage vet
 go vet ./...
 # What follows does not vet again: go test vets each package it tests
