@@ -58,10 +58,9 @@ func startTrafficNode(t *testing.T, endpoints []string, name string, every time.
 // answer counts n answers of shop.example.com. from pool by rule, then
 // samples.
 func (n *trafficNode) answer(pool, rule, count int) {
-	d := policy.Decision{Rule: rule, Scope: 24}
+	d := policy.Decision{Pools: 1 << pool, Rule: rule, Scope: 24}
 	for range count {
-		n.r.Answer(0, pool)
-		n.r.Decided(0, &d, 4)
+		n.r.Answered(0, &d, 4)
 	}
 	n.r.Sample(time.Now())
 }

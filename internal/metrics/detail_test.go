@@ -123,12 +123,12 @@ func checkHistogram(t *testing.T, fams map[string]*dto.MetricFamily, name string
 func TestDecisions(t *testing.T) {
 	m := newM()
 	m.SetRecords(recs([]string{"www.example.com.", "api.example.com.", "x."}, [][]string{{"eu"}, {"all"}, {"p"}}, []int{3, 1}, true)) // x. has no rules
-	m.Decision(0, 0)
-	m.Decision(0, 2)
-	m.Decision(0, 2)
-	m.Decision(1, 0)
+	decided(m, 0, 0)
+	decided(m, 0, 2)
+	decided(m, 0, 2)
+	decided(m, 1, 0)
 	for _, c := range [][2]int{{0, 3}, {0, -1}, {1, 1}, {2, 0}, {3, 0}, {-1, 0}} {
-		m.Decision(c[0], c[1])
+		decided(m, c[0], c[1])
 	}
 	text := scrape(t, m)
 	fams := parse(t, text)
@@ -196,8 +196,8 @@ func TestFreshHistograms(t *testing.T) {
 func TestWholeScrapeParses(t *testing.T) {
 	m := newM()
 	m.SetRecords(recs([]string{"a."}, [][]string{{"p"}}, []int{2}, true))
-	m.Decision(0, 1)
-	m.Steered(0, 0, false)
+	decided(m, 0, 1)
+	steered(m, 0, 0, false)
 	m.ECS(ECSPresent)
 	m.Scope(false, 24)
 	m.Cookie(1)

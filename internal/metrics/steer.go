@@ -20,7 +20,7 @@ type Record struct {
 	Name, Zone string
 	// Policy is the named policy whose rules it uses; "" for its own.
 	Policy string
-	// Pools are its pool names, in the order Steered numbers them.
+	// Pools are its pool names, in the order of the bits Answered is given.
 	Pools []string
 	// Rules is how many steering rules it has.
 	Rules int
@@ -89,10 +89,10 @@ func (s *slots[K]) of(k K) int32 {
 }
 
 // SetRecords replaces the steering counters with a table for recs:
-// record, pool and rule indexes in Steered and Decision refer to recs,
+// record, pool and rule indexes in Answered refer to recs,
 // each record's Pools and its Rules. Counts are not carried over. It is
-// called at load and reload, may allocate, and is safe while Steered and
-// Decision run concurrently.
+// called at load and reload, may allocate, and is safe while Answered
+// runs concurrently.
 func (m *Metrics) SetRecords(recs []Record) {
 	t := &steerTable{poolOff: make([]int32, len(recs)+1), ruleOff: make([]int32, len(recs)+1)}
 	var ans, dec slots[[3]string]
@@ -141,36 +141,18 @@ func (m *Metrics) SetRecords(recs []Record) {
 	m.steer.Store(t)
 }
 
-// Steered counts one answer of steered record number record from its pool
-// number pool, and whether it failed open (every target down). Indexes out
-// of range of the last SetRecords are ignored. It does not allocate or
-// lock.
-func (m *Metrics) Steered(record, pool int, allDown bool) {
-	t := m.steer.Load()
-	if uint(record) >= uint(len(t.poolOff)-1) || pool < 0 {
-		return
-	}
-	t.steered(record, uint64(1)<<uint(pool), allDown)
-}
-
-// Answered counts one answer of steered record number record: from each
-// pool with a bit set in pools, failed open or not, and decided by rule
-// (none when rule < 0). It is Steered for each pool and Decision, with
-// one read of the counter table. It does not allocate or lock.
+// Answered counts one answer of steered record number record: in the
+// series of each pool with a bit set in pools (bits past the record's
+// pools are ignored), failed open (every target down) or not, and as a
+// decision by its rule number rule (0-based here, exposed 1-based as the
+// rule label; none when rule < 0). Records and rules out of range of the
+// last SetRecords are ignored. One read of the counter table; it does
+// not allocate or lock.
 func (m *Metrics) Answered(record int, pools uint64, rule int, allDown bool) {
 	t := m.steer.Load()
 	if uint(record) >= uint(len(t.poolOff)-1) {
 		return
 	}
-	t.steered(record, pools, allDown)
-	if rule >= 0 {
-		t.decision(record, rule)
-	}
-}
-
-// steered counts an answer of record from the pools of the bits set in
-// pools (record in range; bits past its pools are ignored).
-func (t *steerTable) steered(record int, pools uint64, allDown bool) {
 	fo := 0
 	if allDown {
 		fo = 1
@@ -179,7 +161,7 @@ func (t *steerTable) steered(record int, pools uint64, allDown bool) {
 	for m := pools; m != 0; m &= m - 1 {
 		i := lo + bits.TrailingZeros64(m)
 		if i >= hi {
-			return
+			break
 		}
 		t.answers[2*int(t.poolSlot[i])+fo].Add(1)
 		if t.recPool != nil {
@@ -188,22 +170,6 @@ func (t *steerTable) steered(record int, pools uint64, allDown bool) {
 			}
 		}
 	}
-}
-
-// Decision counts one steering decision of steered record number record
-// made by its rule number rule (0-based here, exposed 1-based as the rule
-// label). Indexes out of range of the last SetRecords are ignored. It
-// does not allocate or lock.
-func (m *Metrics) Decision(record, rule int) {
-	t := m.steer.Load()
-	if uint(record) >= uint(len(t.ruleOff)-1) {
-		return
-	}
-	t.decision(record, rule)
-}
-
-// decision counts a decision of record by rule (record in range).
-func (t *steerTable) decision(record, rule int) {
 	i := int(t.ruleOff[record]) + rule
 	if rule < 0 || i >= int(t.ruleOff[record+1]) {
 		return

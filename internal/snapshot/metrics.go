@@ -16,7 +16,7 @@ import (
 // the configuration lists in metrics.per_record.
 
 // MetricRecords describes s's steered records, in the order of its
-// policy table (the indexes metrics.Steered and Decision count by), to
+// policy table (the indexes metrics.Answered counts by), to
 // metrics.SetRecords.
 func (s *Snapshot) MetricRecords() []metrics.Record {
 	if s.Policies == nil {

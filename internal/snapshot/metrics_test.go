@@ -87,9 +87,8 @@ func TestMetricSeriesBounded(t *testing.T) {
 			t.Fatalf("record 7 described as %+v", rec7)
 		}
 		fams, n := metricSeries(t, snap, func(m *metrics.Metrics) {
-			m.Steered(7, 0, false)
-			m.Steered(7, 0, false)
-			m.Decision(7, 2)
+			m.Answered(7, 1<<0, 2, false)
+			m.Answered(7, 1<<0, -1, false)
 		})
 		if n >= 2000 {
 			t.Errorf("%d names, per_record %v: %d series, want fewer than 2000", names, snap.Config.Metrics.PerRecord, n)

@@ -34,21 +34,19 @@ func TestMemoryPerRecord(t *testing.T) {
 	r.SetRecords(recs)
 	now := t0
 	r.Sample(now)
-	d4 := policy.Decision{Rule: 0, Scope: 24}
-	d6 := policy.Decision{Rule: 2, Scope: 48, WidenedFrom: 56}
+	d4 := policy.Decision{Pools: 1 << 0, Rule: 0, Scope: 24}
+	d6 := policy.Decision{Pools: 1 << 2, Rule: 2, Scope: 48, WidenedFrom: 56}
 	for s := range 450 {
 		tab := r.tab.Load()
 		for i := range records {
 			// 10 to 5,000 answers in 10 s, most from mumbai.
-			r.Answer(i, 0)
-			r.Decided(i, &d4, 4)
+			r.Answered(i, &d4, 4)
 			n := uint32(10 + (i*7+s)%5000)
 			base := tab.off[i]
 			for _, k := range []int32{kAnswers, kPools, kScope4 + 24, tab.rules[i] - base} {
 				tab.c[base+k].Add(n)
 			}
-			r.Answer(i, 2)
-			r.Decided(i, &d6, 6)
+			r.Answered(i, &d6, 6)
 		}
 		now = now.Add(SampleInterval)
 		r.Sample(now)

@@ -5,9 +5,10 @@
 //
 // # Counting
 //
-// The query path (Answer, Decided) makes one or two atomic adds at an
-// index computed from the record's offset in a flat []atomic.Uint32: no
-// lock, no allocation. Each record has a fixed block of counters: its
+// The query path (Answered) makes an atomic add per counter an answer
+// touches (its answers, each pool, its rule, its scope), at indexes
+// computed from the record's offset in a flat []atomic.Uint32: no lock,
+// no allocation. Each record has a fixed block of counters: its
 // answers, widened answers (IPv4, IPv6), 33 IPv4 scope lengths (/0–/32),
 // 33 IPv6 scope buckets, then one counter per pool and per rule. The
 // counters are 32 bits: the sampler empties them every 10 s, and no
@@ -223,37 +224,13 @@ func (r *Recorder) SetRecords(recs []Record) {
 	r.lay = newLayout(recs)
 }
 
-// Answer counts one answer of record naming pool (a policy.Hooks.Observe
-// step): no lock, no allocation. Indexes out of range of the last
-// SetRecords are ignored.
-func (r *Recorder) Answer(record, pool int) {
-	t := r.tab.Load()
-	if uint(record) >= uint(len(t.rules)) {
-		return
-	}
-	i := int(t.off[record]) + kPools + pool
-	if pool < 0 || i >= int(t.rules[record]) {
-		return
-	}
-	t.c[i].Add(1)
-}
-
-// Decided counts one answer of record and its decision: the deciding
-// rule and, when the query carried an ECS subnet of family 4 or 6 (0:
-// none, so no scope is returned), the scope returned (d.Scope) and
-// whether health widened it (d.WidenedFrom != 0). No lock, no
-// allocation.
-func (r *Recorder) Decided(record int, d *policy.Decision, family int) {
-	t := r.tab.Load()
-	if uint(record) >= uint(len(t.rules)) {
-		return
-	}
-	t.decided(record, d, family)
-}
-
-// Answered is Answer for each pool of d (its bits in d.Pools) and
-// Decided, with one read of the counter table: the policy.Hooks.Answered
-// the node sets. No lock, no allocation.
+// Answered counts one answer of record (the policy.Hooks.Answered the
+// node sets): each of its pools (d.Pools' bits; those past the record's
+// pools are ignored), its deciding rule and, when the query carried an
+// ECS subnet of family 4 or 6 (0: none, so no scope is returned), the
+// scope returned (d.Scope) and whether health widened it (d.WidenedFrom
+// != 0). One read of the counter table, no lock, no allocation. Records
+// out of range of the last SetRecords are ignored.
 func (r *Recorder) Answered(record int, d *policy.Decision, family int) {
 	t := r.tab.Load()
 	if uint(record) >= uint(len(t.rules)) {
@@ -267,11 +244,6 @@ func (r *Recorder) Answered(record int, d *policy.Decision, family int) {
 		}
 		t.c[i].Add(1)
 	}
-	t.decided(record, d, family)
-}
-
-// decided is Decided's counting (record in range).
-func (t *table) decided(record int, d *policy.Decision, family int) {
 	base := int(t.off[record])
 	t.c[base+kAnswers].Add(1)
 	if d.Rule >= 0 {

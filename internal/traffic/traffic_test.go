@@ -2,8 +2,6 @@ package traffic
 
 import (
 	"fmt"
-	"math/bits"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,10 +23,9 @@ func shopRecords() []Record {
 // hit counts n answers of rec from pool by rule with scope over ECS of
 // family fam (0: none).
 func hit(r *Recorder, rec, pool, rule, scope, widened, fam, n int) {
-	d := policy.Decision{Rule: rule, Scope: scope, WidenedFrom: widened}
+	d := policy.Decision{Pools: 1 << pool, Rule: rule, Scope: scope, WidenedFrom: widened}
 	for range n {
-		r.Answer(rec, pool)
-		r.Decided(rec, &d, fam)
+		r.Answered(rec, &d, fam)
 	}
 }
 
@@ -241,15 +238,14 @@ func TestSetRecordsKeepsHistory(t *testing.T) {
 func TestQueryPathDoesNotAllocate(t *testing.T) {
 	r := New()
 	r.SetRecords(shopRecords())
-	d := policy.Decision{Rule: 1, Scope: 56, WidenedFrom: 60}
+	d := policy.Decision{Pools: 1 << 2, Rule: 1, Scope: 56, WidenedFrom: 60}
 	if n := testing.AllocsPerRun(1000, func() {
-		r.Answer(1, 2)
-		r.Decided(1, &d, 6)
-		r.Decided(1, &d, 4)
-		r.Answer(9, 0)
-		r.Decided(-1, &d, 4)
+		r.Answered(1, &d, 6)
+		r.Answered(1, &d, 4)
+		r.Answered(9, &d, 4)
+		r.Answered(-1, &d, 4)
 	}); n != 0 {
-		t.Errorf("Answer and Decided make %v allocations, want 0", n)
+		t.Errorf("Answered makes %v allocations, want 0", n)
 	}
 }
 
@@ -270,7 +266,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			d := policy.Decision{Rule: 0, Scope: 24}
 			for !stop.Load() {
-				r.Decided(1, &d, 4)
+				r.Answered(1, &d, 4)
 				done[k]++
 			}
 		}()
@@ -313,22 +309,14 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-func BenchmarkAnswer(b *testing.B) {
-	r := New()
-	r.SetRecords(shopRecords())
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		r.Answer(1, i%3)
-	}
-}
-
-func BenchmarkDecided(b *testing.B) {
+func BenchmarkAnswered(b *testing.B) {
 	r := New()
 	r.SetRecords(shopRecords())
 	d := policy.Decision{Rule: 1, Scope: 24, WidenedFrom: 20}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		r.Decided(1, &d, 4)
+		d.Pools = 1 << (i % 3)
+		r.Answered(1, &d, 4)
 	}
 }
 
@@ -340,13 +328,12 @@ func BenchmarkSample(b *testing.B) {
 		recs[i] = Record{Name: fmt.Sprintf("r%d.example.", i), Pools: []string{"a", "b", "c"}, Rules: 3}
 	}
 	r.SetRecords(recs)
-	d := policy.Decision{Rule: 1, Scope: 24}
+	d := policy.Decision{Pools: 1 << 1, Rule: 1, Scope: 24}
 	now := t0
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		for k := 0; k < len(recs); k += 10 {
-			r.Answer(k, 1)
-			r.Decided(k, &d, 4)
+			r.Answered(k, &d, 4)
 		}
 		now = now.Add(SampleInterval)
 		r.Sample(now)
@@ -367,8 +354,8 @@ func BenchmarkWindowRecord(b *testing.B) {
 	r.Sample(now)
 	for range 400 {
 		for k := range recs {
-			r.Answer(k, k%3)
-			r.Decided(k, &d, 4)
+			d.Pools = 1 << (k % 3)
+			r.Answered(k, &d, 4)
 		}
 		now = now.Add(SampleInterval)
 		r.Sample(now)
@@ -383,34 +370,22 @@ func BenchmarkWindowRecord(b *testing.B) {
 	}
 }
 
-// TestAnsweredIsAnswerAndDecided: Answered, the node's one call an
-// answer, counts what Answer for each pool of the decision and Decided
-// count, pools past a record's and records out of range ignored alike.
-func TestAnsweredIsAnswerAndDecided(t *testing.T) {
-	one, each := New(), New()
-	one.SetRecords(shopRecords())
-	each.SetRecords(shopRecords())
-	one.Sample(t0)
-	each.Sample(t0)
-	r := rand.New(rand.NewPCG(5, 6))
-	for range 5000 {
-		rec, fam := r.IntN(4)-1, []int{0, 4, 6}[r.IntN(3)]
-		d := policy.Decision{Pools: r.Uint64() & 0b1111, Rule: r.IntN(4) - 1, Scope: r.IntN(60)}
-		if r.IntN(5) == 0 {
-			d.WidenedFrom = d.Scope + 1
-		}
-		one.Answered(rec, &d, fam)
-		for m := d.Pools; m != 0; m &= m - 1 {
-			each.Answer(rec, bits.TrailingZeros64(m))
-		}
-		each.Decided(rec, &d, fam)
+// TestAnsweredManyPools: an answer from several pools (multivalue)
+// counts each of its pools once, and once as an answer and a decision;
+// bits past the record's pools are ignored.
+func TestAnsweredManyPools(t *testing.T) {
+	r := New()
+	r.SetRecords(shopRecords())
+	r.Sample(t0)
+	d := policy.Decision{Pools: 0b101 | 1<<5, Rule: 2, Scope: 24}
+	r.Answered(1, &d, 4)
+	r.Answered(1, &d, 4)
+	r.Sample(t0.Add(10 * time.Second))
+	c := mustRecord(t, r.Window(5*time.Minute), "shop.example.")
+	if want := map[string]uint64{"mumbai": 2, "frankfurt": 0, "virginia": 2}; c.Answers != 2 || fmt.Sprint(c.Pools) != fmt.Sprint(want) {
+		t.Errorf("answers %d pools %v, want 2 %v", c.Answers, c.Pools, want)
 	}
-	one.Sample(t0.Add(10 * time.Second))
-	each.Sample(t0.Add(10 * time.Second))
-	for _, name := range []string{"a.example.", "shop.example.", "z.example."} {
-		a, b := mustRecord(t, one.Window(5*time.Minute), name), mustRecord(t, each.Window(5*time.Minute), name)
-		if fmt.Sprint(a) != fmt.Sprint(b) {
-			t.Errorf("%s: Answered counted %+v, Answer and Decided %+v", name, a, b)
-		}
+	if fmt.Sprint(c.Rules) != "[0 0 2]" || c.Scopes4[24] != 2 {
+		t.Errorf("rules %v, /24 scopes %d, want [0 0 2] and 2", c.Rules, c.Scopes4[24])
 	}
 }
